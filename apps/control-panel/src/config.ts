@@ -1,0 +1,92 @@
+import path from 'node:path';
+import Type from 'typebox';
+import { ConfigError, parseEnv } from '@tether/common';
+import { TIMING_DEFAULTS } from '@tether/protocol';
+
+// The one place the panel reads process.env. Every variable is listed, with its
+// default, in docs/operations.md. Invalid values stop the panel at start with
+// a message naming each bad variable.
+
+const Ms = (def: number, min = 10) => Type.Integer({ minimum: min, maximum: 86_400_000, default: def });
+
+const EnvSchema = Type.Object({
+  TETHER_HOST: Type.String({ minLength: 1, default: '127.0.0.1' }),
+  TETHER_PORT: Type.Integer({ minimum: 0, maximum: 65_535, default: 8080 }),
+  /** Public URL printed at start and given to local agents; defaults to http://HOST:PORT. */
+  TETHER_PUBLIC_URL: Type.Optional(Type.String({ pattern: '^https?://' })),
+  DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://' })),
+  TETHER_DATA_DIR: Type.String({ minLength: 1, default: '.tether' }),
+  TETHER_EMBEDDED_PG_PORT: Type.Integer({ minimum: 0, maximum: 65_535, default: 0 }),
+  TETHER_ADMIN_TOKEN: Type.Optional(Type.String({ minLength: 16, maxLength: 256 })),
+  TETHER_LOG_LEVEL: Type.Union(
+    ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)),
+    { default: 'info' },
+  ),
+  TETHER_SESSION_IDLE_MS: Ms(TIMING_DEFAULTS.panelIdleTimeoutMs),
+  TETHER_PING_INTERVAL_MS: Ms(TIMING_DEFAULTS.pingIntervalMs),
+  TETHER_HEARTBEAT_INTERVAL_MS: Ms(TIMING_DEFAULTS.heartbeatIntervalMs),
+  TETHER_AGENT_IDLE_MS: Ms(TIMING_DEFAULTS.agentIdleTimeoutMs),
+  TETHER_ACK_TIMEOUT_MS: Ms(TIMING_DEFAULTS.ackTimeoutMs),
+  TETHER_HELLO_TIMEOUT_MS: Ms(TIMING_DEFAULTS.helloTimeoutMs),
+  TETHER_RECONCILE_INTERVAL_MS: Ms(TIMING_DEFAULTS.routingPushIntervalMs),
+  TETHER_ROUTING_DEBOUNCE_MS: Ms(250, 0),
+  TETHER_LAST_SEEN_FLUSH_MS: Ms(10_000),
+  TETHER_SEND_BUFFER_LIMIT_BYTES: Type.Integer({ minimum: 1024, default: 8 * 1024 * 1024 }),
+});
+
+
+export interface PanelConfig {
+  host: string;
+  port: number;
+  publicUrl: string | undefined;
+  databaseUrl: string | undefined;
+  dataDir: string;
+  embeddedPgPort: number;
+  adminToken: string | undefined;
+  logLevel: string;
+  sessions: {
+    idleTimeoutMs: number;
+    pingIntervalMs: number;
+    heartbeatIntervalMs: number;
+    agentIdleTimeoutMs: number;
+    ackTimeoutMs: number;
+    helloTimeoutMs: number;
+    lastSeenFlushMs: number;
+    sendBufferLimitBytes: number;
+  };
+  routing: {
+    reconcileIntervalMs: number;
+    debounceMs: number;
+  };
+}
+
+export { ConfigError };
+
+/** Reads and validates configuration from an environment (process.env in main.ts, a literal in tests). */
+export function loadConfig(env: Record<string, string | undefined>): PanelConfig {
+  const e = parseEnv(EnvSchema, env);
+  return {
+    host: e.TETHER_HOST,
+    port: e.TETHER_PORT,
+    publicUrl: e.TETHER_PUBLIC_URL,
+    databaseUrl: e.DATABASE_URL,
+    dataDir: path.resolve(e.TETHER_DATA_DIR),
+    embeddedPgPort: e.TETHER_EMBEDDED_PG_PORT,
+    adminToken: e.TETHER_ADMIN_TOKEN,
+    logLevel: e.TETHER_LOG_LEVEL,
+    sessions: {
+      idleTimeoutMs: e.TETHER_SESSION_IDLE_MS,
+      pingIntervalMs: e.TETHER_PING_INTERVAL_MS,
+      heartbeatIntervalMs: e.TETHER_HEARTBEAT_INTERVAL_MS,
+      agentIdleTimeoutMs: e.TETHER_AGENT_IDLE_MS,
+      ackTimeoutMs: e.TETHER_ACK_TIMEOUT_MS,
+      helloTimeoutMs: e.TETHER_HELLO_TIMEOUT_MS,
+      lastSeenFlushMs: e.TETHER_LAST_SEEN_FLUSH_MS,
+      sendBufferLimitBytes: e.TETHER_SEND_BUFFER_LIMIT_BYTES,
+    },
+    routing: {
+      reconcileIntervalMs: e.TETHER_RECONCILE_INTERVAL_MS,
+      debounceMs: e.TETHER_ROUTING_DEBOUNCE_MS,
+    },
+  };
+}

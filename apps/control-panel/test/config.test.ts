@@ -1,0 +1,40 @@
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../src/config.js';
+
+describe('panel config', () => {
+  it('applies the documented defaults', () => {
+    const config = loadConfig({});
+    expect(config.port).toBe(8080);
+    expect(config.host).toBe('127.0.0.1');
+    expect(config.databaseUrl).toBeUndefined();
+    expect(config.dataDir).toBe(path.resolve('.tether'));
+    expect(config.sessions).toMatchObject({ idleTimeoutMs: 30_000, pingIntervalMs: 30_000, ackTimeoutMs: 10_000, agentIdleTimeoutMs: 90_000, heartbeatIntervalMs: 5_000 });
+    expect(config.routing.reconcileIntervalMs).toBe(300_000);
+  });
+
+  it('takes overrides', () => {
+    const config = loadConfig({ TETHER_PORT: '0', TETHER_SESSION_IDLE_MS: '300', DATABASE_URL: 'postgres://u:p@db:5432/t' });
+    expect(config.port).toBe(0);
+    expect(config.sessions.idleTimeoutMs).toBe(300);
+    expect(config.databaseUrl).toBe('postgres://u:p@db:5432/t');
+  });
+
+  it('refuses bad values with a message naming each variable', () => {
+    try {
+      loadConfig({ TETHER_PORT: 'eighty', TETHER_SESSION_IDLE_MS: '1', DATABASE_URL: 'mysql://x', TETHER_ADMIN_TOKEN: 'short' });
+      expect.unreachable();
+    } catch (err) {
+      expect(err).toBeInstanceOf(ConfigError);
+      const problems = (err as ConfigError).problems.join('\n');
+      expect(problems).toContain('TETHER_PORT');
+    }
+    try {
+      loadConfig({ TETHER_SESSION_IDLE_MS: '1', DATABASE_URL: 'mysql://x', TETHER_ADMIN_TOKEN: 'short' });
+      expect.unreachable();
+    } catch (err) {
+      const problems = (err as ConfigError).problems.join('\n');
+      for (const key of ['TETHER_SESSION_IDLE_MS', 'DATABASE_URL', 'TETHER_ADMIN_TOKEN']) expect(problems).toContain(key);
+    }
+  });
+});

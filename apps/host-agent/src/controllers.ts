@@ -1,0 +1,54 @@
+import type { ContainerState, Route, RoutingStatus, RuntimeStatus, Workload } from '@tether/protocol';
+
+// The seams between the agent's panel session and the two things it drives.
+// The session (connection/) only talks to these interfaces; runtime/ (Docker)
+// and proxy/ (Caddy) implement them.
+
+export type DeployOutcome =
+  | { status: 'running'; reason: string }
+  | { status: 'failed'; reason: string; code: string };
+
+export interface Observation {
+  /** Every Tether container as the runtime reports it now, never as last requested. */
+  containers: ContainerState[];
+  runtime: RuntimeStatus;
+}
+
+export interface WorkloadController {
+  start(): Promise<void>;
+  stop(): Promise<void>;
+  /** Reads the real state of every Tether container from the runtime. */
+  observe(): Promise<Observation>;
+  /** The complete set of workloads the panel wants on this node (sent on join and on change). */
+  setDesired(workloads: Workload[]): void;
+  /**
+   * Carries out one deployment. Idempotent by deployment id: a second delivery
+   * of the same id joins the first instead of deploying again.
+   */
+  deploy(workload: Workload): Promise<DeployOutcome>;
+}
+
+export interface RoutingMapInput {
+  version: number;
+  hash: string;
+  routes: Route[];
+}
+
+export interface RoutingApplyResult {
+  hash: string;
+  /** The rendered proxy config differed from what was in place. */
+  changed: boolean;
+  /** The proxy was told to load a new config. */
+  reloaded: boolean;
+  error: string | null;
+  routing: RoutingStatus;
+}
+
+export interface RoutingController {
+  start(): Promise<void>;
+  stop(): Promise<void>;
+  /** Makes the proxy serve `map`; does nothing when what is in place is identical. */
+  apply(map: RoutingMapInput): Promise<RoutingApplyResult>;
+  /** Applied hash and reload counters, for hello and every heartbeat. */
+  status(): RoutingStatus;
+}

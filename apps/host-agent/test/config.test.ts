@@ -1,0 +1,29 @@
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../src/config.js';
+
+const base = { TETHER_PANEL_URL: 'http://127.0.0.1:8080', TETHER_NODE_TOKEN: 'n'.repeat(32) };
+
+describe('agent config', () => {
+  it('applies documented defaults', () => {
+    const config = loadConfig(base);
+    expect(config.reconnect).toEqual({ minMs: 500, maxMs: 30_000, healthySessionMs: 10_000, connectTimeoutMs: 10_000 });
+    expect(config.overrides).toEqual({});
+    expect(config.stateDir).toBe(path.resolve('.tether-agent'));
+    expect(config.proxy.caddyConfigPath).toBe(path.join(config.stateDir, 'caddy.json'));
+  });
+
+  it('refuses a missing token, a bad URL and inconsistent settings, naming each', () => {
+    expect(() => loadConfig({ TETHER_PANEL_URL: 'ftp://x' })).toThrow(ConfigError);
+    try {
+      loadConfig({ TETHER_PANEL_URL: 'ftp://x' });
+    } catch (err) {
+      const text = (err as ConfigError).problems.join('\n');
+      expect(text).toContain('TETHER_PANEL_URL');
+      expect(text).toContain('TETHER_NODE_TOKEN');
+    }
+    expect(() => loadConfig({ ...base, TETHER_PROXY: 'external' })).toThrow(/TETHER_CADDY_ADMIN_URL/);
+    expect(() => loadConfig({ ...base, TETHER_RECONNECT_MIN_MS: '5000', TETHER_RECONNECT_MAX_MS: '100' })).toThrow(/must not exceed/);
+    expect(() => loadConfig({ ...base, TETHER_AGENT_IDLE_MS: 'soon' })).toThrow(/whole number/);
+  });
+});

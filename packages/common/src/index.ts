@@ -1,0 +1,3 @@
+export * from './loop.js';
+export * from './backoff.js';
+export * from './env.js';

@@ -1,0 +1,75 @@
+/** Version of the wire protocol. An agent whose `hello` names another version is refused. */
+export const PROTOCOL_VERSION = 1;
+
+/** Largest frame either end accepts, in bytes. Larger frames are rejected before parsing. */
+export const MAX_FRAME_BYTES = 1024 * 1024;
+
+/**
+ * Timing defaults, each configurable on the panel; the panel hands the values the
+ * agent must use to it in `welcome`.
+ */
+export const TIMING_DEFAULTS = Object.freeze({
+  /** Agent → panel heartbeat cadence. */
+  heartbeatIntervalMs: 5_000,
+  /** Panel → agent ping cadence. */
+  pingIntervalMs: 30_000,
+  /** Panel read-idle deadline: silence past it means the session is half-open. */
+  panelIdleTimeoutMs: 30_000,
+  /** Agent read-idle deadline: three missed panel pings. */
+  agentIdleTimeoutMs: 90_000,
+  /** How long the panel waits for the `ack` of a `deploy` or `routing.map`. */
+  ackTimeoutMs: 10_000,
+  /** Full routing map push to every live session. */
+  routingPushIntervalMs: 300_000,
+  /** How long the agent may take to send `hello` after the upgrade. */
+  helloTimeoutMs: 5_000,
+});
+
+export type Timing = {
+  heartbeatIntervalMs: number;
+  pingIntervalMs: number;
+  panelIdleTimeoutMs: number;
+  agentIdleTimeoutMs: number;
+  ackTimeoutMs: number;
+};
+
+/**
+ * WebSocket close codes of the protocol (the 4000-4999 range is reserved for
+ * applications by RFC 6455). Documented in docs/protocol.md.
+ */
+export const CLOSE_CODES = Object.freeze({
+  /** No frame arrived within the read-idle deadline. */
+  IDLE_TIMEOUT: 4000,
+  /** A `deploy` or `routing.map` was not ACKed within the ACK timeout. */
+  ACK_TIMEOUT: 4001,
+  /** A newer session of the same node replaced this one. */
+  SUPERSEDED: 4002,
+  /** The node token is no longer valid. */
+  UNAUTHORIZED: 4003,
+  /** The peer broke the protocol (first frame not `hello`, repeated invalid frames, wrong version). */
+  PROTOCOL_ERROR: 4004,
+  /** The node was decommissioned by an operator; the agent must not reconnect with this token. */
+  DECOMMISSIONED: 4005,
+  /** No `hello` within the hello timeout after the upgrade. */
+  HELLO_TIMEOUT: 4006,
+  /** The peer stopped reading: its send buffer passed the bound. */
+  SLOW_CONSUMER: 4007,
+  /** The panel is shutting down; reconnect with backoff. */
+  GOING_AWAY: 1001,
+} as const);
+
+export type CloseCodeName = keyof typeof CLOSE_CODES;
+export type CloseCode = (typeof CLOSE_CODES)[CloseCodeName];
+
+/** Close codes after which an agent must stop reconnecting (an operator has to act). */
+export const TERMINAL_CLOSE_CODES: ReadonlySet<number> = new Set([
+  CLOSE_CODES.UNAUTHORIZED,
+  CLOSE_CODES.DECOMMISSIONED,
+]);
+
+export function closeCodeName(code: number): CloseCodeName | undefined {
+  for (const [name, value] of Object.entries(CLOSE_CODES)) {
+    if (value === code) return name as CloseCodeName;
+  }
+  return undefined;
+}

@@ -1,0 +1,216 @@
+import Type, { type Static } from 'typebox';
+
+// Shared building blocks. Bounds keep a hostile peer from making either end
+// allocate without limit; the frame size limit is the outer bound.
+const Id = Type.String({ minLength: 1, maxLength: 128 });
+const Name = Type.String({ minLength: 1, maxLength: 253 });
+const Text = Type.String({ maxLength: 4096 });
+const NullableText = Type.Union([Text, Type.Null()]);
+const Count = Type.Integer({ minimum: 0 });
+const Timestamp = Type.String({ minLength: 1, maxLength: 64 });
+const Hash = Type.String({ minLength: 1, maxLength: 128 });
+const DurationMs = Type.Integer({ minimum: 1, maximum: 86_400_000 });
+
+export const ContainerState = Type.Object({
+  containerId: Id,
+  serviceId: Id,
+  deploymentId: Id,
+  name: Name,
+  state: Type.Union([
+    Type.Literal('created'),
+    Type.Literal('running'),
+    Type.Literal('restarting'),
+    Type.Literal('paused'),
+    Type.Literal('exited'),
+    Type.Literal('dead'),
+    Type.Literal('removing'),
+  ]),
+  exitCode: Type.Union([Type.Integer(), Type.Null()]),
+  health: Type.Union([
+    Type.Literal('none'),
+    Type.Literal('starting'),
+    Type.Literal('healthy'),
+    Type.Literal('unhealthy'),
+  ]),
+  restartCount: Count,
+  since: Timestamp,
+});
+export type ContainerState = Static<typeof ContainerState>;
+
+export const RuntimeStatus = Type.Object({
+  available: Type.Boolean(),
+  error: NullableText,
+});
+export type RuntimeStatus = Static<typeof RuntimeStatus>;
+
+export const RoutingStatus = Type.Object({
+  appliedHash: Type.Union([Hash, Type.Null()]),
+  reloadsTotal: Count,
+  reloadsToday: Count,
+  lastReloadAt: Type.Union([Timestamp, Type.Null()]),
+  lastReloadReason: NullableText,
+});
+export type RoutingStatus = Static<typeof RoutingStatus>;
+
+export const Workload = Type.Object({
+  serviceId: Id,
+  serviceName: Name,
+  deploymentId: Id,
+  image: Type.String({ minLength: 1, maxLength: 512 }),
+  env: Type.Record(Type.String({ minLength: 1, maxLength: 256 }), Type.String({ maxLength: 32_768 })),
+  port: Type.Union([Type.Integer({ minimum: 1, maximum: 65_535 }), Type.Null()]),
+  replicas: Type.Integer({ minimum: 0, maximum: 100 }),
+});
+export type Workload = Static<typeof Workload>;
+
+export const Route = Type.Object({
+  domain: Name,
+  pathPrefix: Type.Union([Type.String({ minLength: 1, maxLength: 1024 }), Type.Null()]),
+  serviceId: Id,
+  upstream: Type.String({ minLength: 1, maxLength: 300 }),
+});
+export type Route = Static<typeof Route>;
+
+export const TimingSchema = Type.Object({
+  heartbeatIntervalMs: DurationMs,
+  pingIntervalMs: DurationMs,
+  panelIdleTimeoutMs: DurationMs,
+  agentIdleTimeoutMs: DurationMs,
+  ackTimeoutMs: DurationMs,
+});
+
+const Containers = Type.Array(ContainerState, { maxItems: 10_000 });
+
+export const Hello = Type.Object({
+  type: Type.Literal('hello'),
+  id: Id,
+  node: Name,
+  agentVersion: Type.String({ minLength: 1, maxLength: 64 }),
+  protocolVersion: Type.Integer({ minimum: 0 }),
+  containers: Containers,
+  runtime: RuntimeStatus,
+  routing: RoutingStatus,
+});
+export type Hello = Static<typeof Hello>;
+
+export const Welcome = Type.Object({
+  type: Type.Literal('welcome'),
+  id: Id,
+  ref: Id,
+  sessionId: Id,
+  nodeId: Id,
+  timing: TimingSchema,
+});
+export type Welcome = Static<typeof Welcome>;
+
+export const Heartbeat = Type.Object({
+  type: Type.Literal('heartbeat'),
+  id: Id,
+  seq: Count,
+  containers: Containers,
+  runtime: RuntimeStatus,
+  routing: RoutingStatus,
+});
+export type Heartbeat = Static<typeof Heartbeat>;
+
+export const Ping = Type.Object({
+  type: Type.Literal('ping'),
+  id: Id,
+});
+export type Ping = Static<typeof Ping>;
+
+export const Pong = Type.Object({
+  type: Type.Literal('pong'),
+  id: Id,
+  ref: Id,
+});
+export type Pong = Static<typeof Pong>;
+
+export const Deploy = Type.Object({
+  type: Type.Literal('deploy'),
+  id: Id,
+  workload: Workload,
+});
+export type Deploy = Static<typeof Deploy>;
+
+export const Workloads = Type.Object({
+  type: Type.Literal('workloads'),
+  id: Id,
+  workloads: Type.Array(Workload, { maxItems: 10_000 }),
+});
+export type Workloads = Static<typeof Workloads>;
+
+export const Ack = Type.Object({
+  type: Type.Literal('ack'),
+  id: Id,
+  ref: Id,
+});
+export type Ack = Static<typeof Ack>;
+
+export const DeployResult = Type.Object({
+  type: Type.Literal('deploy.result'),
+  id: Id,
+  deploymentId: Id,
+  status: Type.Union([Type.Literal('running'), Type.Literal('failed')]),
+  reason: Text,
+  code: Type.Union([Type.String({ minLength: 1, maxLength: 64 }), Type.Null()]),
+});
+export type DeployResult = Static<typeof DeployResult>;
+
+export const RoutingMap = Type.Object({
+  type: Type.Literal('routing.map'),
+  id: Id,
+  version: Count,
+  hash: Hash,
+  routes: Type.Array(Route, { maxItems: 100_000 }),
+});
+export type RoutingMap = Static<typeof RoutingMap>;
+
+export const RoutingApplied = Type.Object({
+  type: Type.Literal('routing.applied'),
+  id: Id,
+  ref: Id,
+  hash: Hash,
+  changed: Type.Boolean(),
+  reloaded: Type.Boolean(),
+  error: NullableText,
+  routing: RoutingStatus,
+});
+export type RoutingApplied = Static<typeof RoutingApplied>;
+
+export const ErrorMessage = Type.Object({
+  type: Type.Literal('error'),
+  id: Id,
+  ref: Type.Union([Id, Type.Null()]),
+  code: Type.String({ minLength: 1, maxLength: 64 }),
+  message: Text,
+});
+export type ErrorMessage = Static<typeof ErrorMessage>;
+
+/** Every message schema by its `type`. */
+export const MESSAGE_SCHEMAS = {
+  hello: Hello,
+  welcome: Welcome,
+  heartbeat: Heartbeat,
+  ping: Ping,
+  pong: Pong,
+  deploy: Deploy,
+  workloads: Workloads,
+  ack: Ack,
+  'deploy.result': DeployResult,
+  'routing.map': RoutingMap,
+  'routing.applied': RoutingApplied,
+  error: ErrorMessage,
+} as const;
+
+export type MessageType = keyof typeof MESSAGE_SCHEMAS;
+export const MESSAGE_TYPES = Object.keys(MESSAGE_SCHEMAS) as MessageType[];
+
+export const Message = Type.Union(Object.values(MESSAGE_SCHEMAS));
+export type Message = { [K in MessageType]: Static<(typeof MESSAGE_SCHEMAS)[K]> }[MessageType];
+export type MessageOf<T extends MessageType> = Extract<Message, { type: T }>;
+
+/** Messages the agent sends and the panel receives. */
+export type AgentMessage = MessageOf<'hello' | 'heartbeat' | 'pong' | 'ack' | 'deploy.result' | 'routing.applied' | 'error'>;
+/** Messages the panel sends and the agent receives. */
+export type PanelMessage = MessageOf<'welcome' | 'ping' | 'deploy' | 'workloads' | 'routing.map' | 'ack' | 'error'>;

@@ -1,0 +1,120 @@
+import { describe, expect, it } from 'vitest';
+import {
+  EXAMPLE_MESSAGES,
+  FRAME_ERROR_CODES,
+  InvalidMessageError,
+  MAX_FRAME_BYTES,
+  MESSAGE_TYPES,
+  PROTOCOL_VERSION,
+  decode,
+  encode,
+  type Message,
+} from '../src/index.js';
+
+function codeOf(raw: unknown, options?: { binary?: boolean }): string {
+  const result = decode(raw, options);
+  if (result.ok) throw new Error(`expected a rejection, got ${result.message.type}`);
+  return result.error.code;
+}
+
+describe('round trip', () => {
+  it.each(MESSAGE_TYPES)('%s survives encode → decode unchanged', (type) => {
+    const message = EXAMPLE_MESSAGES[type] as Message;
+    const text = encode(message);
+    const result = decode(text);
+    expect(result).toEqual({ ok: true, message });
+    // Buffers decode like strings (ws hands over Buffers).
+    expect(decode(Buffer.from(text))).toEqual({ ok: true, message });
+  });
+
+  it('has an example for every message type', () => {
+    expect(Object.keys(EXAMPLE_MESSAGES).sort()).toEqual([...MESSAGE_TYPES].sort());
+  });
+});
+
+describe('bad frames each get their own code', () => {
+  const hello = EXAMPLE_MESSAGES.hello;
+
+  it('not JSON', () => {
+    expect(codeOf('{"type":')).toBe(FRAME_ERROR_CODES.INVALID_JSON);
+  });
+
+  it('not an object', () => {
+    for (const raw of ['[]', '42', '"hello"', 'null', 'true']) expect(codeOf(raw)).toBe(FRAME_ERROR_CODES.NOT_AN_OBJECT);
+  });
+
+  it('no type', () => {
+    expect(codeOf(JSON.stringify({ id: 'x-1' }))).toBe(FRAME_ERROR_CODES.MISSING_TYPE);
+  });
+
+  it('unknown type, including inherited property names', () => {
+    expect(codeOf(JSON.stringify({ type: 'hullo', id: 'x-1' }))).toBe(FRAME_ERROR_CODES.UNKNOWN_TYPE);
+    expect(codeOf(JSON.stringify({ type: 'constructor', id: 'x-1' }))).toBe(FRAME_ERROR_CODES.UNKNOWN_TYPE);
+    expect(codeOf(JSON.stringify({ type: '__proto__', id: 'x-1' }))).toBe(FRAME_ERROR_CODES.UNKNOWN_TYPE);
+  });
+
+  it('missing field, with the field named and the frame id kept for the reply', () => {
+    const { node: _node, ...withoutNode } = hello;
+    const result = decode(JSON.stringify(withoutNode));
+    expect(result.ok).toBe(false);
+    if (result.ok) return;
+    expect(result.error.code).toBe(FRAME_ERROR_CODES.MISSING_FIELD);
+    expect(result.error.message).toContain('node');
+    expect(result.error.ref).toBe(hello.id);
+  });
+
+  it('missing nested field', () => {
+    const { seq: _seq, ...withoutSeq } = EXAMPLE_MESSAGES.heartbeat;
+    expect(codeOf(JSON.stringify(withoutSeq))).toBe(FRAME_ERROR_CODES.MISSING_FIELD);
+    const broken = structuredClone(EXAMPLE_MESSAGES.heartbeat) as unknown as { containers: Record<string, unknown>[] };
+    delete broken.containers[0]!.state;
+    expect(codeOf(JSON.stringify(broken))).toBe(FRAME_ERROR_CODES.MISSING_FIELD);
+  });
+
+  it('wrong-typed field', () => {
+    expect(codeOf(JSON.stringify({ ...EXAMPLE_MESSAGES.heartbeat, seq: 'seventeen' }))).toBe(FRAME_ERROR_CODES.INVALID_FIELD);
+    expect(codeOf(JSON.stringify({ ...EXAMPLE_MESSAGES.heartbeat, seq: -1 }))).toBe(FRAME_ERROR_CODES.INVALID_FIELD);
+    expect(codeOf(JSON.stringify({ type: 7, id: 'x' }))).toBe(FRAME_ERROR_CODES.INVALID_FIELD);
+    expect(codeOf(JSON.stringify({ ...EXAMPLE_MESSAGES.ping, id: '' }))).toBe(FRAME_ERROR_CODES.INVALID_FIELD);
+  });
+
+  it('oversized, rejected before it is parsed', () => {
+    const big = JSON.stringify({ type: 'ping', id: 'x', pad: 'a'.repeat(MAX_FRAME_BYTES) });
+    expect(codeOf(big)).toBe(FRAME_ERROR_CODES.FRAME_TOO_LARGE);
+    expect(codeOf(Buffer.alloc(MAX_FRAME_BYTES + 1, 0x20))).toBe(FRAME_ERROR_CODES.FRAME_TOO_LARGE);
+    // Exactly at the limit is still parsed.
+    const atLimit = JSON.stringify({ type: 'ping', id: 'x' }).padEnd(MAX_FRAME_BYTES, ' ');
+    expect(decode(atLimit).ok).toBe(true);
+  });
+
+  it('wrong protocol version', () => {
+    expect(codeOf(JSON.stringify({ ...hello, protocolVersion: PROTOCOL_VERSION + 1 }))).toBe(
+      FRAME_ERROR_CODES.UNSUPPORTED_PROTOCOL_VERSION,
+    );
+  });
+
+  it('binary frames and invalid UTF-8', () => {
+    expect(codeOf(Buffer.from(encode(EXAMPLE_MESSAGES.ping)), { binary: true })).toBe(FRAME_ERROR_CODES.BINARY_FRAME);
+    expect(codeOf(Buffer.from([0x7b, 0xff, 0xfe, 0x7d]))).toBe(FRAME_ERROR_CODES.INVALID_UTF8);
+  });
+
+  it('values that are not frames at all', () => {
+    for (const raw of [undefined, null, 42, {}, Symbol('x')]) expect(codeOf(raw)).toBe(FRAME_ERROR_CODES.INVALID_JSON);
+  });
+});
+
+describe('encode', () => {
+  it('refuses an invalid message with a coded error', () => {
+    const bad = { ...EXAMPLE_MESSAGES.heartbeat, seq: -3 } as Message;
+    expect(() => encode(bad)).toThrow(InvalidMessageError);
+    try {
+      encode(bad);
+    } catch (err) {
+      expect((err as InvalidMessageError).code).toBe(FRAME_ERROR_CODES.INVALID_FIELD);
+    }
+  });
+
+  it('refuses an unknown type', () => {
+    expect(() => encode({ type: 'nope', id: 'x' } as unknown as Message)).toThrow(/unknown message type/);
+  });
+});

@@ -1,0 +1,1 @@
+export declare function testConfig(name: string, overrides?: Record<string, unknown>): Record<string, unknown>;
