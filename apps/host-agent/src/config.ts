@@ -27,6 +27,8 @@ const EnvSchema = Type.Object({
   /** Container runtime: docker, or none (no containers; deploys fail with RUNTIME_UNAVAILABLE). */
   TETHER_RUNTIME: Type.Union([Type.Literal('docker'), Type.Literal('none')], { default: 'docker' }),
   DOCKER_HOST: Type.Optional(Type.String({ minLength: 1 })),
+  /** Docker network Tether owns; service containers and the proxy container join it. */
+  TETHER_DOCKER_NETWORK: Type.String({ minLength: 1, maxLength: 64, default: 'tether' }),
   /** Proxy: container (agent runs Caddy on Tether's network), external (TETHER_CADDY_ADMIN_URL), or none. */
   TETHER_PROXY: Type.Union([Type.Literal('container'), Type.Literal('external'), Type.Literal('none')], { default: 'none' }),
   TETHER_CADDY_ADMIN_URL: Type.Optional(Type.String({ pattern: '^https?://' })),
@@ -41,7 +43,7 @@ export interface AgentConfig {
   logLevel: string;
   overrides: { agentIdleTimeoutMs?: number; heartbeatIntervalMs?: number };
   reconnect: { minMs: number; maxMs: number; healthySessionMs: number; connectTimeoutMs: number };
-  runtime: { kind: 'docker' | 'none'; dockerHost: string | undefined };
+  runtime: { kind: 'docker' | 'none'; dockerHost: string | undefined; network: string };
   proxy: { kind: 'container' | 'external' | 'none'; caddyAdminUrl: string | undefined; caddyConfigPath: string };
 }
 
@@ -74,7 +76,7 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
       healthySessionMs: e.TETHER_HEALTHY_SESSION_MS,
       connectTimeoutMs: e.TETHER_CONNECT_TIMEOUT_MS,
     },
-    runtime: { kind: e.TETHER_RUNTIME, dockerHost: e.DOCKER_HOST },
+    runtime: { kind: e.TETHER_RUNTIME, dockerHost: e.DOCKER_HOST, network: e.TETHER_DOCKER_NETWORK },
     proxy: {
       kind: e.TETHER_PROXY,
       caddyAdminUrl: e.TETHER_CADDY_ADMIN_URL,

@@ -1,0 +1,16 @@
+import { EventEmitter } from 'node:events';
+
+// In-process notifications from the REST side (which writes the database) to
+// the session side (which talks to agents). Emitted after the transaction
+// commits; never carries side effects inside a transaction.
+
+export interface PanelEventMap {
+  /** Routes or the services they point at changed for these nodes: push routing maps. */
+  'routing.changed': [{ nodeIds: string[]; reason: string }];
+  /** The set of workloads a node should run changed (service created, updated, deleted): send `workloads`. */
+  'workloads.changed': [{ nodeId: string; reason: string }];
+  /** An operator decommissioned a node: close its session, refuse its token. */
+  'node.decommissioned': [{ nodeId: string }];
+}
+
+export class PanelEvents extends EventEmitter<PanelEventMap> {}

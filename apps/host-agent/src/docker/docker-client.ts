@@ -1,0 +1,35 @@
+import Docker from 'dockerode';
+
+/** Labels on everything Tether creates in Docker; containers are found by these, never by name. */
+export const LABELS = Object.freeze({
+  managed: 'tether.managed',
+  node: 'tether.node',
+  service: 'tether.service',
+  deployment: 'tether.deployment',
+  role: 'tether.role',
+});
+
+/** A dockerode client for `DOCKER_HOST` (unix://path or tcp://host:port) or the default socket. */
+export function createDockerClient(dockerHost: string | undefined): Docker {
+  if (!dockerHost) return new Docker({ socketPath: '/var/run/docker.sock' });
+  if (dockerHost.startsWith('unix://')) return new Docker({ socketPath: dockerHost.slice('unix://'.length) });
+  const url = new URL(dockerHost.replace(/^tcp:/, 'http:'));
+  return new Docker({ host: url.hostname, port: Number(url.port || 2375), protocol: 'http' });
+}
+
+/**
+ * Ensures Tether's user-defined bridge network exists. Service containers
+ * join it with a stable alias per service (see serviceUpstreamHost in
+ * @tether/protocol), and the proxy container joins it too, so upstreams stay
+ * the same across redeploys.
+ */
+export async function ensureNetwork(docker: Docker, name: string): Promise<void> {
+  const existing = await docker.listNetworks({ filters: { name: [name] } });
+  if (existing.some((n) => n.Name === name)) return;
+  try {
+    await docker.createNetwork({ Name: name, Driver: 'bridge', CheckDuplicate: true, Labels: { [LABELS.managed]: 'true' } });
+  } catch (err) {
+    // Another agent or test created it between the list and the create.
+    if ((err as { statusCode?: number }).statusCode !== 409) throw err;
+  }
+}
