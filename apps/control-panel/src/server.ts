@@ -1,0 +1,75 @@
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import { buildApp, type AppDependencies } from './app.js';
+import type { PanelConfig } from './config.js';
+import { openDatabase, type Database } from './db/database.js';
+import { DOCS_PATH } from './lib/openapi.js';
+import { ensureAdminToken, type AdminTokenResult } from './services/admin-token.js';
+
+// Starting a panel: database (embedded or DATABASE_URL, migrated), the first
+// operator token, the HTTP app. main.ts adds configuration and signals; tests
+// call this directly to restart a panel on the same data directory.
+
+export interface RunningPanel {
+  app: FastifyInstance;
+  db: Database;
+  url: string;
+  adminToken: AdminTokenResult;
+  close(): Promise<void>;
+}
+
+export interface StartOptions {
+  logger?: FastifyBaseLogger;
+  /** Where the one-time token banner and the listening line go (console.log in main.ts). */
+  print?: (text: string) => void;
+  /** Extra dependencies for buildApp (tests: a dispatcher, events). */
+  extra?: Omit<AppDependencies, 'config' | 'prisma' | 'logger'>;
+}
+
+export function adminTokenBanner(token: string): string {
+  const rule = '─'.repeat(72);
+  return [
+    rule,
+    'Tether generated the first operator token. It is shown this once; only its hash is stored.',
+    '',
+    `    ${token}`,
+    '',
+    'Send it as "Authorization: Bearer <token>". To choose your own, set TETHER_ADMIN_TOKEN.',
+    rule,
+  ].join('\n');
+}
+
+export async function startPanel(config: PanelConfig, options: StartOptions = {}): Promise<RunningPanel> {
+  const print = options.print ?? (() => {});
+  const log = options.logger;
+  const db = await openDatabase({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    embeddedPort: config.embeddedPgPort,
+    log: { info: (m) => log?.info(m), warn: (m) => log?.warn(m) },
+  });
+  log?.info({ embedded: Boolean(db.embedded), applied: db.migrations.applied }, 'database ready');
+  let app: FastifyInstance | undefined;
+  try {
+    const adminToken = await ensureAdminToken(db.prisma, config.adminToken);
+    if (adminToken.kind === 'generated') print(adminTokenBanner(adminToken.token));
+    app = await buildApp({ ...options.extra, config, prisma: db.prisma, ...(log ? { logger: log } : {}) });
+    const address = await app.listen({ host: config.host, port: config.port });
+    const url = config.publicUrl ?? address.replace('0.0.0.0', '127.0.0.1');
+    print(`Tether control panel listening on ${url} (API docs: ${url}${DOCS_PATH})`);
+    const running = app;
+    return {
+      app: running,
+      db,
+      url,
+      adminToken,
+      async close() {
+        await running.close();
+        await db.close();
+      },
+    };
+  } catch (err) {
+    await app?.close();
+    await db.close();
+    throw err;
+  }
+}

@@ -1,0 +1,147 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { code, errorOf, sharedPostgres, startRestPanel, type RestPanel } from '../helpers/rest-harness.js';
+
+// Routes: attach a domain to a service, list, read, detach. Domains reach the
+// proxy configuration, so the API refuses anything but a lowercase host name.
+
+describe('routes API', () => {
+  let p: RestPanel;
+  let team: { id: string; token: string };
+  let service: { id: string; nodeId: string };
+
+  beforeAll(async () => {
+    p = await startRestPanel({ pg: await sharedPostgres() });
+    team = await p.team('routes-team');
+    await p.node('edge-1');
+    service = (await p.call('POST', '/v1/services', { token: team.token, body: { name: 'shop', image: 'nginx', internalPort: 80 } })).body;
+  });
+
+  afterAll(async () => {
+    await p?.close();
+  });
+
+  const attach = (body: unknown, token: string | null = team.token) => p.call('POST', '/v1/routes', { token, body });
+
+  describe('attach', () => {
+    it('attaches a domain (with or without a path prefix) and emits routing.changed for the node after the commit', async () => {
+      p.emitted.length = 0;
+      let seenInDb: number | undefined;
+      p.events.once('routing.changed', () => {
+        void p.prisma.route.count({ where: { domain: 'shop.example.com' } }).then((n) => (seenInDb = n));
+      });
+      const res = await attach({ domain: 'shop.example.com', serviceId: service.id });
+      expect(res.status).toBe(201);
+      expect(res.body).toEqual({ id: expect.any(String), domain: 'shop.example.com', pathPrefix: null, serviceId: service.id, createdAt: expect.any(String) });
+      expect(p.emitted).toEqual([{ name: 'routing.changed', payload: { nodeIds: [service.nodeId], reason: 'attached shop.example.com' } }]);
+      await expect.poll(() => seenInDb).toBe(1);
+      const prefixed = await attach({ domain: 'api.example.com', serviceId: service.id, pathPrefix: '/v1/' });
+      expect(prefixed.body.pathPrefix).toBe('/v1/');
+    });
+
+    it('a domain attached elsewhere (any team, any service) is 409 DOMAIN_TAKEN', async () => {
+      const other = await p.team('routes-other');
+      const theirs = await p.call('POST', '/v1/services', { token: other.token, body: { name: 'shop', image: 'nginx' } });
+      expect(await code(attach({ domain: 'shop.example.com', serviceId: theirs.body.id }, other.token))).toMatchObject({ status: 409, code: 'DOMAIN_TAKEN' });
+      expect(await code(attach({ domain: 'shop.example.com', serviceId: service.id }))).toMatchObject({ status: 409, code: 'DOMAIN_TAKEN' });
+    });
+
+    it('two attaches of one domain at the same time: exactly one wins, the other is DOMAIN_TAKEN', async () => {
+      const answers = await Promise.all([attach({ domain: 'race.example.com', serviceId: service.id }), attach({ domain: 'race.example.com', serviceId: service.id })]);
+      expect(answers.map((a) => a.status).sort()).toEqual([201, 409]);
+      expect(errorOf(answers.find((a) => a.status === 409)!).code).toBe('DOMAIN_TAKEN');
+    });
+
+    it.each([
+      ['uppercase', 'Shop.example.org'],
+      ['a space', 'shop example.org'],
+      ['a double quote', 'shop".example.org'],
+      ['a single quote', "shop'.example.org"],
+      ['braces', 'shop.{example}.org'],
+      ['a slash', 'shop.example.org/admin'],
+      ['a backslash', 'shop\\.example.org'],
+      ['unicode', 'shöp.example.org'],
+      ['a control character', 'shop\u0001.example.org'],
+      ['a newline', 'shop.example.org\n'],
+      ['a NUL', 'shop\u0000.example.org'],
+      ['an empty label', 'shop..example.org'],
+      ['a leading hyphen', '-shop.example.org'],
+      ['a trailing hyphen', 'shop-.example.org'],
+      ['a trailing dot', 'shop.example.org.'],
+      ['a wildcard', '*.example.org'],
+      ['a port', 'shop.example.org:8443'],
+      ['a single label', 'shop'],
+      ['an IPv4 address', '10.0.0.1'],
+      ['nothing', ''],
+      ['254 characters', `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(62)}`],
+      ['a 64-character label', `${'a'.repeat(64)}.example.org`],
+    ])('refuses a domain with %s: 400 INVALID_DOMAIN', async (_what, domain) => {
+      expect(await code(attach({ domain, serviceId: service.id }))).toMatchObject({ status: 400, code: 'INVALID_DOMAIN' });
+    });
+
+    it('refuses an absurdly long domain before parsing it further (400 VALIDATION_FAILED)', async () => {
+      expect(await code(attach({ domain: 'a'.repeat(5000), serviceId: service.id }))).toMatchObject({ status: 400, code: 'VALIDATION_FAILED' });
+    });
+
+    it.each([
+      ['no leading slash', 'api'],
+      ['a space', '/a b'],
+      ['a quote', '/a"b'],
+      ['braces', '/{x}'],
+      ['a wildcard', '/api/*'],
+      ['percent-encoding', '/a%20b'],
+      ['a double slash', '//api'],
+      ['a dot-dot segment', '/a/../b'],
+      ['a query', '/a?b'],
+      ['unicode', '/ä'],
+      ['a control character', '/a\u0001'],
+      ['257 characters', `/${'a'.repeat(256)}`],
+      ['a number', 5],
+    ])('refuses a pathPrefix with %s: 400 VALIDATION_FAILED', async (_what, pathPrefix) => {
+      expect(await code(attach({ domain: 'prefix.example.com', serviceId: service.id, pathPrefix }))).toMatchObject({
+        status: 400,
+        code: 'VALIDATION_FAILED',
+      });
+    });
+
+    it.each([
+      ['no domain', { serviceId: 'x' }],
+      ['no serviceId', { domain: 'a.example.com' }],
+      ['a malformed serviceId', { domain: 'a.example.com', serviceId: 'a b' }],
+      ['an unknown field', { domain: 'a.example.com', serviceId: 'x', port: 80 }],
+    ])('refuses %s: 400 VALIDATION_FAILED', async (_what, body) => {
+      expect(await code(attach(body))).toMatchObject({ status: 400, code: 'VALIDATION_FAILED' });
+    });
+
+    it('an unknown service is 404; no token is 401', async () => {
+      expect(await code(attach({ domain: 'nobody.example.com', serviceId: 'nope' }))).toMatchObject({ status: 404, code: 'NOT_FOUND' });
+      expect(await code(attach({ domain: 'nobody.example.com', serviceId: service.id }, null))).toMatchObject({ status: 401 });
+    });
+  });
+
+  describe('list, read, detach', () => {
+    it('GET /v1/routes lists the team\'s routes (filter by ?serviceId=), GET /v1/routes/:id reads one', async () => {
+      const list = await p.call('GET', '/v1/routes', { token: team.token });
+      expect(list.status).toBe(200);
+      expect(list.body.map((r: { domain: string }) => r.domain)).toEqual(['api.example.com', 'race.example.com', 'shop.example.com']);
+      const filtered = await p.call('GET', `/v1/routes?serviceId=${service.id}`, { token: team.token });
+      expect(filtered.body).toEqual(list.body);
+      expect((await p.call('GET', '/v1/routes?serviceId=nope', { token: team.token })).body).toEqual([]);
+      expect(await code(p.call('GET', '/v1/routes?limit=1', { token: team.token }))).toMatchObject({ status: 400 });
+      const one = await p.call('GET', `/v1/routes/${list.body[0].id}`, { token: team.token });
+      expect(one.body).toEqual(list.body[0]);
+      expect(await code(p.call('GET', '/v1/routes/nope', { token: team.token }))).toMatchObject({ status: 404, code: 'NOT_FOUND' });
+      expect(await code(p.call('GET', '/v1/routes', { token: null }))).toMatchObject({ status: 401 });
+    });
+
+    it('DELETE /v1/routes/:id detaches (204) and emits routing.changed; the domain is free again', async () => {
+      const route = (await p.call('GET', '/v1/routes', { token: team.token })).body.find((r: { domain: string }) => r.domain === 'api.example.com');
+      p.emitted.length = 0;
+      const res = await p.call('DELETE', `/v1/routes/${route.id}`, { token: team.token });
+      expect(res.status).toBe(204);
+      expect(p.emitted).toEqual([{ name: 'routing.changed', payload: { nodeIds: [service.nodeId], reason: 'detached api.example.com/v1/' } }]);
+      expect(await code(p.call('DELETE', `/v1/routes/${route.id}`, { token: team.token }))).toMatchObject({ status: 404, code: 'NOT_FOUND' });
+      expect(await code(p.call('DELETE', `/v1/routes/${route.id}`, { token: null }))).toMatchObject({ status: 401 });
+      expect((await attach({ domain: 'api.example.com', serviceId: service.id })).status).toBe(201);
+    });
+  });
+});

@@ -1,0 +1,215 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { code, sharedPostgres, startRestPanel, type RestPanel } from '../helpers/rest-harness.js';
+
+// Services CRUD: validation of the spec, placement on nodes, name uniqueness
+// per team, and the events the session layer acts on (after the commit).
+
+describe('services API', () => {
+  let p: RestPanel;
+  let team: { id: string; token: string };
+
+  beforeAll(async () => {
+    p = await startRestPanel({ pg: await sharedPostgres() });
+    team = await p.team('svc-team');
+  });
+
+  afterAll(async () => {
+    await p?.close();
+  });
+
+  const create = (body: unknown, token = team.token) => p.call('POST', '/v1/services', { token, body });
+
+  describe('placement', () => {
+    it('with no node at all: 409 NO_NODE_AVAILABLE, nothing stored', async () => {
+      expect(await code(create({ name: 'early', image: 'nginx' }))).toMatchObject({ status: 409, code: 'NO_NODE_AVAILABLE' });
+      expect(await p.prisma.service.count()).toBe(0);
+    });
+
+    it('without a node name: the non-decommissioned node with the fewest services (ties by name)', async () => {
+      const alpha = await p.node('alpha');
+      const beta = await p.node('beta');
+      const gamma = await p.node('gamma');
+      await p.call('DELETE', `/v1/nodes/${alpha.id}`);
+      const placed: string[] = [];
+      for (const name of ['p1', 'p2', 'p3']) placed.push((await create({ name, image: 'nginx' })).body.nodeName);
+      // alpha is decommissioned; beta and gamma take turns, beta first by name.
+      expect(placed).toEqual(['beta', 'gamma', 'beta']);
+      const named = await create({ name: 'p4', image: 'nginx', node: 'gamma' });
+      expect(named.body).toMatchObject({ nodeId: gamma.id, nodeName: 'gamma' });
+      expect(beta.id).not.toBe(gamma.id);
+    });
+
+    it('a named node must exist (400 UNKNOWN_NODE) and not be decommissioned (409 NODE_DECOMMISSIONED)', async () => {
+      expect(await code(create({ name: 'x1', image: 'nginx', node: 'nowhere' }))).toMatchObject({ status: 400, code: 'UNKNOWN_NODE' });
+      expect(await code(create({ name: 'x2', image: 'nginx', node: 'alpha' }))).toMatchObject({ status: 409, code: 'NODE_DECOMMISSIONED' });
+    });
+  });
+
+  describe('create', () => {
+    it('stores the spec with defaults and answers it; emits workloads.changed for its node', async () => {
+      p.emitted.length = 0;
+      const res = await create({ name: 'api', image: 'ghcr.io/acme/api:v1', env: { DATABASE_URL: 'postgres://x', _X: '' }, internalPort: 8080, node: 'beta' });
+      expect(res.status).toBe(201);
+      expect(res.body).toEqual({
+        id: expect.any(String),
+        teamId: team.id,
+        name: 'api',
+        image: 'ghcr.io/acme/api:v1',
+        env: { DATABASE_URL: 'postgres://x', _X: '' },
+        internalPort: 8080,
+        replicas: 1,
+        nodeId: expect.any(String),
+        nodeName: 'beta',
+        createdAt: expect.any(String),
+        updatedAt: expect.any(String),
+      });
+      expect(p.emitted).toEqual([{ name: 'workloads.changed', payload: { nodeId: res.body.nodeId, reason: 'service api created' } }]);
+      const bare = await create({ name: 'bare', image: 'nginx' });
+      expect(bare.body).toMatchObject({ env: {}, internalPort: null, replicas: 1 });
+    });
+
+    it('a name is unique per team (409 CONFLICT) but another team may use it', async () => {
+      expect(await code(create({ name: 'api', image: 'nginx' }))).toMatchObject({ status: 409, code: 'CONFLICT' });
+      const other = await p.team('svc-other');
+      expect((await create({ name: 'api', image: 'nginx' }, other.token)).status).toBe(201);
+    });
+
+    it('operators name the team (required), customers may not name another one (404)', async () => {
+      expect(await code(create({ name: 'op1', image: 'nginx' }, p.operator))).toMatchObject({ status: 400, code: 'VALIDATION_FAILED' });
+      expect(await code(create({ name: 'op1', image: 'nginx', teamId: 'nope' }, p.operator))).toMatchObject({ status: 404, code: 'NOT_FOUND' });
+      const made = await create({ name: 'op1', image: 'nginx', teamId: team.id }, p.operator);
+      expect(made.body).toMatchObject({ teamId: team.id, name: 'op1' });
+      const other = await p.team('svc-third');
+      expect(await code(create({ name: 'steal', image: 'nginx', teamId: other.id }))).toMatchObject({ status: 404, code: 'NOT_FOUND' });
+      expect((await create({ name: 'own', image: 'nginx', teamId: team.id })).status).toBe(201);
+    });
+
+    const tooManyEnv = Object.fromEntries(Array.from({ length: 101 }, (_, i) => [`K${i}`, 'v']));
+    it.each([
+      ['no image', { name: 'a' }],
+      ['no name', { image: 'nginx' }],
+      ['an uppercase name', { name: 'Web', image: 'nginx' }],
+      ['a name with a dot', { name: 'web.app', image: 'nginx' }],
+      ['a name of 64 characters', { name: 'a'.repeat(64), image: 'nginx' }],
+      ['an image with a space', { name: 'a', image: 'nginx latest' }],
+      ['an image with a shell metacharacter', { name: 'a', image: 'nginx;id' }],
+      ['an uppercase image repository', { name: 'a', image: 'Nginx' }],
+      ['an image over 512 characters', { name: 'a', image: `r/${'a'.repeat(520)}` }],
+      ['an env key starting with a digit', { name: 'a', image: 'nginx', env: { '1A': 'x' } }],
+      ['an env key with a dash', { name: 'a', image: 'nginx', env: { 'A-B': 'x' } }],
+      ['an env key with "="', { name: 'a', image: 'nginx', env: { 'A=B': 'x' } }],
+      ['an empty env key', { name: 'a', image: 'nginx', env: { '': 'x' } }],
+      ['an env key of 257 characters', { name: 'a', image: 'nginx', env: { ['K'.repeat(257)]: 'x' } }],
+      ['a number as env value', { name: 'a', image: 'nginx', env: { A: 1 } }],
+      ['a NUL in an env value', { name: 'a', image: 'nginx', env: { A: 'x\u0000y' } }],
+      ['an env value over 32 KiB', { name: 'a', image: 'nginx', env: { A: 'x'.repeat(32_769) } }],
+      ['101 env variables', { name: 'a', image: 'nginx', env: tooManyEnv }],
+      ['env as an array', { name: 'a', image: 'nginx', env: ['A=1'] }],
+      ['internalPort 0', { name: 'a', image: 'nginx', internalPort: 0 }],
+      ['internalPort 65536', { name: 'a', image: 'nginx', internalPort: 65_536 }],
+      ['internalPort as a string', { name: 'a', image: 'nginx', internalPort: '80' }],
+      ['internalPort 80.5', { name: 'a', image: 'nginx', internalPort: 80.5 }],
+      ['replicas -1', { name: 'a', image: 'nginx', replicas: -1 }],
+      ['replicas 21', { name: 'a', image: 'nginx', replicas: 21 }],
+      ['a node name with spaces', { name: 'a', image: 'nginx', node: 'my node' }],
+      ['an unknown field', { name: 'a', image: 'nginx', ports: [80] }],
+    ])('refuses %s: 400 VALIDATION_FAILED', async (_what, body) => {
+      expect(await code(create(body))).toMatchObject({ status: 400, code: 'VALIDATION_FAILED' });
+    });
+
+    it('accepts the bounds: replicas 0 and 20, ports 1 and 65535, 100 variables', async () => {
+      const env = Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`K${i}`, 'v']));
+      expect((await create({ name: 'b1', image: 'nginx', replicas: 0, internalPort: 1, env })).status).toBe(201);
+      expect((await create({ name: 'b2', image: 'nginx', replicas: 20, internalPort: 65_535 })).status).toBe(201);
+    });
+  });
+
+  describe('read, list', () => {
+    it('GET /v1/services/:id and GET /v1/services; operators filter by ?teamId=', async () => {
+      const made = await create({ name: 'readme', image: 'nginx' });
+      const one = await p.call('GET', `/v1/services/${made.body.id}`, { token: team.token });
+      expect(one.body).toEqual(made.body);
+      const mine = await p.call('GET', '/v1/services', { token: team.token });
+      expect(mine.body.every((s: { teamId: string }) => s.teamId === team.id)).toBe(true);
+      expect(mine.body.map((s: { name: string }) => s.name)).toContain('readme');
+      const all = await p.call('GET', '/v1/services');
+      expect(new Set(all.body.map((s: { teamId: string }) => s.teamId)).size).toBeGreaterThan(1);
+      const filtered = await p.call('GET', `/v1/services?teamId=${team.id}`);
+      expect(filtered.body).toEqual(mine.body);
+      expect(await code(p.call('GET', '/v1/services?color=blue'))).toMatchObject({ status: 400, code: 'VALIDATION_FAILED' });
+      expect(await code(p.call('GET', '/v1/services/nope', { token: team.token }))).toMatchObject({ status: 404, code: 'NOT_FOUND' });
+      expect(await code(p.call('GET', '/v1/services', { token: null }))).toMatchObject({ status: 401 });
+    });
+  });
+
+  describe('update', () => {
+    it('changes only the fields given; env is replaced; workloads.changed; no routing change without routes', async () => {
+      const made = await create({ name: 'upd', image: 'nginx:1', env: { A: '1', B: '2' }, internalPort: 80, node: 'beta' });
+      p.emitted.length = 0;
+      const res = await p.call('PATCH', `/v1/services/${made.body.id}`, { token: team.token, body: { image: 'nginx:2', env: { C: '3' } } });
+      expect(res.status).toBe(200);
+      expect(res.body).toMatchObject({ name: 'upd', image: 'nginx:2', env: { C: '3' }, internalPort: 80, replicas: 1, nodeName: 'beta' });
+      expect(p.emitted).toEqual([{ name: 'workloads.changed', payload: { nodeId: made.body.nodeId, reason: 'service upd updated' } }]);
+      const cleared = await p.call('PATCH', `/v1/services/${made.body.id}`, { token: team.token, body: { internalPort: null } });
+      expect(cleared.body.internalPort).toBeNull();
+    });
+
+    it('moving a service with routes: workloads.changed on both nodes and routing.changed naming both', async () => {
+      const made = await create({ name: 'mover', image: 'nginx', internalPort: 80, node: 'beta' });
+      expect((await p.call('POST', '/v1/routes', { token: team.token, body: { domain: 'mover.example.com', serviceId: made.body.id } })).status).toBe(201);
+      const nodes = (await p.call('GET', '/v1/nodes')).body as { id: string; name: string }[];
+      const id = (name: string) => nodes.find((n) => n.name === name)!.id;
+      p.emitted.length = 0;
+      const res = await p.call('PATCH', `/v1/services/${made.body.id}`, { token: team.token, body: { node: 'gamma' } });
+      expect(res.body).toMatchObject({ nodeName: 'gamma', nodeId: id('gamma') });
+      expect(p.emitted).toEqual([
+        { name: 'workloads.changed', payload: { nodeId: id('beta'), reason: 'service mover moved away' } },
+        { name: 'workloads.changed', payload: { nodeId: id('gamma'), reason: 'service mover moved here' } },
+        { name: 'routing.changed', payload: { nodeIds: [id('beta'), id('gamma')], reason: 'service mover moved' } },
+      ]);
+      p.emitted.length = 0;
+      await p.call('PATCH', `/v1/services/${made.body.id}`, { token: team.token, body: { internalPort: 8080 } });
+      expect(p.emitted).toContainEqual({ name: 'routing.changed', payload: { nodeIds: [id('gamma')], reason: 'service mover port 8080' } });
+      p.emitted.length = 0;
+      await p.call('PATCH', `/v1/services/${made.body.id}`, { token: team.token, body: { replicas: 3 } });
+      expect(p.emitted.map((e) => e.name)).toEqual(['workloads.changed']);
+    });
+
+    it('refuses an empty patch, bad fields, a taken name, unknown and decommissioned nodes', async () => {
+      const made = await create({ name: 'upd2', image: 'nginx', node: 'beta' });
+      const patch = (body: unknown) => p.call('PATCH', `/v1/services/${made.body.id}`, { token: team.token, body });
+      expect(await code(patch({}))).toMatchObject({ status: 400, code: 'VALIDATION_FAILED' });
+      expect(await code(patch({ replicas: 99 }))).toMatchObject({ status: 400, code: 'VALIDATION_FAILED' });
+      expect(await code(patch({ image: 'a b' }))).toMatchObject({ status: 400, code: 'VALIDATION_FAILED' });
+      expect(await code(patch({ teamId: 'x' }))).toMatchObject({ status: 400, code: 'VALIDATION_FAILED' });
+      expect(await code(patch({ name: 'api' }))).toMatchObject({ status: 409, code: 'CONFLICT' });
+      expect(await code(patch({ node: 'nowhere' }))).toMatchObject({ status: 400, code: 'UNKNOWN_NODE' });
+      expect(await code(patch({ node: 'alpha' }))).toMatchObject({ status: 409, code: 'NODE_DECOMMISSIONED' });
+      expect(await code(p.call('PATCH', '/v1/services/nope', { token: team.token, body: { replicas: 1 } }))).toMatchObject({ status: 404 });
+      expect(await code(p.call('PATCH', `/v1/services/${made.body.id}`, { token: null, body: { replicas: 1 } }))).toMatchObject({ status: 401 });
+    });
+  });
+
+  describe('delete', () => {
+    it('removes the service with its routes and deployments; workloads.changed and routing.changed', async () => {
+      const made = await create({ name: 'gone', image: 'nginx', internalPort: 80, node: 'beta' });
+      await p.call('POST', '/v1/routes', { token: team.token, body: { domain: 'gone.example.com', serviceId: made.body.id } });
+      await p.call('POST', `/v1/services/${made.body.id}/deployments`, { token: team.token });
+      p.emitted.length = 0;
+      const res = await p.call('DELETE', `/v1/services/${made.body.id}`, { token: team.token });
+      expect(res.status).toBe(204);
+      expect(res.body).toBeNull();
+      expect(p.emitted).toEqual([
+        { name: 'workloads.changed', payload: { nodeId: made.body.nodeId, reason: 'service gone deleted' } },
+        { name: 'routing.changed', payload: { nodeIds: [made.body.nodeId], reason: 'service gone deleted with its routes' } },
+      ]);
+      expect(await p.prisma.route.count({ where: { serviceId: made.body.id } })).toBe(0);
+      expect(await p.prisma.deployment.count({ where: { serviceId: made.body.id } })).toBe(0);
+      expect(await code(p.call('DELETE', `/v1/services/${made.body.id}`, { token: team.token }))).toMatchObject({ status: 404 });
+      expect(await code(p.call('DELETE', '/v1/services/x', { token: null }))).toMatchObject({ status: 401 });
+      // The domain is free again.
+      const again = await create({ name: 'gone2', image: 'nginx', node: 'beta' });
+      expect((await p.call('POST', '/v1/routes', { token: team.token, body: { domain: 'gone.example.com', serviceId: again.body.id } })).status).toBe(201);
+    });
+  });
+});
