@@ -1,0 +1,166 @@
+import type { FastifyPluginAsync } from 'fastify';
+import type { RawData, WebSocket } from 'ws';
+import {
+  CLOSE_CODES,
+  FRAME_ERROR_CODES,
+  MAX_FRAME_BYTES,
+  createIdGenerator,
+  decode,
+  encode,
+  type AgentMessage,
+  type FrameError,
+  type Hello,
+  type Timing,
+} from '@tether/protocol';
+import type { Db } from '../db/database.js';
+import type { PanelMetrics } from '../lib/metrics.js';
+import { AgentSession, type SessionTiming } from '../sessions/session.js';
+import type { SessionRegistry } from '../sessions/registry.js';
+import { authenticateNode, type AuthenticatedNode } from './authenticate.js';
+
+// GET /v1/agent/connect: authenticate before the upgrade, require `hello`
+// within the hello timeout, answer `welcome`, then hand every valid frame of
+// the session to the registry. Invalid frames get an `error` reply; a run of
+// them closes the session with PROTOCOL_ERROR. Nothing an agent sends can
+// crash the panel or disturb another session.
+
+export interface GatewayOptions {
+  prisma: Db;
+  registry: SessionRegistry;
+  metrics?: PanelMetrics;
+  timing: Timing & { helloTimeoutMs: number; sendBufferLimitBytes: number };
+  /** Invalid frames in a row that end a session. */
+  maxInvalidStreak?: number;
+}
+
+const AGENT_TYPES = new Set(['heartbeat', 'pong', 'ack', 'deploy.result', 'routing.applied', 'error']);
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    agentNode?: AuthenticatedNode;
+  }
+}
+
+export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts) => {
+  const nextId = createIdGenerator('p');
+  const maxInvalidStreak = opts.maxInvalidStreak ?? 5;
+  const sessionTiming: SessionTiming = {
+    idleTimeoutMs: opts.timing.panelIdleTimeoutMs,
+    ackTimeoutMs: opts.timing.ackTimeoutMs,
+    sendBufferLimitBytes: opts.timing.sendBufferLimitBytes,
+  };
+  const welcomeTiming: Timing = {
+    heartbeatIntervalMs: opts.timing.heartbeatIntervalMs,
+    pingIntervalMs: opts.timing.pingIntervalMs,
+    panelIdleTimeoutMs: opts.timing.panelIdleTimeoutMs,
+    agentIdleTimeoutMs: opts.timing.agentIdleTimeoutMs,
+    ackTimeoutMs: opts.timing.ackTimeoutMs,
+  };
+
+  const reject = (socket: WebSocket, error: FrameError) => {
+    opts.metrics?.invalidFrames.inc({ code: error.code });
+    socket.send(encode({ type: 'error', id: nextId(), ref: error.ref, code: error.code, message: error.message.slice(0, 4000) }));
+  };
+
+  app.get(
+    '/v1/agent/connect',
+    {
+      websocket: true,
+      schema: { hide: true },
+      preValidation: async (request) => {
+        request.agentNode = await authenticateNode(opts.prisma, request);
+      },
+    },
+    (socket, request) => {
+      const node = request.agentNode!;
+      const peer = `${request.socket.remoteAddress}:${request.socket.remotePort}`;
+      const log = request.log.child({ node: node.name, peer });
+      let session: AgentSession | undefined;
+      let preHelloInvalid = 0;
+
+      const helloTimer = setTimeout(() => {
+        log.warn('no hello in time');
+        socket.close(CLOSE_CODES.HELLO_TIMEOUT, `no hello within ${opts.timing.helloTimeoutMs} ms`);
+        setTimeout(() => socket.terminate(), 1_000).unref();
+      }, opts.timing.helloTimeoutMs);
+      helloTimer.unref();
+
+      const protocolError = (message: string) => {
+        if (session) session.teardown(CLOSE_CODES.PROTOCOL_ERROR, message);
+        else {
+          clearTimeout(helloTimer);
+          socket.close(CLOSE_CODES.PROTOCOL_ERROR, message.slice(0, 120));
+          setTimeout(() => socket.terminate(), 1_000).unref();
+        }
+      };
+
+      const onHello = (hello: Hello) => {
+        clearTimeout(helloTimer);
+        if (hello.node !== node.name) log.warn({ reported: hello.node }, 'hello names another node than the token; the token decides');
+        session = new AgentSession(socket, node.id, node.name, peer, hello.agentVersion, sessionTiming, opts.registry.onTeardown);
+        session.report = { containers: hello.containers, runtime: hello.runtime, routing: hello.routing, at: session.openedAt };
+        session.send({ type: 'welcome', id: nextId(), ref: hello.id, sessionId: session.id, nodeId: node.id, timing: welcomeTiming });
+        opts.registry.open(session);
+      };
+
+      socket.on('message', (data: RawData, isBinary: boolean) => {
+        const result = decode(data, { binary: isBinary });
+        if (!result.ok) {
+          reject(socket, result.error);
+          if (result.error.code === FRAME_ERROR_CODES.UNSUPPORTED_PROTOCOL_VERSION) return protocolError(result.error.message);
+          if (session) {
+            session.invalidFrames++;
+            if (++session.invalidStreak >= maxInvalidStreak) protocolError(`${session.invalidStreak} invalid frames in a row`);
+          } else if (++preHelloInvalid >= maxInvalidStreak) protocolError(`${preHelloInvalid} invalid frames before hello`);
+          return;
+        }
+        const message = result.message;
+        if (!session) {
+          if (message.type === 'hello') return onHello(message);
+          reject(socket, { code: FRAME_ERROR_CODES.UNEXPECTED_MESSAGE, message: `expected hello, got ${message.type}`, ref: message.id });
+          return protocolError(`first frame must be hello, got ${message.type}`);
+        }
+        if (session.closed) return;
+        if (!AGENT_TYPES.has(message.type)) {
+          session.invalidFrames++;
+          reject(socket, { code: FRAME_ERROR_CODES.UNEXPECTED_MESSAGE, message: `${message.type} is not accepted from an agent here`, ref: message.id });
+          if (++session.invalidStreak >= maxInvalidStreak) protocolError(`${session.invalidStreak} invalid frames in a row`);
+          return;
+        }
+        session.touch();
+        handle(session, message as AgentMessage);
+      });
+
+      const handle = (s: AgentSession, message: AgentMessage) => {
+        switch (message.type) {
+          case 'heartbeat':
+            s.heartbeats++;
+            s.lastHeartbeatSeq = message.seq;
+            s.report = { containers: message.containers, runtime: message.runtime, routing: message.routing, at: s.lastFrameAt };
+            break;
+          case 'pong':
+            s.pongs++;
+            break;
+          case 'ack':
+            if (!s.acknowledge(message.ref)) log.debug({ ref: message.ref }, 'ack nobody waits for');
+            break;
+          case 'error':
+            log.warn({ code: message.code, ref: message.ref, message: message.message }, 'agent rejected a frame');
+            break;
+          default:
+            break;
+        }
+        opts.registry.emit('message', s, message);
+      };
+
+      socket.on('close', (code: number, reason: Buffer) => {
+        clearTimeout(helloTimer);
+        session?.teardown(code, `closed by agent (${code}${reason.length ? `: ${reason.toString('utf8').slice(0, 120)}` : ''})`);
+      });
+      socket.on('error', (err: Error) => log.warn({ err }, 'agent socket error'));
+    },
+  );
+};
+
+/** ws accepts frames up to this; decode() rejects those above MAX_FRAME_BYTES with FRAME_TOO_LARGE. */
+export const WS_MAX_PAYLOAD = MAX_FRAME_BYTES * 2;

@@ -1,0 +1,216 @@
+import type { FastifyBaseLogger } from 'fastify';
+import { createLoop, type Loop } from '@tether/common';
+import { createIdGenerator, type AgentMessage } from '@tether/protocol';
+import type { PanelEvents } from '../lib/events.js';
+import type { SessionRegistry } from '../sessions/registry.js';
+import type { AgentSession } from '../sessions/session.js';
+import type { RoutingView } from '../sessions/session-view.js';
+import type { RoutingMapContent, RoutingMapSource } from './routing-map.js';
+
+// The self-healing half of incident 2: the panel pushes the complete routing
+// map to every live session at once when the session opens, at once (after a
+// short debounce that coalesces bursts) when routing changes, and every
+// reconcile interval as a safety net, spread with jitter so a fleet that
+// reconnected together is not pushed together. The agent compares and does
+// nothing when nothing changed; the panel only tracks desired vs applied.
+
+export interface ReloadRecorder {
+  reloaded(record: { nodeId: string; at: Date; hashBefore: string | null; hashAfter: string; reason: string }): Promise<void>;
+}
+
+export interface RoutingReconcilerOptions {
+  sessions: SessionRegistry;
+  maps: RoutingMapSource;
+  events: PanelEvents;
+  reloads: ReloadRecorder;
+  logger: FastifyBaseLogger;
+  intervalMs: number;
+  debounceMs: number;
+  /** Periodic pushes land at interval × [1 - jitter, 1 + jitter). */
+  jitterRatio?: number;
+  /** How often due periodic pushes are looked for. */
+  tickMs?: number;
+  random?: () => number;
+}
+
+interface NodeRouting {
+  desired: (RoutingMapContent & { version: number }) | null;
+  /** Stale when routing changed since `desired` was computed. */
+  dirty: boolean;
+  appliedHash: string | null;
+  mismatchSince: number | null;
+  nextPushAt: number;
+  reloadsToday: number;
+  reloadsTotal: number;
+  lastReloadAt: string | null;
+  lastReloadReason: string | null;
+  pushes: number;
+}
+
+export class RoutingReconciler implements RoutingView {
+  private readonly nodes = new Map<string, NodeRouting>();
+  private readonly pendingChanges = new Map<string, string[]>();
+  private debounceTimer: NodeJS.Timeout | undefined;
+  private readonly loop: Loop;
+  private readonly nextId = createIdGenerator('r');
+  private readonly jitter: number;
+  private readonly random: () => number;
+  /** Per node, pushes go out in order; a newer map never overtakes an older one. */
+  private readonly chains = new Map<string, Promise<void>>();
+
+  constructor(private readonly options: RoutingReconcilerOptions) {
+    this.jitter = options.jitterRatio ?? 0.5;
+    this.random = options.random ?? Math.random;
+    this.loop = createLoop({
+      name: 'routing-reconcile',
+      intervalMs: options.tickMs ?? Math.max(10, Math.min(1_000, Math.floor(options.intervalMs / 10))),
+      run: () => this.pushDue(),
+      onError: (err) => options.logger.error({ err }, 'routing reconcile tick failed'),
+    });
+    options.sessions.on('opened', (session) => this.enqueue(session.nodeId, 'session opened'));
+    options.sessions.on('closed', (session) => {
+      if (!options.sessions.get(session.nodeId)) this.state(session.nodeId).mismatchSince = null;
+    });
+    options.sessions.on('message', (session, message) => this.onMessage(session, message));
+    options.events.on('routing.changed', ({ nodeIds, reason }) => this.changed(nodeIds, reason));
+  }
+
+  start(): void {
+    this.loop.start();
+  }
+
+  async stop(): Promise<void> {
+    clearTimeout(this.debounceTimer);
+    await this.loop.stop();
+    await Promise.allSettled([...this.chains.values()]);
+  }
+
+  /** Routing of these nodes changed: push them once the debounce window closes. */
+  changed(nodeIds: string[], reason: string): void {
+    for (const nodeId of nodeIds) {
+      this.state(nodeId).dirty = true;
+      const reasons = this.pendingChanges.get(nodeId) ?? [];
+      reasons.push(reason);
+      this.pendingChanges.set(nodeId, reasons);
+    }
+    if (this.debounceTimer) return;
+    this.debounceTimer = setTimeout(() => {
+      this.debounceTimer = undefined;
+      const batch = [...this.pendingChanges];
+      this.pendingChanges.clear();
+      for (const [nodeId, reasons] of batch) this.enqueue(nodeId, reasons.join('; '));
+    }, this.options.debounceMs);
+  }
+
+  forNode(nodeId: string): ReturnType<RoutingView['forNode']> {
+    const s = this.nodes.get(nodeId);
+    const drifting = Boolean(s?.mismatchSince !== null && s?.mismatchSince !== undefined && Date.now() - s.mismatchSince > this.options.intervalMs);
+    return {
+      desiredHash: s?.desired?.hash ?? null,
+      appliedHash: s?.appliedHash ?? null,
+      drifting,
+      reloadsToday: s?.reloadsToday ?? 0,
+      reloadsTotal: s?.reloadsTotal ?? 0,
+      lastReloadAt: s?.lastReloadAt ?? null,
+      lastReloadReason: s?.lastReloadReason ?? null,
+    };
+  }
+
+  /** Pushes sent to a node since the panel started (for tests and dashboards). */
+  pushCount(nodeId: string): number {
+    return this.nodes.get(nodeId)?.pushes ?? 0;
+  }
+
+  private state(nodeId: string): NodeRouting {
+    let s = this.nodes.get(nodeId);
+    if (!s) {
+      s = {
+        desired: null,
+        dirty: true,
+        appliedHash: null,
+        mismatchSince: null,
+        nextPushAt: Number.POSITIVE_INFINITY,
+        reloadsToday: 0,
+        reloadsTotal: 0,
+        lastReloadAt: null,
+        lastReloadReason: null,
+        pushes: 0,
+      };
+      this.nodes.set(nodeId, s);
+    }
+    return s;
+  }
+
+  private nextDelay(): number {
+    const { intervalMs } = this.options;
+    return Math.round(intervalMs * (1 - this.jitter + this.random() * 2 * this.jitter));
+  }
+
+  private pushDue(): void {
+    const now = Date.now();
+    for (const session of this.options.sessions.list()) {
+      const s = this.state(session.nodeId);
+      if (s.nextPushAt <= now) this.enqueue(session.nodeId, 'periodic reconcile');
+    }
+  }
+
+  private enqueue(nodeId: string, reason: string): void {
+    const s = this.state(nodeId);
+    // Schedule the next periodic push now, so a slow push is never queued twice by the tick.
+    s.nextPushAt = Date.now() + this.nextDelay();
+    const next = (this.chains.get(nodeId) ?? Promise.resolve()).then(() => this.push(nodeId, reason));
+    this.chains.set(nodeId, next);
+    void next.finally(() => {
+      if (this.chains.get(nodeId) === next) this.chains.delete(nodeId);
+    });
+  }
+
+  private async push(nodeId: string, reason: string): Promise<void> {
+    const session = this.options.sessions.get(nodeId);
+    if (!session || session.closed) return;
+    const s = this.state(nodeId);
+    try {
+      if (!s.desired || s.dirty) {
+        s.dirty = false;
+        const content = await this.options.maps.mapFor(nodeId);
+        if (!s.desired || s.desired.hash !== content.hash) s.desired = { ...content, version: Date.now() };
+      }
+      this.trackMismatch(s);
+      const desired = s.desired;
+      s.pushes++;
+      await session.sendAwaitingAck({ type: 'routing.map', id: this.nextId(), version: desired.version, hash: desired.hash, routes: desired.routes });
+      this.options.logger.debug({ node: session.nodeName, hash: desired.hash, reason }, 'routing map pushed');
+    } catch (err) {
+      // A missing ACK already tore the session down; the next session is pushed on open.
+      this.options.logger.warn({ err, node: session.nodeName, reason }, 'routing map not delivered');
+    }
+  }
+
+  private trackMismatch(s: NodeRouting): void {
+    if (!s.desired || s.appliedHash === s.desired.hash) s.mismatchSince = null;
+    else s.mismatchSince ??= Date.now();
+  }
+
+  private onMessage(session: AgentSession, message: AgentMessage): void {
+    if (message.type !== 'routing.applied' && message.type !== 'heartbeat') return;
+    const s = this.state(session.nodeId);
+    const before = s.appliedHash;
+    s.appliedHash = message.type === 'routing.applied' && !message.error ? message.hash : message.routing.appliedHash;
+    s.reloadsToday = message.routing.reloadsToday;
+    s.reloadsTotal = message.routing.reloadsTotal;
+    s.lastReloadAt = message.routing.lastReloadAt;
+    s.lastReloadReason = message.routing.lastReloadReason;
+    this.trackMismatch(s);
+    if (message.type === 'routing.applied' && message.reloaded) {
+      void this.options.reloads
+        .reloaded({
+          nodeId: session.nodeId,
+          at: new Date(),
+          hashBefore: before,
+          hashAfter: message.hash,
+          reason: message.routing.lastReloadReason ?? 'routing changed',
+        })
+        .catch((err: unknown) => this.options.logger.error({ err, node: session.nodeName }, 'could not record reload'));
+    }
+  }
+}

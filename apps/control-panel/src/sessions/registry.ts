@@ -1,0 +1,164 @@
+import { EventEmitter } from 'node:events';
+import type { FastifyBaseLogger } from 'fastify';
+import { createLoop, type Loop } from '@tether/common';
+import { CLOSE_CODES, createIdGenerator, type AgentMessage } from '@tether/protocol';
+import type { AgentSession } from './session.js';
+import type { SessionStore } from './session-store.js';
+
+// The connected map. It holds only sessions that carried a frame within the
+// read-idle deadline: a session leaves it the moment it is torn down, and
+// nothing else (a flag, a row, a timestamp) may say a node is reachable.
+
+export interface RegistryOptions {
+  store: SessionStore;
+  logger: FastifyBaseLogger;
+  pingIntervalMs: number;
+  lastSeenFlushMs: number;
+}
+
+export interface Teardown {
+  nodeId: string;
+  sessionId: string;
+  code: number;
+  reason: string;
+  at: number;
+}
+
+export interface RegistryEvents {
+  opened: [AgentSession];
+  closed: [AgentSession, Teardown];
+  /** Every valid frame of an established session, after the session was touched. */
+  message: [AgentSession, AgentMessage];
+}
+
+export class SessionRegistry extends EventEmitter<RegistryEvents> {
+  private readonly sessions = new Map<string, AgentSession>();
+  private readonly teardowns = new Map<string, Teardown>();
+  /** Per node, the store writes in the order they were decided (open/close must not swap). */
+  private readonly writeChains = new Map<string, Promise<void>>();
+  private readonly flushed = new Map<string, number>();
+  private readonly nextId = createIdGenerator('p');
+  private readonly pingLoop: Loop;
+  private readonly flushLoop: Loop;
+  private readonly store: SessionStore;
+  private readonly logger: FastifyBaseLogger;
+
+  constructor(private readonly options: RegistryOptions) {
+    super();
+    this.store = options.store;
+    this.logger = options.logger;
+    const onError = (err: unknown, name: string) => this.logger.error({ err, loop: name }, 'session loop failed');
+    // One loop pings every session whose interval has passed (instead of a timer per session).
+    this.pingLoop = createLoop({
+      name: 'session-pings',
+      intervalMs: Math.min(options.pingIntervalMs, 1_000),
+      run: () => this.pingDue(),
+      onError,
+    });
+    this.flushLoop = createLoop({ name: 'last-seen-flush', intervalMs: options.lastSeenFlushMs, run: () => this.flushLastSeen(), onError });
+  }
+
+  start(): void {
+    this.pingLoop.start();
+    this.flushLoop.start();
+  }
+
+  /** Closes every session (GOING_AWAY) and flushes what is pending. */
+  async stop(): Promise<void> {
+    await this.pingLoop.stop();
+    await this.flushLoop.stop();
+    for (const session of [...this.sessions.values()]) session.teardown(CLOSE_CODES.GOING_AWAY, 'panel shutting down');
+    await this.flushLastSeen();
+    await Promise.allSettled([...this.writeChains.values()]);
+  }
+
+  get size(): number {
+    return this.sessions.size;
+  }
+
+  /** The live session of a node, if it has one. */
+  get(nodeId: string): AgentSession | undefined {
+    return this.sessions.get(nodeId);
+  }
+
+  list(): AgentSession[] {
+    return [...this.sessions.values()];
+  }
+
+  lastTeardown(nodeId: string): Teardown | undefined {
+    return this.teardowns.get(nodeId);
+  }
+
+  /** Adds a session that completed its hello. An older session of the same node is superseded. */
+  open(session: AgentSession): void {
+    // The newer session always wins: the old one is closed first, as superseded, so the node never reads unreachable.
+    this.sessions.get(session.nodeId)?.teardown(CLOSE_CODES.SUPERSEDED, `superseded by session ${session.id}`);
+    this.sessions.set(session.nodeId, session);
+    this.write(session.nodeId, () => this.store.sessionOpened({ nodeId: session.nodeId, sessionId: session.id, at: new Date(session.openedAt) }));
+    this.logger.info({ node: session.nodeName, session: session.id, peer: session.peer }, 'session opened');
+    this.emit('opened', session);
+  }
+
+  /** The teardown listener every session is created with. */
+  readonly onTeardown = (session: AgentSession, code: number, reason: string): void => {
+    const current = this.sessions.get(session.nodeId) === session;
+    if (current) this.sessions.delete(session.nodeId);
+    const superseded = code === CLOSE_CODES.SUPERSEDED || !current;
+    const teardown: Teardown = { nodeId: session.nodeId, sessionId: session.id, code, reason, at: session.closed?.at ?? Date.now() };
+    if (!superseded) this.teardowns.set(session.nodeId, teardown);
+    this.write(session.nodeId, () =>
+      this.store.sessionClosed({
+        nodeId: session.nodeId,
+        sessionId: session.id,
+        code,
+        reason,
+        at: new Date(teardown.at),
+        lastFrameAt: new Date(session.lastFrameAt),
+        superseded,
+      }),
+    );
+    this.logger.warn({ node: session.nodeName, session: session.id, code, reason }, 'session closed');
+    this.emit('closed', session, teardown);
+  };
+
+  /** Closes the node's session, if any (decommission). */
+  close(nodeId: string, code: number, reason: string): boolean {
+    const session = this.sessions.get(nodeId);
+    if (!session) return false;
+    session.teardown(code, reason);
+    return true;
+  }
+
+  private write(nodeId: string, op: () => Promise<void>): void {
+    const previous = this.writeChains.get(nodeId) ?? Promise.resolve();
+    const next = previous
+      .then(op)
+      .catch((err: unknown) => this.logger.error({ err, nodeId }, 'session store write failed'))
+      .finally(() => {
+        if (this.writeChains.get(nodeId) === next) this.writeChains.delete(nodeId);
+      });
+    this.writeChains.set(nodeId, next);
+  }
+
+  private pingDue(): void {
+    const now = Date.now();
+    for (const session of this.sessions.values()) {
+      if (now - session.lastPingAt < this.options.pingIntervalMs) continue;
+      session.lastPingAt = now;
+      if (session.send({ type: 'ping', id: this.nextId() })) session.pingsSent++;
+    }
+  }
+
+  /** Writes last-seen times of sessions that carried frames since the last flush: one statement. */
+  async flushLastSeen(): Promise<void> {
+    const entries: { nodeId: string; at: Date }[] = [];
+    for (const session of this.sessions.values()) {
+      if ((this.flushed.get(session.nodeId) ?? 0) >= session.lastFrameAt) continue;
+      entries.push({ nodeId: session.nodeId, at: new Date(session.lastFrameAt) });
+    }
+    if (entries.length === 0) return;
+    await this.store.flushLastSeen(entries);
+    for (const e of entries) this.flushed.set(e.nodeId, e.at.getTime());
+    for (const nodeId of this.flushed.keys()) if (!this.sessions.has(nodeId)) this.flushed.delete(nodeId);
+  }
+}

@@ -1,0 +1,117 @@
+import type { FastifyBaseLogger } from 'fastify';
+import { createIdGenerator, type AgentMessage } from '@tether/protocol';
+import type { DeploymentDispatcher, DispatchOutcome, DispatchRequest } from '../deployments/dispatcher.js';
+import { AppError } from '../errors.js';
+import type { PanelEvents } from '../lib/events.js';
+import type { PanelMetrics } from '../lib/metrics.js';
+import type { SessionRegistry } from './registry.js';
+import { AckTimeoutError, SessionClosedError, type AgentSession } from './session.js';
+import type { SessionStore } from './session-store.js';
+
+// Sends persisted deployments over live sessions and moves their rows to the
+// next state. No live session: the deployment ends `unreachable` at once
+// (no waiting, no retry loop). No ACK in time: the session is killed, the
+// deployment ends `ack_timeout`, and the next deploy fails fast.
+
+export class SessionDispatcher implements DeploymentDispatcher {
+  private readonly nextId = createIdGenerator('p');
+  /** Per node: deployments delivered but without a result yet (a heartbeat showing them running settles them). */
+  private readonly awaitingResult = new Map<string, Set<string>>();
+
+  private readonly registry: SessionRegistry;
+  private readonly store: SessionStore;
+  private readonly events: PanelEvents;
+  private readonly logger: FastifyBaseLogger;
+  private readonly metrics: PanelMetrics | undefined;
+
+  constructor(deps: { registry: SessionRegistry; store: SessionStore; events: PanelEvents; logger: FastifyBaseLogger; metrics?: PanelMetrics }) {
+    ({ registry: this.registry, store: this.store, events: this.events, logger: this.logger, metrics: this.metrics } = deps);
+    const registry = this.registry;
+    registry.on('opened', (session) => void this.loadAwaiting(session));
+    registry.on('message', (session, message) => void this.onMessage(session, message));
+  }
+
+  async dispatch(request: DispatchRequest): Promise<DispatchOutcome> {
+    try {
+      const outcome = await this.send(request);
+      this.metrics?.deployDispatches.inc({ outcome: 'delivered' });
+      return outcome;
+    } catch (err) {
+      this.metrics?.deployDispatches.inc({ outcome: err instanceof AppError ? err.code.toLowerCase() : 'error' });
+      throw err;
+    }
+  }
+
+  private async send(request: DispatchRequest): Promise<DispatchOutcome> {
+    const session = this.registry.get(request.nodeId);
+    if (!session) {
+      const reason = this.unreachableReason(request.nodeId, request.nodeName);
+      await this.store.deploymentFinished(request.deploymentId, 'unreachable', reason);
+      throw new AppError('NODE_UNREACHABLE', reason, { nodeId: request.nodeId, deploymentId: request.deploymentId });
+    }
+    await this.store.deploymentDispatched(request.deploymentId, session.id);
+    const sentAt = performance.now();
+    try {
+      await session.sendAwaitingAck({ type: 'deploy', id: this.nextId(), workload: request.workload });
+      this.metrics?.ackWait.observe((performance.now() - sentAt) / 1000);
+    } catch (err) {
+      if (err instanceof AckTimeoutError) {
+        const reason = `node ${request.nodeName} did not acknowledge the deploy within ${err.timeoutMs} ms; session ${session.id} was closed and the node is unreachable until it rejoins`;
+        await this.store.deploymentFinished(request.deploymentId, 'ack_timeout', reason);
+        throw new AppError('ACK_TIMEOUT', reason, { nodeId: request.nodeId, deploymentId: request.deploymentId });
+      }
+      if (err instanceof SessionClosedError) {
+        const reason = `node ${request.nodeName} is unreachable until it rejoins: its session closed before it acknowledged (${err.message})`;
+        await this.store.deploymentFinished(request.deploymentId, 'unreachable', reason);
+        throw new AppError('NODE_UNREACHABLE', reason, { nodeId: request.nodeId, deploymentId: request.deploymentId });
+      }
+      throw err;
+    }
+    await this.store.deploymentDelivered(request.deploymentId);
+    this.awaiting(request.nodeId).add(request.deploymentId);
+    // A first deployment puts the service's routes on the map; a redeploy leaves the map (and its hash) as it was.
+    this.events.emit('routing.changed', { nodeIds: [request.nodeId], reason: `service ${request.workload.serviceName} deployed` });
+    return { httpStatus: 202 };
+  }
+
+  private unreachableReason(nodeId: string, nodeName: string): string {
+    const last = this.registry.lastTeardown(nodeId);
+    const since = last ? ` since ${new Date(last.at).toISOString()} (${last.reason})` : '';
+    return `node ${nodeName} is unreachable${since}; deploys fail until it rejoins`;
+  }
+
+  private awaiting(nodeId: string): Set<string> {
+    let set = this.awaitingResult.get(nodeId);
+    if (!set) this.awaitingResult.set(nodeId, (set = new Set()));
+    return set;
+  }
+
+  private async loadAwaiting(session: AgentSession): Promise<void> {
+    try {
+      for (const id of await this.store.deliveredDeployments(session.nodeId)) this.awaiting(session.nodeId).add(id);
+    } catch (err) {
+      this.logger.error({ err, node: session.nodeName }, 'could not load delivered deployments');
+    }
+  }
+
+  private async onMessage(session: AgentSession, message: AgentMessage): Promise<void> {
+    try {
+      if (message.type === 'deploy.result') {
+        const reason = message.code ? `${message.code}: ${message.reason}` : message.reason;
+        const changed = await this.store.deploymentFinished(message.deploymentId, message.status, reason, session.nodeId);
+        this.awaitingResult.get(session.nodeId)?.delete(message.deploymentId);
+        if (!changed) this.logger.debug({ deployment: message.deploymentId }, 'result for a deployment that already ended');
+      } else if (message.type === 'heartbeat') {
+        const waiting = this.awaitingResult.get(session.nodeId);
+        if (!waiting || waiting.size === 0) return;
+        for (const container of message.containers) {
+          if (container.state !== 'running' || !waiting.has(container.deploymentId)) continue;
+          waiting.delete(container.deploymentId);
+          await this.store.deploymentFinished(container.deploymentId, 'running', `observed running in heartbeat ${message.seq} of session ${session.id}`, session.nodeId);
+        }
+      }
+    } catch (err) {
+      this.logger.error({ err, node: session.nodeName, type: message.type }, 'deployment update failed');
+    }
+  }
+}

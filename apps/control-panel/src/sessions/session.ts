@@ -1,0 +1,161 @@
+import { randomBytes } from 'node:crypto';
+import type { WebSocket } from 'ws';
+import { CLOSE_CODES, encode, type ContainerState, type PanelMessage, type RoutingStatus, type RuntimeStatus } from '@tether/protocol';
+
+// One agent's WebSocket session. Its reads run under a read-idle deadline: any
+// valid inbound frame refreshes the timer, silence past it tears the session
+// down. A session is alive only while it carries traffic.
+
+export interface SessionTiming {
+  idleTimeoutMs: number;
+  ackTimeoutMs: number;
+  sendBufferLimitBytes: number;
+}
+
+/** What the agent last reported; exists only as long as the session does. */
+export interface NodeReport {
+  containers: ContainerState[];
+  runtime: RuntimeStatus;
+  routing: RoutingStatus;
+  /** When the frame carrying this report arrived (ms since epoch). */
+  at: number;
+}
+
+export class SessionClosedError extends Error {
+  constructor(readonly closeCode: number, reason: string) {
+    super(reason);
+    this.name = 'SessionClosedError';
+  }
+}
+
+export class AckTimeoutError extends Error {
+  constructor(readonly ref: string, readonly timeoutMs: number) {
+    super(`no ack for ${ref} within ${timeoutMs} ms`);
+    this.name = 'AckTimeoutError';
+  }
+}
+
+interface AckWaiter {
+  resolve: () => void;
+  reject: (err: Error) => void;
+  timer: NodeJS.Timeout;
+}
+
+export type TeardownListener = (session: AgentSession, code: number, reason: string) => void;
+
+export const newSessionId = () => `ses_${randomBytes(9).toString('base64url')}`;
+
+export class AgentSession {
+  readonly id = newSessionId();
+  readonly openedAt = Date.now();
+  lastFrameAt = this.openedAt;
+  heartbeats = 0;
+  lastHeartbeatSeq = -1;
+  pingsSent = 0;
+  lastPingAt = this.openedAt;
+  pongs = 0;
+  missedAcks = 0;
+  invalidFrames = 0;
+  /** Invalid frames in a row; reset by a valid one. */
+  invalidStreak = 0;
+  report: NodeReport | null = null;
+  closed: { code: number; reason: string; at: number } | null = null;
+
+  private readonly idleTimer: NodeJS.Timeout;
+  private readonly waiters = new Map<string, AckWaiter>();
+
+  constructor(
+    private readonly socket: WebSocket,
+    readonly nodeId: string,
+    readonly nodeName: string,
+    readonly peer: string,
+    readonly agentVersion: string,
+    private readonly timing: SessionTiming,
+    private readonly onTeardown: TeardownListener,
+  ) {
+    this.idleTimer = setTimeout(() => this.onIdle(), timing.idleTimeoutMs);
+    this.idleTimer.unref();
+  }
+
+  /** A valid frame arrived: the session proved itself alive. */
+  touch(now = Date.now()): void {
+    this.lastFrameAt = now;
+    this.invalidStreak = 0;
+    if (!this.closed) this.idleTimer.refresh();
+  }
+
+  private onIdle(): void {
+    const silentFor = Date.now() - this.lastFrameAt;
+    this.teardown(CLOSE_CODES.IDLE_TIMEOUT, `no frame for ${silentFor} ms (read-idle deadline ${this.timing.idleTimeoutMs} ms)`);
+  }
+
+  /** Sends a message; tears the session down when the peer has stopped reading. */
+  send(message: PanelMessage): boolean {
+    if (this.closed) return false;
+    if (this.socket.bufferedAmount > this.timing.sendBufferLimitBytes) {
+      this.teardown(CLOSE_CODES.SLOW_CONSUMER, `peer stopped reading: ${this.socket.bufferedAmount} bytes unsent`);
+      return false;
+    }
+    this.socket.send(encode(message));
+    return true;
+  }
+
+  /**
+   * Sends a message that must be ACKed. No ACK within the ACK timeout kills the
+   * session (the channel is dead, whatever TCP says) and rejects with AckTimeoutError.
+   */
+  sendAwaitingAck(message: PanelMessage, timeoutMs = this.timing.ackTimeoutMs): Promise<void> {
+    return new Promise((resolve, reject) => {
+      if (this.closed) return reject(new SessionClosedError(this.closed.code, this.closed.reason));
+      const timer = setTimeout(() => {
+        this.waiters.delete(message.id);
+        this.missedAcks++;
+        const error = new AckTimeoutError(message.id, timeoutMs);
+        reject(error);
+        this.teardown(CLOSE_CODES.ACK_TIMEOUT, `${message.type} ${message.id} not acknowledged within ${timeoutMs} ms`);
+      }, timeoutMs);
+      this.waiters.set(message.id, { resolve, reject, timer });
+      if (!this.send(message)) {
+        clearTimeout(timer);
+        this.waiters.delete(message.id);
+        const closed = this.closed ?? { code: CLOSE_CODES.SLOW_CONSUMER, reason: 'send failed' };
+        reject(new SessionClosedError(closed.code, closed.reason));
+      }
+    });
+  }
+
+  /** Returns false for an ACK nobody waits for (late, duplicate or unknown). */
+  acknowledge(ref: string): boolean {
+    const waiter = this.waiters.get(ref);
+    if (!waiter) return false;
+    clearTimeout(waiter.timer);
+    this.waiters.delete(ref);
+    waiter.resolve();
+    return true;
+  }
+
+  /** Ends the session for good: close frame, socket destroyed shortly after, waiters rejected, registry told. */
+  teardown(code: number, reason: string): void {
+    if (this.closed) return;
+    this.closed = { code, reason, at: Date.now() };
+    clearTimeout(this.idleTimer);
+    for (const [, waiter] of this.waiters) {
+      clearTimeout(waiter.timer);
+      waiter.reject(new SessionClosedError(code, reason));
+    }
+    this.waiters.clear();
+    try {
+      // A half-open peer never answers the close handshake: do not wait for it.
+      this.socket.close(code, reason.slice(0, 120));
+    } catch {
+      /* socket already unusable */
+    }
+    const kill = setTimeout(() => this.socket.terminate(), 1_000);
+    kill.unref();
+    this.onTeardown(this, code, reason);
+  }
+
+  get bufferedAmount(): number {
+    return this.socket.bufferedAmount;
+  }
+}

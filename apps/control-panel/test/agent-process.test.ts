@@ -1,0 +1,171 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { CLOSE_CODES } from '@tether/protocol';
+import { blackhole, ensureIptables, spawnProcess, waitFor, type ManagedProcess } from '@tether/testkit';
+import type { Teardown } from '../src/sessions/registry.js';
+import { startPanel, type Panel } from './helpers/panel-harness.js';
+
+// A real agent process against a real panel, and real faults: a half-open TCP
+// connection made with iptables (no FIN, no RST), a frozen agent (SIGSTOP),
+// a panel restart and a decommission.
+
+const IDLE_MS = 600;
+const AGENT_IDLE_MS = 1_500;
+const PING_MS = 200;
+const agentMain = createRequire(import.meta.url).resolve('@tether/host-agent/dist/main.js');
+const stateDir = mkdtempSync(path.join(os.tmpdir(), 'tether-agent-test-'));
+let panel: Panel;
+const agents: ManagedProcess[] = [];
+
+beforeAll(async () => {
+  panel = await startPanel({
+    env: {
+      TETHER_SESSION_IDLE_MS: String(IDLE_MS),
+      TETHER_PING_INTERVAL_MS: String(PING_MS),
+      TETHER_HEARTBEAT_INTERVAL_MS: '200',
+      TETHER_AGENT_IDLE_MS: String(AGENT_IDLE_MS),
+    },
+  });
+});
+afterEach(async () => {
+  await Promise.all(agents.splice(0).map((a) => a.stop()));
+});
+afterAll(async () => {
+  await panel?.close();
+  rmSync(stateDir, { recursive: true, force: true });
+});
+
+function startAgent(token: string): ManagedProcess {
+  const agent = spawnProcess(process.execPath, [agentMain], {
+    env: {
+      TETHER_PANEL_URL: panel.url,
+      TETHER_NODE_TOKEN: token,
+      TETHER_RUNTIME: 'none',
+      TETHER_PROXY: 'none',
+      TETHER_STATE_DIR: stateDir,
+      TETHER_RECONNECT_MIN_MS: '100',
+      TETHER_RECONNECT_MAX_MS: '500',
+      TETHER_CONNECT_TIMEOUT_MS: '1000',
+      TETHER_HEALTHY_SESSION_MS: '1000',
+      TETHER_LOG_LEVEL: 'info',
+    },
+  });
+  agents.push(agent);
+  return agent;
+}
+
+function nextTeardown(nodeId: string): Promise<{ teardown: Teardown; lastFrameAt: number }> {
+  return new Promise((resolve) => {
+    const listener = (session: { nodeId: string; lastFrameAt: number }, teardown: Teardown) => {
+      if (session.nodeId !== nodeId) return;
+      panel.app.sessions.registry.off('closed', listener);
+      resolve({ teardown, lastFrameAt: session.lastFrameAt });
+    };
+    panel.app.sessions.registry.on('closed', listener);
+  });
+}
+
+const iptables = await ensureIptables();
+
+describe.skipIf(!iptables.available)('half-open connection (iptables DROP both directions)', () => {
+  it('panel tears down within its deadline, the agent gives up within its own, and rejoins once the path is back', async () => {
+    const node = await panel.createNode('halfopen-1');
+    const agent = startAgent(node.token);
+    const first = await waitFor(() => panel.app.sessions.registry.get(node.id), { timeoutMs: 10_000 });
+    await waitFor(() => first.heartbeats >= 2);
+
+    const teardown = nextTeardown(node.id);
+    const hole = blackhole(panel.port);
+    const cutAt = Date.now();
+    try {
+      const { teardown: t, lastFrameAt } = await teardown;
+      expect(t.code).toBe(CLOSE_CODES.IDLE_TIMEOUT);
+      expect(t.at - lastFrameAt).toBeGreaterThanOrEqual(IDLE_MS);
+      expect(t.at - lastFrameAt).toBeLessThanOrEqual(IDLE_MS + 1_000);
+      expect(panel.app.sessions.registry.get(node.id)).toBeUndefined();
+
+      const line = await agent.waitForOutput(/\{[^\n]*read-idle deadline[^\n]*\}/, AGENT_IDLE_MS + 3_000);
+      const gaveUpAt = (JSON.parse(line[0]) as { time: number }).time;
+      // Its last frame from the panel arrived at most one ping interval before the cut.
+      expect(gaveUpAt - cutAt).toBeGreaterThanOrEqual(AGENT_IDLE_MS - PING_MS - 50);
+      expect(gaveUpAt - cutAt).toBeLessThanOrEqual(AGENT_IDLE_MS + 1_000);
+
+      // While the path is down it cannot rejoin.
+      await new Promise((r) => setTimeout(r, 800));
+      expect(panel.app.sessions.registry.get(node.id)).toBeUndefined();
+    } finally {
+      hole.release();
+    }
+    const rejoined = await waitFor(() => panel.app.sessions.registry.get(node.id), { timeoutMs: 6_000 });
+    expect(rejoined.id).not.toBe(first.id);
+    expect(agent.child.exitCode).toBeNull();
+  });
+});
+
+describe('frozen agent (SIGSTOP)', () => {
+  it('panel tears down within its deadline; after SIGCONT the agent notices and rejoins by itself', async () => {
+    const node = await panel.createNode('frozen-1');
+    const agent = startAgent(node.token);
+    const first = await waitFor(() => panel.app.sessions.registry.get(node.id), { timeoutMs: 10_000 });
+    await waitFor(() => first.heartbeats >= 2);
+    const teardown = nextTeardown(node.id);
+    process.kill(agent.pid, 'SIGSTOP');
+    try {
+      const { teardown: t, lastFrameAt } = await teardown;
+      expect(t.code).toBe(CLOSE_CODES.IDLE_TIMEOUT);
+      expect(t.at - lastFrameAt).toBeGreaterThanOrEqual(IDLE_MS);
+      expect(t.at - lastFrameAt).toBeLessThanOrEqual(IDLE_MS + 1_000);
+      const status = await panel.api('GET', '/v1/sessions');
+      expect(status.body.sessions.find((r: { nodeId: string }) => r.nodeId === node.id).state).toBe('unreachable');
+    } finally {
+      process.kill(agent.pid, 'SIGCONT');
+    }
+    const rejoined = await waitFor(() => panel.app.sessions.registry.get(node.id), { timeoutMs: 6_000 });
+    expect(rejoined.id).not.toBe(first.id);
+  });
+});
+
+describe('panel restart', () => {
+  it('agents come back by themselves', async () => {
+    const node = await panel.createNode('patient-1');
+    startAgent(node.token);
+    const first = await waitFor(() => panel.app.sessions.registry.get(node.id), { timeoutMs: 10_000 });
+    await panel.stopApp();
+    await new Promise((r) => setTimeout(r, 700));
+    await panel.restartApp();
+    const rejoined = await waitFor(() => panel.app.sessions.registry.get(node.id), { timeoutMs: 6_000 });
+    expect(rejoined.id).not.toBe(first.id);
+    const events = await panel.prisma.sessionEvent.findMany({ where: { nodeId: node.id }, orderBy: { id: 'asc' } });
+    expect(events.map((e) => [e.kind, e.closeCode])).toEqual([
+      ['opened', null],
+      ['closed', CLOSE_CODES.GOING_AWAY],
+      ['opened', null],
+    ]);
+  });
+});
+
+describe('decommission', () => {
+  it('closes the session, refuses the agent from then on, and its services leave status', async () => {
+    const node = await panel.createNode('retiring-1');
+    const service = await panel.createService(node.id, 'retiring-svc');
+    const agent = startAgent(node.token);
+    await waitFor(() => panel.app.sessions.registry.get(node.id), { timeoutMs: 10_000 });
+    let status = await panel.api('GET', '/v1/status');
+    expect(status.body.services.map((s: { serviceId: string }) => s.serviceId)).toContain(service.id);
+
+    const teardown = nextTeardown(node.id);
+    const res = await panel.api('DELETE', `/v1/nodes/${node.id}`);
+    expect(res.status).toBeLessThan(300);
+    expect((await teardown).teardown.code).toBe(CLOSE_CODES.DECOMMISSIONED);
+    await agent.waitForOutput(/panel refused this node token/, 5_000);
+    expect(panel.app.sessions.registry.get(node.id)).toBeUndefined();
+
+    status = await panel.api('GET', '/v1/status');
+    expect(status.body.services.map((s: { serviceId: string }) => s.serviceId)).not.toContain(service.id);
+    const sessions = await panel.api('GET', '/v1/sessions');
+    expect(sessions.body.sessions.find((r: { nodeId: string }) => r.nodeId === node.id).state).toBe('decommissioned');
+  });
+});

@@ -1,0 +1,170 @@
+import WebSocket from 'ws';
+import { PROTOCOL_VERSION, createIdGenerator, decode, encode, type Message, type PanelMessage } from '@tether/protocol';
+
+// A hand-driven agent for gateway tests: a real WebSocket client whose every
+// reply is chosen by the test (answer pings or not, ACK or not, go silent).
+
+export interface RawAgentOptions {
+  url: string;
+  token: string;
+  node?: string;
+  /** Reply to ping with pong (default true). */
+  pong?: boolean;
+  /** Which of deploy/workloads/routing.map to ACK (default all). */
+  ack?: readonly ('deploy' | 'workloads' | 'routing.map')[];
+  /** Heartbeat cadence; 0 = none (default 0). */
+  heartbeatMs?: number;
+}
+
+export interface Closed {
+  code: number;
+  reason: string;
+  at: number;
+}
+
+export class RawAgent {
+  readonly received: PanelMessage[] = [];
+  readonly socket: WebSocket;
+  closed: Closed | null = null;
+  private readonly nextId = createIdGenerator('t');
+  private heartbeatTimer: NodeJS.Timeout | undefined;
+  private seq = 0;
+  private listeners = new Set<() => void>();
+  silent = false;
+
+  private constructor(private readonly options: RawAgentOptions) {
+    const url = new URL(options.url);
+    url.protocol = 'ws:';
+    url.pathname = '/v1/agent/connect';
+    this.socket = new WebSocket(url, { headers: { authorization: `Bearer ${options.token}` } });
+    this.socket.on('message', (data, isBinary) => {
+      const result = decode(data, { binary: isBinary });
+      if (!result.ok) throw new Error(`panel sent an invalid frame: ${result.error.message}`);
+      const message = result.message as PanelMessage;
+      this.received.push(message);
+      this.respond(message);
+      for (const l of this.listeners) l();
+    });
+    this.socket.on('close', (code, reason) => {
+      clearInterval(this.heartbeatTimer);
+      this.closed = { code, reason: reason.toString(), at: Date.now() };
+      for (const l of this.listeners) l();
+    });
+    this.socket.on('error', () => undefined);
+  }
+
+  /** Connects and completes hello/welcome. */
+  static async connect(options: RawAgentOptions): Promise<RawAgent> {
+    const agent = new RawAgent(options);
+    await new Promise<void>((resolve, reject) => {
+      agent.socket.once('open', () => resolve());
+      agent.socket.once('unexpected-response', (_req, res) => reject(new Error(`upgrade refused: ${res.statusCode}`)));
+      agent.socket.once('error', reject);
+    });
+    agent.sendRaw(encode(agent.hello()));
+    await agent.waitFor((m) => m.type === 'welcome');
+    if (options.heartbeatMs) agent.heartbeatTimer = setInterval(() => agent.heartbeat(), options.heartbeatMs);
+    return agent;
+  }
+
+  hello(): Message {
+    return {
+      type: 'hello',
+      id: this.nextId(),
+      node: this.options.node ?? 'raw',
+      agentVersion: 'test',
+      protocolVersion: PROTOCOL_VERSION,
+      containers: [],
+      runtime: { available: true, error: null },
+      routing: { appliedHash: null, reloadsTotal: 0, reloadsToday: 0, lastReloadAt: null, lastReloadReason: null },
+    };
+  }
+
+  heartbeat(containers: Extract<Message, { type: 'heartbeat' }>['containers'] = []): void {
+    if (this.silent) return;
+    this.send({
+      type: 'heartbeat',
+      id: this.nextId(),
+      seq: this.seq++,
+      containers,
+      runtime: { available: true, error: null },
+      routing: { appliedHash: null, reloadsTotal: 0, reloadsToday: 0, lastReloadAt: null, lastReloadReason: null },
+    });
+  }
+
+  /** Stops every reply and heartbeat while holding the socket open. */
+  goSilent(): void {
+    this.silent = true;
+    clearInterval(this.heartbeatTimer);
+  }
+
+  send(message: Message): void {
+    this.sendRaw(encode(message));
+  }
+
+  sendRaw(data: string | Buffer, binary = false): void {
+    if (this.socket.readyState === WebSocket.OPEN) this.socket.send(data, { binary });
+  }
+
+  get welcome(): Extract<PanelMessage, { type: 'welcome' }> {
+    return this.received.find((m) => m.type === 'welcome') as Extract<PanelMessage, { type: 'welcome' }>;
+  }
+
+  private respond(message: PanelMessage): void {
+    if (this.silent) return;
+    if (message.type === 'ping' && this.options.pong !== false) this.send({ type: 'pong', id: this.nextId(), ref: message.id });
+    const acked = this.options.ack ?? ['deploy', 'workloads', 'routing.map'];
+    if ((message.type === 'deploy' || message.type === 'workloads' || message.type === 'routing.map') && acked.includes(message.type)) {
+      this.send({ type: 'ack', id: this.nextId(), ref: message.id });
+    }
+  }
+
+  /** Resolves with the first received message (past or future) matching `predicate`. */
+  waitFor<T extends PanelMessage>(predicate: (m: PanelMessage) => boolean, timeoutMs = 5_000): Promise<T> {
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        const found = this.received.find(predicate);
+        if (found) {
+          done();
+          resolve(found as T);
+        }
+      };
+      const timer = setTimeout(() => {
+        done();
+        reject(new Error(`no matching message within ${timeoutMs} ms; got ${this.received.map((m) => m.type).join(', ')}`));
+      }, timeoutMs);
+      const done = () => {
+        clearTimeout(timer);
+        this.listeners.delete(check);
+      };
+      this.listeners.add(check);
+      check();
+    });
+  }
+
+  waitClosed(timeoutMs = 5_000): Promise<Closed> {
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        if (this.closed) {
+          done();
+          resolve(this.closed);
+        }
+      };
+      const timer = setTimeout(() => {
+        done();
+        reject(new Error(`socket not closed within ${timeoutMs} ms`));
+      }, timeoutMs);
+      const done = () => {
+        clearTimeout(timer);
+        this.listeners.delete(check);
+      };
+      this.listeners.add(check);
+      check();
+    });
+  }
+
+  close(): void {
+    clearInterval(this.heartbeatTimer);
+    this.socket.terminate();
+  }
+}

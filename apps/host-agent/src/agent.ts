@@ -1,0 +1,40 @@
+import type { Logger } from 'pino';
+import type { AgentConfig } from './config.js';
+import { PanelConnection } from './connection/panel-connection.js';
+import type { RoutingController, WorkloadController } from './controllers.js';
+
+export const AGENT_VERSION = '0.1.0';
+
+export interface Agent {
+  connection: PanelConnection;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** Composes the agent from its config and the two controllers it drives. */
+export function createAgent(config: AgentConfig & { nodeName: string }, deps: { logger: Logger; workloads: WorkloadController; routing: RoutingController }): Agent {
+  const connection = new PanelConnection({
+    panelUrl: config.panelUrl,
+    token: config.nodeToken,
+    nodeName: config.nodeName,
+    agentVersion: AGENT_VERSION,
+    workloads: deps.workloads,
+    routing: deps.routing,
+    reconnect: config.reconnect,
+    overrides: config.overrides,
+    logger: deps.logger,
+  });
+  return {
+    connection,
+    async start() {
+      await deps.workloads.start();
+      await deps.routing.start();
+      connection.start();
+    },
+    async stop() {
+      await connection.stop();
+      await deps.routing.stop();
+      await deps.workloads.stop();
+    },
+  };
+}

@@ -1,0 +1,309 @@
+import { EventEmitter } from 'node:events';
+import type { Logger } from 'pino';
+import WebSocket, { type RawData } from 'ws';
+import { Backoff, createLoop, type Loop } from '@tether/common';
+import {
+  FRAME_ERROR_CODES,
+  MAX_STATE_FRAME_BYTES,
+  PROTOCOL_VERSION,
+  TERMINAL_CLOSE_CODES,
+  createIdGenerator,
+  decode,
+  encode,
+  type AgentMessage,
+  type DeployResult,
+  type PanelMessage,
+  type Timing,
+} from '@tether/protocol';
+import type { DeployOutcome, RoutingController, WorkloadController } from '../controllers.js';
+
+// The agent's one session with the panel. Every read runs under a read-idle
+// deadline (90 s by default: three missed panel pings); silence past it means
+// the connection is dead whatever TCP says, so the socket is destroyed and the
+// agent reconnects with exponential backoff and full jitter, forever, with no
+// human and no restart.
+
+export interface PanelConnectionOptions {
+  panelUrl: string;
+  token: string;
+  nodeName: string;
+  agentVersion: string;
+  workloads: WorkloadController;
+  routing: RoutingController;
+  reconnect: { minMs: number; maxMs: number; healthySessionMs: number; connectTimeoutMs: number };
+  overrides?: { agentIdleTimeoutMs?: number; heartbeatIntervalMs?: number };
+  /** Read-idle deadline until `welcome` says otherwise. */
+  defaultIdleTimeoutMs?: number;
+  logger: Logger;
+  random?: () => number;
+}
+
+export type ConnectionState = 'connecting' | 'handshaking' | 'ready' | 'waiting' | 'stopped';
+
+export interface ConnectionEvents {
+  ready: [{ sessionId: string; timing: Timing }];
+  closed: [{ code: number; reason: string; sessionId: string | null; retryInMs: number }];
+}
+
+/** Results waiting for a session to carry them; a deploy.result is never dropped because the socket was. */
+const OUTBOX_LIMIT = 1_000;
+
+export function agentConnectUrl(panelUrl: string): string {
+  const url = new URL(panelUrl);
+  url.protocol = url.protocol === 'https:' || url.protocol === 'wss:' ? 'wss:' : 'ws:';
+  url.pathname = `${url.pathname.replace(/\/$/, '')}/v1/agent/connect`;
+  return url.toString();
+}
+
+export class PanelConnection extends EventEmitter<ConnectionEvents> {
+  private socket: WebSocket | undefined;
+  private state_: ConnectionState = 'waiting';
+  private sessionId: string | null = null;
+  private sessionStartedAt = 0;
+  private idleTimer: NodeJS.Timeout | undefined;
+  private idleTimeoutMs: number;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private heartbeat: Loop | undefined;
+  private seq = 0;
+  private readonly backoff: Backoff;
+  private readonly nextId = createIdGenerator('a');
+  private readonly outbox: DeployResult[] = [];
+  private terminal = false;
+
+  constructor(private readonly options: PanelConnectionOptions) {
+    super();
+    this.backoff = new Backoff({ initialMs: options.reconnect.minMs, maxMs: options.reconnect.maxMs, random: options.random });
+    this.idleTimeoutMs = options.overrides?.agentIdleTimeoutMs ?? options.defaultIdleTimeoutMs ?? 90_000;
+  }
+
+  get state(): ConnectionState {
+    return this.state_;
+  }
+
+  get currentSessionId(): string | null {
+    return this.sessionId;
+  }
+
+  start(): void {
+    if (this.state_ === 'stopped') throw new Error('a stopped connection cannot start again');
+    this.connect();
+  }
+
+  async stop(): Promise<void> {
+    this.state_ = 'stopped';
+    clearTimeout(this.retryTimer);
+    clearTimeout(this.idleTimer);
+    await this.heartbeat?.stop();
+    const socket = this.socket;
+    if (socket && socket.readyState !== WebSocket.CLOSED) {
+      const closed = new Promise((resolve) => socket.once('close', resolve));
+      socket.close(1001, 'agent stopping');
+      const kill = setTimeout(() => socket.terminate(), 1_000);
+      await closed;
+      clearTimeout(kill);
+    }
+  }
+
+  private connect(): void {
+    if (this.state_ === 'stopped') return;
+    this.state_ = 'connecting';
+    this.terminal = false;
+    const log = this.options.logger;
+    const socket = new WebSocket(agentConnectUrl(this.options.panelUrl), {
+      headers: { authorization: `Bearer ${this.options.token}` },
+      handshakeTimeout: this.options.reconnect.connectTimeoutMs,
+      maxPayload: MAX_STATE_FRAME_BYTES,
+      perMessageDeflate: false,
+    });
+    this.socket = socket;
+
+    socket.on('unexpected-response', (_req, res) => {
+      // 401 (unknown token) and 403 (decommissioned) need an operator: keep trying, but slowly.
+      this.terminal = res.statusCode === 401 || res.statusCode === 403;
+      log.error({ status: res.statusCode }, this.terminal ? 'panel refused this node token' : 'panel refused the upgrade');
+      res.resume();
+      socket.terminate();
+    });
+    socket.on('open', () => {
+      this.state_ = 'handshaking';
+      // Until welcome, the connect timeout bounds the wait.
+      this.armIdle(this.options.reconnect.connectTimeoutMs);
+      void this.sendHello(socket);
+    });
+    socket.on('message', (data: RawData, isBinary: boolean) => this.onFrame(socket, data, isBinary));
+    socket.on('error', (err) => log.warn({ err: err.message }, 'panel socket error'));
+    socket.on('close', (code, reason) => this.onClose(socket, code, reason.toString('utf8')));
+  }
+
+  private async sendHello(socket: WebSocket): Promise<void> {
+    const observation = await this.options.workloads.observe().catch((err: Error) => ({
+      containers: [],
+      runtime: { available: false, error: err.message },
+    }));
+    this.sendOn(socket, {
+      type: 'hello',
+      id: this.nextId(),
+      node: this.options.nodeName,
+      agentVersion: this.options.agentVersion,
+      protocolVersion: PROTOCOL_VERSION,
+      containers: observation.containers,
+      runtime: observation.runtime,
+      routing: this.options.routing.status(),
+    });
+  }
+
+  private armIdle(timeoutMs: number): void {
+    clearTimeout(this.idleTimer);
+    this.idleTimer = setTimeout(() => this.onIdle(timeoutMs), timeoutMs);
+  }
+
+  private onIdle(timeoutMs: number): void {
+    const socket = this.socket;
+    if (!socket) return;
+    this.options.logger.warn({ timeoutMs, session: this.sessionId }, 'panel silent past the read-idle deadline; dropping the connection');
+    // A half-open peer never completes a close handshake: destroy the socket now.
+    socket.terminate();
+  }
+
+  private onFrame(socket: WebSocket, data: RawData, isBinary: boolean): void {
+    if (socket !== this.socket) return;
+    // Whole-host state (routing.map, workloads) may exceed 1 MiB; the panel is the only peer here.
+    const result = decode(data, { binary: isBinary, maxBytes: MAX_STATE_FRAME_BYTES });
+    if (!result.ok) {
+      this.options.logger.warn({ code: result.error.code, message: result.error.message }, 'invalid frame from panel');
+      this.sendOn(socket, { type: 'error', id: this.nextId(), ref: result.error.ref, code: result.error.code, message: result.error.message });
+      return;
+    }
+    this.idleTimer?.refresh();
+    const message = result.message as PanelMessage;
+    switch (message.type) {
+      case 'welcome':
+        return this.onWelcome(socket, message.sessionId, message.timing);
+      case 'ping':
+        this.sendOn(socket, { type: 'pong', id: this.nextId(), ref: message.id });
+        return;
+      case 'deploy':
+        this.sendOn(socket, { type: 'ack', id: this.nextId(), ref: message.id });
+        void this.carryOut(message.workload);
+        return;
+      case 'workloads':
+        this.sendOn(socket, { type: 'ack', id: this.nextId(), ref: message.id });
+        this.options.workloads.setDesired(message.workloads);
+        return;
+      case 'routing.map': {
+        this.sendOn(socket, { type: 'ack', id: this.nextId(), ref: message.id });
+        void this.applyRouting(socket, message.id, { version: message.version, hash: message.hash, routes: message.routes });
+        return;
+      }
+      case 'error':
+        this.options.logger.warn({ code: message.code, ref: message.ref, message: message.message }, 'panel rejected a frame');
+        return;
+      case 'ack':
+        return;
+      default:
+        this.sendOn(socket, {
+          type: 'error',
+          id: this.nextId(),
+          ref: (message as { id: string }).id,
+          code: FRAME_ERROR_CODES.UNEXPECTED_MESSAGE,
+          message: `${(message as { type: string }).type} is not accepted from the panel`,
+        });
+    }
+  }
+
+  private onWelcome(socket: WebSocket, sessionId: string, timing: Timing): void {
+    this.sessionId = sessionId;
+    this.sessionStartedAt = Date.now();
+    this.state_ = 'ready';
+    this.idleTimeoutMs = this.options.overrides?.agentIdleTimeoutMs ?? timing.agentIdleTimeoutMs;
+    this.armIdle(this.idleTimeoutMs);
+    const heartbeatMs = this.options.overrides?.heartbeatIntervalMs ?? timing.heartbeatIntervalMs;
+    void this.heartbeat?.stop();
+    this.heartbeat = createLoop({
+      name: 'heartbeat',
+      intervalMs: heartbeatMs,
+      run: () => this.sendHeartbeat(socket),
+      onError: (err) => this.options.logger.warn({ err }, 'heartbeat failed'),
+    });
+    this.heartbeat.start();
+    for (const result of this.outbox.splice(0)) this.sendOn(socket, result);
+    this.options.logger.info({ session: sessionId, heartbeatMs, idleTimeoutMs: this.idleTimeoutMs }, 'session ready');
+    this.emit('ready', { sessionId, timing });
+  }
+
+  private async sendHeartbeat(socket: WebSocket): Promise<void> {
+    if (socket !== this.socket || this.state_ !== 'ready') return;
+    const observation = await this.options.workloads.observe();
+    this.sendOn(socket, {
+      type: 'heartbeat',
+      id: this.nextId(),
+      seq: this.seq++,
+      containers: observation.containers,
+      runtime: observation.runtime,
+      routing: this.options.routing.status(),
+    });
+  }
+
+  private async carryOut(workload: Parameters<WorkloadController['deploy']>[0]): Promise<void> {
+    const outcome = await this.options.workloads.deploy(workload).catch((err: Error) => ({
+      status: 'failed' as const,
+      code: 'AGENT_ERROR',
+      reason: err.message,
+    }));
+    this.reportResult(workload.deploymentId, outcome);
+  }
+
+  /** Sends a deployment's outcome now, or on the next session if there is none. */
+  reportResult(deploymentId: string, outcome: DeployOutcome): void {
+    const result: DeployResult = {
+      type: 'deploy.result',
+      id: this.nextId(),
+      deploymentId,
+      status: outcome.status,
+      reason: outcome.reason.slice(0, 4000),
+      code: outcome.status === 'failed' ? outcome.code : null,
+    };
+    if (this.socket && this.state_ === 'ready' && this.sendOn(this.socket, result)) return;
+    this.outbox.push(result);
+    if (this.outbox.length > OUTBOX_LIMIT) this.outbox.shift();
+  }
+
+  private async applyRouting(socket: WebSocket, ref: string, map: Parameters<RoutingController['apply']>[0]): Promise<void> {
+    const result = await this.options.routing.apply(map).catch((err: Error) => ({
+      hash: map.hash,
+      changed: false,
+      reloaded: false,
+      error: err.message,
+      routing: this.options.routing.status(),
+    }));
+    // A map answered on a later session would name a frame that session never sent; the panel re-pushes on open.
+    if (socket !== this.socket) return;
+    this.sendOn(socket, { type: 'routing.applied', id: this.nextId(), ref, ...result, error: result.error?.slice(0, 4000) ?? null });
+  }
+
+  private sendOn(socket: WebSocket, message: AgentMessage): boolean {
+    if (socket.readyState !== WebSocket.OPEN) return false;
+    socket.send(encode(message));
+    return true;
+  }
+
+  private onClose(socket: WebSocket, code: number, reason: string): void {
+    if (socket !== this.socket) return;
+    clearTimeout(this.idleTimer);
+    void this.heartbeat?.stop();
+    this.heartbeat = undefined;
+    const sessionId = this.sessionId;
+    const lasted = this.sessionStartedAt ? Date.now() - this.sessionStartedAt : 0;
+    this.sessionId = null;
+    this.sessionStartedAt = 0;
+    this.socket = undefined;
+    if (this.state_ === 'stopped') return;
+    if (sessionId && lasted >= this.options.reconnect.healthySessionMs) this.backoff.reset();
+    const terminal = this.terminal || TERMINAL_CLOSE_CODES.has(code);
+    const retryInMs = terminal ? this.options.reconnect.maxMs : this.backoff.next();
+    this.state_ = 'waiting';
+    this.options.logger.warn({ code, reason, session: sessionId, retryInMs }, 'disconnected from panel');
+    this.emit('closed', { code, reason, sessionId, retryInMs });
+    this.retryTimer = setTimeout(() => this.connect(), retryInMs);
+  }
+}

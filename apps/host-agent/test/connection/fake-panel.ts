@@ -1,0 +1,118 @@
+import http from 'node:http';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { TIMING_DEFAULTS, decode, encode, type AgentMessage, type PanelMessage, type Timing } from '@tether/protocol';
+
+// A scripted panel for agent connection tests: real HTTP upgrade and real
+// WebSocket frames; each test decides what the "panel" answers.
+
+export interface PanelConn {
+  socket: WebSocket;
+  received: AgentMessage[];
+  openedAt: number;
+  closedAt: number | null;
+  send(message: PanelMessage): void;
+  welcome(timing?: Partial<Timing>): void;
+  waitFor<T extends AgentMessage>(predicate: (m: AgentMessage) => boolean, timeoutMs?: number): Promise<T>;
+}
+
+export class FakePanel {
+  readonly connections: PanelConn[] = [];
+  /** Answer the upgrade with this HTTP status instead (e.g. 401). */
+  refuseWith: number | null = null;
+  /** Send welcome automatically on hello. */
+  autoWelcome: Partial<Timing> | null = {};
+  private readonly server = http.createServer();
+  private readonly wss = new WebSocketServer({ noServer: true });
+  private listeners = new Set<() => void>();
+
+  async start(): Promise<string> {
+    this.server.on('upgrade', (req, socket, head) => {
+      if (this.refuseWith) {
+        socket.end(`HTTP/1.1 ${this.refuseWith} Refused\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
+        return;
+      }
+      this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws));
+    });
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    return `http://127.0.0.1:${(this.server.address() as { port: number }).port}`;
+  }
+
+  private accept(socket: WebSocket): void {
+    const conn: PanelConn = {
+      socket,
+      received: [],
+      openedAt: Date.now(),
+      closedAt: null,
+      send: (m) => socket.send(encode(m)),
+      welcome: (timing = {}) =>
+        conn.send({
+          type: 'welcome',
+          id: `w${this.connections.length}`,
+          ref: conn.received[0]?.id ?? 'x',
+          sessionId: `ses_${this.connections.length}`,
+          nodeId: 'node_1',
+          timing: {
+            heartbeatIntervalMs: TIMING_DEFAULTS.heartbeatIntervalMs,
+            pingIntervalMs: TIMING_DEFAULTS.pingIntervalMs,
+            panelIdleTimeoutMs: TIMING_DEFAULTS.panelIdleTimeoutMs,
+            agentIdleTimeoutMs: TIMING_DEFAULTS.agentIdleTimeoutMs,
+            ackTimeoutMs: TIMING_DEFAULTS.ackTimeoutMs,
+            ...timing,
+          },
+        }),
+      waitFor: (predicate, timeoutMs = 5_000) =>
+        new Promise((resolve, reject) => {
+          const check = () => {
+            const found = conn.received.find(predicate);
+            if (found) {
+              done();
+              resolve(found as never);
+            }
+          };
+          const timer = setTimeout(() => {
+            done();
+            reject(new Error(`agent did not send a matching frame within ${timeoutMs} ms (got ${conn.received.map((m) => m.type).join(', ')})`));
+          }, timeoutMs);
+          const done = () => {
+            clearTimeout(timer);
+            this.listeners.delete(check);
+          };
+          this.listeners.add(check);
+          check();
+        }),
+    };
+    this.connections.push(conn);
+    socket.on('message', (data, isBinary) => {
+      const result = decode(data, { binary: isBinary });
+      if (!result.ok) throw new Error(`agent sent an invalid frame: ${result.error.message}`);
+      const message = result.message as AgentMessage;
+      conn.received.push(message);
+      if (message.type === 'hello' && this.autoWelcome) conn.welcome(this.autoWelcome);
+      this.notify();
+    });
+    socket.on('close', () => {
+      conn.closedAt = Date.now();
+      this.notify();
+    });
+    this.notify();
+  }
+
+  private notify(): void {
+    for (const l of this.listeners) l();
+  }
+
+  async waitForConnection(n: number, timeoutMs = 5_000): Promise<PanelConn> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.connections.length < n) {
+      if (Date.now() > deadline) throw new Error(`only ${this.connections.length} connections, wanted ${n}`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    return this.connections[n - 1]!;
+  }
+
+  async stop(): Promise<void> {
+    for (const c of this.connections) c.socket.terminate();
+    this.wss.close();
+    await new Promise((resolve) => this.server.close(resolve));
+  }
+}
