@@ -7,6 +7,8 @@ export const LABELS = Object.freeze({
   service: 'tether.service',
   deployment: 'tether.deployment',
   role: 'tether.role',
+  /** Replica slot (0, 1, …) of a service container within its deployment. */
+  replica: 'tether.replica',
 });
 
 /** A dockerode client for `DOCKER_HOST` (unix://path or tcp://host:port) or the default socket. */

@@ -1,0 +1,99 @@
+// The seam between reconciliation and the container engine. The controller
+// only talks to this interface; DockerContainerRuntime implements it with
+// dockerode. Every method rejects with a RuntimeError (see errors.ts).
+
+export type EngineState = 'created' | 'running' | 'restarting' | 'paused' | 'exited' | 'dead' | 'removing';
+export type HealthState = 'none' | 'starting' | 'healthy' | 'unhealthy';
+
+/** One row of a list call: cheap, but without exit code or timestamps. */
+export interface ContainerSummary {
+  id: string;
+  name: string;
+  labels: Record<string, string>;
+  state: EngineState;
+  /** Docker's human status ("Up 3 seconds (healthy)"); health is read from it. */
+  status: string;
+}
+
+/** What an inspect call tells. Timestamps are ISO strings, null when the event never happened. */
+export interface ContainerDetails {
+  id: string;
+  name: string;
+  labels: Record<string, string>;
+  state: EngineState;
+  exitCode: number | null;
+  oomKilled: boolean;
+  /** The engine's own error for the last start (e.g. "exec: …: not found"). */
+  error: string | null;
+  health: HealthState;
+  /** Output and exit code of the most recent health probe. */
+  lastHealthOutput: string | null;
+  /** Restarts Docker itself performed (restart policy); Tether sets none, so usually 0. */
+  restartCount: number;
+  createdAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+  /** Image has a HEALTHCHECK (or the container was created with one). */
+  hasHealthcheck: boolean;
+}
+
+export interface ContainerSpec {
+  name: string;
+  image: string;
+  env: Record<string, string>;
+  labels: Record<string, string>;
+  /** Network the container joins at create, with these aliases. */
+  network: string;
+  aliases: string[];
+  exposedPort: number | null;
+}
+
+export interface RuntimeEvent {
+  /** die, start, health_status: healthy, destroy, … */
+  action: string;
+  containerId: string;
+  labels: Record<string, string>;
+}
+
+export interface EventHandlers {
+  onEvent(event: RuntimeEvent): void;
+  /** The stream is open: events from now on will arrive. */
+  onOpen(): void;
+  /** The stream ended or failed; no more events will arrive on it. */
+  onClose(error: Error | null): void;
+}
+
+export interface EventSubscription {
+  close(): void;
+}
+
+export interface CallOptions {
+  /** Bound on this call; the implementation's default when absent. */
+  timeoutMs?: number;
+}
+
+export interface ContainerRuntime {
+  /** Resolves when the engine answers. */
+  ping(options?: CallOptions): Promise<void>;
+  /** Containers (running or not) carrying every one of `labels`. */
+  list(labels: Record<string, string>, options?: CallOptions): Promise<ContainerSummary[]>;
+  inspect(id: string, options?: CallOptions): Promise<ContainerDetails>;
+  /** Creates (does not start) a container; returns its id. */
+  create(spec: ContainerSpec): Promise<string>;
+  start(id: string): Promise<void>;
+  /** Graceful stop: the image's stop signal, then SIGKILL after `graceMs`. Stopping a stopped container is not an error. */
+  stop(id: string, graceMs: number): Promise<void>;
+  /** Removes a container (forcefully); a container already gone is not an error. */
+  remove(id: string): Promise<void>;
+  imagePresent(image: string): Promise<boolean>;
+  /** Pulls an image, failing with IMAGE_PULL_FAILED after `timeoutMs` rather than hanging. */
+  pull(image: string, timeoutMs: number): Promise<void>;
+  ensureNetwork(name: string): Promise<void>;
+  connectNetwork(network: string, id: string, aliases: string[]): Promise<void>;
+  /** Detaches a container from a network; not attached is not an error. */
+  disconnectNetwork(network: string, id: string): Promise<void>;
+  /** Last lines a container wrote (stdout and stderr), for failure reasons. */
+  logsTail(id: string, lines: number): Promise<string>;
+  /** Container events for containers carrying every one of `labels`. */
+  events(labels: Record<string, string>, handlers: EventHandlers): EventSubscription;
+}

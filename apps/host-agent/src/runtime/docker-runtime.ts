@@ -1,0 +1,272 @@
+import type Docker from 'dockerode';
+import { ensureNetwork } from '../docker/docker-client.js';
+import type {
+  CallOptions,
+  ContainerDetails,
+  ContainerRuntime,
+  ContainerSpec,
+  ContainerSummary,
+  EngineState,
+  EventHandlers,
+  EventSubscription,
+  HealthState,
+} from './container-runtime.js';
+import { RUNTIME_ERROR_CODES, RuntimeError, toRuntimeError, type RuntimeSubject } from './errors.js';
+import { demuxLogs, parseJsonLines } from './docker-streams.js';
+
+export interface DockerRuntimeOptions {
+  /** Bound on every API call except pulls, stops (grace added) and the event stream. */
+  callTimeoutMs: number;
+}
+
+const NEVER = '0001-01-01T00:00:00Z';
+const timestamp = (value: string | undefined): string | null => (!value || value.startsWith('0001-') || value === NEVER ? null : value);
+
+function healthOf(value: string | undefined): HealthState {
+  return value === 'starting' || value === 'healthy' || value === 'unhealthy' ? value : 'none';
+}
+
+const labelFilter = (labels: Record<string, string>) => Object.entries(labels).map(([k, v]) => `${k}=${v}`);
+
+/** dockerode 5 honours `abortSignal` on every call; @types/dockerode does not declare it everywhere. */
+const withSignal = <T>(abortSignal: AbortSignal, options: object = {}): T => ({ ...options, abortSignal }) as unknown as T;
+
+/** ContainerRuntime over the Docker Engine API (dockerode). Every call is bounded; every failure is a RuntimeError. */
+export class DockerContainerRuntime implements ContainerRuntime {
+  constructor(
+    private readonly docker: Docker,
+    private readonly options: DockerRuntimeOptions,
+  ) {}
+
+  /** Runs one API call under a timeout and maps its failure. */
+  private async call<T>(operation: string, subject: RuntimeSubject, fn: (signal: AbortSignal) => Promise<T>, timeoutMs = this.options.callTimeoutMs): Promise<T> {
+    try {
+      return await fn(AbortSignal.timeout(timeoutMs));
+    } catch (err) {
+      throw toRuntimeError(err, operation, subject, timeoutMs);
+    }
+  }
+
+  async ping(options: CallOptions = {}): Promise<void> {
+    await this.call('ping', 'daemon', (abortSignal) => (this.docker as unknown as { ping(o: object): Promise<unknown> }).ping({ abortSignal }), options.timeoutMs);
+  }
+
+  async list(labels: Record<string, string>, options: CallOptions = {}): Promise<ContainerSummary[]> {
+    const rows = await this.call(
+      'list containers',
+      'daemon',
+      (abortSignal) => this.docker.listContainers(withSignal<Docker.ContainerListOptions>(abortSignal, { all: true, filters: { label: labelFilter(labels) } })),
+      options.timeoutMs,
+    );
+    return rows.map((row) => ({
+      id: row.Id,
+      name: (row.Names[0] ?? row.Id).replace(/^\//, ''),
+      labels: row.Labels ?? {},
+      state: row.State as EngineState,
+      status: row.Status,
+    }));
+  }
+
+  async inspect(id: string, options: CallOptions = {}): Promise<ContainerDetails> {
+    const info = await this.call(`inspect container ${id}`, 'container', (abortSignal) => this.docker.getContainer(id).inspect(withSignal<Docker.ContainerInspectOptions>(abortSignal)), options.timeoutMs);
+    const health = info.State.Health as { Status?: string; Log?: { ExitCode: number; Output: string }[] } | undefined;
+    const lastProbe = health?.Log?.at(-1);
+    const test = info.Config.Healthcheck?.Test ?? [];
+    return {
+      id: info.Id,
+      name: info.Name.replace(/^\//, ''),
+      labels: info.Config.Labels ?? {},
+      state: info.State.Status as EngineState,
+      exitCode: info.State.Status === 'exited' || info.State.Status === 'dead' ? info.State.ExitCode : null,
+      oomKilled: info.State.OOMKilled,
+      error: info.State.Error || null,
+      health: healthOf(health?.Status),
+      lastHealthOutput: lastProbe ? `exit ${lastProbe.ExitCode}${lastProbe.Output.trim() ? `: ${lastProbe.Output.trim()}` : ''}` : null,
+      restartCount: info.RestartCount,
+      createdAt: info.Created,
+      startedAt: timestamp(info.State.StartedAt),
+      finishedAt: timestamp(info.State.FinishedAt),
+      hasHealthcheck: test.length > 0 && test[0] !== 'NONE',
+    };
+  }
+
+  async create(spec: ContainerSpec): Promise<string> {
+    try {
+      return await this.createContainer(spec);
+    } catch (err) {
+      const e = err as RuntimeError;
+      // Create answers 404 for a missing image and for a missing network alike.
+      if (e.statusCode === 404 && /network/i.test(e.daemonMessage ?? '')) {
+        throw new RuntimeError(RUNTIME_ERROR_CODES.NETWORK_NOT_FOUND, e.message, { daemonMessage: e.daemonMessage, statusCode: 404, cause: err });
+      }
+      throw err;
+    }
+  }
+
+  private async createContainer(spec: ContainerSpec): Promise<string> {
+    const container = await this.call(`create container ${spec.name}`, 'image', (abortSignal) =>
+      this.docker.createContainer(withSignal<Docker.ContainerCreateOptions>(abortSignal, {
+        name: spec.name,
+        Image: spec.image,
+        Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
+        Labels: spec.labels,
+        ExposedPorts: spec.exposedPort === null ? undefined : { [`${spec.exposedPort}/tcp`]: {} },
+        // The agent owns restarts (budget, backoff, reporting); Docker must not restart behind its back.
+        HostConfig: { NetworkMode: spec.network, RestartPolicy: { Name: 'no' } },
+        NetworkingConfig: { EndpointsConfig: { [spec.network]: { Aliases: spec.aliases } } },
+      })),
+    );
+    return container.id;
+  }
+
+  async start(id: string): Promise<void> {
+    try {
+      await this.call(`start container ${id}`, 'container', (abortSignal) => this.docker.getContainer(id).start(withSignal<Docker.ContainerStartOptions>(abortSignal)));
+    } catch (err) {
+      const e = err as RuntimeError;
+      // 304: already running, which is what was asked.
+      if (e.statusCode === 304) return;
+      if (e.code === RUNTIME_ERROR_CODES.DOCKER_ERROR) {
+        throw new RuntimeError(RUNTIME_ERROR_CODES.START_FAILED, `could not start: ${e.daemonMessage ?? e.message}`, { daemonMessage: e.daemonMessage, statusCode: e.statusCode, cause: err });
+      }
+      throw err;
+    }
+  }
+
+  async stop(id: string, graceMs: number): Promise<void> {
+    const t = Math.max(0, Math.ceil(graceMs / 1000));
+    try {
+      await this.call(`stop container ${id}`, 'container', (abortSignal) => this.docker.getContainer(id).stop(withSignal<Docker.ContainerStopOptions>(abortSignal, { t })), graceMs + this.options.callTimeoutMs);
+    } catch (err) {
+      const e = err as RuntimeError;
+      if (e.statusCode === 304 || e.code === RUNTIME_ERROR_CODES.CONTAINER_NOT_FOUND) return;
+      throw err;
+    }
+  }
+
+  async remove(id: string): Promise<void> {
+    try {
+      await this.call(`remove container ${id}`, 'container', (abortSignal) => this.docker.getContainer(id).remove(withSignal<Docker.ContainerRemoveOptions>(abortSignal, { force: true, v: true })));
+    } catch (err) {
+      const e = err as RuntimeError;
+      if (e.code === RUNTIME_ERROR_CODES.CONTAINER_NOT_FOUND) return;
+      if (e.code === RUNTIME_ERROR_CODES.CONFLICT && /already in progress/i.test(e.message)) return;
+      throw err;
+    }
+  }
+
+  async imagePresent(image: string): Promise<boolean> {
+    try {
+      await this.call(`inspect image ${image}`, 'image', (abortSignal) => this.docker.getImage(image).inspect(withSignal<Docker.ImageInspectOptions>(abortSignal)));
+      return true;
+    } catch (err) {
+      if ((err as RuntimeError).code === RUNTIME_ERROR_CODES.IMAGE_NOT_FOUND) return false;
+      throw err;
+    }
+  }
+
+  async pull(image: string, timeoutMs: number): Promise<void> {
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(), timeoutMs);
+    const fail = (message: string, daemonMessage: string | null, cause?: unknown) =>
+      new RuntimeError(RUNTIME_ERROR_CODES.IMAGE_PULL_FAILED, message, { daemonMessage, cause });
+    try {
+      const stream = await this.docker.pull(image, withSignal<object>(controller.signal));
+      // A pull answers 200 at once and reports failure inside the progress stream.
+      await parseJsonLines(stream, (line) => {
+        const error = (line as { error?: unknown }).error;
+        if (typeof error === 'string') throw fail(`pull of ${image} failed: ${error}`, error);
+      });
+    } catch (err) {
+      if (controller.signal.aborted) throw fail(`pull of ${image} did not finish within ${timeoutMs} ms`, `no answer from the registry within ${timeoutMs} ms`, err);
+      if (err instanceof RuntimeError) throw err;
+      const mapped = toRuntimeError(err, `pull ${image}`, 'image');
+      if (mapped.code === RUNTIME_ERROR_CODES.RUNTIME_UNAVAILABLE) throw mapped;
+      throw fail(`pull of ${image} failed: ${mapped.daemonMessage ?? mapped.message}`, mapped.daemonMessage, err);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async ensureNetwork(name: string): Promise<void> {
+    await this.call(`ensure network ${name}`, 'network', (signal) => raceSignal(ensureNetwork(this.docker, name), signal));
+  }
+
+  async connectNetwork(network: string, id: string, aliases: string[]): Promise<void> {
+    await this.call(`connect ${id} to ${network}`, 'network', (abortSignal) =>
+      this.docker.getNetwork(network).connect(withSignal<Docker.NetworkConnectOptions>(abortSignal, { Container: id, EndpointConfig: { Aliases: aliases } })),
+    );
+  }
+
+  async disconnectNetwork(network: string, id: string): Promise<void> {
+    try {
+      await this.call(`disconnect ${id} from ${network}`, 'network', (abortSignal) =>
+        this.docker.getNetwork(network).disconnect(withSignal<object>(abortSignal, { Container: id, Force: true })),
+      );
+    } catch (err) {
+      const e = err as RuntimeError;
+      if (e.code === RUNTIME_ERROR_CODES.NETWORK_NOT_FOUND || /is not connected/i.test(e.message)) return;
+      throw err;
+    }
+  }
+
+  async logsTail(id: string, lines: number): Promise<string> {
+    const raw = await this.call(`logs of ${id}`, 'container', (abortSignal) =>
+      this.docker.getContainer(id).logs(withSignal<Docker.ContainerLogsOptions & { follow: false }>(abortSignal, { stdout: true, stderr: true, tail: lines, follow: false })),
+    );
+    return demuxLogs(Buffer.isBuffer(raw) ? raw : Buffer.from(String(raw)));
+  }
+
+  events(labels: Record<string, string>, handlers: EventHandlers): EventSubscription {
+    const controller = new AbortController();
+    let stream: NodeJS.ReadableStream | undefined;
+    let closed = false;
+    const finish = (error: Error | null) => {
+      if (closed) return;
+      closed = true;
+      clearTimeout(connectTimer);
+      handlers.onClose(error);
+    };
+    // A frozen daemon accepts the connection and never answers: bound the wait for the stream to open.
+    const connectTimer = setTimeout(() => {
+      controller.abort();
+      finish(new RuntimeError(RUNTIME_ERROR_CODES.RUNTIME_UNAVAILABLE, `docker did not open the event stream within ${this.options.callTimeoutMs} ms`));
+    }, this.options.callTimeoutMs);
+    connectTimer.unref();
+    this.docker
+      .getEvents(withSignal<Docker.GetEventsOptions>(controller.signal, { filters: { type: ['container'], label: labelFilter(labels) } }))
+      .then((s) => {
+        stream = s;
+        if (closed) return (s as unknown as { destroy(): void }).destroy();
+        clearTimeout(connectTimer);
+        handlers.onOpen();
+        parseJsonLines(s, (line) => {
+          const event = line as { Type?: string; Action?: string; Actor?: { ID?: string; Attributes?: Record<string, string> } };
+          if (event.Type !== 'container' || !event.Action || !event.Actor?.ID) return;
+          handlers.onEvent({ action: event.Action, containerId: event.Actor.ID, labels: event.Actor.Attributes ?? {} });
+        }).then(
+          () => finish(new RuntimeError(RUNTIME_ERROR_CODES.RUNTIME_UNAVAILABLE, 'docker closed the event stream')),
+          (err: unknown) => finish(toRuntimeError(err, 'event stream', 'daemon')),
+        );
+      })
+      .catch((err: unknown) => finish(toRuntimeError(err, 'open event stream', 'daemon')));
+    return {
+      close() {
+        closed = true;
+        clearTimeout(connectTimer);
+        controller.abort();
+        (stream as unknown as { destroy?: () => void } | undefined)?.destroy?.();
+      },
+    };
+  }
+}
+
+/** Rejects when `signal` aborts, for calls that cannot take a signal themselves. */
+function raceSignal<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    if (signal.aborted) return onAbort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}

@@ -1,0 +1,304 @@
+import { createLoop, type Loop } from '@tether/common';
+import type { RuntimeStatus, Workload } from '@tether/protocol';
+import type { DeployOutcome, Observation, WorkloadController } from '../controllers.js';
+import type { ContainerRuntime } from './container-runtime.js';
+import { ContainerReader, toContainerState, type ReadContainer } from './container-reader.js';
+import { DeploymentBook, failure, outcomeOf } from './deployment-book.js';
+import { RUNTIME_ERROR_CODES, errorMessage } from './errors.js';
+import { EventWatcher } from './event-watcher.js';
+import { applyMaintenance, rollout, type ExecutorDeps, type FailureReport, type RolloutAction } from './executor.js';
+import { KeyedSerialQueue } from './keyed-queue.js';
+import { plan, type Action, type PlanContext } from './plan.js';
+import { waitUntilReady } from './readiness.js';
+import { RestartLedger } from './restart-ledger.js';
+import { DEFAULT_RESTART_POLICY, DEFAULT_TIMING, silentLogger, type RestartPolicy, type RuntimeLogger, type RuntimeTiming } from './settings.js';
+import { nodeSelector } from './workload-spec.js';
+
+export interface DockerWorkloadControllerOptions {
+  runtime: ContainerRuntime;
+  /** Value of the tether.node label: this agent sees and touches only containers carrying it. */
+  node: string;
+  /** Tether's Docker network; service containers join it under their service alias. */
+  network: string;
+  timing?: Partial<RuntimeTiming>;
+  restart?: Partial<RestartPolicy>;
+  logger?: RuntimeLogger;
+  /** A container crashed past its restart budget (it is left exited; heartbeats show it). */
+  onFailure?: (report: FailureReport) => void;
+}
+
+const NOT_STARTED = 'not started';
+
+const isRollout = (a: Action): a is RolloutAction => a.kind === 'create' || a.kind === 'replace';
+
+/**
+ * WorkloadController over a container runtime: keeps this node's containers
+ * where the panel wants them and reports what really runs. See "Reconcile
+ * loop" in docs/architecture.md.
+ */
+export class DockerWorkloadController implements WorkloadController {
+  private readonly timing: RuntimeTiming;
+  private readonly restartPolicy: RestartPolicy;
+  private readonly logger: RuntimeLogger;
+  private readonly reader: ContainerReader;
+  private readonly watcher: EventWatcher;
+  private readonly sweep: Loop;
+  private readonly lanes = new KeyedSerialQueue();
+  private readonly ledger = new RestartLedger();
+  private readonly deps: ExecutorDeps;
+
+  /** Desired workloads by service id; `desiredKnown` turns true with the panel's first complete set. */
+  private readonly desired = new Map<string, Workload>();
+  private desiredKnown = false;
+  private readonly book = new DeploymentBook();
+  /** Services a pass found work for while their lane was busy. */
+  private readonly skipped = new Set<string>();
+  private dirty = false;
+  private stopped = true;
+  private wake: { at: number; timer: NodeJS.Timeout } | undefined;
+  private status: RuntimeStatus = { available: false, error: NOT_STARTED };
+
+  constructor(private readonly options: DockerWorkloadControllerOptions) {
+    this.timing = { ...DEFAULT_TIMING, ...options.timing };
+    this.restartPolicy = { ...DEFAULT_RESTART_POLICY, ...options.restart };
+    this.logger = options.logger ?? silentLogger;
+    this.reader = new ContainerReader(options.runtime, options.node);
+    this.deps = {
+      runtime: options.runtime,
+      node: options.node,
+      network: options.network,
+      timing: this.timing,
+      logger: this.logger,
+      touched: (id) => this.reader.invalidate(id),
+      restarted: (id) => this.ledger.recordRestart(id),
+      reported: (report) => {
+        this.ledger.markReported(report.containerId);
+        this.logger.error({ ...report }, 'container crashed past its restart budget');
+        options.onFailure?.(report);
+      },
+    };
+    this.watcher = new EventWatcher({
+      runtime: options.runtime,
+      labels: nodeSelector(options.node),
+      reconnect: { initialMs: this.timing.eventReconnectMinMs, maxMs: this.timing.eventReconnectMaxMs },
+      logger: this.logger,
+      onEvent: (event) => {
+        this.reader.invalidate(event.containerId);
+        void this.reconcile();
+      },
+      onState: (open) => {
+        this.reader.setTrusted(open);
+        if (open) void this.reconcile();
+      },
+    });
+    this.sweep = createLoop({
+      name: `runtime-sweep:${options.node}`,
+      intervalMs: this.timing.sweepIntervalMs,
+      jitterRatio: 0.1,
+      run: async () => {
+        do {
+          this.dirty = false;
+          await this.pass();
+        } while (this.dirty && !this.stopped);
+      },
+      onError: (err) => this.logger.error({ err: errorMessage(err) }, 'reconcile pass failed'),
+    });
+  }
+
+  async start(): Promise<void> {
+    if (!this.stopped) return;
+    this.stopped = false;
+    this.watcher.start();
+    this.sweep.start();
+    await this.reconcile();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.watcher.stop();
+    if (this.wake) clearTimeout(this.wake.timer);
+    this.wake = undefined;
+    await this.sweep.stop();
+    await this.lanes.idle();
+  }
+
+  async observe(): Promise<Observation> {
+    try {
+      const rows = await this.reader.read(this.timing.observeTimeoutMs);
+      this.available();
+      return { containers: rows.map((r) => toContainerState(r, this.ledger.total(r.actual.id))), runtime: { ...this.status } };
+    } catch (err) {
+      // Unknown is not running: with the daemon unreachable no container is reported at all.
+      this.unavailable(err);
+      return { containers: [], runtime: { ...this.status } };
+    }
+  }
+
+  setDesired(workloads: Workload[]): void {
+    this.desired.clear();
+    for (const w of workloads) this.desired.set(w.serviceId, w);
+    this.desiredKnown = true;
+    void this.reconcile();
+  }
+
+  deploy(workload: Workload): Promise<DeployOutcome> {
+    const id = workload.deploymentId;
+    const existing = this.book.existing(id);
+    if (existing) return existing;
+    if (this.stopped) return Promise.resolve(failure(RUNTIME_ERROR_CODES.RUNTIME_UNAVAILABLE, 'the agent runtime is stopped'));
+    const previous = this.desired.get(workload.serviceId);
+    this.desired.set(workload.serviceId, workload);
+    const answer = this.book.track(id);
+    this.enqueue(workload.serviceId, () => this.converge(workload.serviceId, id));
+    return answer.then((outcome) => {
+      // A deployment answered "failed" must not come true later on its own (say, when the daemon is back):
+      // the node goes back to what it was asked before, unless something newer arrived meanwhile.
+      if (outcome.status === 'failed' && this.desired.get(workload.serviceId) === workload) {
+        if (previous) this.desired.set(workload.serviceId, previous);
+        else this.desired.delete(workload.serviceId);
+      }
+      return outcome;
+    });
+  }
+
+  /** Asks for a reconcile pass; passes never overlap and a request during one causes one more. */
+  private reconcile(): Promise<void> {
+    this.dirty = true;
+    return this.sweep.trigger();
+  }
+
+  private available(): void {
+    const wasDown = !this.status.available;
+    this.status = { available: true, error: null };
+    if (!wasDown) return;
+    this.logger.info({ node: this.options.node }, 'docker runtime available');
+    // The daemon is back (restarted, thawed): whatever happened meanwhile went unseen.
+    if (!this.stopped) void this.reconcile();
+  }
+
+  private unavailable(err: unknown): void {
+    const error = errorMessage(err).slice(0, 1000);
+    // Said once per outage, so an operator sees at start (and whenever it goes) why nothing runs.
+    if (this.status.available || this.status.error === NOT_STARTED) this.logger.warn({ error }, 'docker runtime unavailable; reporting no containers until it answers');
+    this.status = { available: false, error };
+  }
+
+  private planContext(): PlanContext {
+    return {
+      now: Date.now(),
+      restartBudget: this.restartPolicy.budget,
+      restartBackoff: { initialMs: this.restartPolicy.backoffInitialMs, maxMs: this.restartPolicy.backoffMaxMs },
+      restarts: this.ledger.spentView(),
+      reported: this.ledger.reportedView(),
+      held: this.book.held(),
+    };
+  }
+
+  private enqueue(serviceId: string, work: () => Promise<void>): void {
+    void this.lanes
+      .run(serviceId, work)
+      .catch((err: unknown) => this.logger.error({ service: serviceId, err: errorMessage(err) }, 'converge failed'))
+      .finally(() => {
+        if (this.skipped.delete(serviceId)) void this.reconcile();
+      });
+  }
+
+  private async pass(): Promise<void> {
+    if (this.stopped) return;
+    let rows: ReadContainer[];
+    try {
+      rows = await this.reader.read(this.timing.callTimeoutMs);
+      this.available();
+    } catch (err) {
+      this.unavailable(err);
+      return;
+    }
+    const now = Date.now();
+    this.ledger.retain(new Set(rows.map((r) => r.actual.id)));
+    this.ledger.settle(rows.filter((r) => r.actual.state === 'running').map((r) => r.actual), now, this.restartPolicy.resetAfterMs);
+    const actions = plan(this.desiredKnown ? this.desired : null, rows.map((r) => r.actual), this.planContext());
+    this.scheduleWaits(actions);
+    const services = new Set<string>();
+    for (const a of actions) {
+      if (a.kind === 'wait') continue;
+      const retryAt = isRollout(a) ? this.book.retryAt(a.workload.deploymentId) : undefined;
+      if (retryAt !== undefined && retryAt > now) {
+        this.scheduleWake(retryAt);
+        continue;
+      }
+      services.add(a.serviceId);
+    }
+    for (const serviceId of services) {
+      if (this.lanes.busy(serviceId)) this.skipped.add(serviceId);
+      else this.enqueue(serviceId, () => this.converge(serviceId));
+    }
+  }
+
+  /**
+   * Brings one service in line, inside its lane: reads its containers, plans,
+   * applies. With `forDeployment`, also answers that deployment.
+   */
+  private async converge(serviceId: string, forDeployment?: string): Promise<void> {
+    const workload = this.desired.get(serviceId);
+    if (forDeployment !== undefined && workload?.deploymentId !== forDeployment) {
+      // A newer deployment of the service arrived while this one waited for its lane.
+      const by = workload ? `deployment ${workload.deploymentId}` : 'removal of the service';
+      return this.book.settle(forDeployment, failure(RUNTIME_ERROR_CODES.SUPERSEDED, `superseded by ${by} before it started`), true);
+    }
+    let rows: ReadContainer[];
+    try {
+      rows = await this.reader.read(this.timing.callTimeoutMs, serviceId);
+      this.available();
+    } catch (err) {
+      this.unavailable(err);
+      if (forDeployment !== undefined) this.book.settle(forDeployment, outcomeOf(err), false);
+      return;
+    }
+    const scoped = this.desiredKnown || workload ? new Map(workload ? [[serviceId, workload]] : []) : null;
+    const actions = plan(scoped, rows.map((r) => r.actual), this.planContext());
+    this.scheduleWaits(actions);
+    await applyMaintenance(this.deps, actions.filter((a) => !isRollout(a)));
+    const roll = actions.find(isRollout);
+    if (roll) return this.runRollout(roll);
+    if (forDeployment !== undefined && workload) this.book.settle(forDeployment, await this.answerFromContainers(workload, rows), false);
+  }
+
+  private async runRollout(action: RolloutAction): Promise<void> {
+    const id = action.workload.deploymentId;
+    void this.book.track(id);
+    const result = await rollout(this.deps, action);
+    this.book.rolledOut(id, result.outcome, result.superseded, this.timing.sweepIntervalMs);
+    await result.cleanup;
+  }
+
+  /** Nothing to roll out (a redelivery, or containers adopted after an agent restart): the answer is what runs. */
+  private async answerFromContainers(workload: Workload, rows: ReadContainer[]): Promise<DeployOutcome> {
+    const mine = rows.filter((r) => r.actual.deploymentId === workload.deploymentId && r.actual.replica !== null && r.actual.replica < workload.replicas);
+    try {
+      await waitUntilReady(this.options.runtime, mine.map((r) => ({ id: r.actual.id, minReadyMs: 0 })), {
+        timeoutMs: this.timing.startTimeoutMs,
+        pollMs: this.timing.readinessPollMs,
+        logLines: 5,
+      });
+    } catch (err) {
+      return outcomeOf(err);
+    }
+    return { status: 'running', reason: `${mine.length}/${workload.replicas} replicas already running` };
+  }
+
+  private scheduleWaits(actions: Action[]): void {
+    for (const a of actions) if (a.kind === 'wait') this.scheduleWake(a.until);
+  }
+
+  /** One timer for the earliest moment a held-back restart or retry becomes due. */
+  private scheduleWake(at: number): void {
+    if (this.stopped || (this.wake && this.wake.at <= at)) return;
+    if (this.wake) clearTimeout(this.wake.timer);
+    const timer = setTimeout(() => {
+      this.wake = undefined;
+      void this.reconcile();
+    }, Math.max(0, at - Date.now()) + 5);
+    timer.unref();
+    this.wake = { at, timer };
+  }
+}

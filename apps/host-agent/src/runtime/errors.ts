@@ -1,0 +1,119 @@
+// The one catalog of runtime error codes. Codes travel to the panel in
+// `deploy.result` and land in deployment rows, so they are part of the
+// contract: never rename or reuse one.
+
+export const RUNTIME_ERROR_CODES = Object.freeze({
+  /** The image is not on the host and no pull was possible or it vanished before create. */
+  IMAGE_NOT_FOUND: 'IMAGE_NOT_FOUND',
+  /** The image was missing and pulling it failed or did not finish in time. */
+  IMAGE_PULL_FAILED: 'IMAGE_PULL_FAILED',
+  /** The container's process ended (during a rollout, or past the restart budget). */
+  CONTAINER_EXITED: 'CONTAINER_EXITED',
+  /** The image's HEALTHCHECK reported unhealthy. */
+  HEALTHCHECK_FAILED: 'HEALTHCHECK_FAILED',
+  /** Not running (and healthy) within the start timeout. */
+  START_TIMEOUT: 'START_TIMEOUT',
+  /** Docker refused to start the container (bad entrypoint, missing binary, …). */
+  START_FAILED: 'START_FAILED',
+  /** The Docker daemon does not answer (socket missing, refused, timed out) or TETHER_RUNTIME=none. */
+  RUNTIME_UNAVAILABLE: 'RUNTIME_UNAVAILABLE',
+  CONTAINER_NOT_FOUND: 'CONTAINER_NOT_FOUND',
+  NETWORK_NOT_FOUND: 'NETWORK_NOT_FOUND',
+  /** A container name is taken, or the object is busy (removal in progress). */
+  CONFLICT: 'CONFLICT',
+  /** A newer deployment of the same service replaced this one on this node. */
+  SUPERSEDED: 'SUPERSEDED',
+  /** Any other answer from the daemon; the message is the daemon's. */
+  DOCKER_ERROR: 'DOCKER_ERROR',
+} as const);
+
+export type RuntimeErrorCode = (typeof RUNTIME_ERROR_CODES)[keyof typeof RUNTIME_ERROR_CODES];
+
+/** What a failed call was about, so a 404 can say which object was missing. */
+export type RuntimeSubject = 'container' | 'image' | 'network' | 'daemon';
+
+export class RuntimeError extends Error {
+  readonly code: RuntimeErrorCode;
+  /** The daemon's own words, when it answered. */
+  readonly daemonMessage: string | null;
+  readonly statusCode: number | null;
+  constructor(code: RuntimeErrorCode, message: string, options: { daemonMessage?: string | null; statusCode?: number | null; cause?: unknown } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'RuntimeError';
+    this.code = code;
+    this.daemonMessage = options.daemonMessage ?? null;
+    this.statusCode = options.statusCode ?? null;
+  }
+}
+
+/**
+ * Failures that belong to the deployment itself: trying it again without a
+ * change would fail the same way, so the agent does not retry it.
+ */
+const DEPLOYMENT_FAULTS: ReadonlySet<RuntimeErrorCode> = new Set([
+  RUNTIME_ERROR_CODES.IMAGE_NOT_FOUND,
+  RUNTIME_ERROR_CODES.IMAGE_PULL_FAILED,
+  RUNTIME_ERROR_CODES.CONTAINER_EXITED,
+  RUNTIME_ERROR_CODES.HEALTHCHECK_FAILED,
+  RUNTIME_ERROR_CODES.START_TIMEOUT,
+  RUNTIME_ERROR_CODES.START_FAILED,
+]);
+
+export function isDeploymentFault(code: string): boolean {
+  return DEPLOYMENT_FAULTS.has(code as RuntimeErrorCode);
+}
+
+interface DockerishError {
+  message?: string;
+  code?: string;
+  name?: string;
+  statusCode?: number;
+  json?: unknown;
+}
+
+function daemonText(err: DockerishError): string | null {
+  const json = err.json;
+  if (json && typeof json === 'object' && typeof (json as { message?: unknown }).message === 'string') {
+    return (json as { message: string }).message.trim();
+  }
+  if (typeof json === 'string' && json.trim()) return json.trim();
+  if (Buffer.isBuffer(json) && json.length > 0) return json.toString('utf8').trim();
+  return null;
+}
+
+/**
+ * Turns whatever dockerode threw into a RuntimeError with a stable code and
+ * the daemon's message. `operation` names the call ("start container abc"),
+ * `timeoutMs` is the bound it ran under, for a readable timeout message.
+ */
+export function toRuntimeError(error: unknown, operation: string, subject: RuntimeSubject, timeoutMs?: number): RuntimeError {
+  if (error instanceof RuntimeError) return error;
+  const err = (error ?? {}) as DockerishError;
+  const cause = error;
+  if (err.name === 'TimeoutError' || err.name === 'AbortError' || err.code === 'ABORT_ERR') {
+    const bound = timeoutMs === undefined ? '' : ` within ${timeoutMs} ms`;
+    return new RuntimeError(RUNTIME_ERROR_CODES.RUNTIME_UNAVAILABLE, `docker did not answer ${operation}${bound}`, { cause });
+  }
+  const status = typeof err.statusCode === 'number' ? err.statusCode : null;
+  // A system error code without an HTTP status means the transport failed
+  // (socket missing, refused, reset): the daemon is not there, rather than saying "no".
+  if (status === null && typeof err.code === 'string') {
+    return new RuntimeError(RUNTIME_ERROR_CODES.RUNTIME_UNAVAILABLE, `docker is unreachable (${operation}): ${err.message ?? err.code}`, { cause });
+  }
+  // dockerode prefixes the daemon's words with "(HTTP code 500) server error - " when it read them from a stream.
+  const said = daemonText(err) ?? (err.message ?? String(error)).replace(/^\(HTTP code \d+\)[^-]*- /, '').trim();
+  const opts = { daemonMessage: said, statusCode: status, cause };
+  if (status === 404) {
+    const code = subject === 'image' ? RUNTIME_ERROR_CODES.IMAGE_NOT_FOUND
+      : subject === 'network' ? RUNTIME_ERROR_CODES.NETWORK_NOT_FOUND
+        : subject === 'container' ? RUNTIME_ERROR_CODES.CONTAINER_NOT_FOUND
+          : RUNTIME_ERROR_CODES.DOCKER_ERROR;
+    return new RuntimeError(code, `${operation}: ${said}`, opts);
+  }
+  if (status === 409) return new RuntimeError(RUNTIME_ERROR_CODES.CONFLICT, `${operation}: ${said}`, opts);
+  return new RuntimeError(RUNTIME_ERROR_CODES.DOCKER_ERROR, `${operation}: ${said}`, opts);
+}
+
+export function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

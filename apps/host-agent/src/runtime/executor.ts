@@ -1,0 +1,185 @@
+import type { Workload } from '@tether/protocol';
+import type { DeployOutcome } from '../controllers.js';
+import type { ContainerRuntime } from './container-runtime.js';
+import { RUNTIME_ERROR_CODES, RuntimeError, errorMessage } from './errors.js';
+import type { Action, ActualContainer } from './plan.js';
+import { waitUntilReady, type ReadinessTarget } from './readiness.js';
+import { containerSpec, nodeSelector } from './workload-spec.js';
+import type { RuntimeLogger, RuntimeTiming } from './settings.js';
+
+// Applies plan() actions through ContainerRuntime. The only place that
+// changes containers.
+
+export interface FailureReport {
+  serviceId: string;
+  deploymentId: string;
+  containerId: string;
+  name: string;
+  code: string;
+  reason: string;
+}
+
+export interface ExecutorDeps {
+  runtime: ContainerRuntime;
+  node: string;
+  network: string;
+  timing: RuntimeTiming;
+  logger: RuntimeLogger;
+  /** Called after every change to a container, so cached details are read again. */
+  touched(id: string): void;
+  restarted(id: string): void;
+  reported(report: FailureReport): void;
+}
+
+export type RolloutAction = Extract<Action, { kind: 'create' | 'replace' }>;
+
+export interface RolloutResult {
+  outcome: DeployOutcome;
+  /** Deployments whose containers this rollout retired. */
+  superseded: string[];
+  /** Draining, stopping and removing the retired containers; runs on after the outcome is known. */
+  cleanup: Promise<void>;
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+const failed = (err: unknown): DeployOutcome => {
+  const code = err instanceof RuntimeError ? err.code : RUNTIME_ERROR_CODES.DOCKER_ERROR;
+  return { status: 'failed', code, reason: errorMessage(err).slice(0, 4000) };
+};
+
+async function ensureImage(deps: ExecutorDeps, image: string): Promise<void> {
+  if (await deps.runtime.imagePresent(image)) return;
+  try {
+    await deps.runtime.pull(image, deps.timing.pullTimeoutMs);
+  } catch (err) {
+    if (err instanceof RuntimeError && err.code === RUNTIME_ERROR_CODES.RUNTIME_UNAVAILABLE) throw err;
+    const said = err instanceof RuntimeError && err.daemonMessage ? err.daemonMessage : errorMessage(err);
+    throw new RuntimeError(RUNTIME_ERROR_CODES.IMAGE_PULL_FAILED, `image ${image} is not on this host and pulling it failed: ${said}`, { cause: err, daemonMessage: said });
+  }
+  if (!(await deps.runtime.imagePresent(image))) {
+    throw new RuntimeError(RUNTIME_ERROR_CODES.IMAGE_NOT_FOUND, `image ${image} is still missing after a successful pull`);
+  }
+}
+
+/** Creates a container; a leftover of this node under the same name (an interrupted attempt) is removed first. */
+async function createFresh(deps: ExecutorDeps, workload: Workload, replica: number): Promise<string> {
+  const spec = containerSpec(deps.node, deps.network, workload, replica);
+  try {
+    return await deps.runtime.create(spec);
+  } catch (err) {
+    if (!(err instanceof RuntimeError && err.code === RUNTIME_ERROR_CODES.CONFLICT)) throw err;
+    const mine = await deps.runtime.list({ ...nodeSelector(deps.node) });
+    const leftover = mine.find((c) => c.name === spec.name);
+    if (!leftover) throw err;
+    deps.logger.warn({ container: spec.name }, 'removing a leftover container that holds the name');
+    await deps.runtime.remove(leftover.id);
+    return deps.runtime.create(spec);
+  }
+}
+
+/** Takes a container out of service: out of the alias first, then drained, stopped and removed. */
+export async function retire(deps: ExecutorDeps, container: ActualContainer, options: { detached?: boolean } = {}): Promise<void> {
+  const { runtime, timing } = deps;
+  if (!options.detached) await runtime.disconnectNetwork(deps.network, container.id);
+  deps.touched(container.id);
+  if (container.state === 'running') {
+    await sleep(timing.drainMs);
+    await runtime.stop(container.id, timing.stopTimeoutMs);
+  }
+  await runtime.remove(container.id);
+  deps.touched(container.id);
+}
+
+/**
+ * Zero-downtime rollout: new containers start on Tether's network under the
+ * service alias beside the old ones; only when every new one is ready are the
+ * old ones taken out of the alias (network disconnect, so Docker's DNS stops
+ * answering with their addresses) and then drained, stopped and removed. On
+ * failure the new containers are removed and the old ones never noticed.
+ */
+export async function rollout(deps: ExecutorDeps, action: RolloutAction): Promise<RolloutResult> {
+  const { runtime, timing } = deps;
+  const { workload } = action;
+  const keep = action.kind === 'replace' ? action.keep : [];
+  const old = action.kind === 'replace' ? action.retire : [];
+  const created: string[] = [];
+  const targets: ReadinessTarget[] = [];
+  try {
+    await ensureImage(deps, workload.image);
+    await runtime.ensureNetwork(deps.network);
+    for (const replica of action.replicas) {
+      const id = await createFresh(deps, workload, replica);
+      created.push(id);
+      await runtime.start(id);
+      deps.touched(id);
+      targets.push({ id, minReadyMs: timing.minReadyMs });
+    }
+    for (const c of keep) {
+      if (c.state !== 'running') {
+        await runtime.start(c.id);
+        deps.touched(c.id);
+      }
+      targets.push({ id: c.id, minReadyMs: c.state === 'running' ? 0 : timing.minReadyMs });
+    }
+    await waitUntilReady(runtime, targets, { timeoutMs: timing.startTimeoutMs, pollMs: timing.readinessPollMs, logLines: 5 });
+  } catch (err) {
+    deps.logger.warn({ deployment: workload.deploymentId, err: errorMessage(err) }, 'rollout failed; the running containers stay');
+    await Promise.all(created.map((id) => runtime.remove(id).then(() => deps.touched(id)).catch(() => undefined)));
+    return { outcome: failed(err), superseded: [], cleanup: Promise.resolve() };
+  }
+  const switchedAt = Date.now();
+  // Both answer under the alias until here; from now on only the new ones do.
+  const detached = await Promise.all(old.map((c) => runtime.disconnectNetwork(deps.network, c.id).then(() => true, () => false)));
+  deps.logger.info({ deployment: workload.deploymentId, retired: old.length, switchMs: Date.now() - switchedAt }, 'rollout switched');
+  const cleanup = Promise.all(
+    old.map((c, i) => retire(deps, c, { detached: detached[i] }).catch((err: unknown) => deps.logger.warn({ container: c.name, err: errorMessage(err) }, 'retiring an old container failed; the next pass retries'))),
+  ).then(() => undefined);
+  const count = action.replicas.length + keep.length;
+  const outcome: DeployOutcome = { status: 'running', reason: `${count}/${workload.replicas} replicas running${old.length ? `, replaced ${old.length} old container(s)` : ''}` };
+  return { outcome, superseded: [...new Set(old.map((c) => c.deploymentId))], cleanup };
+}
+
+/** Applies the actions that are not rollouts: restarts, starts, removals, reports. Errors are logged; the next pass retries. */
+export async function applyMaintenance(deps: ExecutorDeps, actions: Action[]): Promise<void> {
+  for (const action of actions) {
+    try {
+      switch (action.kind) {
+        case 'restart':
+          deps.logger.info({ container: action.container.name, attempt: action.attempt, exitCode: action.container.exitCode }, 'restarting crashed container');
+          try {
+            await deps.runtime.start(action.container.id);
+          } catch (err) {
+            // A daemon that is not there did not refuse the container: that attempt does not count against its budget.
+            if (!(err instanceof RuntimeError && err.code === RUNTIME_ERROR_CODES.RUNTIME_UNAVAILABLE)) deps.restarted(action.container.id);
+            throw err;
+          }
+          deps.restarted(action.container.id);
+          deps.touched(action.container.id);
+          break;
+        case 'start':
+          await deps.runtime.start(action.container.id);
+          deps.touched(action.container.id);
+          break;
+        case 'remove':
+          deps.logger.info({ container: action.container.name, reason: action.reason }, 'removing container');
+          await retire(deps, action.container);
+          break;
+        case 'report-failed':
+          deps.reported({
+            serviceId: action.serviceId,
+            deploymentId: action.container.deploymentId,
+            containerId: action.container.id,
+            name: action.container.name,
+            code: action.code,
+            reason: action.reason,
+          });
+          break;
+        default:
+          break;
+      }
+    } catch (err) {
+      deps.logger.warn({ action: action.kind, service: action.serviceId, err: errorMessage(err) }, 'reconcile action failed');
+    }
+  }
+}

@@ -1,0 +1,64 @@
+// Tunables of the runtime half of the agent, with the defaults documented in
+// docs/operations.md (each has an environment variable in config.ts).
+
+export interface RuntimeTiming {
+  /** Bound on every Docker API call (pulls and stops have their own). */
+  callTimeoutMs: number;
+  /** Bound on the reads behind one observe(), so a heartbeat is never held up by a frozen daemon. */
+  observeTimeoutMs: number;
+  pullTimeoutMs: number;
+  /** New containers must run (and be healthy, with a HEALTHCHECK) within this. */
+  startTimeoutMs: number;
+  /** Without a HEALTHCHECK, a new container must stay running this long to count as ready. */
+  minReadyMs: number;
+  readinessPollMs: number;
+  /** Pause between taking an old container out of the alias and stopping it. */
+  drainMs: number;
+  /** Grace between the stop signal and SIGKILL. */
+  stopTimeoutMs: number;
+  /** Safety sweep: a full reconcile even when no event arrived. */
+  sweepIntervalMs: number;
+  eventReconnectMinMs: number;
+  eventReconnectMaxMs: number;
+}
+
+export interface RestartPolicy {
+  /** Restarts of one crashed container before it is reported failed and left exited. */
+  budget: number;
+  /** Delay before the first restart; doubles per restart up to backoffMaxMs. */
+  backoffInitialMs: number;
+  backoffMaxMs: number;
+  /** Running this long without a crash gives a container its budget back. */
+  resetAfterMs: number;
+}
+
+export const DEFAULT_TIMING: RuntimeTiming = Object.freeze({
+  callTimeoutMs: 10_000,
+  observeTimeoutMs: 2_000,
+  pullTimeoutMs: 300_000,
+  startTimeoutMs: 60_000,
+  minReadyMs: 1_000,
+  readinessPollMs: 100,
+  drainMs: 1_000,
+  stopTimeoutMs: 10_000,
+  sweepIntervalMs: 30_000,
+  eventReconnectMinMs: 250,
+  eventReconnectMaxMs: 10_000,
+});
+
+export const DEFAULT_RESTART_POLICY: RestartPolicy = Object.freeze({
+  budget: 5,
+  backoffInitialMs: 1_000,
+  backoffMaxMs: 60_000,
+  resetAfterMs: 600_000,
+});
+
+/** The subset of pino the runtime uses, so tests can pass a silent or recording logger. */
+export interface RuntimeLogger {
+  debug(obj: object, msg?: string): void;
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+
+export const silentLogger: RuntimeLogger = { debug() {}, info() {}, warn() {}, error() {} };

@@ -1,0 +1,62 @@
+import { serviceUpstreamHost, type Workload } from '@tether/protocol';
+import { LABELS } from '../docker/docker-client.js';
+import type { ContainerSpec } from './container-runtime.js';
+
+/** tether.role of service containers; other Tether containers (the proxy) carry another role and are never touched here. */
+export const WORKLOAD_ROLE = 'workload';
+
+/** The labels that select this node's service containers, and nothing else. */
+export function nodeSelector(node: string): Record<string, string> {
+  return { [LABELS.managed]: 'true', [LABELS.node]: node, [LABELS.role]: WORKLOAD_ROLE };
+}
+
+/** What a container is, read back from its labels. */
+export interface WorkloadIdentity {
+  serviceId: string;
+  deploymentId: string;
+  /** null when the label is missing or not a whole number: such a container fills no replica slot. */
+  replica: number | null;
+}
+
+export function identityOf(labels: Record<string, string>): WorkloadIdentity | null {
+  const serviceId = labels[LABELS.service];
+  const deploymentId = labels[LABELS.deployment];
+  if (!serviceId || !deploymentId) return null;
+  const raw = labels[LABELS.replica];
+  const replica = raw !== undefined && /^\d{1,3}$/.test(raw) ? Number(raw) : null;
+  return { serviceId, deploymentId, replica };
+}
+
+const slug = (value: string, max: number) =>
+  value
+    .toLowerCase()
+    .replace(/[^a-z0-9_.-]+/g, '-')
+    .replace(/^[-_.]+|[-_.]+$/g, '')
+    .slice(0, max) || 'x';
+
+/**
+ * Deterministic, so a redelivered deployment finds its own container by name
+ * conflict instead of making a second one. The node is part of it because
+ * several nodes may share one engine (tests, a developer's machine).
+ */
+export function containerName(node: string, workload: Workload, replica: number): string {
+  return `tether-${slug(node, 40)}-${slug(workload.serviceName, 60)}-${slug(workload.deploymentId, 60)}-${replica}`;
+}
+
+export function containerSpec(node: string, network: string, workload: Workload, replica: number): ContainerSpec {
+  return {
+    name: containerName(node, workload, replica),
+    image: workload.image,
+    env: workload.env,
+    labels: {
+      ...nodeSelector(node),
+      [LABELS.service]: workload.serviceId,
+      [LABELS.deployment]: workload.deploymentId,
+      [LABELS.replica]: String(replica),
+    },
+    network,
+    // Every container of a service answers under one name, so the proxy's upstream survives redeploys.
+    aliases: [serviceUpstreamHost(workload.serviceId)],
+    exposedPort: workload.port,
+  };
+}
