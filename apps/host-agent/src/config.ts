@@ -1,6 +1,7 @@
 import path from 'node:path';
 import Type from 'typebox';
 import { ConfigError, parseEnv } from '@tether/common';
+import type { RestartPolicy, RuntimeTiming } from './runtime/settings.js';
 
 // The one place the agent reads process.env. Every variable is listed, with
 // its default, in docs/operations.md.
@@ -29,10 +30,38 @@ const EnvSchema = Type.Object({
   DOCKER_HOST: Type.Optional(Type.String({ minLength: 1 })),
   /** Docker network Tether owns; service containers and the proxy container join it. */
   TETHER_DOCKER_NETWORK: Type.String({ minLength: 1, maxLength: 64, default: 'tether' }),
+  /** Container reconciliation (src/runtime); each is described in docs/operations.md. */
+  TETHER_DOCKER_TIMEOUT_MS: Ms(10_000, 100),
+  TETHER_OBSERVE_TIMEOUT_MS: Ms(2_000, 100),
+  TETHER_IMAGE_PULL_TIMEOUT_MS: Ms(300_000, 1_000),
+  TETHER_START_TIMEOUT_MS: Ms(60_000, 100),
+  TETHER_MIN_READY_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 1_000 }),
+  TETHER_DRAIN_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 1_000 }),
+  TETHER_STOP_TIMEOUT_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 10_000 }),
+  TETHER_RESTART_BUDGET: Type.Integer({ minimum: 0, maximum: 1_000, default: 5 }),
+  TETHER_RESTART_BACKOFF_MIN_MS: Ms(1_000),
+  TETHER_RESTART_BACKOFF_MAX_MS: Ms(60_000),
+  TETHER_RESTART_RESET_MS: Ms(600_000, 1_000),
+  TETHER_RUNTIME_SWEEP_MS: Ms(30_000, 100),
   /** Proxy: container (agent runs Caddy on Tether's network), external (TETHER_CADDY_ADMIN_URL), or none. */
   TETHER_PROXY: Type.Union([Type.Literal('container'), Type.Literal('external'), Type.Literal('none')], { default: 'none' }),
-  TETHER_CADDY_ADMIN_URL: Type.Optional(Type.String({ pattern: '^https?://' })),
+  TETHER_CADDY_ADMIN_URL: Type.Optional(Type.String({ pattern: '^(https?|unix)://' })),
   TETHER_CADDY_CONFIG_PATH: Type.Optional(Type.String({ minLength: 1 })),
+  /** External mode: the admin listen address kept in every config; default: from TETHER_CADDY_ADMIN_URL. */
+  TETHER_CADDY_ADMIN_LISTEN: Type.Optional(Type.String({ minLength: 1, maxLength: 300 })),
+  TETHER_CADDY_ADMIN_TIMEOUT_MS: Ms(30_000, 100),
+  /** Container mode: an image to run instead of building one from TETHER_CADDY_BINARY. */
+  TETHER_CADDY_IMAGE: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
+  TETHER_CADDY_BINARY: Type.String({ minLength: 1, default: '/usr/bin/caddy' }),
+  /** auto: Caddy's automatic HTTPS for every routed domain; off: plain HTTP only. */
+  TETHER_PROXY_TLS: Type.Union([Type.Literal('auto'), Type.Literal('off')], { default: 'auto' }),
+  TETHER_PROXY_HTTP_PORT: Type.Integer({ minimum: 1, maximum: 65_535, default: 80 }),
+  TETHER_PROXY_HTTPS_PORT: Type.Integer({ minimum: 1, maximum: 65_535, default: 443 }),
+  /** Container mode: host address the HTTP(S) ports are published on. */
+  TETHER_PROXY_BIND_ADDRESS: Type.String({ minLength: 1, maxLength: 64, default: '0.0.0.0' }),
+  TETHER_PROXY_ACME_EMAIL: Type.Optional(Type.String({ pattern: '^[^\\s@]+@[^\\s@]+$', maxLength: 254 })),
+  /** How often the agent checks that Caddy runs and serves the routes in place (repairs it); 0 = never. */
+  TETHER_PROXY_CHECK_INTERVAL_MS: Type.Integer({ minimum: 0, maximum: 86_400_000, default: 30_000 }),
 });
 
 export interface AgentConfig {
@@ -43,9 +72,32 @@ export interface AgentConfig {
   logLevel: string;
   overrides: { agentIdleTimeoutMs?: number; heartbeatIntervalMs?: number };
   reconnect: { minMs: number; maxMs: number; healthySessionMs: number; connectTimeoutMs: number };
-  runtime: { kind: 'docker' | 'none'; dockerHost: string | undefined; network: string };
-  proxy: { kind: 'container' | 'external' | 'none'; caddyAdminUrl: string | undefined; caddyConfigPath: string };
+  runtime: {
+    kind: 'docker' | 'none';
+    dockerHost: string | undefined;
+    network: string;
+    timing: Pick<RuntimeTiming, 'callTimeoutMs' | 'observeTimeoutMs' | 'pullTimeoutMs' | 'startTimeoutMs' | 'minReadyMs' | 'drainMs' | 'stopTimeoutMs' | 'sweepIntervalMs'>;
+    restart: RestartPolicy;
+  };
+  proxy: {
+    kind: 'container' | 'external' | 'none';
+    caddyAdminUrl: string | undefined;
+    caddyConfigPath: string;
+    caddyAdminListen: string | undefined;
+    adminTimeoutMs: number;
+    caddyImage: string | undefined;
+    caddyBinary: string;
+    tls: 'auto' | 'off';
+    httpPort: number;
+    httpsPort: number;
+    bindAddress: string;
+    acmeEmail: string | undefined;
+    checkIntervalMs: number;
+  };
 }
+
+/** Unix socket paths longer than this do not fit in sockaddr_un. */
+const MAX_SOCKET_PATH = 107;
 
 export { ConfigError };
 
@@ -58,8 +110,14 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
   if (e.TETHER_RECONNECT_MIN_MS > e.TETHER_RECONNECT_MAX_MS) {
     problems.push('TETHER_RECONNECT_MIN_MS: must not exceed TETHER_RECONNECT_MAX_MS');
   }
-  if (problems.length > 0) throw new ConfigError(problems);
+  if (e.TETHER_RESTART_BACKOFF_MIN_MS > e.TETHER_RESTART_BACKOFF_MAX_MS) {
+    problems.push('TETHER_RESTART_BACKOFF_MIN_MS: must not exceed TETHER_RESTART_BACKOFF_MAX_MS');
+  }
   const stateDir = path.resolve(e.TETHER_STATE_DIR);
+  if (e.TETHER_PROXY === 'container' && path.join(stateDir, 'caddy', 'run', 'admin.sock').length > MAX_SOCKET_PATH) {
+    problems.push(`TETHER_STATE_DIR: too long for the Caddy admin socket under it (max ${MAX_SOCKET_PATH - 'caddy/run/admin.sock'.length - 1} characters)`);
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
   return {
     panelUrl: e.TETHER_PANEL_URL,
     nodeToken: e.TETHER_NODE_TOKEN,
@@ -76,11 +134,41 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
       healthySessionMs: e.TETHER_HEALTHY_SESSION_MS,
       connectTimeoutMs: e.TETHER_CONNECT_TIMEOUT_MS,
     },
-    runtime: { kind: e.TETHER_RUNTIME, dockerHost: e.DOCKER_HOST, network: e.TETHER_DOCKER_NETWORK },
+    runtime: {
+      kind: e.TETHER_RUNTIME,
+      dockerHost: e.DOCKER_HOST,
+      network: e.TETHER_DOCKER_NETWORK,
+      timing: {
+        callTimeoutMs: e.TETHER_DOCKER_TIMEOUT_MS,
+        observeTimeoutMs: e.TETHER_OBSERVE_TIMEOUT_MS,
+        pullTimeoutMs: e.TETHER_IMAGE_PULL_TIMEOUT_MS,
+        startTimeoutMs: e.TETHER_START_TIMEOUT_MS,
+        minReadyMs: e.TETHER_MIN_READY_MS,
+        drainMs: e.TETHER_DRAIN_MS,
+        stopTimeoutMs: e.TETHER_STOP_TIMEOUT_MS,
+        sweepIntervalMs: e.TETHER_RUNTIME_SWEEP_MS,
+      },
+      restart: {
+        budget: e.TETHER_RESTART_BUDGET,
+        backoffInitialMs: e.TETHER_RESTART_BACKOFF_MIN_MS,
+        backoffMaxMs: e.TETHER_RESTART_BACKOFF_MAX_MS,
+        resetAfterMs: e.TETHER_RESTART_RESET_MS,
+      },
+    },
     proxy: {
       kind: e.TETHER_PROXY,
       caddyAdminUrl: e.TETHER_CADDY_ADMIN_URL,
       caddyConfigPath: e.TETHER_CADDY_CONFIG_PATH ? path.resolve(e.TETHER_CADDY_CONFIG_PATH) : path.join(stateDir, 'caddy.json'),
+      caddyAdminListen: e.TETHER_CADDY_ADMIN_LISTEN,
+      adminTimeoutMs: e.TETHER_CADDY_ADMIN_TIMEOUT_MS,
+      caddyImage: e.TETHER_CADDY_IMAGE,
+      caddyBinary: e.TETHER_CADDY_BINARY,
+      tls: e.TETHER_PROXY_TLS,
+      httpPort: e.TETHER_PROXY_HTTP_PORT,
+      httpsPort: e.TETHER_PROXY_HTTPS_PORT,
+      bindAddress: e.TETHER_PROXY_BIND_ADDRESS,
+      acmeEmail: e.TETHER_PROXY_ACME_EMAIL,
+      checkIntervalMs: e.TETHER_PROXY_CHECK_INTERVAL_MS,
     },
   };
 }

@@ -1,0 +1,142 @@
+import os from 'node:os';
+import path from 'node:path';
+import type Docker from 'dockerode';
+import type { AgentConfig } from '../config.js';
+import type { RoutingController } from '../controllers.js';
+import { createDockerClient } from '../docker/docker-client.js';
+import { DisabledRouting } from '../null-controllers.js';
+import { createCaddyAdmin, parseAdminUrl } from './caddy-admin.js';
+import { CaddyContainer, caddyHostPaths } from './caddy-container.js';
+import { CADDY_CONTAINER, CADDY_CONTAINER_ADMIN, ensureCaddyImage } from './caddy-image.js';
+import type { ProxyLogger } from './errors.js';
+import { CaddyRoutingController } from './routing-controller.js';
+import type { CaddyAdminSettings, ProxyTlsMode } from './render.js';
+
+// One way to build the routing controller per TETHER_PROXY mode. The agent
+// calls createRoutingController(config, …); tests and tools call the
+// per-mode functions with explicit options.
+
+export interface ServingOptions {
+  tls: ProxyTlsMode;
+  httpPort: number;
+  httpsPort: number;
+  acmeEmail?: string | null;
+}
+
+interface CommonOptions {
+  stateDir: string;
+  /** Default: stateDir/caddy.json. */
+  configPath?: string;
+  adminTimeoutMs: number;
+  checkIntervalMs: number;
+  serving: ServingOptions;
+  logger: ProxyLogger;
+  now?: () => Date;
+}
+
+export interface ExternalProxyOptions extends CommonOptions {
+  /** http(s)://host:port or unix:///path of the operator's Caddy. */
+  adminUrl: string;
+  /** The admin listen address to keep in the config; default: the one adminUrl names. */
+  adminListen?: string;
+}
+
+export interface ContainerProxyOptions extends CommonOptions {
+  docker: Docker;
+  network: string;
+  node: string;
+  /** An existing image to run; default: built locally from caddyBinary. */
+  image?: string;
+  caddyBinary: string;
+  /** Host address the HTTP(S) ports are published on (0.0.0.0 in production, 127.0.0.1 in tests). */
+  bindAddress: string;
+  /** uid:gid Caddy runs as; default: the agent's own. */
+  user?: string;
+  /** Reach the admin API through this URL instead of the socket (tests put a witness in front). */
+  adminUrl?: string;
+}
+
+/** The admin listen address Caddy must keep so that adminUrl stays valid after every load. */
+export function adminSettingsFor(adminUrl: string, listen?: string): CaddyAdminSettings {
+  const { socketPath } = parseAdminUrl(adminUrl);
+  if (socketPath) return { listen: listen ?? `unix/${socketPath}`, origins: ['localhost'] };
+  const url = new URL(adminUrl);
+  // URL keeps IPv6 hosts in brackets, the form Caddy's listen addresses use too.
+  return { listen: listen ?? `${url.hostname}:${url.port || (url.protocol === 'https:' ? 443 : 80)}` };
+}
+
+function statePaths(o: CommonOptions) {
+  return { configPath: o.configPath ?? path.join(o.stateDir, 'caddy.json'), statePath: path.join(o.stateDir, 'routing-state.json') };
+}
+
+export function createExternalRoutingController(o: ExternalProxyOptions): CaddyRoutingController {
+  return new CaddyRoutingController({
+    ...statePaths(o),
+    proxy: createCaddyAdmin({ adminUrl: o.adminUrl, timeoutMs: o.adminTimeoutMs }),
+    render: { admin: adminSettingsFor(o.adminUrl, o.adminListen), ...o.serving },
+    checkIntervalMs: o.checkIntervalMs,
+    logger: o.logger,
+    ...(o.now ? { now: o.now } : {}),
+  });
+}
+
+export function createContainerRoutingController(o: ContainerProxyOptions): { controller: CaddyRoutingController; container: CaddyContainer } {
+  const hostDir = path.join(o.stateDir, 'caddy');
+  const proxy = createCaddyAdmin({ adminUrl: o.adminUrl ?? `unix://${caddyHostPaths(hostDir).socketPath}`, timeoutMs: o.adminTimeoutMs });
+  let image: Promise<string> | undefined;
+  const container = new CaddyContainer({
+    docker: o.docker,
+    network: o.network,
+    node: o.node,
+    hostDir,
+    // Built at most once per agent run; a failed build is tried again on the next check.
+    image: () => (image ??= (o.image ? Promise.resolve(o.image) : ensureCaddyImage(o.docker, { binary: o.caddyBinary })).catch((error: unknown) => {
+      image = undefined;
+      throw error;
+    })),
+    bindAddress: o.bindAddress,
+    httpPort: o.serving.httpPort,
+    httpsPort: o.serving.httpsPort,
+    tls: o.serving.tls,
+    user: o.user ?? `${process.getuid?.() ?? 0}:${process.getgid?.() ?? 0}`,
+    probe: () => proxy.readRunning(),
+    logger: o.logger,
+  });
+  const controller = new CaddyRoutingController({
+    ...statePaths(o),
+    proxy,
+    // Inside the container Caddy always listens on 80/443; the host ports are Docker's mapping.
+    render: { ...o.serving, admin: CADDY_CONTAINER_ADMIN, httpPort: CADDY_CONTAINER.httpPort, httpsPort: CADDY_CONTAINER.httpsPort },
+    checkIntervalMs: o.checkIntervalMs,
+    supervisor: container,
+    logger: o.logger,
+    ...(o.now ? { now: o.now } : {}),
+  });
+  return { controller, container };
+}
+
+export function createRoutingController(config: AgentConfig, deps: { logger: ProxyLogger; docker?: Docker }): RoutingController {
+  const p = config.proxy;
+  const common: CommonOptions = {
+    stateDir: config.stateDir,
+    configPath: p.caddyConfigPath,
+    adminTimeoutMs: p.adminTimeoutMs,
+    checkIntervalMs: p.checkIntervalMs,
+    serving: { tls: p.tls, httpPort: p.httpPort, httpsPort: p.httpsPort, acmeEmail: p.acmeEmail ?? null },
+    logger: deps.logger,
+  };
+  if (p.kind === 'none') return new DisabledRouting();
+  if (p.kind === 'external') {
+    // loadConfig refuses external mode without an admin URL.
+    return createExternalRoutingController({ ...common, adminUrl: p.caddyAdminUrl as string, ...(p.caddyAdminListen ? { adminListen: p.caddyAdminListen } : {}) });
+  }
+  return createContainerRoutingController({
+    ...common,
+    docker: deps.docker ?? createDockerClient(config.runtime.dockerHost),
+    network: config.runtime.network,
+    node: config.nodeName ?? os.hostname(),
+    ...(p.caddyImage ? { image: p.caddyImage } : {}),
+    caddyBinary: p.caddyBinary,
+    bindAddress: p.bindAddress,
+  }).controller;
+}

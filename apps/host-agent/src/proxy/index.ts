@@ -1,0 +1,8 @@
+export * from './errors.js';
+export type { ProxyConfigurator } from './configurator.js';
+export { createCaddyAdmin, type CaddyAdminOptions } from './caddy-admin.js';
+export { renderCaddyConfig, renderBootstrapConfig, type RenderOptions, type RenderedConfig, type ProxyTlsMode } from './render.js';
+export { CaddyRoutingController, type CaddyRoutingControllerOptions, type ProxySupervisor } from './routing-controller.js';
+export { CaddyContainer } from './caddy-container.js';
+export { ensureCaddyImage, CADDY_CONTAINER_ADMIN } from './caddy-image.js';
+export * from './create-routing-controller.js';

@@ -1,0 +1,93 @@
+import { canonicalRoutes, routingHash, type Route } from '@tether/protocol';
+import { canonicalJson } from './canonical-json.js';
+import { assertRenderableRoutes } from './route-validation.js';
+
+// Routing map → Caddy JSON. Pure and deterministic: the same set of routes, in
+// any order, gives the same bytes, because the compare-before-act rule (and so
+// the number of reloads, and so every customer's WebSockets) depends on it.
+// Only domain, path prefix and upstream reach the config; the upstream is the
+// service's stable network alias, so a redeploy renders the same bytes.
+
+export interface CaddyAdminSettings {
+  /** Caddy's admin listen address. Kept in every config so a load never moves the admin API. */
+  listen: string;
+  /** Allowed Host values. Caddy 2.6 answers 403 on a unix-socket admin without them. */
+  origins?: string[];
+}
+
+export type ProxyTlsMode = 'auto' | 'off';
+
+export interface RenderOptions {
+  admin: CaddyAdminSettings;
+  /** Port Caddy serves plain HTTP on (inside the container in container mode). */
+  httpPort: number;
+  /** Port Caddy serves HTTPS on when tls is auto. */
+  httpsPort: number;
+  /** auto: Caddy's automatic HTTPS for every domain (certificates + HTTP→HTTPS redirect); off: plain HTTP only. */
+  tls: ProxyTlsMode;
+  /** Contact address for the ACME account (tls auto only). */
+  acmeEmail?: string | null;
+}
+
+export interface RenderedConfig {
+  /** routingHash of the routes rendered. */
+  hash: string;
+  /** Canonical JSON (sorted keys, no whitespace): what Caddy's config must canonicalise to. */
+  json: string;
+  /** The bytes of the config file: json and a newline. */
+  file: Buffer;
+}
+
+export const SERVER_NAME = 'tether';
+
+const notFound = () => ({ handle: [{ handler: 'static_response', status_code: 404 }] });
+
+/** Paths a prefix covers: "/api" matches /api and /api/…, never /apix. */
+function prefixPatterns(prefix: string): string[] {
+  return prefix.endsWith('/') ? [`${prefix}*`] : [prefix, `${prefix}/*`];
+}
+
+function caddyRoute(route: Route) {
+  const match: Record<string, string[]> = { host: [route.domain] };
+  if (route.pathPrefix !== null) match.path = prefixPatterns(route.pathPrefix);
+  return {
+    match: [match],
+    handle: [{ handler: 'reverse_proxy', upstreams: [{ dial: route.upstream }] }],
+    terminal: true,
+  };
+}
+
+function caddyConfig(routes: Route[], options: RenderOptions) {
+  const server: Record<string, unknown> = {
+    listen: [options.tls === 'auto' ? `:${options.httpsPort}` : `:${options.httpPort}`],
+    // canonicalRoutes orders by domain, then longest path prefix first, the
+    // whole-domain route last: the first matching route is the most specific.
+    // A request no route matches (unknown host, uncovered path) gets 404, not
+    // Caddy's default empty 200.
+    routes: [...routes.map(caddyRoute), notFound()],
+  };
+  if (options.tls === 'off') server.automatic_https = { disable: true };
+  const admin: Record<string, unknown> = { listen: options.admin.listen };
+  if (options.admin.origins) admin.origins = [...options.admin.origins];
+  const apps: Record<string, unknown> = {
+    http: { http_port: options.httpPort, https_port: options.httpsPort, servers: { [SERVER_NAME]: server } },
+  };
+  if (options.tls === 'auto' && options.acmeEmail) {
+    apps.tls = { automation: { policies: [{ issuers: [{ module: 'acme', email: options.acmeEmail }] }] } };
+  }
+  return { admin, apps };
+}
+
+/** Renders a routing map; throws PROXY_INVALID_ROUTE for a route that cannot be expressed safely. */
+export function renderCaddyConfig(routes: readonly Route[], options: RenderOptions): RenderedConfig {
+  const ordered = canonicalRoutes(routes);
+  assertRenderableRoutes(ordered);
+  // Built as objects and serialised once: no string is ever spliced into JSON text.
+  const json = canonicalJson(caddyConfig(ordered, options));
+  return { hash: routingHash(ordered), json, file: Buffer.from(`${json}\n`, 'utf8') };
+}
+
+/** The config a freshly started Caddy holds: only its admin API (what the container image boots with). */
+export function renderBootstrapConfig(admin: CaddyAdminSettings): string {
+  return canonicalJson({ admin: admin.origins ? { listen: admin.listen, origins: admin.origins } : { listen: admin.listen } });
+}
