@@ -1,11 +1,8 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import os from 'node:os';
-import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CLOSE_CODES } from '@tether/protocol';
-import { blackhole, ensureIptables, spawnProcess, waitFor, type ManagedProcess } from '@tether/testkit';
+import { blackhole, ensureIptables, waitFor, type ManagedProcess } from '@tether/testkit';
 import type { Teardown } from '../src/sessions/registry.js';
+import { startAgentProcess, type AgentProcess } from './helpers/agent-process.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
 
 // A real agent process against a real panel, and real faults: a half-open TCP
@@ -15,10 +12,8 @@ import { startPanel, type Panel } from './helpers/panel-harness.js';
 const IDLE_MS = 600;
 const AGENT_IDLE_MS = 1_500;
 const PING_MS = 200;
-const agentMain = createRequire(import.meta.url).resolve('@tether/host-agent/dist/main.js');
-const stateDir = mkdtempSync(path.join(os.tmpdir(), 'tether-agent-test-'));
 let panel: Panel;
-const agents: ManagedProcess[] = [];
+const agents: AgentProcess[] = [];
 
 beforeAll(async () => {
   panel = await startPanel({
@@ -31,30 +26,16 @@ beforeAll(async () => {
   });
 });
 afterEach(async () => {
-  await Promise.all(agents.splice(0).map((a) => a.stop()));
+  await Promise.all(agents.splice(0).map((a) => a.destroy()));
 });
 afterAll(async () => {
   await panel?.close();
-  rmSync(stateDir, { recursive: true, force: true });
 });
 
-function startAgent(token: string): ManagedProcess {
-  const agent = spawnProcess(process.execPath, [agentMain], {
-    env: {
-      TETHER_PANEL_URL: panel.url,
-      TETHER_NODE_TOKEN: token,
-      TETHER_RUNTIME: 'none',
-      TETHER_PROXY: 'none',
-      TETHER_STATE_DIR: stateDir,
-      TETHER_RECONNECT_MIN_MS: '100',
-      TETHER_RECONNECT_MAX_MS: '500',
-      TETHER_CONNECT_TIMEOUT_MS: '1000',
-      TETHER_HEALTHY_SESSION_MS: '1000',
-      TETHER_LOG_LEVEL: 'info',
-    },
-  });
+async function startAgent(token: string, nodeName: string): Promise<ManagedProcess> {
+  const agent = await startAgentProcess({ panelUrl: panel.url, token, nodeName });
   agents.push(agent);
-  return agent;
+  return agent.process;
 }
 
 function nextTeardown(nodeId: string): Promise<{ teardown: Teardown; lastFrameAt: number }> {
@@ -73,7 +54,7 @@ const iptables = await ensureIptables();
 describe.skipIf(!iptables.available)('half-open connection (iptables DROP both directions)', () => {
   it('panel tears down within its deadline, the agent gives up within its own, and rejoins once the path is back', async () => {
     const node = await panel.createNode('halfopen-1');
-    const agent = startAgent(node.token);
+    const agent = await startAgent(node.token, node.name);
     const first = await waitFor(() => panel.app.sessions.registry.get(node.id), { timeoutMs: 10_000 });
     await waitFor(() => first.heartbeats >= 2);
 
@@ -108,7 +89,7 @@ describe.skipIf(!iptables.available)('half-open connection (iptables DROP both d
 describe('frozen agent (SIGSTOP)', () => {
   it('panel tears down within its deadline; after SIGCONT the agent notices and rejoins by itself', async () => {
     const node = await panel.createNode('frozen-1');
-    const agent = startAgent(node.token);
+    const agent = await startAgent(node.token, node.name);
     const first = await waitFor(() => panel.app.sessions.registry.get(node.id), { timeoutMs: 10_000 });
     await waitFor(() => first.heartbeats >= 2);
     const teardown = nextTeardown(node.id);
@@ -131,7 +112,7 @@ describe('frozen agent (SIGSTOP)', () => {
 describe('panel restart', () => {
   it('agents come back by themselves', async () => {
     const node = await panel.createNode('patient-1');
-    startAgent(node.token);
+    await startAgent(node.token, node.name);
     const first = await waitFor(() => panel.app.sessions.registry.get(node.id), { timeoutMs: 10_000 });
     await panel.stopApp();
     await new Promise((r) => setTimeout(r, 700));
@@ -151,7 +132,7 @@ describe('decommission', () => {
   it('closes the session, refuses the agent from then on, and its services leave status', async () => {
     const node = await panel.createNode('retiring-1');
     const service = await panel.createService(node.id, 'retiring-svc');
-    const agent = startAgent(node.token);
+    const agent = await startAgent(node.token, node.name);
     await waitFor(() => panel.app.sessions.registry.get(node.id), { timeoutMs: 10_000 });
     let status = await panel.api('GET', '/v1/status');
     expect(status.body.services.map((s: { serviceId: string }) => s.serviceId)).toContain(service.id);
