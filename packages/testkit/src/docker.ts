@@ -15,10 +15,16 @@ export const TEST_IMAGE = 'tether-test/busybox:1';
 
 const BUSYBOX_APPLETS = ['sh', 'httpd', 'nc', 'sleep', 'echo', 'cat', 'ls', 'wget', 'env', 'kill', 'true', 'false', 'mkdir', 'printf', 'test', 'date', 'hostname'];
 
-/** One request to the Docker Engine API over its unix socket. */
-export function dockerApi(method: string, apiPath: string, body?: NodeJS.ReadableStream | string, contentType = 'application/json'): Promise<{ status: number; body: string }> {
+/** One request to the Docker Engine API over its unix socket (the shared engine's unless `socketPath` names another). */
+export function dockerApi(
+  method: string,
+  apiPath: string,
+  body?: NodeJS.ReadableStream | string,
+  contentType = 'application/json',
+  socketPath = DOCKER_SOCKET,
+): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ socketPath: DOCKER_SOCKET, method, path: apiPath, headers: body ? { 'content-type': contentType } : {} }, (res) => {
+    const req = http.request({ socketPath, method, path: apiPath, headers: body ? { 'content-type': contentType } : {} }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
@@ -77,7 +83,7 @@ export function ensureDocker(): Promise<Requirement> {
   return dockerRequirement;
 }
 
-async function imageExists(name: string): Promise<boolean> {
+export async function imageExists(name: string): Promise<boolean> {
   return (await dockerApi('GET', `/images/${encodeURIComponent(name)}/json`)).status === 200;
 }
 
@@ -118,4 +124,32 @@ export async function removeContainersByLabel(label: string): Promise<void> {
   const res = await dockerApi('GET', `/containers/json?all=1&filters=${filters}`);
   const containers = JSON.parse(res.body) as { Id: string }[];
   await Promise.all(containers.map((c) => dockerApi('DELETE', `/containers/${c.Id}?force=1&v=1`)));
+}
+
+/**
+ * Runs a throwaway container to completion (by default the test image, on
+ * `network` when given) and returns its exit code and output. With a TTY the
+ * logs come back as plain text, not multiplexed.
+ */
+export async function runContainer(options: { cmd: string[]; network?: string; image?: string; labels?: Record<string, string> }): Promise<{ exitCode: number; output: string }> {
+  const spec = {
+    Image: options.image ?? TEST_IMAGE,
+    Cmd: options.cmd,
+    Tty: true,
+    Labels: { 'tether.test': 'run-container', ...options.labels },
+    HostConfig: options.network ? { NetworkMode: options.network } : {},
+  };
+  const created = await dockerApi('POST', '/containers/create', JSON.stringify(spec));
+  if (created.status !== 201) throw new Error(`creating a container failed: ${created.status} ${created.body}`);
+  const { Id } = JSON.parse(created.body) as { Id: string };
+  try {
+    const started = await dockerApi('POST', `/containers/${Id}/start`);
+    if (started.status !== 204) throw new Error(`starting a container failed: ${started.status} ${started.body}`);
+    const waited = await dockerApi('POST', `/containers/${Id}/wait`);
+    const { StatusCode } = JSON.parse(waited.body) as { StatusCode: number };
+    const logs = await dockerApi('GET', `/containers/${Id}/logs?stdout=1&stderr=1`);
+    return { exitCode: StatusCode, output: logs.body };
+  } finally {
+    await dockerApi('DELETE', `/containers/${Id}?force=1`);
+  }
 }

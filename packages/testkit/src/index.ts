@@ -6,3 +6,6 @@ export * from './docker.js';
 export * from './caddy.js';
 export * from './blackhole.js';
 export * from './process.js';
+export * from './images.js';
+export * from './second-daemon.js';
+export * from './inbox.js';
