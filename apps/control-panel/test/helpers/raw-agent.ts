@@ -1,5 +1,6 @@
 import WebSocket from 'ws';
 import { PROTOCOL_VERSION, createIdGenerator, decode, encode, type Message, type PanelMessage } from '@tether/protocol';
+import { Inbox } from '@tether/testkit';
 
 // A hand-driven agent for gateway tests: a real WebSocket client whose every
 // reply is chosen by the test (answer pings or not, ACK or not, go silent).
@@ -23,13 +24,13 @@ export interface Closed {
 }
 
 export class RawAgent {
-  readonly received: PanelMessage[] = [];
+  private readonly inbox = new Inbox<PanelMessage>();
+  readonly received: PanelMessage[] = this.inbox.items;
   readonly socket: WebSocket;
   closed: Closed | null = null;
   private readonly nextId = createIdGenerator('t');
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private seq = 0;
-  private listeners = new Set<() => void>();
   silent = false;
 
   private constructor(private readonly options: RawAgentOptions) {
@@ -41,14 +42,13 @@ export class RawAgent {
       const result = decode(data, { binary: isBinary });
       if (!result.ok) throw new Error(`panel sent an invalid frame: ${result.error.message}`);
       const message = result.message as PanelMessage;
-      this.received.push(message);
       this.respond(message);
-      for (const l of this.listeners) l();
+      this.inbox.push(message);
     });
     this.socket.on('close', (code, reason) => {
       clearInterval(this.heartbeatTimer);
       this.closed = { code, reason: reason.toString(), at: Date.now() };
-      for (const l of this.listeners) l();
+      this.inbox.notify();
     });
     this.socket.on('error', () => undefined);
   }
@@ -121,46 +121,11 @@ export class RawAgent {
 
   /** Resolves with the first received message (past or future) matching `predicate`. */
   waitFor<T extends PanelMessage>(predicate: (m: PanelMessage) => boolean, timeoutMs = 5_000): Promise<T> {
-    return new Promise((resolve, reject) => {
-      const check = () => {
-        const found = this.received.find(predicate);
-        if (found) {
-          done();
-          resolve(found as T);
-        }
-      };
-      const timer = setTimeout(() => {
-        done();
-        reject(new Error(`no matching message within ${timeoutMs} ms; got ${this.received.map((m) => m.type).join(', ')}`));
-      }, timeoutMs);
-      const done = () => {
-        clearTimeout(timer);
-        this.listeners.delete(check);
-      };
-      this.listeners.add(check);
-      check();
-    });
+    return this.inbox.waitFor<T>(predicate, timeoutMs, () => `no matching message; got ${this.received.map((m) => m.type).join(', ')}`);
   }
 
   waitClosed(timeoutMs = 5_000): Promise<Closed> {
-    return new Promise((resolve, reject) => {
-      const check = () => {
-        if (this.closed) {
-          done();
-          resolve(this.closed);
-        }
-      };
-      const timer = setTimeout(() => {
-        done();
-        reject(new Error(`socket not closed within ${timeoutMs} ms`));
-      }, timeoutMs);
-      const done = () => {
-        clearTimeout(timer);
-        this.listeners.delete(check);
-      };
-      this.listeners.add(check);
-      check();
-    });
+    return this.inbox.until(() => this.closed, timeoutMs, () => 'socket still open');
   }
 
   close(): void {

@@ -1,6 +1,7 @@
 import http from 'node:http';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { TIMING_DEFAULTS, decode, encode, type AgentMessage, type PanelMessage, type Timing } from '@tether/protocol';
+import { Inbox } from '@tether/testkit';
 
 // A scripted panel for agent connection tests: real HTTP upgrade and real
 // WebSocket frames; each test decides what the "panel" answers.
@@ -23,7 +24,6 @@ export class FakePanel {
   autoWelcome: Partial<Timing> | null = {};
   private readonly server = http.createServer();
   private readonly wss = new WebSocketServer({ noServer: true });
-  private listeners = new Set<() => void>();
 
   async start(): Promise<string> {
     this.server.on('upgrade', (req, socket, head) => {
@@ -38,9 +38,10 @@ export class FakePanel {
   }
 
   private accept(socket: WebSocket): void {
+    const inbox = new Inbox<AgentMessage>();
     const conn: PanelConn = {
       socket,
-      received: [],
+      received: inbox.items,
       openedAt: Date.now(),
       closedAt: null,
       send: (m) => socket.send(encode(m)),
@@ -61,44 +62,20 @@ export class FakePanel {
           },
         }),
       waitFor: (predicate, timeoutMs = 5_000) =>
-        new Promise((resolve, reject) => {
-          const check = () => {
-            const found = conn.received.find(predicate);
-            if (found) {
-              done();
-              resolve(found as never);
-            }
-          };
-          const timer = setTimeout(() => {
-            done();
-            reject(new Error(`agent did not send a matching frame within ${timeoutMs} ms (got ${conn.received.map((m) => m.type).join(', ')})`));
-          }, timeoutMs);
-          const done = () => {
-            clearTimeout(timer);
-            this.listeners.delete(check);
-          };
-          this.listeners.add(check);
-          check();
-        }),
+        inbox.waitFor(predicate, timeoutMs, () => `agent sent no matching frame (got ${conn.received.map((m) => m.type).join(', ')})`),
     };
     this.connections.push(conn);
     socket.on('message', (data, isBinary) => {
       const result = decode(data, { binary: isBinary });
       if (!result.ok) throw new Error(`agent sent an invalid frame: ${result.error.message}`);
       const message = result.message as AgentMessage;
-      conn.received.push(message);
+      inbox.push(message);
       if (message.type === 'hello' && this.autoWelcome) conn.welcome(this.autoWelcome);
-      this.notify();
     });
     socket.on('close', () => {
       conn.closedAt = Date.now();
-      this.notify();
+      inbox.notify();
     });
-    this.notify();
-  }
-
-  private notify(): void {
-    for (const l of this.listeners) l();
   }
 
   async waitForConnection(n: number, timeoutMs = 5_000): Promise<PanelConn> {

@@ -1,18 +1,15 @@
-import { DOCKER_SOCKET, ensureDocker, recordSkip, waitFor } from '@tether/testkit';
+import { ensureSecondDaemonSupport, secondDaemon, waitFor, type SecondDaemon } from '@tether/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DockerWorkloadController } from '../../src/runtime/docker-workload-controller.js';
 import { TEST_TIMING, createHarness, type RuntimeHarness } from './support/harness.js';
 import { ensureRuntimeImages } from './support/images.js';
-import { secondDaemon, type SecondDaemon } from './support/second-daemon.js';
 
-const docker = await ensureDocker();
 // Starting a second dockerd in its own network namespace takes root (CI runs as root).
-const root = process.getuid?.() === 0;
-if (docker.available && !root) recordSkip('root', 'a second dockerd (unshare --net dockerd) needs root');
+const support = await ensureSecondDaemonSupport();
 
-// The daemon under test is a private second dockerd (see support/second-daemon.ts):
+// The daemon under test is a private second dockerd (see secondDaemon in @tether/testkit):
 // stopping or freezing the shared engine would break every other suite.
-describe.skipIf(!docker.available || !root)('runtime: the Docker daemon goes away and comes back', () => {
+describe.skipIf(!support.available)('runtime: the Docker daemon goes away and comes back', () => {
   let daemon: SecondDaemon;
   let h: RuntimeHarness;
   let controller: DockerWorkloadController;
@@ -20,7 +17,7 @@ describe.skipIf(!docker.available || !root)('runtime: the Docker daemon goes awa
 
   beforeAll(async () => {
     const images = await ensureRuntimeImages();
-    daemon = secondDaemon('rt', `unix://${DOCKER_SOCKET}`);
+    daemon = secondDaemon('rt');
     await daemon.start();
     await daemon.loadImages([images.web]);
     h = await createHarness('daemon', { dockerHost: daemon.dockerHost });
