@@ -78,10 +78,17 @@ async function createFresh(deps: ExecutorDeps, workload: Workload, replica: numb
   }
 }
 
-/** Takes a container out of service: out of the alias first, then drained, stopped and removed. */
-export async function retire(deps: ExecutorDeps, container: ActualContainer, options: { detached?: boolean } = {}): Promise<void> {
+/**
+ * Takes a container out of service: stopped while still on Tether's network,
+ * then removed (which takes it out of the network and the alias). Stopping
+ * first is what lets its connections end: in-flight requests finish within the
+ * stop grace, and a proxy's pooled keep-alive connections and WebSockets get
+ * a FIN, so the proxy dials again and Docker's DNS answers with the new
+ * containers. Detached first, they were black-holed (no FIN, no RST): the next
+ * request on a pooled connection hung, Caddy having no response timeout.
+ */
+export async function retire(deps: ExecutorDeps, container: ActualContainer): Promise<void> {
   const { runtime, timing } = deps;
-  if (!options.detached) await runtime.disconnectNetwork(deps.network, container.id);
   deps.touched(container.id);
   if (container.state === 'running') {
     await sleep(timing.drainMs);
@@ -94,9 +101,10 @@ export async function retire(deps: ExecutorDeps, container: ActualContainer, opt
 /**
  * Zero-downtime rollout: new containers start on Tether's network under the
  * service alias beside the old ones; only when every new one is ready are the
- * old ones taken out of the alias (network disconnect, so Docker's DNS stops
- * answering with their addresses) and then drained, stopped and removed. On
- * failure the new containers are removed and the old ones never noticed.
+ * old ones stopped and removed (see retire). While an old one stops, dials to
+ * it are refused and a dialer that tries every resolved address (Go's, so
+ * Caddy) reaches a new one. On failure the new containers are removed and
+ * the old ones never noticed.
  */
 export async function rollout(deps: ExecutorDeps, action: RolloutAction): Promise<RolloutResult> {
   const { runtime, timing } = deps;
@@ -128,12 +136,9 @@ export async function rollout(deps: ExecutorDeps, action: RolloutAction): Promis
     await Promise.all(created.map((id) => runtime.remove(id).then(() => deps.touched(id)).catch(() => undefined)));
     return { outcome: failed(err), superseded: [], cleanup: Promise.resolve() };
   }
-  const switchedAt = Date.now();
-  // Both answer under the alias until here; from now on only the new ones do.
-  const detached = await Promise.all(old.map((c) => runtime.disconnectNetwork(deps.network, c.id).then(() => true, () => false)));
-  deps.logger.info({ deployment: workload.deploymentId, retired: old.length, switchMs: Date.now() - switchedAt }, 'rollout switched');
+  deps.logger.info({ deployment: workload.deploymentId, retired: old.length }, 'rollout switched');
   const cleanup = Promise.all(
-    old.map((c, i) => retire(deps, c, { detached: detached[i] }).catch((err: unknown) => deps.logger.warn({ container: c.name, err: errorMessage(err) }, 'retiring an old container failed; the next pass retries'))),
+    old.map((c) => retire(deps, c).catch((err: unknown) => deps.logger.warn({ container: c.name, err: errorMessage(err) }, 'retiring an old container failed; the next pass retries'))),
   ).then(() => undefined);
   const count = action.replicas.length + keep.length;
   const outcome: DeployOutcome = { status: 'running', reason: `${count}/${workload.replicas} replicas running${old.length ? `, replaced ${old.length} old container(s)` : ''}` };
