@@ -45,17 +45,33 @@ describe('dispatch', () => {
     agent.close();
   });
 
-  it('a heartbeat showing a delivered deployment running settles it when the result was lost', async () => {
+  it('a heartbeat showing a delivered deployment running settles it when its session (and maybe its result) was lost, not before', async () => {
     const node = await panel.createNode('observer-1');
     const service = await panel.createService(node.id);
-    const agent = await RawAgent.connect({ url: panel.url, token: node.token });
+    const first = await RawAgent.connect({ url: panel.url, token: node.token });
     const res = await deploy(service.id);
     expect(res.status).toBe(202);
-    agent.heartbeat([
-      { containerId: 'c1', serviceId: service.id, deploymentId: res.body.id, name: 'x', state: 'running', exitCode: null, health: 'none', restartCount: 0, since: new Date().toISOString() },
-    ]);
-    await waitFor(async () => (await panel.prisma.deployment.findUniqueOrThrow({ where: { id: res.body.id } })).status === 'running');
-    agent.close();
+    const running = (health: 'none' | 'starting') => [
+      { containerId: 'c1', serviceId: service.id, deploymentId: res.body.id, name: 'x', state: 'running' as const, exitCode: null, health, restartCount: 0, since: new Date().toISOString() },
+    ];
+    const status = async () => (await panel.prisma.deployment.findUniqueOrThrow({ where: { id: res.body.id } })).status;
+    // On the session it was delivered on, a running container is not the agent's verdict (it may still fail its
+    // readiness checks, and the deploy.result will come on that session).
+    first.heartbeat(running('none'));
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await status()).toBe('delivered');
+    first.close();
+    await waitFor(() => !panel.app.sessions.registry.get(node.id));
+
+    const second = await RawAgent.connect({ url: panel.url, token: node.token });
+    await second.waitFor((m) => m.type === 'workloads');
+    // Still starting its health check: not yet.
+    second.heartbeat(running('starting'));
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await status()).toBe('delivered');
+    second.heartbeat(running('none'));
+    await waitFor(async () => (await status()) === 'running');
+    second.close();
   });
 
   it('no ACK: the session is killed at the ACK timeout (bounded both ways), the next deploy fails in under 100 ms, and deploys work again after rejoin', async () => {

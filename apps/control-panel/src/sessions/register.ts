@@ -9,6 +9,7 @@ import { metricsRoutes } from '../routes/metrics.js';
 import { reloadRoutes } from '../routes/reloads.js';
 import { sessionRoutes } from '../routes/sessions.js';
 import { statusRoutes } from '../routes/status.js';
+import type { RoutingMapSource } from '../routing/routing-map.js';
 import { createSessionLayer, type SessionLayer } from './session-layer.js';
 import { PrismaSessionStore, type SessionStore } from './session-store.js';
 
@@ -25,7 +26,7 @@ declare module 'fastify' {
  */
 export async function registerSessions(
   app: FastifyInstance,
-  deps: { config: PanelConfig; prisma: Db; events: PanelEvents; metrics: PanelMetrics; store?: SessionStore },
+  deps: { config: PanelConfig; prisma: Db; events: PanelEvents; metrics: PanelMetrics; store?: SessionStore; maps?: RoutingMapSource },
 ): Promise<SessionLayer> {
   const layer = createSessionLayer({
     config: deps.config,
@@ -34,6 +35,7 @@ export async function registerSessions(
     events: deps.events,
     metrics: deps.metrics,
     logger: app.log,
+    ...(deps.maps ? { maps: deps.maps } : {}),
   });
   app.decorate('sessions', layer);
   app.addHook('onReady', async () => layer.start());

@@ -15,8 +15,11 @@ import type { SessionStore } from './session-store.js';
 
 export class SessionDispatcher implements DeploymentDispatcher {
   private readonly nextId = createIdGenerator('p');
-  /** Per node: deployments delivered but without a result yet (a heartbeat showing them running settles them). */
-  private readonly awaitingResult = new Map<string, Set<string>>();
+  /**
+   * Per node: deployments delivered but without a result yet, with the session they were delivered on
+   * (null: an earlier one, loaded from the database when the node rejoined).
+   */
+  private readonly awaitingResult = new Map<string, Map<string, string | null>>();
 
   private readonly registry: SessionRegistry;
   private readonly store: SessionStore;
@@ -68,7 +71,7 @@ export class SessionDispatcher implements DeploymentDispatcher {
       throw err;
     }
     await this.store.deploymentDelivered(request.deploymentId);
-    this.awaiting(request.nodeId).add(request.deploymentId);
+    this.awaiting(request.nodeId).set(request.deploymentId, session.id);
     // A first deployment puts the service's routes on the map; a redeploy leaves the map (and its hash) as it was.
     this.events.emit('routing.changed', { nodeIds: [request.nodeId], reason: `service ${request.workload.serviceName} deployed` });
     return { httpStatus: 202 };
@@ -80,15 +83,17 @@ export class SessionDispatcher implements DeploymentDispatcher {
     return `node ${nodeName} is unreachable${since}; deploys fail until it rejoins`;
   }
 
-  private awaiting(nodeId: string): Set<string> {
-    let set = this.awaitingResult.get(nodeId);
-    if (!set) this.awaitingResult.set(nodeId, (set = new Set()));
-    return set;
+  private awaiting(nodeId: string): Map<string, string | null> {
+    let map = this.awaitingResult.get(nodeId);
+    if (!map) this.awaitingResult.set(nodeId, (map = new Map()));
+    return map;
   }
 
   private async loadAwaiting(session: AgentSession): Promise<void> {
     try {
-      for (const id of await this.store.deliveredDeployments(session.nodeId)) this.awaiting(session.nodeId).add(id);
+      const awaiting = this.awaiting(session.nodeId);
+      // A deploy sent on this session while the query ran keeps its session id.
+      for (const id of await this.store.deliveredDeployments(session.nodeId)) if (!awaiting.has(id)) awaiting.set(id, null);
     } catch (err) {
       this.logger.error({ err, node: session.nodeName }, 'could not load delivered deployments');
     }
@@ -105,7 +110,13 @@ export class SessionDispatcher implements DeploymentDispatcher {
         const waiting = this.awaitingResult.get(session.nodeId);
         if (!waiting || waiting.size === 0) return;
         for (const container of message.containers) {
-          if (container.state !== 'running' || !waiting.has(container.deploymentId)) continue;
+          // Docker's "running" is not the agent's verdict: a new container is running while the agent still waits
+          // out its min-ready time and health check, and may yet fail them. The session a deployment was delivered
+          // on carries its deploy.result (the agent keeps results across reconnects), so only a deployment from an
+          // earlier session (an agent restart may have lost its result) is settled by a heartbeat, once it is healthy.
+          const deliveredOn = waiting.get(container.deploymentId);
+          if (deliveredOn === undefined || deliveredOn === session.id) continue;
+          if (container.state !== 'running' || container.health === 'starting' || container.health === 'unhealthy') continue;
           waiting.delete(container.deploymentId);
           await this.store.deploymentFinished(container.deploymentId, 'running', `observed running in heartbeat ${message.seq} of session ${session.id}`, session.nodeId);
         }

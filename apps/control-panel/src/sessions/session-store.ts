@@ -47,10 +47,12 @@ export class PrismaSessionStore implements SessionStore {
   constructor(private readonly prisma: Db) {}
 
   async sessionOpened(r: SessionOpenedRecord): Promise<void> {
-    await this.prisma.$transaction([
-      this.prisma.sessionEvent.create({ data: { nodeId: r.nodeId, sessionId: r.sessionId, kind: 'opened', at: r.at } }),
-      this.prisma.node.update({ where: { id: r.nodeId }, data: { unreachableSince: null, lastSeenAt: r.at } }),
-    ]);
+    // One statement instead of a transaction of two: a fleet reconnecting at once opens thousands of sessions.
+    await this.prisma.$executeRaw`
+      WITH opened AS (
+        INSERT INTO session_events (node_id, session_id, kind, at) VALUES (${r.nodeId}, ${r.sessionId}, 'opened', ${r.at})
+      )
+      UPDATE nodes SET unreachable_since = NULL, last_seen_at = ${r.at} WHERE id = ${r.nodeId}`;
   }
 
   async sessionClosed(r: SessionClosedRecord): Promise<void> {

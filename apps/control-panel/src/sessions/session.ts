@@ -21,6 +21,13 @@ export interface NodeReport {
   at: number;
 }
 
+/** A message encoded ahead: the UTF-8 of `head` followed by `tail` is exactly encode(message). */
+export interface PreparedFrame {
+  head: string;
+  /** Empty, or shared by many sends and sent as it is (a second fragment of the message). */
+  tail: Buffer;
+}
+
 export class SessionClosedError extends Error {
   constructor(readonly closeCode: number, reason: string) {
     super(reason);
@@ -89,14 +96,25 @@ export class AgentSession {
     this.teardown(CLOSE_CODES.IDLE_TIMEOUT, `no frame for ${silentFor} ms (read-idle deadline ${this.timing.idleTimeoutMs} ms)`);
   }
 
-  /** Sends a message; tears the session down when the peer has stopped reading. */
-  send(message: PanelMessage): boolean {
+  /**
+   * Sends a message; tears the session down when the peer has stopped reading.
+   * `prepared`: the message encoded ahead by the caller (a routing map sent to
+   * many sessions is serialized once, see RoutingFrames).
+   */
+  send(message: PanelMessage, prepared?: PreparedFrame, onWritten?: (err?: Error) => void): boolean {
     if (this.closed) return false;
     if (this.socket.bufferedAmount > this.timing.sendBufferLimitBytes) {
       this.teardown(CLOSE_CODES.SLOW_CONSUMER, `peer stopped reading: ${this.socket.bufferedAmount} bytes unsent`);
       return false;
     }
-    this.socket.send(encode(message));
+    if (!prepared || prepared.tail.length === 0) {
+      this.socket.send(prepared?.head ?? encode(message), onWritten);
+    } else {
+      // Two fragments of one text message, written in the same tick so nothing can come between them;
+      // ws writes a Buffer fragment by reference, so the shared tail is never copied per session.
+      this.socket.send(prepared.head, { fin: false });
+      this.socket.send(prepared.tail, { binary: false, fin: true }, onWritten);
+    }
     return true;
   }
 
@@ -104,19 +122,35 @@ export class AgentSession {
    * Sends a message that must be ACKed. No ACK within the ACK timeout kills the
    * session (the channel is dead, whatever TCP says) and rejects with AckTimeoutError.
    */
-  sendAwaitingAck(message: PanelMessage, timeoutMs = this.timing.ackTimeoutMs): Promise<void> {
+  sendAwaitingAck(message: PanelMessage, timeoutMs = this.timing.ackTimeoutMs, prepared?: PreparedFrame): Promise<void> {
     return new Promise((resolve, reject) => {
       if (this.closed) return reject(new SessionClosedError(this.closed.code, this.closed.reason));
-      const timer = setTimeout(() => {
+      const expire = () => {
         this.waiters.delete(message.id);
         this.missedAcks++;
-        const error = new AckTimeoutError(message.id, timeoutMs);
-        reject(error);
+        reject(new AckTimeoutError(message.id, timeoutMs));
         this.teardown(CLOSE_CODES.ACK_TIMEOUT, `${message.type} ${message.id} not acknowledged within ${timeoutMs} ms`);
-      }, timeoutMs);
-      this.waiters.set(message.id, { resolve, reject, timer });
-      if (!this.send(message)) {
-        clearTimeout(timer);
+      };
+      // The ACK clock starts once the frame is written out, not when it is queued: a large map pushed to
+      // every session at once must not count its time in the panel's own send queue against the agent.
+      // A frame that cannot even be written in three ACK timeouts means the peer stopped reading.
+      const waiter: AckWaiter = {
+        resolve,
+        reject,
+        timer: setTimeout(() => {
+          this.waiters.delete(message.id);
+          reject(new SessionClosedError(CLOSE_CODES.SLOW_CONSUMER, `${message.type} ${message.id} not written within ${3 * timeoutMs} ms`));
+          this.teardown(CLOSE_CODES.SLOW_CONSUMER, `${message.type} ${message.id} not written within ${3 * timeoutMs} ms`);
+        }, 3 * timeoutMs),
+      };
+      this.waiters.set(message.id, waiter);
+      const sent = this.send(message, prepared, (err) => {
+        if (err || this.waiters.get(message.id) !== waiter) return;
+        clearTimeout(waiter.timer);
+        waiter.timer = setTimeout(expire, timeoutMs);
+      });
+      if (!sent) {
+        clearTimeout(waiter.timer);
         this.waiters.delete(message.id);
         const closed = this.closed ?? { code: CLOSE_CODES.SLOW_CONSUMER, reason: 'send failed' };
         reject(new SessionClosedError(closed.code, closed.reason));
