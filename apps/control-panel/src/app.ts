@@ -19,6 +19,7 @@ import { PanelEvents } from './lib/events.js';
 import { createMetrics, type PanelMetrics } from './lib/metrics.js';
 import { registerSessions } from './sessions/register.js';
 import type { SessionStore } from './sessions/session-store.js';
+import type { RoutingMapSource } from './routing/routing-map.js';
 
 /** Shown in the OpenAPI document. */
 export const PANEL_VERSION = '0.1.0';
@@ -35,6 +36,8 @@ export interface AppDependencies {
   metrics?: PanelMetrics;
   /** What the session layer writes through; Prisma when absent (tests wrap it to count writes). */
   sessionStore?: SessionStore;
+  /** Where routing maps come from; the database when absent (bench/routing-panel.ts gives every node one map). */
+  routingMaps?: RoutingMapSource;
 }
 
 /** Builds the panel's HTTP app from its dependencies. Nothing here reads the environment or listens. */
@@ -65,6 +68,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     events,
     metrics: deps.metrics ?? createMetrics(),
     ...(deps.sessionStore ? { store: deps.sessionStore } : {}),
+    ...(deps.routingMaps ? { maps: deps.routingMaps } : {}),
   });
   const api: ApiDeps = { prisma: deps.prisma, events, dispatcher: deps.dispatcher ?? sessions.dispatcher };
   await app.register(teamRoutes, { prefix: '/v1', ...api });

@@ -6,6 +6,7 @@ import type { SessionRegistry } from '../sessions/registry.js';
 import type { AgentSession } from '../sessions/session.js';
 import type { RoutingView } from '../sessions/session-view.js';
 import type { RoutingMapContent, RoutingMapSource } from './routing-map.js';
+import { RoutingFrames } from './routing-frames.js';
 
 // The self-healing half of incident 2: the panel pushes the complete routing
 // map to every live session at once when the session opens, at once (after a
@@ -57,6 +58,8 @@ export class RoutingReconciler implements RoutingView {
   private readonly random: () => number;
   /** Per node, pushes go out in order; a newer map never overtakes an older one. */
   private readonly chains = new Map<string, Promise<void>>();
+  /** Each desired map serialized once, however many pushes and nodes carry it. */
+  readonly frames = new RoutingFrames();
 
   constructor(private readonly options: RoutingReconcilerOptions) {
     this.jitter = options.jitterRatio ?? 0.5;
@@ -173,12 +176,17 @@ export class RoutingReconciler implements RoutingView {
       if (!s.desired || s.dirty) {
         s.dirty = false;
         const content = await this.options.maps.mapFor(nodeId);
-        if (!s.desired || s.desired.hash !== content.hash) s.desired = { ...content, version: Date.now() };
+        if (!s.desired || s.desired.hash !== content.hash) {
+          this.frames.use(content.hash, content.routes);
+          if (s.desired) this.frames.drop(s.desired.hash);
+          s.desired = { ...content, version: Date.now() };
+        }
       }
       this.trackMismatch(s);
       const desired = s.desired;
       s.pushes++;
-      await session.sendAwaitingAck({ type: 'routing.map', id: this.nextId(), version: desired.version, hash: desired.hash, routes: desired.routes });
+      const message = { type: 'routing.map' as const, id: this.nextId(), version: desired.version, hash: desired.hash, routes: desired.routes };
+      await session.sendAwaitingAck(message, undefined, this.frames.frame(message));
       this.options.logger.debug({ node: session.nodeName, hash: desired.hash, reason }, 'routing map pushed');
     } catch (err) {
       // A missing ACK already tore the session down; the next session is pushed on open.
