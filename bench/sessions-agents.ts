@@ -8,6 +8,9 @@ interface Start {
   type: 'start';
   url: string;
   tokens: string[];
+  /** Connect tokens[from..to) (the run connects in two halves to measure marginal memory). */
+  from: number;
+  to: number;
   heartbeatMs: number;
   connectPerSecond: number;
 }
@@ -27,6 +30,7 @@ interface Client {
 const clients: Client[] = [];
 let ready = 0;
 let failed = 0;
+const failures = new Map<string, number>();
 
 function send(client: Client, message: Message): void {
   if (!client.silent && client.socket.readyState === WebSocket.OPEN) client.socket.send(encode(message));
@@ -65,22 +69,24 @@ function connect(index: number, start: Start): void {
     client.ready = false;
     process.send?.({ type: 'closed', index, code, at: Date.now() });
   });
-  socket.on('error', () => {
-    if (!client.ready) failed++;
+  socket.on('error', (err) => {
+    if (client.ready) return;
+    failed++;
+    failures.set(err.message, (failures.get(err.message) ?? 0) + 1);
   });
 }
 
 process.on('message', (command: Command) => {
   if (command.type === 'start') {
-    let next = 0;
+    let next = command.from;
     const batch = Math.max(1, Math.round(command.connectPerSecond / 20));
     const timer = setInterval(() => {
-      for (let i = 0; i < batch && next < command.tokens.length; i++) connect(next++, command);
-      if (next >= command.tokens.length) clearInterval(timer);
+      for (let i = 0; i < batch && next < command.to; i++) connect(next++, command);
+      if (next >= command.to) clearInterval(timer);
     }, 50);
     const report = setInterval(() => {
-      process.send?.({ type: 'progress', ready, failed, opened: next });
-      if (ready + failed >= command.tokens.length) clearInterval(report);
+      process.send?.({ type: 'progress', ready, failed, opened: next, failures: Object.fromEntries(failures) });
+      if (ready + failed >= command.to) clearInterval(report);
     }, 500);
   } else if (command.type === 'silence') {
     for (const i of command.indexes) {

@@ -36,6 +36,7 @@ const BLACKHOLED = process.getuid?.() === 0 ? Number(values.blackholed) : 0;
 const WINDOW_S = Number(values.window);
 const IDLE_MS = Number(values.idle);
 const HEARTBEAT_MS = Number(values.heartbeat);
+const FLUSH_MS = 10_000;
 
 const log = (msg: string) => console.log(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -59,7 +60,9 @@ async function main(): Promise<void> {
   const cleanups: (() => unknown)[] = [async () => db.stop(), async () => rm(dir, { recursive: true, force: true })];
   const holes: number[] = [];
   try {
-    const panel = spawn(process.execPath, [path.join(root, 'apps/control-panel/dist/main.js')], {
+    // BENCH_PANEL_NODE_ARGS, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof", to profile the panel under load.
+    const nodeArgs = process.env.BENCH_PANEL_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
+    const panel = spawn(process.execPath, [...nodeArgs, path.join(root, 'apps/control-panel/dist/main.js')], {
       env: {
         ...process.env,
         DATABASE_URL: url,
@@ -68,13 +71,23 @@ async function main(): Promise<void> {
         TETHER_ADMIN_TOKEN: adminToken,
         TETHER_SESSION_IDLE_MS: String(IDLE_MS),
         TETHER_HEARTBEAT_INTERVAL_MS: String(HEARTBEAT_MS),
+        TETHER_LAST_SEEN_FLUSH_MS: String(FLUSH_MS),
       },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
-    cleanups.unshift(() => panel.kill('SIGKILL'));
+    // SIGTERM first: the panel shuts down gracefully (and writes a --cpu-prof profile when asked to).
+    cleanups.unshift(async () => {
+      if (panel.exitCode !== null) return;
+      const exited = new Promise((resolve) => panel.once('exit', resolve));
+      panel.kill('SIGTERM');
+      const timer = setTimeout(() => panel.kill('SIGKILL'), 15_000);
+      await exited;
+      clearTimeout(timer);
+    });
     const panelUrl = await new Promise<string>((resolve, reject) => {
       let out = '';
       panel.stdout.on('data', (c: Buffer) => {
+        if (process.env.BENCH_PANEL_LOG) process.stderr.write(c);
         out += c.toString();
         const m = out.match(/listening on (\S+)/);
         if (m) resolve(m[1]!);
@@ -104,23 +117,36 @@ async function main(): Promise<void> {
     const agents = fork(path.join(here, 'sessions-agents.ts'), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     cleanups.unshift(() => agents.kill('SIGKILL'));
     const closes: { index: number; code: number; at: number }[] = [];
-    let progress = { ready: 0, failed: 0, opened: 0 };
+    let progress: { ready: number; failed: number; opened: number; failures?: Record<string, number> } = { ready: 0, failed: 0, opened: 0 };
     agents.on('message', (m: { type: string } & Record<string, never>) => {
       if (m.type === 'progress') progress = m as unknown as typeof progress;
       if (m.type === 'closed') closes.push(m as unknown as (typeof closes)[number]);
     });
     const connectStart = Date.now();
-    agents.send({ type: 'start', url: panelUrl, tokens, heartbeatMs: HEARTBEAT_MS, connectPerSecond: Number(values.rate) });
-    while (progress.ready + progress.failed < N) {
-      await sleep(500);
-      if (Date.now() - connectStart > 600_000) throw new Error(`only ${progress.ready} sessions after 10 min`);
-    }
+    const connect = async (from: number, to: number) => {
+      agents.send({ type: 'start', url: panelUrl, tokens, from, to, heartbeatMs: HEARTBEAT_MS, connectPerSecond: Number(values.rate) });
+      while (progress.ready + progress.failed < to) {
+        await sleep(500);
+        if (Date.now() - connectStart > 900_000) throw new Error(`only ${progress.ready} sessions after 15 min`);
+      }
+    };
+    // Two halves: RSS after the first settled, then after all settled, gives the marginal cost of a
+    // session apart from what the process grows once under its first connect storm.
+    const half = Math.floor(N / 2);
+    await connect(0, half);
+    await sleep(HEARTBEAT_MS * 3);
+    const rssHalf = pidRss();
+    const readyHalf = progress.ready;
+    await connect(half, N);
     log(`${progress.ready} sessions ready, ${progress.failed} failed, in ${((Date.now() - connectStart) / 1000).toFixed(1)} s`);
+    if (progress.failed > 0) log(`connect failures: ${JSON.stringify(progress.failures)}`);
 
     await sleep(HEARTBEAT_MS * 2);
     const m0 = await scrape();
-    const stat = async () =>
-      (await client.query<{ w: string; c: string }>(`SELECT tup_inserted + tup_updated + tup_deleted AS w, xact_commit AS c FROM pg_stat_database WHERE datname = 'tether'`)).rows[0]!;
+    // Transaction ids are assigned only to transactions that write, at once and cluster-wide: the
+    // difference over the window counts write transactions exactly (statistics views lag by seconds).
+    // The probe itself takes one per call.
+    const stat = async () => Number((await client.query<{ x: string }>('SELECT pg_current_xact_id()::text::bigint AS x')).rows[0]!.x);
     const s0 = await stat();
     const t0 = Date.now();
     await sleep(WINDOW_S * 1000);
@@ -129,6 +155,7 @@ async function main(): Promise<void> {
     const elapsed = (Date.now() - t0) / 1000;
     const rssAfter = pidRss();
     const held = metric(m1, 'tether_sessions_connected');
+    const heapMiB = (name: string) => (metric(m1, name) / 2 ** 20).toFixed(0);
     const beats = metric(m1, 'tether_frames_received_total', '{type="heartbeat"}') - metric(m0, 'tether_frames_received_total', '{type="heartbeat"}');
     // prom-client samples with monitorEventLoopDelay at a 10 ms resolution, and each sample
     // includes that interval; the delay the loop added is what lies beyond it.
@@ -136,8 +163,7 @@ async function main(): Promise<void> {
     const p50 = lag('tether_panel_nodejs_eventloop_lag_p50_seconds');
     const p99 = lag('tether_panel_nodejs_eventloop_lag_p99_seconds');
     const max = lag('tether_panel_nodejs_eventloop_lag_max_seconds');
-    const writes = (Number(s1.w) - Number(s0.w)) / elapsed;
-    const commits = (Number(s1.c) - Number(s0.c)) / elapsed;
+    const writeTransactions = s1 - s0 - 1;
 
     // Silent subset: stop sending while holding the socket. Blackholed subset: iptables DROP both directions.
     const silent = Array.from({ length: SILENT }, (_, i) => i);
@@ -160,17 +186,26 @@ async function main(): Promise<void> {
       `SELECT node_id, reason FROM session_events WHERE kind = 'closed' AND node_id = ANY($1::text[])`,
       [subset],
     );
+    // A silent session can also be caught earlier: a routing push it never ACKs kills it at the ACK timeout.
+    const ackTimeouts = (ids: number[]) => {
+      const set = new Set(ids.map((i) => `bench_${i}`));
+      return rows.filter((r) => set.has(r.node_id) && /not acknowledged within/.test(r.reason)).length;
+    };
     const delays = (ids: number[]) => {
       const set = new Set(ids.map((i) => `bench_${i}`));
       return rows
-        .filter((r) => set.has(r.node_id))
+        .filter((r) => set.has(r.node_id) && /no frame for \d+ ms/.test(r.reason))
         .map((r) => Number(r.reason.match(/no frame for (\d+) ms/)?.[1] ?? NaN))
         .sort((a, b) => a - b);
     };
     const d = (label: string, ids: number[]) => {
       const v = delays(ids);
       const late = v.filter((x) => !(x <= IDLE_MS + 1000)).length;
-      return `${label}: ${v.length}/${ids.length} torn down; delay after last frame min ${v[0]} / p50 ${percentile(v, 50)} / p99 ${percentile(v, 99)} / max ${v.at(-1)} ms; ${late} later than deadline + 1 s`;
+      const acks = ackTimeouts(ids);
+      return (
+        `${label}: ${v.length + acks}/${ids.length} torn down; ${acks} earlier by the ACK timeout of a routing push; ` +
+        `the other ${v.length} at the idle deadline: delay after last frame min ${v[0]} / p50 ${percentile(v, 50)} / p99 ${percentile(v, 99)} / max ${v.at(-1)} ms, ${late} later than deadline + 1 s`
+      );
     };
     await client.end();
 
@@ -179,8 +214,14 @@ async function main(): Promise<void> {
     console.log(`sessions held: ${held} of ${N} (heartbeat ${HEARTBEAT_MS} ms, idle deadline ${IDLE_MS} ms)`);
     console.log(`heartbeats/s: ${(beats / elapsed).toFixed(0)} (window ${elapsed.toFixed(0)} s)`);
     console.log(`event-loop delay (beyond the 10 ms sampling interval): p50 ${p50.toFixed(1)} ms, p99 ${p99.toFixed(1)} ms, max ${max.toFixed(1)} ms`);
-    console.log(`panel RSS: ${(rssBefore / 2 ** 20).toFixed(0)} MiB before, ${(rssAfter / 2 ** 20).toFixed(0)} MiB with sessions: ${((rssAfter - rssBefore) / held / 1024).toFixed(1)} KiB per session`);
-    console.log(`database: ${writes.toFixed(1)} rows written/s, ${commits.toFixed(1)} commits/s`);
+    console.log(
+      `panel RSS: ${(rssBefore / 2 ** 20).toFixed(0)} MiB idle, ${(rssHalf / 2 ** 20).toFixed(0)} MiB with ${readyHalf} sessions, ${(rssAfter / 2 ** 20).toFixed(0)} MiB with ${held}: ` +
+        `${((rssAfter - rssBefore) / held / 1024).toFixed(1)} KiB per session overall, ${((rssAfter - rssHalf) / Math.max(1, held - readyHalf) / 1024).toFixed(1)} KiB per added session`,
+    );
+    console.log(
+      `panel V8 heap: ${heapMiB('tether_panel_nodejs_heap_size_used_bytes')} MiB used of ${heapMiB('tether_panel_nodejs_heap_size_total_bytes')} MiB, external ${heapMiB('tether_panel_nodejs_external_memory_bytes')} MiB`,
+    );
+    console.log(`database: ${writeTransactions} write transactions in ${elapsed.toFixed(0)} s = ${(writeTransactions / elapsed).toFixed(2)}/s (last-seen flush every ${FLUSH_MS} ms, one statement for all sessions)`);
     console.log(d('silent subset', silent));
     if (black.length > 0) console.log(d('blackholed subset', black));
     else console.log('blackholed subset: skipped (needs root for iptables)');

@@ -1,13 +1,16 @@
 #!/usr/bin/env node
 // `npm start`: the control panel on an embedded PostgreSQL kept in ./.tether,
 // plus one local agent registered as node `local`. Prints the panel URL and an
-// operator token. Ctrl-C stops both.
-import { spawn } from 'node:child_process';
+// operator token. With a Docker engine, it also deploys a sample service
+// (`hello`, team `local`) on the first start and says how to reach it; without
+// one it says why containers cannot run. Ctrl-C stops both.
+import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
+import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { URLSearchParams, fileURLToPath } from 'node:url';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const dataDir = path.resolve(process.env.TETHER_DATA_DIR ?? path.join(root, '.tether'));
@@ -31,19 +34,49 @@ for (const signal of ['SIGINT', 'SIGTERM']) {
   });
 }
 
-function dockerAvailable() {
-  return new Promise((resolve) => {
-    const req = http.request({ socketPath: '/var/run/docker.sock', path: '/_ping', timeout: 2_000 }, (res) => {
-      res.resume();
-      resolve(res.statusCode === 200);
+// The engine the local agent uses: DOCKER_HOST when it names a unix socket (the agent reads it too), else the default.
+const dockerSocket = process.env.DOCKER_HOST?.startsWith('unix://') ? process.env.DOCKER_HOST.slice('unix://'.length) : '/var/run/docker.sock';
+
+/** One Docker Engine API call over the socket; rejects on a transport error or after `timeoutMs`. */
+function docker(method, apiPath, { body, contentType = 'application/json', timeoutMs = 10_000 } = {}) {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ socketPath: dockerSocket, method, path: apiPath, headers: body ? { 'content-type': contentType } : {} }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        let json = null;
+        try {
+          json = text ? JSON.parse(text) : null;
+        } catch {
+          // Not JSON (a ping's "OK", an import's progress stream): keep the text.
+        }
+        resolve({ status: res.statusCode ?? 0, text, json });
+      });
+      res.on('error', reject);
     });
-    req.on('error', () => resolve(false));
-    req.on('timeout', () => {
-      req.destroy();
-      resolve(false);
-    });
-    req.end();
+    req.on('error', reject);
+    req.setTimeout(timeoutMs, () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
+    if (typeof body === 'string') req.end(body);
+    else if (body) body.pipe(req);
+    else req.end();
   });
+}
+
+/** Whether the engine answers, and if not, why (said to the user as is). */
+async function dockerStatus() {
+  try {
+    const res = await docker('GET', '/_ping', { timeoutMs: 2_000 });
+    if (res.status === 200) return { available: true, why: null };
+    return { available: false, why: `the Docker engine at ${dockerSocket} answered /_ping with ${res.status}` };
+  } catch (err) {
+    const why = {
+      ENOENT: `no Docker engine: ${dockerSocket} does not exist (install Docker, e.g. apt-get install docker.io, and start dockerd)`,
+      ECONNREFUSED: `no Docker engine listening on ${dockerSocket} (is dockerd running?)`,
+      EACCES: `no permission to use ${dockerSocket} (run as root or join the docker group)`,
+    }[err.code];
+    return { available: false, why: why ?? `the Docker engine at ${dockerSocket} did not answer: ${err.message}` };
+  }
 }
 
 async function api(url, method, pathName, body) {
@@ -98,14 +131,14 @@ panel.stdout.on('data', (chunk) => {
 
 async function startAgent(url) {
   const token = await localNodeToken(url);
-  const docker = await dockerAvailable();
+  const engine = await dockerStatus();
   const agentEnv = {
     ...process.env,
     TETHER_PANEL_URL: url,
     TETHER_NODE_TOKEN: token,
     TETHER_NODE_NAME: 'local',
     TETHER_STATE_DIR: path.join(dataDir, 'agent'),
-    TETHER_RUNTIME: process.env.TETHER_RUNTIME ?? (docker ? 'docker' : 'none'),
+    TETHER_RUNTIME: process.env.TETHER_RUNTIME ?? (engine.available ? 'docker' : 'none'),
     TETHER_PROXY: process.env.TETHER_PROXY ?? 'none',
   };
   const agent = spawn(process.execPath, [path.join(root, 'apps', 'host-agent', 'dist', 'main.js')], {
@@ -124,10 +157,137 @@ async function startAgent(url) {
       ` Tether control panel: ${url}`,
       ` API docs (OpenAPI):   ${url}/docs`,
       ` Operator token:       ${adminToken}`,
-      ` Local agent:          node "local", runtime ${agentEnv.TETHER_RUNTIME}${docker ? '' : ' (no Docker engine at /var/run/docker.sock: containers cannot run)'}`,
+      ` Local agent:          node "local", runtime ${agentEnv.TETHER_RUNTIME}`,
       ` Try: curl -H "Authorization: Bearer ${adminToken}" ${url}/v1/sessions`,
       '────────────────────────────────────────────────────────────',
       '',
     ].join('\n'),
   );
+  if (agentEnv.TETHER_RUNTIME !== 'docker' || !engine.available) {
+    const why = engine.available ? 'TETHER_RUNTIME=none was set' : engine.why;
+    box([
+      'Containers cannot run on this machine, so no sample service was deployed:',
+      `  ${why}.`,
+      'The panel and the agent run; deployments to node "local" end failed with RUNTIME_UNAVAILABLE.',
+    ]);
+    return;
+  }
+  await sampleService(url).catch((err) => box([`Sample service not deployed: ${err.message}`]));
+}
+
+function box(lines) {
+  console.log(['', '────────────────────────────────────────────────────────────', ...lines.map((l) => ` ${l}`), '────────────────────────────────────────────────────────────', ''].join('\n'));
+}
+
+// ── Sample service ───────────────────────────────────────────────────────────
+// Nothing can be pulled on a machine without a registry, so the sample image is
+// made locally, like the test kit's: `docker import` of a folder holding Debian's
+// static busybox, whose httpd serves one page on port 8080.
+
+const SAMPLE_IMAGE = 'tether-local/hello:1';
+const SAMPLE_PORT = 8080;
+const SAMPLE_PAGE = '<!doctype html><title>hello</title><h1>Hello from Tether</h1><p>Deployed by your local panel on node "local".</p>\n';
+// PID 1 ignores SIGTERM without a handler: trap it so the agent's `docker stop` is quick.
+const SAMPLE_CMD = `httpd -f -p ${SAMPLE_PORT} -h /www & trap 'kill $!; exit 0' TERM; wait`;
+const sampleFile = path.join(dataDir, 'sample-service.json');
+
+const busyboxStatic = () =>
+  existsSync('/bin/busybox') && spawnSync('dpkg-query', ['-W', '-f=${Status}', 'busybox-static'], { encoding: 'utf8' }).stdout?.includes('install ok installed');
+
+/** The sample image: found on the engine, or built from busybox-static; otherwise an error saying what is missing. */
+async function sampleImage() {
+  if ((await docker('GET', `/images/${encodeURIComponent(SAMPLE_IMAGE)}/json`)).status === 200) return SAMPLE_IMAGE;
+  if (!busyboxStatic()) {
+    throw new Error(
+      `the image ${SAMPLE_IMAGE} is not on this Docker engine and cannot be built: it is made from Debian's busybox-static ` +
+        '(/bin/busybox), which is not installed. Install it (apt-get install busybox-static) and start again.',
+    );
+  }
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'tether-hello-'));
+  try {
+    for (const sub of ['bin', 'www', 'tmp']) mkdirSync(path.join(dir, sub));
+    chmodSync(path.join(dir, 'tmp'), 0o1777);
+    copyFileSync('/bin/busybox', path.join(dir, 'bin', 'busybox'));
+    chmodSync(path.join(dir, 'bin', 'busybox'), 0o755);
+    for (const applet of ['sh', 'httpd', 'kill', 'sleep', 'cat', 'ls', 'nc']) symlinkSync('busybox', path.join(dir, 'bin', applet));
+    writeFileSync(path.join(dir, 'www', 'index.html'), SAMPLE_PAGE);
+    const tar = spawn('tar', ['-C', dir, '-c', '.'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const [repo, tag] = SAMPLE_IMAGE.split(':');
+    const query = new URLSearchParams({ fromSrc: '-', repo, tag });
+    for (const change of [`CMD ["/bin/sh", "-c", ${JSON.stringify(SAMPLE_CMD)}]`, 'ENV PATH=/bin', `EXPOSE ${SAMPLE_PORT}`]) query.append('changes', change);
+    const res = await docker('POST', `/images/create?${query}`, { body: tar.stdout, contentType: 'application/x-tar', timeoutMs: 120_000 });
+    if (res.status !== 200 || res.text.includes('"error"')) throw new Error(`building ${SAMPLE_IMAGE} failed: ${res.status} ${res.text.slice(0, 500)}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  console.log(`built the sample image ${SAMPLE_IMAGE} from /bin/busybox (busybox-static)`);
+  return SAMPLE_IMAGE;
+}
+
+/** Polls `check` every 500 ms until it returns a value, or fails after `timeoutMs` saying what it waited for. */
+async function poll(what, timeoutMs, check) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`${what} did not happen within ${timeoutMs / 1000} s`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
+
+/** Creates `body` at `listPath`, or on a name conflict (a start interrupted before it saved its state) finds it by name. */
+async function createOrFind(url, listPath, body) {
+  const created = await api(url, 'POST', listPath.split('?')[0], body);
+  if (created.status === 201) return created.body;
+  if (created.status === 409) {
+    const found = (await api(url, 'GET', listPath)).body?.find?.((x) => x.name === body.name);
+    if (found) return found;
+  }
+  throw new Error(`POST ${listPath} answered ${created.status} ${JSON.stringify(created.body)}`);
+}
+
+/** Team `local` and service `hello` on node `local`, created once; their ids live in the data directory. */
+async function sampleIds(url, image) {
+  if (existsSync(sampleFile)) {
+    const saved = JSON.parse(readFileSync(sampleFile, 'utf8'));
+    if ((await api(url, 'GET', `/v1/services/${saved.serviceId}`)).status === 200) return saved;
+  }
+  const team = await createOrFind(url, '/v1/teams', { name: 'local' });
+  const service = await createOrFind(url, `/v1/services?teamId=${team.id}`, { teamId: team.id, name: 'hello', image, internalPort: SAMPLE_PORT, replicas: 1, node: 'local' });
+  const ids = { teamId: team.id, serviceId: service.id };
+  writeFileSync(sampleFile, JSON.stringify(ids));
+  return ids;
+}
+
+async function sampleService(url) {
+  const image = await sampleImage();
+  const { serviceId } = await sampleIds(url, image);
+  await poll('the local agent connecting', 30_000, async () => (await api(url, 'GET', '/v1/sessions')).body?.sessions?.some((s) => s.nodeName === 'local' && s.state === 'connected'));
+  // A later start deploys nothing: the agent is sent what node "local" should run when it connects, and adopts what runs.
+  const [latest] = (await api(url, 'GET', `/v1/services/${serviceId}/deployments?limit=1`)).body ?? [];
+  let deploymentId = latest?.id;
+  if (!latest || !['delivered', 'running'].includes(latest.status)) {
+    const res = await api(url, 'POST', `/v1/services/${serviceId}/deployments`, {});
+    if (res.status !== 202) throw new Error(`deploying it failed: ${res.status} ${JSON.stringify(res.body)}`);
+    deploymentId = res.body.id;
+    console.log(`deploying the sample service "hello" (deployment ${deploymentId})`);
+  }
+  const deployment = await poll('the sample deployment finishing', 90_000, async () => {
+    const d = (await api(url, 'GET', `/v1/deployments/${deploymentId}`)).body;
+    return d && !['pending', 'delivered'].includes(d.status) ? d : undefined;
+  });
+  if (deployment.status !== 'running') throw new Error(`deployment ${deploymentId} ended ${deployment.status}: ${deployment.reason}`);
+  const status = await poll('status "running"', 30_000, async () => {
+    const s = (await api(url, 'GET', `/v1/services/${serviceId}/status`)).body;
+    return s?.state === 'running' ? s : undefined;
+  });
+  const container = await docker('GET', `/containers/${status.containers[0].containerId}/json`);
+  const address = Object.values(container.json?.NetworkSettings?.Networks ?? {}).find((n) => n.IPAddress)?.IPAddress;
+  box([
+    `Sample service "hello" (team local, node local): ${status.reason}`,
+    address
+      ? `  Reach it:  curl http://${address}:${SAMPLE_PORT}/   (its address on Docker network ${process.env.TETHER_DOCKER_NETWORK ?? 'tether'})`
+      : `  It has no address on a Docker network yet; see its status.`,
+    `  Status:    curl -H "Authorization: Bearer ${adminToken}" ${url}/v1/services/${serviceId}/status`,
+  ]);
 }

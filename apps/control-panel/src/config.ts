@@ -12,6 +12,8 @@ const Ms = (def: number, min = 10) => Type.Integer({ minimum: min, maximum: 86_4
 const EnvSchema = Type.Object({
   TETHER_HOST: Type.String({ minLength: 1, default: '127.0.0.1' }),
   TETHER_PORT: Type.Integer({ minimum: 0, maximum: 65_535, default: 8080 }),
+  /** Accept queue: a fleet reconnecting at once must queue, not be reset. Capped by net.core.somaxconn. */
+  TETHER_LISTEN_BACKLOG: Type.Integer({ minimum: 1, maximum: 65_535, default: 4096 }),
   /** Public URL printed at start and given to local agents; defaults to http://HOST:PORT. */
   TETHER_PUBLIC_URL: Type.Optional(Type.String({ pattern: '^https?://' })),
   DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://' })),
@@ -38,6 +40,7 @@ const EnvSchema = Type.Object({
 export interface PanelConfig {
   host: string;
   port: number;
+  listenBacklog: number;
   publicUrl: string | undefined;
   databaseUrl: string | undefined;
   dataDir: string;
@@ -68,6 +71,7 @@ export function loadConfig(env: Record<string, string | undefined>): PanelConfig
   return {
     host: e.TETHER_HOST,
     port: e.TETHER_PORT,
+    listenBacklog: e.TETHER_LISTEN_BACKLOG,
     publicUrl: e.TETHER_PUBLIC_URL,
     databaseUrl: e.DATABASE_URL,
     dataDir: path.resolve(e.TETHER_DATA_DIR),

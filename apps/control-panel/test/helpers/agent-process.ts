@@ -18,6 +18,8 @@ export interface AgentProcessOptions {
   /** `container`: the agent runs Caddy on its network, HTTP published on `httpPort` (TLS off). */
   proxy?: 'container' | 'none';
   env?: Record<string, string>;
+  /** Reuse a stopped agent's state directory (an agent restart on the same node); default: a new one. */
+  stateDir?: string;
 }
 
 export interface AgentProcess {
@@ -33,7 +35,7 @@ export interface AgentProcess {
 }
 
 export async function startAgentProcess(options: AgentProcessOptions): Promise<AgentProcess> {
-  const stateDir = mkdtempSync(path.join(os.tmpdir(), `tether-agent-${options.nodeName}-`));
+  const stateDir = options.stateDir ?? mkdtempSync(path.join(os.tmpdir(), `tether-agent-${options.nodeName}-`));
   const network = `tether-e2e-${options.nodeName}-${process.pid}`;
   const proxy = options.proxy ?? 'none';
   const httpPort = proxy === 'container' ? await freePort() : null;
