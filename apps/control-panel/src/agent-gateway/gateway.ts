@@ -14,6 +14,7 @@ import {
 } from '@tether/protocol';
 import type { Db } from '../db/database.js';
 import type { PanelMetrics } from '../lib/metrics.js';
+import { nextReport } from '../sessions/report.js';
 import { AgentSession, type SessionTiming } from '../sessions/session.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import { authenticateNode, type AuthenticatedNode } from './authenticate.js';
@@ -136,7 +137,7 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
           case 'heartbeat':
             s.heartbeats++;
             s.lastHeartbeatSeq = message.seq;
-            s.report = { containers: message.containers, runtime: message.runtime, routing: message.routing, at: s.lastFrameAt };
+            s.report = nextReport(s.report, message.containers, message.runtime, message.routing, s.lastFrameAt);
             break;
           case 'pong':
             s.pongs++;

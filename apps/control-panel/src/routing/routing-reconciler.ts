@@ -203,11 +203,13 @@ export class RoutingReconciler implements RoutingView {
     if (message.type !== 'routing.applied' && message.type !== 'heartbeat') return;
     const s = this.state(session.nodeId);
     const before = s.appliedHash;
-    s.appliedHash = message.type === 'routing.applied' && !message.error ? message.hash : message.routing.appliedHash;
+    // Assigned only when changed, so the strings of an unchanged heartbeat are not kept (see sessions/report.ts).
+    const applied = message.type === 'routing.applied' && !message.error ? message.hash : message.routing.appliedHash;
+    if (s.appliedHash !== applied) s.appliedHash = applied;
     s.reloadsToday = message.routing.reloadsToday;
     s.reloadsTotal = message.routing.reloadsTotal;
-    s.lastReloadAt = message.routing.lastReloadAt;
-    s.lastReloadReason = message.routing.lastReloadReason;
+    if (s.lastReloadAt !== message.routing.lastReloadAt) s.lastReloadAt = message.routing.lastReloadAt;
+    if (s.lastReloadReason !== message.routing.lastReloadReason) s.lastReloadReason = message.routing.lastReloadReason;
     this.trackMismatch(s);
     if (message.type === 'routing.applied' && message.reloaded) {
       void this.options.reloads
