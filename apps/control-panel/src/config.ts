@@ -36,6 +36,9 @@ const EnvSchema = Type.Object({
   TETHER_SEND_BUFFER_LIMIT_BYTES: Type.Integer({ minimum: 1024, default: 8 * 1024 * 1024 }),
 });
 
+/** Every variable this app reads (docs/operations.md lists each; a test checks). */
+export const ENV_VARS: readonly string[] = Object.keys(EnvSchema.properties);
+
 
 export interface PanelConfig {
   host: string;

@@ -1,6 +1,8 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../src/config.js';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { ConfigError, ENV_VARS, loadConfig } from '../src/config.js';
 
 describe('panel config', () => {
   it('applies the documented defaults', () => {
@@ -36,5 +38,14 @@ describe('panel config', () => {
       const problems = (err as ConfigError).problems.join('\n');
       for (const key of ['TETHER_SESSION_IDLE_MS', 'DATABASE_URL', 'TETHER_ADMIN_TOKEN']) expect(problems).toContain(key);
     }
+  });
+});
+
+describe('docs/operations.md', () => {
+  it('lists every environment variable this app reads', () => {
+    const doc = readFileSync(path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../docs/operations.md'), 'utf8');
+    const missing = ENV_VARS.filter((name) => !doc.includes(`| \`${name}\` |`));
+    expect(missing).toEqual([]);
+    expect(ENV_VARS.length).toBeGreaterThan(10);
   });
 });

@@ -64,6 +64,9 @@ const EnvSchema = Type.Object({
   TETHER_PROXY_CHECK_INTERVAL_MS: Type.Integer({ minimum: 0, maximum: 86_400_000, default: 30_000 }),
 });
 
+/** Every variable this app reads (docs/operations.md lists each; a test checks). */
+export const ENV_VARS: readonly string[] = Object.keys(EnvSchema.properties);
+
 export interface AgentConfig {
   panelUrl: string;
   nodeToken: string;

@@ -1,6 +1,8 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../src/config.js';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { ConfigError, ENV_VARS, loadConfig } from '../src/config.js';
 
 const base = { TETHER_PANEL_URL: 'http://127.0.0.1:8080', TETHER_NODE_TOKEN: 'n'.repeat(32) };
 
@@ -25,5 +27,14 @@ describe('agent config', () => {
     expect(() => loadConfig({ ...base, TETHER_PROXY: 'external' })).toThrow(/TETHER_CADDY_ADMIN_URL/);
     expect(() => loadConfig({ ...base, TETHER_RECONNECT_MIN_MS: '5000', TETHER_RECONNECT_MAX_MS: '100' })).toThrow(/must not exceed/);
     expect(() => loadConfig({ ...base, TETHER_AGENT_IDLE_MS: 'soon' })).toThrow(/whole number/);
+  });
+});
+
+describe('docs/operations.md', () => {
+  it('lists every environment variable this app reads', () => {
+    const doc = readFileSync(path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../docs/operations.md'), 'utf8');
+    const missing = ENV_VARS.filter((name) => !doc.includes(`| \`${name}\` |`));
+    expect(missing).toEqual([]);
+    expect(ENV_VARS.length).toBeGreaterThan(10);
   });
 });
