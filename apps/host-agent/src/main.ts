@@ -1,7 +1,8 @@
 import os from 'node:os';
 import { pino, type Logger } from 'pino';
 import { createAgent, type Agent } from './agent.js';
-import { ConfigError, loadConfig, type AgentConfig } from './config.js';
+import { runMain } from '@tether/common';
+import { loadConfig, type AgentConfig } from './config.js';
 import type { RoutingController, WorkloadController } from './controllers.js';
 import { UnavailableWorkloads } from './null-controllers.js';
 import { createRoutingController } from './proxy/index.js';
@@ -22,38 +23,21 @@ function controllers(config: AgentConfig, nodeName: string, logger: Logger, agen
   return { workloads, routing };
 }
 
-async function main(): Promise<void> {
-  let config;
-  try {
-    config = loadConfig(process.env);
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      console.error(err.message);
-      process.exit(2);
-    }
-    throw err;
-  }
-  const logger = pino({ level: config.logLevel });
-  const nodeName = config.nodeName ?? os.hostname();
-  const ref: { agent?: Agent } = {};
-  const agent = createAgent({ ...config, nodeName }, { logger, ...controllers(config, nodeName, logger, () => ref.agent) });
-  ref.agent = agent;
-  logger.info({ panel: config.panelUrl, node: nodeName, runtime: config.runtime.kind, proxy: config.proxy.kind }, 'tether agent starting');
-  await agent.start();
-
-  let stopping = false;
-  const shutdown = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'agent stopping');
-    await agent.stop();
-    process.exit(0);
-  };
-  process.once('SIGINT', () => void shutdown('SIGINT'));
-  process.once('SIGTERM', () => void shutdown('SIGTERM'));
-}
-
-main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+runMain(
+  () => loadConfig(process.env),
+  async (config) => {
+    const logger = pino({ level: config.logLevel });
+    const nodeName = config.nodeName ?? os.hostname();
+    const ref: { agent?: Agent } = {};
+    const agent = createAgent({ ...config, nodeName }, { logger, ...controllers(config, nodeName, logger, () => ref.agent) });
+    ref.agent = agent;
+    logger.info({ panel: config.panelUrl, node: nodeName, runtime: config.runtime.kind, proxy: config.proxy.kind }, 'tether agent starting');
+    await agent.start();
+    return {
+      async stop(signal) {
+        logger.info({ signal }, 'agent stopping');
+        await agent.stop();
+      },
+    };
+  },
+);

@@ -1,0 +1,44 @@
+import { ConfigError } from './env.js';
+
+// The process shape both apps share: read the configuration (a bad one is
+// exit 2 with every problem named), start, and on SIGINT or SIGTERM stop once
+// and exit 0. Anything thrown while starting is exit 1.
+
+export interface Running {
+  stop(signal: string): Promise<void>;
+}
+
+export function runMain<C>(load: () => C, start: (config: C) => Promise<Running>): void {
+  let config: C;
+  try {
+    config = load();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(err.message);
+      process.exit(2);
+    }
+    throw err;
+  }
+  // Handlers go in before starting: a signal during start stops the service once it has started.
+  const started = start(config);
+  let stopping = false;
+  const onSignal = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    started
+      .then((running) => running.stop(signal))
+      .then(
+        () => process.exit(0),
+        (err: unknown) => {
+          console.error(err);
+          process.exit(1);
+        },
+      );
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  started.catch((err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  });
+}

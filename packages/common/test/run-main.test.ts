@@ -1,0 +1,44 @@
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const fixture = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures', 'service.mjs');
+
+function run(env: Record<string, string>, signal?: NodeJS.Signals) {
+  return new Promise<{ code: number | null; out: string }>((resolve) => {
+    const child = spawn(process.execPath, [fixture], { env: { ...process.env, ...env } });
+    let out = '';
+    let signalled = false;
+    const collect = (c: Buffer) => {
+      out += c.toString();
+      if (signal && !signalled && out.includes('started')) {
+        signalled = true;
+        child.kill(signal);
+      }
+    };
+    child.stdout.on('data', collect);
+    child.stderr.on('data', collect);
+    child.on('exit', (code) => resolve({ code, out }));
+  });
+}
+
+describe('runMain', () => {
+  it('exits 2 naming every problem of a bad configuration', async () => {
+    const { code, out } = await run({ BAD: '1' });
+    expect(code).toBe(2);
+    expect(out).toContain('PORT="x": expected a whole number');
+  });
+
+  it('exits 1 when starting fails', async () => {
+    const { code, out } = await run({ CRASH: '1' });
+    expect(code).toBe(1);
+    expect(out).toContain('cannot start');
+  });
+
+  it.each(['SIGTERM', 'SIGINT'] as const)('stops once and exits 0 on %s', async (signal) => {
+    const { code, out } = await run({}, signal);
+    expect(code).toBe(0);
+    expect(out).toContain(`stopped on ${signal}`);
+  });
+});
