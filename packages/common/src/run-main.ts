@@ -19,13 +19,14 @@ export function runMain<C>(load: () => C, start: (config: C) => Promise<Running>
     }
     throw err;
   }
-  // Handlers go in before starting: a signal during start stops the service once it has started.
-  const started = start(config);
+  // Handlers go in before starting (start may already say it started): a signal during start
+  // stops the service once it has started. Signal handlers run on a later tick, after `state.started` is set.
+  const state: { started?: Promise<Running> } = {};
   let stopping = false;
   const onSignal = (signal: string) => {
-    if (stopping) return;
+    if (stopping || !state.started) return;
     stopping = true;
-    started
+    state.started
       .then((running) => running.stop(signal))
       .then(
         () => process.exit(0),
@@ -37,7 +38,8 @@ export function runMain<C>(load: () => C, start: (config: C) => Promise<Running>
   };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
-  started.catch((err: unknown) => {
+  state.started = start(config);
+  state.started.catch((err: unknown) => {
     console.error(err);
     process.exit(1);
   });

@@ -7,7 +7,7 @@ const fixture = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixture
 
 function run(env: Record<string, string>, signal?: NodeJS.Signals) {
   return new Promise<{ code: number | null; out: string }>((resolve) => {
-    const child = spawn(process.execPath, [fixture], { env: { ...process.env, ...env } });
+    const child = spawn(process.execPath, [fixture], { env: { PATH: process.env.PATH, ...env } });
     let out = '';
     let signalled = false;
     const collect = (c: Buffer) => {
@@ -19,7 +19,7 @@ function run(env: Record<string, string>, signal?: NodeJS.Signals) {
     };
     child.stdout.on('data', collect);
     child.stderr.on('data', collect);
-    child.on('exit', (code) => resolve({ code, out }));
+    child.on('exit', (code, sig) => resolve({ code, out: out + (sig ? ` [signal ${sig}]` : '') }));
   });
 }
 
@@ -38,7 +38,7 @@ describe('runMain', () => {
 
   it.each(['SIGTERM', 'SIGINT'] as const)('stops once and exits 0 on %s', async (signal) => {
     const { code, out } = await run({}, signal);
-    expect(code).toBe(0);
     expect(out).toContain(`stopped on ${signal}`);
+    expect(code).toBe(0);
   });
 });
