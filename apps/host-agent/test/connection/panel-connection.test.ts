@@ -95,10 +95,11 @@ describe('panel connection', () => {
   it('a silent panel is dropped within the read-idle deadline (not before) and the agent reconnects', async () => {
     const { panel, connection } = await setup();
     panel.autoWelcome = { agentIdleTimeoutMs: 300, heartbeatIntervalMs: 60_000 };
+    // The deadline runs from the last frame (welcome), taken when the agent handles it, not when the test polls.
+    const ready = new Promise<number>((resolve) => connection.once('ready', () => resolve(Date.now())));
     connection.start();
     const conn = await panel.waitForConnection(1);
-    await waitFor(() => connection.state === 'ready');
-    const readyAt = Date.now();
+    const readyAt = await ready;
     await waitFor(() => conn.closedAt, { timeoutMs: 3_000 });
     const after = conn.closedAt! - readyAt;
     expect(after).toBeGreaterThanOrEqual(290);
