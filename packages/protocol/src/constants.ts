@@ -41,6 +41,15 @@ export type Timing = {
   ackTimeoutMs: number;
 };
 
+/** The timing a `welcome` carries when the panel runs with its defaults. */
+export const DEFAULT_TIMING: Readonly<Timing> = Object.freeze({
+  heartbeatIntervalMs: TIMING_DEFAULTS.heartbeatIntervalMs,
+  pingIntervalMs: TIMING_DEFAULTS.pingIntervalMs,
+  panelIdleTimeoutMs: TIMING_DEFAULTS.panelIdleTimeoutMs,
+  agentIdleTimeoutMs: TIMING_DEFAULTS.agentIdleTimeoutMs,
+  ackTimeoutMs: TIMING_DEFAULTS.ackTimeoutMs,
+});
+
 /**
  * WebSocket close codes of the protocol (the 4000-4999 range is reserved for
  * applications by RFC 6455). Documented in docs/protocol.md.

@@ -1,4 +1,4 @@
-import { PROTOCOL_VERSION, TIMING_DEFAULTS } from './constants.js';
+import { DEFAULT_TIMING, PROTOCOL_VERSION } from './constants.js';
 import type { ContainerState, Message, MessageType, RoutingStatus, Workload } from './messages.js';
 import { routingHash, serviceUpstream } from './routing.js';
 
@@ -54,13 +54,7 @@ export const EXAMPLE_MESSAGES: { [K in MessageType]: Extract<Message, { type: K 
     ref: 'a-1',
     sessionId: 'ses_4kq9',
     nodeId: 'node_01',
-    timing: {
-      heartbeatIntervalMs: TIMING_DEFAULTS.heartbeatIntervalMs,
-      pingIntervalMs: TIMING_DEFAULTS.pingIntervalMs,
-      panelIdleTimeoutMs: TIMING_DEFAULTS.panelIdleTimeoutMs,
-      agentIdleTimeoutMs: TIMING_DEFAULTS.agentIdleTimeoutMs,
-      ackTimeoutMs: TIMING_DEFAULTS.ackTimeoutMs,
-    },
+    timing: { ...DEFAULT_TIMING },
   },
   heartbeat: {
     type: 'heartbeat',

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { appendFileSync, mkdirSync } from 'node:fs';
+import { appendFileSync, mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -73,4 +73,10 @@ export async function requireSystem(
   await steps.install();
   if (await steps.probe()) return { available: true, reason: null };
   throw new Error(`${dependency} could not be made available under CI (${steps.hint})`);
+}
+
+/** Names from `names` that docs/operations.md does not list as a table row (`| \`NAME\` |`). */
+export function undocumentedEnvVars(names: readonly string[]): string[] {
+  const doc = readFileSync(path.join(repoRoot, 'docs', 'operations.md'), 'utf8');
+  return names.filter((name) => !doc.includes(`| \`${name}\` |`));
 }

@@ -1,6 +1,6 @@
 import http from 'node:http';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { TIMING_DEFAULTS, decode, encode, type AgentMessage, type PanelMessage, type Timing } from '@tether/protocol';
+import { DEFAULT_TIMING, decode, encode, type AgentMessage, type PanelMessage, type Timing } from '@tether/protocol';
 import { Inbox } from '@tether/testkit';
 
 // A scripted panel for agent connection tests: real HTTP upgrade and real
@@ -52,14 +52,7 @@ export class FakePanel {
           ref: conn.received[0]?.id ?? 'x',
           sessionId: `ses_${this.connections.length}`,
           nodeId: 'node_1',
-          timing: {
-            heartbeatIntervalMs: TIMING_DEFAULTS.heartbeatIntervalMs,
-            pingIntervalMs: TIMING_DEFAULTS.pingIntervalMs,
-            panelIdleTimeoutMs: TIMING_DEFAULTS.panelIdleTimeoutMs,
-            agentIdleTimeoutMs: TIMING_DEFAULTS.agentIdleTimeoutMs,
-            ackTimeoutMs: TIMING_DEFAULTS.ackTimeoutMs,
-            ...timing,
-          },
+          timing: { ...DEFAULT_TIMING, ...timing },
         }),
       waitFor: (predicate, timeoutMs = 5_000) =>
         inbox.waitFor(predicate, timeoutMs, () => `agent sent no matching frame (got ${conn.received.map((m) => m.type).join(', ')})`),
