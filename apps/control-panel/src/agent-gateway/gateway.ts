@@ -15,7 +15,7 @@ import {
 import type { Db } from '../db/database.js';
 import type { PanelMetrics } from '../lib/metrics.js';
 import { nextReport } from '../sessions/report.js';
-import { AgentSession, type SessionTiming } from '../sessions/session.js';
+import { AgentSession, closeHard, type SessionTiming } from '../sessions/session.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import { authenticateNode, type AuthenticatedNode } from './authenticate.js';
 
@@ -81,8 +81,7 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
 
       const helloTimer = setTimeout(() => {
         log.warn('no hello in time');
-        socket.close(CLOSE_CODES.HELLO_TIMEOUT, `no hello within ${opts.timing.helloTimeoutMs} ms`);
-        setTimeout(() => socket.terminate(), 1_000).unref();
+        closeHard(socket, CLOSE_CODES.HELLO_TIMEOUT, `no hello within ${opts.timing.helloTimeoutMs} ms`);
       }, opts.timing.helloTimeoutMs);
       helloTimer.unref();
 
@@ -90,8 +89,7 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
         if (session) session.teardown(CLOSE_CODES.PROTOCOL_ERROR, message);
         else {
           clearTimeout(helloTimer);
-          socket.close(CLOSE_CODES.PROTOCOL_ERROR, message.slice(0, 120));
-          setTimeout(() => socket.terminate(), 1_000).unref();
+          closeHard(socket, CLOSE_CODES.PROTOCOL_ERROR, message);
         }
       };
 

@@ -11,8 +11,8 @@ import { sessionRow, type RoutingView } from '../sessions/session-view.js';
 export interface SessionRoutesOptions {
   prisma: Db;
   registry: SessionRegistry;
-  /** Desired vs applied routing and reload counters per node, when the routing layer is present. */
-  routing?: RoutingView;
+  /** Desired vs applied routing and reload counters per node. */
+  routing: RoutingView;
 }
 
 const HistoryQuery = Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100 })) }, { additionalProperties: false });

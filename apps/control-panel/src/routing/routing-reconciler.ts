@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { createLoop, type Loop } from '@tether/common';
-import { createIdGenerator, type AgentMessage } from '@tether/protocol';
+import { createIdGenerator, type AgentMessage, type RoutingStatus } from '@tether/protocol';
 import type { PanelEvents } from '../lib/events.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import type { AgentSession } from '../sessions/session.js';
@@ -70,7 +70,11 @@ export class RoutingReconciler implements RoutingView {
       run: () => this.pushDue(),
       onError: (err) => options.logger.error({ err }, 'routing reconcile tick failed'),
     });
-    options.sessions.on('opened', (session) => this.enqueue(session.nodeId, 'session opened'));
+    options.sessions.on('opened', (session) => {
+      // What the agent said in hello is in place until its first heartbeat.
+      if (session.report) this.absorb(this.state(session.nodeId), session.report.routing, session.report.routing.appliedHash);
+      this.enqueue(session.nodeId, 'session opened');
+    });
     options.sessions.on('closed', (session) => {
       if (!options.sessions.get(session.nodeId)) this.state(session.nodeId).mismatchSince = null;
     });
@@ -107,7 +111,8 @@ export class RoutingReconciler implements RoutingView {
 
   forNode(nodeId: string): ReturnType<RoutingView['forNode']> {
     const s = this.nodes.get(nodeId);
-    const drifting = Boolean(s?.mismatchSince !== null && s?.mismatchSince !== undefined && Date.now() - s.mismatchSince > this.options.intervalMs);
+    const since = s?.mismatchSince ?? null;
+    const drifting = since !== null && Date.now() - since > this.options.intervalMs;
     return {
       desiredHash: s?.desired?.hash ?? null,
       appliedHash: s?.appliedHash ?? null,
@@ -199,18 +204,22 @@ export class RoutingReconciler implements RoutingView {
     else s.mismatchSince ??= Date.now();
   }
 
+  /** Takes the agent's applied hash and reload counters. */
+  private absorb(s: NodeRouting, routing: RoutingStatus, applied: string | null): void {
+    // Assigned only when changed, so the strings of an unchanged heartbeat are not kept (see sessions/report.ts).
+    if (s.appliedHash !== applied) s.appliedHash = applied;
+    s.reloadsToday = routing.reloadsToday;
+    s.reloadsTotal = routing.reloadsTotal;
+    if (s.lastReloadAt !== routing.lastReloadAt) s.lastReloadAt = routing.lastReloadAt;
+    if (s.lastReloadReason !== routing.lastReloadReason) s.lastReloadReason = routing.lastReloadReason;
+    this.trackMismatch(s);
+  }
+
   private onMessage(session: AgentSession, message: AgentMessage): void {
     if (message.type !== 'routing.applied' && message.type !== 'heartbeat') return;
     const s = this.state(session.nodeId);
     const before = s.appliedHash;
-    // Assigned only when changed, so the strings of an unchanged heartbeat are not kept (see sessions/report.ts).
-    const applied = message.type === 'routing.applied' && !message.error ? message.hash : message.routing.appliedHash;
-    if (s.appliedHash !== applied) s.appliedHash = applied;
-    s.reloadsToday = message.routing.reloadsToday;
-    s.reloadsTotal = message.routing.reloadsTotal;
-    if (s.lastReloadAt !== message.routing.lastReloadAt) s.lastReloadAt = message.routing.lastReloadAt;
-    if (s.lastReloadReason !== message.routing.lastReloadReason) s.lastReloadReason = message.routing.lastReloadReason;
-    this.trackMismatch(s);
+    this.absorb(s, message.routing, message.type === 'routing.applied' && !message.error ? message.hash : message.routing.appliedHash);
     if (message.type === 'routing.applied' && message.reloaded) {
       void this.options.reloads
         .reloaded({

@@ -28,10 +28,13 @@ export class SessionDispatcher implements DeploymentDispatcher {
   private readonly metrics: PanelMetrics | undefined;
 
   constructor(deps: { registry: SessionRegistry; store: SessionStore; events: PanelEvents; logger: FastifyBaseLogger; metrics?: PanelMetrics }) {
-    ({ registry: this.registry, store: this.store, events: this.events, logger: this.logger, metrics: this.metrics } = deps);
-    const registry = this.registry;
-    registry.on('opened', (session) => void this.loadAwaiting(session));
-    registry.on('message', (session, message) => void this.onMessage(session, message));
+    this.registry = deps.registry;
+    this.store = deps.store;
+    this.events = deps.events;
+    this.logger = deps.logger;
+    this.metrics = deps.metrics;
+    deps.registry.on('opened', (session) => void this.loadAwaiting(session));
+    deps.registry.on('message', (session, message) => void this.onMessage(session, message));
   }
 
   async dispatch(request: DispatchRequest): Promise<DispatchOutcome> {

@@ -25,7 +25,7 @@ export interface NodeRecord {
   lastTeardownReason: string | null;
 }
 
-export function sessionRow(node: NodeRecord, registry: SessionRegistry, routing: RoutingView | undefined, now: number) {
+export function sessionRow(node: NodeRecord, registry: SessionRegistry, routing: RoutingView, now: number) {
   const session = node.decommissioned ? undefined : registry.get(node.id);
   const teardown = registry.lastTeardown(node.id);
   const lastTeardown = teardown
@@ -40,8 +40,7 @@ export function sessionRow(node: NodeRecord, registry: SessionRegistry, routing:
       : node.lastSeenAt || lastTeardown
         ? 'unreachable'
         : 'never_connected';
-  const reported = session?.report?.routing;
-  const routingInfo = routing?.forNode(node.id);
+  const r = routing.forNode(node.id);
   return {
     nodeId: node.id,
     nodeName: node.name,
@@ -60,17 +59,8 @@ export function sessionRow(node: NodeRecord, registry: SessionRegistry, routing:
     runtime: session?.report?.runtime ?? null,
     unreachableSince: state === 'unreachable' ? (teardown ? new Date(teardown.at).toISOString() : (node.unreachableSince?.toISOString() ?? null)) : null,
     lastSeenAt: session ? new Date(session.lastFrameAt).toISOString() : (node.lastSeenAt?.toISOString() ?? null),
-    routing: {
-      desiredHash: routingInfo?.desiredHash ?? null,
-      appliedHash: routingInfo?.appliedHash ?? reported?.appliedHash ?? null,
-      drifting: routingInfo?.drifting ?? false,
-    },
-    reloads: {
-      today: routingInfo?.reloadsToday ?? reported?.reloadsToday ?? 0,
-      total: routingInfo?.reloadsTotal ?? reported?.reloadsTotal ?? 0,
-      lastAt: routingInfo?.lastReloadAt ?? reported?.lastReloadAt ?? null,
-      lastReason: routingInfo?.lastReloadReason ?? reported?.lastReloadReason ?? null,
-    },
+    routing: { desiredHash: r.desiredHash, appliedHash: r.appliedHash, drifting: r.drifting },
+    reloads: { today: r.reloadsToday, total: r.reloadsTotal, lastAt: r.lastReloadAt, lastReason: r.lastReloadReason },
     lastTeardown,
   };
 }

@@ -50,6 +50,19 @@ interface AckWaiter {
 
 export type TeardownListener = (session: AgentSession, code: number, reason: string) => void;
 
+/**
+ * Sends a close frame and destroys the socket a second later: a half-open peer
+ * never answers the close handshake, and waiting for it would keep the socket.
+ */
+export function closeHard(socket: WebSocket, code: number, reason: string): void {
+  try {
+    socket.close(code, reason.slice(0, 120));
+  } catch {
+    /* socket already unusable */
+  }
+  setTimeout(() => socket.terminate(), 1_000).unref();
+}
+
 export const newSessionId = () => `ses_${randomBytes(9).toString('base64url')}`;
 
 export class AgentSession {
@@ -178,14 +191,7 @@ export class AgentSession {
       waiter.reject(new SessionClosedError(code, reason));
     }
     this.waiters.clear();
-    try {
-      // A half-open peer never answers the close handshake: do not wait for it.
-      this.socket.close(code, reason.slice(0, 120));
-    } catch {
-      /* socket already unusable */
-    }
-    const kill = setTimeout(() => this.socket.terminate(), 1_000);
-    kill.unref();
+    closeHard(this.socket, code, reason);
     this.onTeardown(this, code, reason);
   }
 
