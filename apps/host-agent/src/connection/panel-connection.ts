@@ -61,6 +61,8 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
   private sessionId: string | null = null;
   private sessionStartedAt = 0;
   private idleTimer: NodeJS.Timeout | undefined;
+  /** When the last valid frame from the panel arrived (the read-idle deadline runs from it). */
+  private lastFrameAt = 0;
   private idleTimeoutMs: number;
   private retryTimer: NodeJS.Timeout | undefined;
   private heartbeat: Loop | undefined;
@@ -153,6 +155,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
   }
 
   private armIdle(timeoutMs: number): void {
+    this.lastFrameAt = Date.now();
     clearTimeout(this.idleTimer);
     this.idleTimer = setTimeout(() => this.onIdle(timeoutMs), timeoutMs);
   }
@@ -160,7 +163,8 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
   private onIdle(timeoutMs: number): void {
     const socket = this.socket;
     if (!socket) return;
-    this.options.logger.warn({ timeoutMs, session: this.sessionId }, 'panel silent past the read-idle deadline; dropping the connection');
+    const silentForMs = Date.now() - this.lastFrameAt;
+    this.options.logger.warn({ timeoutMs, silentForMs, session: this.sessionId }, 'panel silent past the read-idle deadline; dropping the connection');
     // A half-open peer never completes a close handshake: destroy the socket now.
     socket.terminate();
   }
@@ -174,6 +178,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       this.sendOn(socket, { type: 'error', id: this.nextId(), ref: result.error.ref, code: result.error.code, message: result.error.message });
       return;
     }
+    this.lastFrameAt = Date.now();
     this.idleTimer?.refresh();
     const message = result.message as PanelMessage;
     switch (message.type) {
