@@ -1,5 +1,5 @@
 import net from 'node:net';
-import { ensureDocker, sleep } from '@tether/testkit';
+import { ensureDocker, sleep, waitFor } from '@tether/testkit';
 import type { Workload } from '@tether/protocol';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { LABELS } from '../../src/docker/docker-client.js';
@@ -89,6 +89,8 @@ describe.skipIf(!docker.available)('runtime: failed deployments keep the old con
     expect((await h.containers()).map((c) => c.id)).toEqual([oldId]);
     // The next good deployment still goes through.
     expect(await controller.deploy(h.workload('api', 'api-d6', { env: { MESSAGE: 'ok-api-6' } }))).toMatchObject({ status: 'running' });
+    // The old container leaves the alias once it has stopped (after the deploy answered); then only the new one answers.
+    await waitFor(async () => (await h.containers()).every((c) => c.id !== oldId), { timeoutMs: 20_000 });
     expect(await h.viaAlias('api')).toBe('ok-api-6');
   });
 });
