@@ -2,7 +2,7 @@ import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { WebSocket, WebSocketServer } from 'ws';
 import { InvalidMessageError, decode, encode, routingHash, serviceUpstream, type Route, type RoutingMap } from '@tether/protocol';
-import { PanelEvents } from '../src/lib/events.js';
+import { PanelEvents } from '../src/panel-events.js';
 import { RoutingFrames } from '../src/routing/routing-frames.js';
 import { routingMapContent } from '../src/routing/routing-map.js';
 import { RoutingReconciler } from '../src/routing/routing-reconciler.js';

@@ -2,7 +2,7 @@ import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { WebSocket } from 'ws';
 import { decode, type Route } from '@tether/protocol';
-import { PanelEvents } from '../src/lib/events.js';
+import { PanelEvents } from '../src/panel-events.js';
 import { routingMapContent, type RoutingMapSource } from '../src/routing/routing-map.js';
 import { RoutingReconciler } from '../src/routing/routing-reconciler.js';
 import { SessionRegistry } from '../src/sessions/registry.js';

@@ -13,7 +13,7 @@ import {
   type Timing,
 } from '@tether/protocol';
 import type { Db } from '../db/database.js';
-import type { PanelMetrics } from '../lib/metrics.js';
+import type { PanelMetrics } from '../panel-metrics.js';
 import { nextReport } from '../sessions/report.js';
 import { AgentSession, closeHard, type SessionTiming } from '../sessions/session.js';
 import type { SessionRegistry } from '../sessions/registry.js';

@@ -1,10 +1,9 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { createLoop, type Loop } from '@tether/common';
 import { createIdGenerator, type AgentMessage, type RoutingStatus } from '@tether/protocol';
-import type { PanelEvents } from '../lib/events.js';
+import type { PanelEvents } from '../panel-events.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import type { AgentSession } from '../sessions/session.js';
-import type { RoutingView } from '../sessions/session-view.js';
 import type { RoutingMapContent, RoutingMapSource } from './routing-map.js';
 import { RoutingFrames } from './routing-frames.js';
 
@@ -14,6 +13,19 @@ import { RoutingFrames } from './routing-frames.js';
 // reconcile interval as a safety net, spread with jitter so a fleet that
 // reconnected together is not pushed together. The agent compares and does
 // nothing when nothing changed; the panel only tracks desired vs applied.
+
+/** Desired vs applied routing and reload counters of a node, as session health shows them. */
+export interface RoutingView {
+  forNode(nodeId: string): {
+    desiredHash: string | null;
+    appliedHash: string | null;
+    drifting: boolean;
+    reloadsToday: number;
+    reloadsTotal: number;
+    lastReloadAt: string | null;
+    lastReloadReason: string | null;
+  };
+}
 
 export interface ReloadRecorder {
   reloaded(record: { nodeId: string; at: Date; hashBefore: string | null; hashAfter: string; reason: string }): Promise<void>;

@@ -1,12 +1,33 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { createIdGenerator, type AgentMessage } from '@tether/protocol';
-import type { DeploymentDispatcher, DispatchOutcome, DispatchRequest } from '../deployments/dispatcher.js';
+import { createIdGenerator, type AgentMessage, type Workload } from '@tether/protocol';
 import { AppError } from '../errors.js';
-import type { PanelEvents } from '../lib/events.js';
-import type { PanelMetrics } from '../lib/metrics.js';
+import type { PanelEvents } from '../panel-events.js';
+import type { PanelMetrics } from '../panel-metrics.js';
 import type { SessionRegistry } from './registry.js';
 import { AckTimeoutError, SessionClosedError, type AgentSession } from './session.js';
 import type { SessionStore } from './session-store.js';
+
+/** What the REST layer hands over once a deployment row is persisted (status `pending`). */
+export interface DispatchRequest {
+  deploymentId: string;
+  nodeId: string;
+  nodeName: string;
+  workload: Workload;
+}
+
+export interface DispatchOutcome {
+  /** HTTP status for the POST answer: 202 delivered, 201 recorded only. */
+  httpStatus: 201 | 202;
+}
+
+/**
+ * Sends a persisted deployment to its node. Implementations update the
+ * deployment row to its next state themselves and throw `AppError`s
+ * (`NODE_UNREACHABLE`, `ACK_TIMEOUT`) after recording the terminal state.
+ */
+export interface DeploymentDispatcher {
+  dispatch(request: DispatchRequest): Promise<DispatchOutcome>;
+}
 
 // Sends persisted deployments over live sessions and moves their rows to the
 // next state. No live session: the deployment ends `unreachable` at once

@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { createIdGenerator } from '@tether/protocol';
-import type { PanelEvents } from '../lib/events.js';
+import type { PanelEvents } from '../panel-events.js';
 import type { SessionRegistry } from './registry.js';
 import type { AgentSession } from './session.js';
 import type { SessionStore } from './session-store.js';

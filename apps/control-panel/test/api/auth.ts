@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureAdminToken, ENV_ADMIN_TOKEN_NAME } from '../../src/services/admin-token.js';
-import { generateToken, hashToken } from '../../src/lib/tokens.js';
+import { ensureAdminToken, ENV_ADMIN_TOKEN_NAME } from '../../src/domain/admin-token.js';
+import { generateToken, hashToken } from '../../src/domain/tokens.js';
 import { errorOf, sharedPostgres, startRestPanel, type RestPanel } from '../helpers/rest-harness.js';
 
 describe('authentication and tokens', () => {

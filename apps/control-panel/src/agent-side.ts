@@ -1,27 +1,31 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { CLOSE_CODES, closeCodeName } from '@tether/protocol';
-import type { PanelConfig } from '../config.js';
-import type { PanelEvents } from '../lib/events.js';
-import type { PanelMetrics } from '../lib/metrics.js';
-import type { Db } from '../db/database.js';
-import { PrismaReloadRecorder } from '../routing/reload-store.js';
-import { PrismaRoutingMapSource, type RoutingMapSource } from '../routing/routing-map.js';
-import { RoutingReconciler } from '../routing/routing-reconciler.js';
-import { SessionRegistry } from './registry.js';
-import { SessionDispatcher } from './session-dispatcher.js';
-import type { SessionStore } from './session-store.js';
-import { WorkloadSync } from './workload-sync.js';
+import type { PanelConfig } from './config.js';
+import type { PanelEvents } from './panel-events.js';
+import type { PanelMetrics } from './panel-metrics.js';
+import type { Db } from './db/database.js';
+import { PrismaReloadRecorder } from './routing/reload-store.js';
+import { PrismaRoutingMapSource, type RoutingMapSource } from './routing/routing-map.js';
+import { RoutingReconciler } from './routing/routing-reconciler.js';
+import { SessionRegistry } from './sessions/registry.js';
+import { SessionDispatcher } from './sessions/session-dispatcher.js';
+import type { SessionStore } from './sessions/session-store.js';
+import { WorkloadSync } from './sessions/workload-sync.js';
 
-export interface SessionLayer {
+// The agent side of the panel, wired in one place: the connected map, deploy
+// dispatch, workload sync, routing push, decommission and session metrics.
+// app.ts starts it when the app is ready and stops it before the app closes.
+
+export interface AgentSide {
   registry: SessionRegistry;
   dispatcher: SessionDispatcher;
+  workloads: WorkloadSync;
   routing: RoutingReconciler;
   start(): void;
   stop(): Promise<void>;
 }
 
-/** Wires the connected map, deploy dispatch, workload sync, decommission and metrics together. */
-export function createSessionLayer(deps: {
+export function createAgentSide(deps: {
   config: PanelConfig;
   prisma: Db;
   store: SessionStore;
@@ -29,7 +33,7 @@ export function createSessionLayer(deps: {
   events: PanelEvents;
   metrics: PanelMetrics;
   logger: FastifyBaseLogger;
-}): SessionLayer {
+}): AgentSide {
   const { config, store, events, metrics, logger } = deps;
   const registry = new SessionRegistry({
     store,
@@ -38,7 +42,7 @@ export function createSessionLayer(deps: {
     lastSeenFlushMs: config.sessions.lastSeenFlushMs,
   });
   const dispatcher = new SessionDispatcher({ registry, store, events, logger, metrics });
-  new WorkloadSync(registry, store, events, logger);
+  const workloads = new WorkloadSync(registry, store, events, logger);
   const routing = new RoutingReconciler({
     sessions: registry,
     maps: deps.maps ?? new PrismaRoutingMapSource(deps.prisma),
@@ -66,6 +70,7 @@ export function createSessionLayer(deps: {
   return {
     registry,
     dispatcher,
+    workloads,
     routing,
     start() {
       registry.start();
