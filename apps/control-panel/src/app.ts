@@ -71,7 +71,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   app.removeContentTypeParser('text/plain');
   // Before any route, so the OpenAPI document sees them all.
   await registerOpenApi(app, PANEL_VERSION);
-  await app.register(authPlugin, { prisma: deps.prisma, lastUsedFlushMs: deps.config.sessions.lastSeenFlushMs });
+  await app.register(authPlugin, { prisma: deps.prisma, lastUsedFlushMs: deps.config.tokenLastUsedFlushMs });
 
   const events = deps.events ?? new PanelEvents();
   const metrics = deps.metrics ?? createMetrics();

@@ -54,8 +54,6 @@ export class SessionDispatcher implements DeploymentDispatcher {
     this.events = deps.events;
     this.logger = deps.logger;
     this.metrics = deps.metrics;
-    deps.registry.on('opened', (session) => void this.loadAwaiting(session));
-    deps.registry.on('message', (session, message) => void this.onMessage(session, message));
   }
 
   async dispatch(request: DispatchRequest): Promise<DispatchOutcome> {
@@ -113,7 +111,8 @@ export class SessionDispatcher implements DeploymentDispatcher {
     return map;
   }
 
-  private async loadAwaiting(session: AgentSession): Promise<void> {
+  /** A node rejoined: its deployments delivered on earlier sessions may still be settled by heartbeats. */
+  async sessionOpened(session: AgentSession): Promise<void> {
     try {
       const awaiting = this.awaiting(session.nodeId);
       // A deploy sent on this session while the query ran keeps its session id.
@@ -123,13 +122,14 @@ export class SessionDispatcher implements DeploymentDispatcher {
     }
   }
 
-  private async onMessage(session: AgentSession, message: AgentMessage): Promise<void> {
+  /** A frame of an established session: deploy.result ends a deployment, a heartbeat may settle an older one. */
+  async received(session: AgentSession, message: AgentMessage): Promise<void> {
     try {
       if (message.type === 'deploy.result') {
         const reason = message.code ? `${message.code}: ${message.reason}` : message.reason;
         const changed = await this.store.deploymentFinished(message.deploymentId, message.status, reason, session.nodeId);
         this.awaitingResult.get(session.nodeId)?.delete(message.deploymentId);
-        if (!changed) this.logger.debug({ deployment: message.deploymentId }, 'result for a deployment that already ended');
+        if (!changed) this.logger.debug({ node: session.nodeName, deploymentId: message.deploymentId }, 'result for a deployment that already ended');
       } else if (message.type === 'heartbeat') {
         const waiting = this.awaitingResult.get(session.nodeId);
         if (!waiting || waiting.size === 0) return;

@@ -95,7 +95,7 @@ describe('authentication and tokens', () => {
       // The default flush interval (10 s) has not passed: nothing written yet.
       expect((await p.prisma.apiToken.findUniqueOrThrow({ where: { id: row!.id } })).lastUsedAt).toBeNull();
 
-      const fast = await startRestPanel({ pg: p.pg, env: { TETHER_LAST_SEEN_FLUSH_MS: '100' } });
+      const fast = await startRestPanel({ pg: p.pg, env: { TETHER_TOKEN_LAST_USED_FLUSH_MS: '100' } });
       try {
         const t = await fast.team('flushed');
         const before = Date.now();
