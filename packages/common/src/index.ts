@@ -3,6 +3,7 @@ export * from './backoff.js';
 export * from './env.js';
 export * from './errors.js';
 export * from './keyed-serial-queue.js';
+export * from './logger.js';
 export * from './run-main.js';
 export * from './schema.js';
 export * from './sleep.js';
