@@ -5,11 +5,12 @@ import type { PanelConfig } from './config.js';
 import type { Db } from './db/database.js';
 import type { PanelEvents } from './panel-events.js';
 import type { PanelMetrics } from './panel-metrics.js';
-import { PrismaReloadRecorder } from './routing/reload-store.js';
+import { OutboxReloadRecorder } from './routing/reload-store.js';
 import { PrismaRoutingMapSource, type RoutingMapSource } from './routing/routing-map.js';
 import { RoutingReconciler } from './routing/routing-reconciler.js';
 import { SessionRegistry } from './sessions/registry.js';
 import { SessionDispatcher } from './sessions/session-dispatcher.js';
+import type { SessionFactOutbox } from './session-writes/outbox.js';
 import type { SessionStore } from './sessions/session-store.js';
 import { WorkloadSync } from './sessions/workload-sync.js';
 
@@ -59,6 +60,8 @@ export function createAgentSide(deps: {
   config: PanelConfig;
   prisma: Db;
   store: SessionStore;
+  /** The one ordered writer of session facts (reloads go through it too). */
+  outbox: SessionFactOutbox;
   maps?: RoutingMapSource;
   events: PanelEvents;
   metrics: PanelMetrics;
@@ -76,7 +79,7 @@ export function createAgentSide(deps: {
   const routing = new RoutingReconciler({
     sessions: registry,
     maps: deps.maps ?? new PrismaRoutingMapSource(deps.prisma),
-    reloads: new PrismaReloadRecorder(deps.prisma),
+    reloads: new OutboxReloadRecorder(deps.outbox),
     logger,
     intervalMs: config.routing.reconcileIntervalMs,
     debounceMs: config.routing.debounceMs,

@@ -4,6 +4,7 @@ import { PrismaPg } from '@prisma/adapter-pg';
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '@tether/embedded-postgres';
 import { PrismaClient, type Prisma } from '../generated/prisma/client.js';
 import { applyMigrations, type MigrationResult } from './migrate.js';
+import { createPool, DEFAULT_DB_LIMITS, type DbLimits } from './pg-pool.js';
 
 export type Db = PrismaClient;
 
@@ -12,8 +13,16 @@ export type Tx = Prisma.TransactionClient;
 
 export const MIGRATIONS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'prisma', 'migrations');
 
-export function createPrisma(databaseUrl: string): Db {
-  return new PrismaClient({ adapter: new PrismaPg({ connectionString: databaseUrl }) });
+export type { DbLimits };
+
+/** A Prisma client on a bounded pool: no query, connect or transaction waits past the limits. */
+export function createPrisma(databaseUrl: string, limits: DbLimits = DEFAULT_DB_LIMITS): Db {
+  const pool = createPool(databaseUrl, limits);
+  return new PrismaClient({
+    adapter: new PrismaPg(pool, { disposeExternalPool: true }),
+    // Interactive transactions: wait for a connection, then run, each within the same bounds as a query.
+    transactionOptions: { maxWait: limits.connectTimeoutMs, timeout: limits.queryTimeoutMs * 2 },
+  });
 }
 
 export interface Database {
@@ -33,6 +42,7 @@ export async function openDatabase(options: {
   databaseUrl: string | undefined;
   dataDir: string;
   embeddedPort?: number;
+  limits?: DbLimits;
   log?: { info(msg: string): void; warn(msg: string): void };
 }): Promise<Database> {
   let embedded: EmbeddedPostgresHandle | undefined;
@@ -47,7 +57,7 @@ export async function openDatabase(options: {
   }
   try {
     const migrations = await applyMigrations(url, MIGRATIONS_DIR, options.log);
-    const prisma = createPrisma(url);
+    const prisma = createPrisma(url, options.limits);
     return {
       url,
       prisma,

@@ -1,19 +1,22 @@
 import type { FastifyPluginAsync } from 'fastify';
 import Type from 'typebox';
 import type { Db } from '../db/database.js';
+import { FROM_MEMORY_HEADER, type LastGoodRead } from '../db/last-good-read.js';
 import { AppError } from '../errors.js';
 import { requireOperator } from './auth.js';
 import { IdParams, authErrors, security } from './schemas.js';
 import { SessionHistory, SessionList } from './session-schemas.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import type { RoutingView } from '../routing/routing-reconciler.js';
-import { sessionRow } from './session-rows.js';
+import { sessionRow, type NodeRecord } from './session-rows.js';
 
 export interface SessionRoutesOptions {
   prisma: Db;
   registry: SessionRegistry;
   /** Desired vs applied routing and reload counters per node. */
   routing: RoutingView;
+  /** Every node, by name; remembered so the list answers during a database outage. */
+  nodes: LastGoodRead<NodeRecord[]>;
 }
 
 const HistoryQuery = Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100 })) }, { additionalProperties: false });
@@ -31,8 +34,19 @@ export const sessionRoutes: FastifyPluginAsync<SessionRoutesOptions> = async (ap
         response: { 200: SessionList, ...authErrors(403) },
       },
     },
-    async () => {
-      const nodes = await opts.prisma.node.findMany({ orderBy: { name: 'asc' } });
+    async (_request, reply) => {
+      const { data, fromMemoryAt } = await opts.nodes.read();
+      let nodes = data;
+      if (fromMemoryAt) {
+        // The database is out: node rows as last read, live sessions from the connected map (a node made since has one too).
+        void reply.header(FROM_MEMORY_HEADER, fromMemoryAt.toISOString());
+        const known = new Set(nodes.map((n) => n.id));
+        const added = opts.registry
+          .list()
+          .filter((s) => !known.has(s.nodeId))
+          .map((s) => ({ id: s.nodeId, name: s.nodeName, decommissioned: false, lastSeenAt: null, unreachableSince: null, lastTeardownAt: null, lastTeardownReason: null }));
+        if (added.length > 0) nodes = [...nodes, ...added].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+      }
       const now = Date.now();
       return { sessions: nodes.map((node) => sessionRow(node, opts.registry, opts.routing, now)) };
     },

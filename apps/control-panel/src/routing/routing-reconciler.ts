@@ -27,7 +27,8 @@ export interface RoutingView {
 }
 
 export interface ReloadRecorder {
-  reloaded(record: { nodeId: string; at: Date; hashBefore: string | null; hashAfter: string; reason: string }): Promise<void>;
+  /** `key` names the report (session and message id) so a retried write cannot record it twice. */
+  reloaded(record: { nodeId: string; key?: string; at: Date; hashBefore: string | null; hashAfter: string; reason: string }): Promise<void>;
 }
 
 export interface RoutingReconcilerOptions {
@@ -236,6 +237,7 @@ export class RoutingReconciler implements RoutingView {
       void this.options.reloads
         .reloaded({
           nodeId: session.nodeId,
+          key: `${session.id}/${message.id}`,
           at: new Date(),
           hashBefore: before,
           hashAfter: message.hash,

@@ -34,8 +34,6 @@ export interface RegistryEvents {
 export class SessionRegistry extends EventEmitter<RegistryEvents> {
   private readonly sessions = new Map<string, AgentSession>();
   private readonly teardowns = new Map<string, Teardown>();
-  /** Per node, the store writes in the order they were decided (open/close must not swap). */
-  private readonly writeChains = new Map<string, Promise<void>>();
   private readonly flushed = new Map<string, number>();
   private readonly nextId = createIdGenerator('p');
   private readonly pingLoop: Loop;
@@ -68,8 +66,8 @@ export class SessionRegistry extends EventEmitter<RegistryEvents> {
     await this.pingLoop.stop();
     await this.flushLoop.stop();
     for (const session of [...this.sessions.values()]) session.teardown(CLOSE_CODES.GOING_AWAY, 'panel shutting down');
+    // The closes and last-seen times are queued; the outbox writes (or spills) them when the app stops.
     await this.flushLastSeen();
-    await Promise.allSettled([...this.writeChains.values()]);
   }
 
   get size(): number {
@@ -134,15 +132,13 @@ export class SessionRegistry extends EventEmitter<RegistryEvents> {
     return true;
   }
 
+  /**
+   * Hands a session fact to the store's ordered writer, which keeps each node's
+   * order and retries through outages; only a fact the database rejects for
+   * good (a bug) ends up here.
+   */
   private write(nodeId: string, op: () => Promise<void>): void {
-    const previous = this.writeChains.get(nodeId) ?? Promise.resolve();
-    const next = previous
-      .then(op)
-      .catch((err: unknown) => this.logger.error({ err, nodeId }, 'session store write failed'))
-      .finally(() => {
-        if (this.writeChains.get(nodeId) === next) this.writeChains.delete(nodeId);
-      });
-    this.writeChains.set(nodeId, next);
+    op().catch((err: unknown) => this.logger.error({ err, nodeId }, 'session store write failed'));
   }
 
   private pingDue(): void {
