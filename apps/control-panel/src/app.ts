@@ -4,7 +4,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { agentGateway, WS_MAX_PAYLOAD } from './agent-gateway/gateway.js';
 import { createAgentSide, type AgentSide } from './agent-side.js';
 import type { PanelConfig } from './config.js';
-import type { Db } from './db/database.js';
+import { healthOf, type Db } from './db/database.js';
 import { withDeadline } from './db/db-faults.js';
 import { LastGoodRead } from './db/last-good-read.js';
 import type { ApiDeps } from './domain/api-deps.js';
@@ -111,7 +111,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     ...(deps.routingMaps ? { maps: deps.routingMaps } : {}),
   });
   app.decorate('agentSide', agents);
-  const nodes = new LastGoodRead(() => deps.prisma.node.findMany({ orderBy: { name: 'asc' } }));
+  const nodes = new LastGoodRead(() => deps.prisma.node.findMany({ orderBy: { name: 'asc' } }), healthOf(deps.prisma));
   app.addHook('onReady', async () => {
     // What a previous run spilled is written first, then the sessions it left open are closed, then this run's facts.
     outbox.start();

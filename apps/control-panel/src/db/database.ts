@@ -4,6 +4,7 @@ import { PrismaPg } from '@prisma/adapter-pg';
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '@tether/embedded-postgres';
 import { PrismaClient, type Prisma } from '../generated/prisma/client.js';
 import { applyMigrations, type MigrationResult } from './migrate.js';
+import { DbHealth } from './db-faults.js';
 import { createPool, DEFAULT_DB_LIMITS, type DbLimits } from './pg-pool.js';
 
 export type Db = PrismaClient;
@@ -17,12 +18,24 @@ export type { DbLimits };
 
 /** A Prisma client on a bounded pool: no query, connect or transaction waits past the limits. */
 export function createPrisma(databaseUrl: string, limits: DbLimits = DEFAULT_DB_LIMITS): Db {
-  const pool = createPool(databaseUrl, limits);
-  return new PrismaClient({
+  const health = new DbHealth();
+  const pool = createPool(databaseUrl, limits, health);
+  const prisma = new PrismaClient({
     adapter: new PrismaPg(pool, { disposeExternalPool: true }),
     // Interactive transactions: wait for a connection, then run, each within the same bounds as a query.
     transactionOptions: { maxWait: limits.connectTimeoutMs, timeout: limits.queryTimeoutMs * 2 },
   });
+  healthByClient.set(prisma, health);
+  return prisma;
+}
+
+const healthByClient = new WeakMap<Db, DbHealth>();
+
+/** What the client's pool last saw of the database (always "up" for a client not made by createPrisma). */
+export function healthOf(prisma: Db): DbHealth {
+  let health = healthByClient.get(prisma);
+  if (!health) healthByClient.set(prisma, (health = new DbHealth()));
+  return health;
 }
 
 export interface Database {

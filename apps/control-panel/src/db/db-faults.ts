@@ -73,3 +73,29 @@ export async function withDeadline<T>(work: Promise<T>, ms: number, what: string
     clearTimeout(timer);
   }
 }
+
+/**
+ * What the pool last saw of the database: a query answered (up) or a fault
+ * (down). Reads that can answer from memory (verified tokens, the node and
+ * status lists) skip the database for `windowMs` after a fault instead of
+ * each paying the full deadline again; after the window one request tries
+ * the database again, and any answer marks it up.
+ */
+export class DbHealth {
+  private downAt: number | null = null;
+
+  constructor(private readonly windowMs = 1_000) {}
+
+  up(): void {
+    this.downAt = null;
+  }
+
+  down(): void {
+    this.downAt = Date.now();
+  }
+
+  /** A fault within the window and no answer since. */
+  get recentlyDown(): boolean {
+    return this.downAt !== null && Date.now() - this.downAt < this.windowMs;
+  }
+}

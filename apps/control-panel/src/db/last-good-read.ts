@@ -1,4 +1,4 @@
-import { isDatabaseUnavailable } from './db-faults.js';
+import { isDatabaseUnavailable, type DbHealth } from './db-faults.js';
 
 // A read that can answer from memory while the database cannot: the last
 // result that came from the database, kept for dashboards that must keep
@@ -16,9 +16,14 @@ export interface ReadResult<T> {
 export class LastGoodRead<T> {
   private last: { data: T; at: Date } | undefined;
 
-  constructor(private readonly query: () => Promise<T>) {}
+  constructor(
+    private readonly query: () => Promise<T>,
+    /** Skips the database while it is recently known down (no full deadline per read). */
+    private readonly health?: DbHealth,
+  ) {}
 
   async read(): Promise<ReadResult<T>> {
+    if (this.last && this.health?.recentlyDown) return { data: this.last.data, fromMemoryAt: this.last.at };
     try {
       const data = await this.query();
       this.last = { data, at: new Date() };

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { isDatabaseUnavailable, type DbHealth } from './db-faults.js';
 
 // The pool under Prisma, with the bounds a frozen server cannot enforce: a
 // connect/acquire deadline, a per-query deadline on the client side
@@ -22,37 +23,52 @@ const READ_TIMEOUT = 'Query read timeout';
 
 type Callback = (err: Error | null, result?: unknown) => void;
 
+/** The health every client of one pool reports to (set per pool by createPool's subclass). */
 class BoundedClient extends pg.Client {
+  protected health: DbHealth | undefined;
+
   // node-postgres overloads query (callback, promise, submittable); only the error path is wrapped.
   override query(...args: unknown[]): never {
     const last = args[args.length - 1];
     if (typeof last === 'function') {
       args[args.length - 1] = (err: Error | null, result?: unknown) => {
-        if (err) this.dropIfTimedOut(err);
+        this.observe(err);
         (last as Callback)(err, result);
       };
     }
     const result = (pg.Client.prototype.query as (...a: unknown[]) => unknown).apply(this, args);
     if (result && typeof (result as Promise<unknown>).then === 'function') {
-      return (result as Promise<unknown>).catch((err: Error) => {
-        this.dropIfTimedOut(err);
-        throw err;
-      }) as never;
+      return (result as Promise<unknown>).then(
+        (value) => {
+          this.observe(null);
+          return value;
+        },
+        (err: Error) => {
+          this.observe(err);
+          throw err;
+        },
+      ) as never;
     }
     return result as never;
   }
 
-  private dropIfTimedOut(err: Error): void {
+  private observe(err: Error | null): void {
+    if (!err) return this.health?.up();
+    if (isDatabaseUnavailable(err)) this.health?.down();
     if (err.message !== READ_TIMEOUT) return;
     const stream = (this as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream;
     stream?.destroy();
   }
 }
 
-export function createPool(connectionString: string, limits: DbLimits): pg.Pool {
-  const pool = new pg.Pool({
+/** A pool whose clients and connection attempts report to `health`. */
+export function createPool(connectionString: string, limits: DbLimits, health: DbHealth): pg.Pool {
+  class Client extends BoundedClient {
+    protected override health = health;
+  }
+  const pool = new ObservedPool(health, {
     connectionString,
-    Client: BoundedClient,
+    Client,
     max: limits.poolSize,
     connectionTimeoutMillis: limits.connectTimeoutMs,
     query_timeout: limits.queryTimeoutMs,
@@ -63,4 +79,28 @@ export function createPool(connectionString: string, limits: DbLimits): pg.Pool 
   // An idle connection the server dropped (restart, outage): the pool removes it; the next query opens a new one.
   pool.on('error', () => {});
   return pool;
+}
+
+/** Counts a failed acquire (refused, connect or acquire timeout) as the database being down. */
+class ObservedPool extends pg.Pool {
+  constructor(
+    private readonly health: DbHealth,
+    config: pg.PoolConfig,
+  ) {
+    super(config);
+  }
+
+  override connect(...args: unknown[]): never {
+    const cb = args[0];
+    if (typeof cb === 'function') {
+      return (pg.Pool.prototype.connect as (...a: unknown[]) => never).call(this, (err: Error | undefined, ...rest: unknown[]) => {
+        if (err && isDatabaseUnavailable(err)) this.health.down();
+        (cb as (...a: unknown[]) => void)(err, ...rest);
+      });
+    }
+    return (pg.Pool.prototype.connect as () => Promise<pg.PoolClient>).call(this).catch((err: Error) => {
+      if (isDatabaseUnavailable(err)) this.health.down();
+      throw err;
+    }) as never;
+  }
 }

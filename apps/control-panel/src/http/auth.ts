@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { createLoop } from '@tether/common';
-import type { Db } from '../db/database.js';
+import { healthOf, type Db } from '../db/database.js';
 import { isDatabaseUnavailable } from '../db/db-faults.js';
 import type { SessionFactOutbox } from '../session-writes/outbox.js';
 import { AppError } from '../errors.js';
@@ -61,13 +61,21 @@ export const authPlugin = fp<AuthOptions>(
     };
     /** Token hash → what the database said about it, and when. */
     const verified = new Map<string, { auth: AuthContext; at: number }>();
+    const health = healthOf(opts.prisma);
+    const fromCache = (tokenHash: string) => {
+      const cached = verified.get(tokenHash);
+      return cached && Date.now() - cached.at <= opts.cacheMs ? cached.auth : undefined;
+    };
     const lookup = async (tokenHash: string): Promise<AuthContext | null> => {
+      // Known down a moment ago: a remembered token answers at once instead of waiting out the deadline again.
+      const remembered = health.recentlyDown ? fromCache(tokenHash) : undefined;
+      if (remembered) return remembered;
       let token;
       try {
         token = await opts.prisma.apiToken.findUnique({ where: { tokenHash }, select: { id: true, role: true, teamId: true, revokedAt: true } });
       } catch (err) {
-        const cached = verified.get(tokenHash);
-        if (cached && isDatabaseUnavailable(err) && Date.now() - cached.at <= opts.cacheMs) return cached.auth;
+        const cached = isDatabaseUnavailable(err) ? fromCache(tokenHash) : undefined;
+        if (cached) return cached;
         throw err;
       }
       verified.delete(tokenHash);

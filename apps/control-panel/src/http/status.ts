@@ -1,5 +1,5 @@
 import type { FastifyPluginAsync } from 'fastify';
-import type { Db } from '../db/database.js';
+import { healthOf, type Db } from '../db/database.js';
 import { FROM_MEMORY_HEADER, LastGoodRead } from '../db/last-good-read.js';
 import { AppError } from '../errors.js';
 import { teamScope } from '../domain/access.js';
@@ -48,6 +48,7 @@ export const statusRoutes: FastifyPluginAsync<StatusRoutesOptions> = async (app,
             orderBy: [{ teamId: 'asc' }, { name: 'asc' }],
             select: serviceSelect,
           }),
+          healthOf(opts.prisma),
         );
         lastRead.set(scope, read);
       }

@@ -209,24 +209,18 @@ export class SessionFactOutbox {
     if (this.lastSeenAt.size > 0) {
       const taken = this.lastSeenAt;
       this.lastSeenAt = new Map();
-      try {
-        await this.options.writer.lastSeen([...taken].map(([nodeId, t]) => ({ nodeId, at: new Date(t) })));
-      } catch (err) {
-        if (!isDatabaseUnavailable(err)) return this.dropTimes(err, taken.size, 'last-seen');
-        for (const [id, t] of taken) if ((this.lastSeenAt.get(id) ?? 0) < t) this.lastSeenAt.set(id, t);
-        return this.refused(err);
-      }
+      const ok = await this.writeTimes(taken, this.lastSeenAt, 'last-seen', (e) =>
+        this.options.writer.lastSeen(e.map(([nodeId, at]) => ({ nodeId, at }))),
+      );
+      if (!ok) return false;
     }
     if (this.tokenUsedAt.size > 0) {
       const taken = this.tokenUsedAt;
       this.tokenUsedAt = new Map();
-      try {
-        await this.options.writer.tokensUsed([...taken].map(([tokenId, t]) => ({ tokenId, at: new Date(t) })));
-      } catch (err) {
-        if (!isDatabaseUnavailable(err)) return this.dropTimes(err, taken.size, 'token last-used');
-        for (const [id, t] of taken) if ((this.tokenUsedAt.get(id) ?? 0) < t) this.tokenUsedAt.set(id, t);
-        return this.refused(err);
-      }
+      const ok = await this.writeTimes(taken, this.tokenUsedAt, 'token last-used', (e) =>
+        this.options.writer.tokensUsed(e.map(([tokenId, at]) => ({ tokenId, at }))),
+      );
+      if (!ok) return false;
     }
     this.recovered();
     return true;
@@ -275,10 +269,28 @@ export class SessionFactOutbox {
     this.options.logger.info({ pending: this.pending }, 'database takes session facts again');
   }
 
-  private dropTimes(err: unknown, count: number, what: string): true {
-    this.stats.droppedTimes += count;
-    this.options.logger.error({ err, count }, `${what} times could not be written and were dropped`);
-    return true;
+  /**
+   * Writes coalesced times taken from the pending map. Refused: merged back
+   * into `pending` (newest wins) and false. Failed otherwise: dropped.
+   */
+  private async writeTimes(
+    taken: Map<string, number>,
+    pending: Map<string, number>,
+    what: string,
+    write: (entries: [string, Date][]) => Promise<void>,
+  ): Promise<boolean> {
+    try {
+      await write([...taken].map(([id, t]) => [id, new Date(t)]));
+      return true;
+    } catch (err) {
+      if (isDatabaseUnavailable(err)) {
+        for (const [id, t] of taken) if ((pending.get(id) ?? 0) < t) pending.set(id, t);
+        return this.refused(err);
+      }
+      this.stats.droppedTimes += taken.size;
+      this.options.logger.error({ err, count: taken.size }, `${what} times could not be written and were dropped`);
+      return true;
+    }
   }
 
   /** Appends every durable fact not yet in the spill file. */
