@@ -1,6 +1,7 @@
 import { CLOSE_CODES, closeCodeName } from '@tether/protocol';
 import type { RoutingView } from '../routing/routing-reconciler.js';
 import type { SessionRegistry } from '../sessions/registry.js';
+import type { FleetRow, FleetState, UnreachableReason } from './fleet-wire.js';
 import type { DirectoryNode, DirectorySnapshot } from './node-directory.js';
 
 // One fleet-page row per node: reachability comes from the connected map only
@@ -8,31 +9,7 @@ import type { DirectoryNode, DirectorySnapshot } from './node-directory.js';
 // column from what the live session reported. Times are ms since epoch so the
 // browser can tick ages itself.
 
-export type FleetState = 'reachable' | 'unreachable' | 'never_connected' | 'decommissioned';
-
-/** Why a node is unreachable, in the words the page shows. */
-export type UnreachableReason = 'idle timeout' | 'ACK timeout' | 'superseded' | 'closed';
-
-export interface FleetRow {
-  id: string;
-  name: string;
-  state: FleetState;
-  /** Unreachable since (ms), null otherwise. */
-  since: number | null;
-  reason: UnreachableReason | null;
-  /** The teardown's own words (for the tooltip and the node page). */
-  reasonDetail: string | null;
-  sessionId: string | null;
-  connectedSince: number | null;
-  lastFrameAt: number | null;
-  heartbeatMs: number | null;
-  missedAcks24h: number;
-  services: { running: number | null; desired: number };
-  runtime: { available: boolean; error: string | null } | null;
-  reloadsToday: number;
-  lastReloadReason: string | null;
-  routing: { desiredHash: string | null; appliedHash: string | null; drifting: boolean };
-}
+export type { FleetRow, FleetState, UnreachableReason } from './fleet-wire.js';
 
 export function reasonOf(code: number | null): UnreachableReason | null {
   if (code === null) return null;

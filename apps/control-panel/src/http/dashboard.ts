@@ -130,9 +130,11 @@ export const dashboardRoutes: FastifyPluginAsync<DashboardOptions> = async (app,
     return reply.code(204).send();
   });
 
-  app.get('/dashboard/api/me', { ...hidden, onRequest: requireCookie }, async (request) => ({
-    expiresAt: new Date(request.dashboardClaim!.expiresAt * 1000).toISOString(),
-  }));
+  // 200 either way: the page asks at load whether it is signed in, and a 401 would be a console error on every visit.
+  app.get('/dashboard/api/me', hidden, async (request) => {
+    const claim = claimOf(request);
+    return claim ? { signedIn: true, expiresAt: new Date(claim.expiresAt * 1000).toISOString() } : { signedIn: false, expiresAt: null };
+  });
 
   app.get('/dashboard/api/stream', { ...hidden, onRequest: requireCookie }, async (request, reply) => {
     const raw = reply.raw;
