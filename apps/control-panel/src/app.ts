@@ -1,6 +1,7 @@
 import websocket from '@fastify/websocket';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import { agentGateway, WS_MAX_PAYLOAD } from './agent-gateway/gateway.js';
+import { MAX_PAYLOAD_BYTES } from '@tether/protocol';
+import { agentGateway } from './agent-gateway/gateway.js';
 import { createAgentSide, type AgentSide } from './agent-side.js';
 import type { PanelConfig } from './config.js';
 import type { Db } from './db/database.js';
@@ -95,7 +96,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   app.addHook('preClose', async () => agents.stop());
 
   // The agent gateway: GET /v1/agent/connect.
-  await app.register(websocket, { options: { maxPayload: WS_MAX_PAYLOAD, perMessageDeflate: false } });
+  await app.register(websocket, { options: { maxPayload: MAX_PAYLOAD_BYTES, perMessageDeflate: false } });
   const s = deps.config.sessions;
   await app.register(agentGateway, {
     prisma: deps.prisma,
