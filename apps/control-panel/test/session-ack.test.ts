@@ -31,7 +31,7 @@ function session(socket: unknown) {
 }
 
 describe('ACK timeout', () => {
-  beforeEach(() => vi.useFakeTimers());
+  beforeEach(() => vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date', 'performance'] }));
   afterEach(() => vi.useRealTimers());
 
   it('counts from the moment the frame is written, not before, and kills the session after it', async () => {
