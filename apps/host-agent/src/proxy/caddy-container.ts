@@ -1,3 +1,4 @@
+import { sleep, type Logger } from '@tether/common';
 import { createHash } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
@@ -5,7 +6,7 @@ import type Docker from 'dockerode';
 import { LABELS, ensureNetwork } from '../docker/docker-client.js';
 import { canonicalJson } from './canonical-json.js';
 import { CADDY_CONTAINER } from './caddy-image.js';
-import { ProxyError, type ProxyLogger } from './errors.js';
+import { ProxyError } from './errors.js';
 import type { ProxyTlsMode } from './render.js';
 import type { ProxySupervisor } from './routing-controller.js';
 
@@ -36,7 +37,7 @@ export interface CaddyContainerOptions {
   user: string;
   /** Resolves once Caddy's admin API answers. */
   probe: () => Promise<unknown>;
-  logger: ProxyLogger;
+  logger: Logger;
   /** How long a started container may take until its admin API answers. */
   readyTimeoutMs?: number;
   /** Upper bound of one ensure() (image build, Docker calls, readiness). */
@@ -182,7 +183,7 @@ export class CaddyContainer implements ProxySupervisor {
       } catch (error) {
         lastError = error;
       }
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await sleep(100);
     }
     throw new ProxyError('PROXY_CONTAINER_FAILED', `proxy container started but its admin API did not answer: ${(lastError as Error)?.message}`, { cause: lastError });
   }

@@ -1,3 +1,4 @@
+import type { Logger } from '@tether/common';
 import os from 'node:os';
 import path from 'node:path';
 import type Docker from 'dockerode';
@@ -8,7 +9,6 @@ import { DisabledRouting } from '../null-controllers.js';
 import { createCaddyAdmin, parseAdminUrl } from './caddy-admin.js';
 import { CaddyContainer, caddyHostPaths } from './caddy-container.js';
 import { CADDY_CONTAINER, CADDY_CONTAINER_ADMIN, ensureCaddyImage } from './caddy-image.js';
-import type { ProxyLogger } from './errors.js';
 import { CaddyRoutingController } from './routing-controller.js';
 import type { CaddyAdminSettings, ProxyTlsMode } from './render.js';
 
@@ -30,7 +30,7 @@ interface CommonOptions {
   adminTimeoutMs: number;
   checkIntervalMs: number;
   serving: ServingOptions;
-  logger: ProxyLogger;
+  logger: Logger;
   now?: () => Date;
 }
 
@@ -115,7 +115,7 @@ export function createContainerRoutingController(o: ContainerProxyOptions): { co
   return { controller, container };
 }
 
-export function createRoutingController(config: AgentConfig, deps: { logger: ProxyLogger; docker?: Docker }): RoutingController {
+export function createRoutingController(config: AgentConfig, deps: { logger: Logger; docker?: Docker }): RoutingController {
   const p = config.proxy;
   const common: CommonOptions = {
     stateDir: config.stateDir,

@@ -47,10 +47,6 @@ export class DockerContainerRuntime implements ContainerRuntime {
     }
   }
 
-  async ping(options: CallOptions = {}): Promise<void> {
-    await this.call('ping', 'daemon', (abortSignal) => (this.docker as unknown as { ping(o: object): Promise<unknown> }).ping({ abortSignal }), options.timeoutMs);
-  }
-
   async list(labels: Record<string, string>, options: CallOptions = {}): Promise<ContainerSummary[]> {
     const rows = await this.call(
       'list containers',
@@ -190,24 +186,6 @@ export class DockerContainerRuntime implements ContainerRuntime {
 
   async ensureNetwork(name: string): Promise<void> {
     await this.call(`ensure network ${name}`, 'network', (signal) => raceSignal(ensureNetwork(this.docker, name), signal));
-  }
-
-  async connectNetwork(network: string, id: string, aliases: string[]): Promise<void> {
-    await this.call(`connect ${id} to ${network}`, 'network', (abortSignal) =>
-      this.docker.getNetwork(network).connect(withSignal<Docker.NetworkConnectOptions>(abortSignal, { Container: id, EndpointConfig: { Aliases: aliases } })),
-    );
-  }
-
-  async disconnectNetwork(network: string, id: string): Promise<void> {
-    try {
-      await this.call(`disconnect ${id} from ${network}`, 'network', (abortSignal) =>
-        this.docker.getNetwork(network).disconnect(withSignal<object>(abortSignal, { Container: id, Force: true })),
-      );
-    } catch (err) {
-      const e = err as RuntimeError;
-      if (e.code === RUNTIME_ERROR_CODES.NETWORK_NOT_FOUND || /is not connected/i.test(e.message)) return;
-      throw err;
-    }
   }
 
   async logsTail(id: string, lines: number): Promise<string> {
