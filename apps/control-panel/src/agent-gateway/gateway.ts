@@ -13,8 +13,7 @@ import {
   type Timing,
 } from '@tether/protocol';
 import type { Db } from '../db/database.js';
-import type { PanelMetrics } from '../lib/metrics.js';
-import { nextReport } from '../sessions/report.js';
+import type { PanelMetrics } from '../panel-metrics.js';
 import { AgentSession, closeHard, type SessionTiming } from '../sessions/session.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import { authenticateNode, type AuthenticatedNode } from './authenticate.js';
@@ -75,7 +74,7 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
     (socket, request) => {
       const node = request.agentNode!;
       const peer = `${request.socket.remoteAddress}:${request.socket.remotePort}`;
-      const log = request.log.child({ node: node.name, peer });
+      const log = request.log.child({ node: node.name, nodeId: node.id, peer });
       let session: AgentSession | undefined;
       let preHelloInvalid = 0;
 
@@ -97,7 +96,7 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
         clearTimeout(helloTimer);
         if (hello.node !== node.name) log.warn({ reported: hello.node }, 'hello names another node than the token; the token decides');
         session = new AgentSession(socket, node.id, node.name, peer, hello.agentVersion, sessionTiming, opts.registry.onTeardown);
-        session.report = { containers: hello.containers, runtime: hello.runtime, routing: hello.routing, at: session.openedAt };
+        session.recordHello(hello.containers, hello.runtime, hello.routing);
         session.send({ type: 'welcome', id: nextId(), ref: hello.id, sessionId: session.id, nodeId: node.id, timing: welcomeTiming });
         opts.registry.open(session);
       };
@@ -108,8 +107,8 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
           reject(socket, result.error);
           if (result.error.code === FRAME_ERROR_CODES.UNSUPPORTED_PROTOCOL_VERSION) return protocolError(result.error.message);
           if (session) {
-            session.invalidFrames++;
-            if (++session.invalidStreak >= maxInvalidStreak) protocolError(`${session.invalidStreak} invalid frames in a row`);
+            const streak = session.recordInvalid();
+            if (streak >= maxInvalidStreak) protocolError(`${streak} invalid frames in a row`);
           } else if (++preHelloInvalid >= maxInvalidStreak) protocolError(`${preHelloInvalid} invalid frames before hello`);
           return;
         }
@@ -121,9 +120,9 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
         }
         if (session.closed) return;
         if (!AGENT_TYPES.has(message.type)) {
-          session.invalidFrames++;
+          const streak = session.recordInvalid();
           reject(socket, { code: FRAME_ERROR_CODES.UNEXPECTED_MESSAGE, message: `${message.type} is not accepted from an agent here`, ref: message.id });
-          if (++session.invalidStreak >= maxInvalidStreak) protocolError(`${session.invalidStreak} invalid frames in a row`);
+          if (streak >= maxInvalidStreak) protocolError(`${streak} invalid frames in a row`);
           return;
         }
         session.touch();
@@ -133,12 +132,10 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
       const handle = (s: AgentSession, message: AgentMessage) => {
         switch (message.type) {
           case 'heartbeat':
-            s.heartbeats++;
-            s.lastHeartbeatSeq = message.seq;
-            s.report = nextReport(s.report, message.containers, message.runtime, message.routing, s.lastFrameAt);
+            s.recordHeartbeat(message.seq, message.containers, message.runtime, message.routing);
             break;
           case 'pong':
-            s.pongs++;
+            s.recordPong();
             break;
           case 'ack':
             if (!s.acknowledge(message.ref)) log.debug({ ref: message.ref }, 'ack nobody waits for');
@@ -149,7 +146,7 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
           default:
             break;
         }
-        opts.registry.emit('message', s, message);
+        opts.registry.received(s, message);
       };
 
       socket.on('close', (code: number, reason: Buffer) => {

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { WebSocket } from 'ws';
 import { CLOSE_CODES, encode, type ContainerState, type PanelMessage, type RoutingStatus, type RuntimeStatus } from '@tether/protocol';
+import { nextReport, type NodeReport } from './report.js';
 
 // One agent's WebSocket session. Its reads run under a read-idle deadline: any
 // valid inbound frame refreshes the timer, silence past it tears the session
@@ -10,15 +11,6 @@ export interface SessionTiming {
   idleTimeoutMs: number;
   ackTimeoutMs: number;
   sendBufferLimitBytes: number;
-}
-
-/** What the agent last reported; exists only as long as the session does. */
-export interface NodeReport {
-  containers: ContainerState[];
-  runtime: RuntimeStatus;
-  routing: RoutingStatus;
-  /** When the frame carrying this report arrived (ms since epoch). */
-  at: number;
 }
 
 /** A message encoded ahead: the UTF-8 of `head` followed by `tail` is exactly encode(message). */
@@ -68,17 +60,17 @@ export const newSessionId = () => `ses_${randomBytes(9).toString('base64url')}`;
 export class AgentSession {
   readonly id = newSessionId();
   readonly openedAt = Date.now();
-  lastFrameAt = this.openedAt;
-  heartbeats = 0;
-  lastHeartbeatSeq = -1;
-  pingsSent = 0;
-  lastPingAt = this.openedAt;
-  pongs = 0;
-  missedAcks = 0;
-  invalidFrames = 0;
+  private frameAt = this.openedAt;
+  private heartbeatCount = 0;
+  private heartbeatSeq = -1;
+  private pingCount = 0;
+  private pingAt = this.openedAt;
+  private pongCount = 0;
+  private missedAckCount = 0;
+  private invalidCount = 0;
   /** Invalid frames in a row; reset by a valid one. */
-  invalidStreak = 0;
-  report: NodeReport | null = null;
+  private invalidStreak = 0;
+  private lastReport: NodeReport | null = null;
   closed: { code: number; reason: string; at: number } | null = null;
 
   private readonly idleTimer: NodeJS.Timeout;
@@ -99,9 +91,66 @@ export class AgentSession {
 
   /** A valid frame arrived: the session proved itself alive. */
   touch(now = Date.now()): void {
-    this.lastFrameAt = now;
+    this.frameAt = now;
     this.invalidStreak = 0;
     if (!this.closed) this.idleTimer.refresh();
+  }
+
+  /** An invalid frame arrived; returns how many came in a row. */
+  recordInvalid(): number {
+    this.invalidCount++;
+    return ++this.invalidStreak;
+  }
+
+  /** What the agent said in hello: in place until its first heartbeat. */
+  recordHello(containers: ContainerState[], runtime: RuntimeStatus, routing: RoutingStatus): void {
+    this.lastReport = { containers, runtime, routing, at: this.openedAt };
+  }
+
+  /** A heartbeat (already touched): its report replaces the previous one, which is kept when unchanged. */
+  recordHeartbeat(seq: number, containers: ContainerState[], runtime: RuntimeStatus, routing: RoutingStatus): void {
+    this.heartbeatCount++;
+    this.heartbeatSeq = seq;
+    this.lastReport = nextReport(this.lastReport, containers, runtime, routing, this.frameAt);
+  }
+
+  recordPong(): void {
+    this.pongCount++;
+  }
+
+  /** Sends a ping when `intervalMs` passed since the last one. */
+  pingIfDue(now: number, intervalMs: number, id: string): void {
+    if (now - this.pingAt < intervalMs) return;
+    this.pingAt = now;
+    if (this.send({ type: 'ping', id })) this.pingCount++;
+  }
+
+  /** When the last valid frame arrived (ms since epoch). */
+  get lastFrameAt(): number {
+    return this.frameAt;
+  }
+  get heartbeats(): number {
+    return this.heartbeatCount;
+  }
+  /** -1 before the first heartbeat. */
+  get lastHeartbeatSeq(): number {
+    return this.heartbeatSeq;
+  }
+  get pingsSent(): number {
+    return this.pingCount;
+  }
+  get pongs(): number {
+    return this.pongCount;
+  }
+  get missedAcks(): number {
+    return this.missedAckCount;
+  }
+  get invalidFrames(): number {
+    return this.invalidCount;
+  }
+  /** What the agent last reported; null never after hello. */
+  get report(): NodeReport | null {
+    return this.lastReport;
   }
 
   private onIdle(): void {
@@ -140,7 +189,7 @@ export class AgentSession {
       if (this.closed) return reject(new SessionClosedError(this.closed.code, this.closed.reason));
       const expire = () => {
         this.waiters.delete(message.id);
-        this.missedAcks++;
+        this.missedAckCount++;
         reject(new AckTimeoutError(message.id, timeoutMs));
         this.teardown(CLOSE_CODES.ACK_TIMEOUT, `${message.type} ${message.id} not acknowledged within ${timeoutMs} ms`);
       };

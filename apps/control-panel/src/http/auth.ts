@@ -3,7 +3,8 @@ import fp from 'fastify-plugin';
 import { createLoop } from '@tether/common';
 import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
-import { hashToken } from './tokens.js';
+import type { AuthContext } from '../domain/access.js';
+import { hashToken } from '../domain/tokens.js';
 
 // Bearer-token authentication for the REST API. Routes opt in with
 // `onRequest: requireAuth` or `onRequest: requireOperator`; running in
@@ -11,15 +12,6 @@ import { hashToken } from './tokens.js';
 // read or validated. Every request looks its token up (one indexed query), so
 // a revoked token stops working at once. last_used_at is kept in memory and
 // written in batches: a busy token must not turn every GET into a write.
-
-export type Role = 'operator' | 'customer';
-
-export interface AuthContext {
-  tokenId: string;
-  role: Role;
-  /** The customer's team; null for operators. */
-  teamId: string | null;
-}
 
 interface Authenticator {
   authenticate(request: FastifyRequest, reply: FastifyReply): Promise<AuthContext>;
@@ -109,13 +101,3 @@ export function authOf(request: FastifyRequest): AuthContext {
   return request.auth;
 }
 
-/**
- * Prisma `where` fragment limiting a query to what the caller may see:
- * nothing for operators, the caller's team for customers. Resources outside
- * it are then simply not found (404), so their existence is not leaked.
- */
-export function teamScope(auth: AuthContext): { teamId?: string } {
-  if (auth.role === 'operator') return {};
-  if (!auth.teamId) throw new AppError('FORBIDDEN', 'this customer token has no team');
-  return { teamId: auth.teamId };
-}

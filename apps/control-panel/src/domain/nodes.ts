@@ -1,10 +1,9 @@
 import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
 import type { Node } from '../generated/prisma/client.js';
-import { toIso } from '../lib/schemas.js';
-import { generateToken, hashToken } from '../lib/tokens.js';
-import { mapPrismaError } from './db-helpers.js';
-import type { ApiDeps } from './deps.js';
+import { generateToken, hashToken } from './tokens.js';
+import { mapPrismaError, toIso } from '../db/prisma-helpers.js';
+import type { ApiDeps } from './api-deps.js';
 
 // Nodes as the database knows them. Nothing here says whether a node is
 // reachable: only a live session can (the session registry adds that).

@@ -1,10 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type from 'typebox';
-import { authOf, requireAuth } from '../lib/auth.js';
-import { IMAGE_REFERENCE_PATTERN, MAX_IMAGE_LENGTH } from '../lib/image-reference.js';
-import { authErrors, id, IdParams, labelName, NoContent, security, Timestamp } from '../lib/schemas.js';
-import type { ApiDeps } from '../services/deps.js';
-import { createService, deleteService, getService, listServices, updateService } from '../services/services.js';
+import { authOf, requireAuth } from './auth.js';
+import { IMAGE_REFERENCE_PATTERN, MAX_IMAGE_LENGTH } from '../domain/image-reference.js';
+import { authErrors, id, IdParams, labelName, NoContent, security, Timestamp } from './schemas.js';
+import type { ApiDeps } from '../domain/api-deps.js';
+import { createService, deleteService, getService, listServices, updateService } from '../domain/services.js';
 
 export const MAX_ENV_VARS = 100;
 export const MAX_ENV_VALUE_LENGTH = 32_768;

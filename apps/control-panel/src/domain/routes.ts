@@ -1,9 +1,9 @@
 import { AppError } from '../errors.js';
 import type { Route } from '../generated/prisma/client.js';
-import { teamScope, type AuthContext } from '../lib/auth.js';
-import { assertDomain } from '../lib/domain.js';
-import { lockService, mapPrismaError } from './db-helpers.js';
-import type { ApiDeps } from './deps.js';
+import { teamScope, type AuthContext } from './access.js';
+import { assertDomain } from './host-names.js';
+import { lockService, mapPrismaError } from '../db/prisma-helpers.js';
+import type { ApiDeps } from './api-deps.js';
 
 // Routes attach a domain (optionally narrowed to a path prefix) to a service.
 // A domain is attached to at most one service across all teams.

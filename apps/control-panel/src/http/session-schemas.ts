@@ -1,5 +1,5 @@
 import Type from 'typebox';
-import { NullableTimestamp, Timestamp } from '../lib/schemas.js';
+import { NullableTimestamp, Timestamp } from './schemas.js';
 
 // Response schemas of the session health and status routes (OpenAPI and
 // fast serialisation). Ages are in milliseconds at the time of the answer.

@@ -1,10 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type from 'typebox';
 import { DeploymentStatus } from '../generated/prisma/enums.js';
-import { authOf, requireAuth } from '../lib/auth.js';
-import { authErrors, IdParams, NullableTimestamp, security, Timestamp } from '../lib/schemas.js';
-import { createDeployment, getDeployment, listServiceDeployments } from '../services/deployments.js';
-import type { ApiDeps } from '../services/deps.js';
+import { authOf, requireAuth } from './auth.js';
+import { authErrors, IdParams, NullableTimestamp, security, Timestamp } from './schemas.js';
+import { createDeployment, getDeployment, listServiceDeployments } from '../domain/deployments.js';
+import type { ApiDeps } from '../domain/api-deps.js';
 
 const DeploymentSchema = Type.Object({
   id: Type.String(),

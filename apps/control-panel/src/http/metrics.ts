@@ -1,5 +1,5 @@
 import type { FastifyPluginAsync } from 'fastify';
-import type { PanelMetrics } from '../lib/metrics.js';
+import type { PanelMetrics } from '../panel-metrics.js';
 
 /** Prometheus scrape endpoint. */
 export const metricsRoutes: FastifyPluginAsync<{ metrics: PanelMetrics }> = async (app, opts) => {

@@ -1,10 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type from 'typebox';
 import { TokenRole } from '../generated/prisma/enums.js';
-import { requireOperator } from '../lib/auth.js';
-import { authErrors, IdParams, NullableTimestamp, security, Timestamp, TokenName } from '../lib/schemas.js';
-import type { ApiDeps } from '../services/deps.js';
-import { createCustomerToken, listTeamTokens, revokeToken } from '../services/teams.js';
+import { requireOperator } from './auth.js';
+import { authErrors, IdParams, NullableTimestamp, security, Timestamp, TokenName } from './schemas.js';
+import type { ApiDeps } from '../domain/api-deps.js';
+import { createCustomerToken, listTeamTokens, revokeToken } from '../domain/tokens.js';
 
 const TokenSchema = Type.Object({
   id: Type.String(),

@@ -1,12 +1,34 @@
+import { createHash, randomBytes } from 'node:crypto';
 import type { Db } from '../db/database.js';
+import { mapPrismaError, toIso } from '../db/prisma-helpers.js';
 import { AppError } from '../errors.js';
-import type { ApiToken, Team } from '../generated/prisma/client.js';
-import type { AuthContext } from '../lib/auth.js';
-import { toIso } from '../lib/schemas.js';
-import { generateToken, hashToken } from '../lib/tokens.js';
-import { mapPrismaError } from './db-helpers.js';
+import type { ApiToken } from '../generated/prisma/client.js';
+import { requireTeam } from './teams.js';
 
-export const presentTeam = (t: Team) => ({ id: t.id, name: t.name, createdAt: t.createdAt.toISOString() });
+// Bearer tokens (operator, customer) and agent tokens (node) share one shape:
+// a prefix that says what the token is (so a leaked one is recognisable in
+// logs and secret scanners) and 32 random bytes. Only the sha256 of a token is
+// stored; the token itself is shown once, when it is made.
+
+export type TokenKind = 'operator' | 'customer' | 'node';
+
+const PREFIX: Record<TokenKind, string> = {
+  operator: 'tth_op_',
+  customer: 'tth_cu_',
+  node: 'tth_node_',
+};
+
+export function generateToken(kind: TokenKind): string {
+  return PREFIX[kind] + randomBytes(32).toString('base64url');
+}
+
+/**
+ * sha256 hex of a token. A plain (unsalted) hash is enough because tokens are
+ * 256 random bits: nothing to brute-force, and lookups stay one indexed query.
+ */
+export function hashToken(token: string): string {
+  return createHash('sha256').update(token, 'utf8').digest('hex');
+}
 
 export const presentToken = (t: ApiToken) => ({
   id: t.id,
@@ -17,30 +39,6 @@ export const presentToken = (t: ApiToken) => ({
   lastUsedAt: toIso(t.lastUsedAt),
   revokedAt: toIso(t.revokedAt),
 });
-
-export async function createTeam(prisma: Db, name: string) {
-  try {
-    return presentTeam(await prisma.team.create({ data: { name } }));
-  } catch (err) {
-    mapPrismaError(err, { P2002: new AppError('CONFLICT', `a team named ${name} already exists`) });
-  }
-}
-
-export async function listTeams(prisma: Db) {
-  return (await prisma.team.findMany({ orderBy: { createdAt: 'asc' } })).map(presentTeam);
-}
-
-/** Operators see every team; a customer sees only its own (any other id is 404). */
-export async function getTeam(prisma: Db, auth: AuthContext, id: string) {
-  if (auth.role === 'customer' && auth.teamId !== id) throw new AppError('NOT_FOUND', 'no such team');
-  const team = await prisma.team.findUnique({ where: { id } });
-  if (!team) throw new AppError('NOT_FOUND', 'no such team');
-  return presentTeam(team);
-}
-
-async function requireTeam(prisma: Db, id: string): Promise<void> {
-  if (!(await prisma.team.findUnique({ where: { id }, select: { id: true } }))) throw new AppError('NOT_FOUND', 'no such team');
-}
 
 /** A customer token for a team. The token is in this answer only; the database keeps its hash. */
 export async function createCustomerToken(prisma: Db, teamId: string, name: string) {

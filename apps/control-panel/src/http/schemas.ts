@@ -50,5 +50,3 @@ export const authErrors = <S extends ErrorStatus = never>(...extra: S[]) => erro
 export const security = [{ bearerAuth: [] }];
 
 export const NoContent = Type.Unsafe<undefined>({ type: 'null', description: 'no content' });
-
-export const toIso = (d: Date | null): string | null => (d ? d.toISOString() : null);

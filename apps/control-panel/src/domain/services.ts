@@ -1,17 +1,13 @@
 import { AppError } from '../errors.js';
 import type { Node, Prisma, Service } from '../generated/prisma/client.js';
-import { teamScope, type AuthContext } from '../lib/auth.js';
-import { lockService, mapPrismaError } from './db-helpers.js';
-import type { ApiDeps, Tx } from './deps.js';
+import { teamScope, type AuthContext } from './access.js';
+import { lockService, mapPrismaError } from '../db/prisma-helpers.js';
+import type { Tx } from '../db/database.js';
+import type { ServiceSpec } from '../db/deployment-spec.js';
+import type { ApiDeps } from './api-deps.js';
 import { placeOnNode } from './placement.js';
 
-export interface ServiceSpec {
-  name: string;
-  image: string;
-  env: Record<string, string>;
-  internalPort: number | null;
-  replicas: number;
-}
+export type { ServiceSpec };
 
 export interface CreateServiceInput extends Partial<Omit<ServiceSpec, 'name' | 'image'>> {
   name: string;

@@ -1,9 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type from 'typebox';
-import { authOf, requireAuth, requireOperator } from '../lib/auth.js';
-import { authErrors, IdParams, labelName, security, Timestamp } from '../lib/schemas.js';
-import type { ApiDeps } from '../services/deps.js';
-import { createTeam, getTeam, listTeams } from '../services/teams.js';
+import { authOf, requireAuth, requireOperator } from './auth.js';
+import { authErrors, IdParams, labelName, security, Timestamp } from './schemas.js';
+import type { ApiDeps } from '../domain/api-deps.js';
+import { createTeam, getTeam, listTeams } from '../domain/teams.js';
 
 export const TeamSchema = Type.Object({ id: Type.String(), name: Type.String(), createdAt: Timestamp });
 

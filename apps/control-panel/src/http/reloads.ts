@@ -2,9 +2,9 @@ import type { FastifyPluginAsync } from 'fastify';
 import Type from 'typebox';
 import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
-import { requireOperator } from '../lib/auth.js';
-import { IdParams, NullableTimestamp, Timestamp, authErrors, security } from '../lib/schemas.js';
-import type { RoutingView } from '../sessions/session-view.js';
+import { requireOperator } from './auth.js';
+import { IdParams, NullableTimestamp, Timestamp, authErrors, security } from './schemas.js';
+import type { RoutingView } from '../routing/routing-reconciler.js';
 
 const NullableString = Type.Union([Type.String(), Type.Null()]);
 
@@ -27,7 +27,7 @@ const Query = Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maxi
 /** The proxy reloads of one node, newest first, with why each happened (operators). */
 export const reloadRoutes: FastifyPluginAsync<{ prisma: Db; routing: RoutingView }> = async (app, opts) => {
   app.get<{ Params: { id: string }; Querystring: { limit?: number } }>(
-    '/v1/nodes/:id/reloads',
+    '/nodes/:id/reloads',
     {
       onRequest: requireOperator,
       schema: {

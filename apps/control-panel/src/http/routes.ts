@@ -1,10 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type from 'typebox';
-import { authOf, requireAuth } from '../lib/auth.js';
-import { MAX_DOMAIN_LENGTH, MAX_PATH_PREFIX_LENGTH, PATH_PREFIX_PATTERN } from '../lib/domain.js';
-import { authErrors, id, IdParams, NoContent, security, Timestamp } from '../lib/schemas.js';
-import type { ApiDeps } from '../services/deps.js';
-import { attachRoute, detachRoute, getRoute, listRoutes } from '../services/routes.js';
+import { authOf, requireAuth } from './auth.js';
+import { MAX_DOMAIN_LENGTH, MAX_PATH_PREFIX_LENGTH, PATH_PREFIX_PATTERN } from '../domain/host-names.js';
+import { authErrors, id, IdParams, NoContent, security, Timestamp } from './schemas.js';
+import type { ApiDeps } from '../domain/api-deps.js';
+import { attachRoute, detachRoute, getRoute, listRoutes } from '../domain/routes.js';
 
 const RouteSchema = Type.Object({
   id: Type.String(),
@@ -16,7 +16,7 @@ const RouteSchema = Type.Object({
 
 const AttachBody = Type.Object(
   {
-    // Checked in code (lib/domain.ts) so that every bad domain answers INVALID_DOMAIN;
+    // Checked in code (domain/host-names.ts) so that every bad domain answers INVALID_DOMAIN;
     // the schema only bounds the size.
     domain: Type.String({
       maxLength: 4 * MAX_DOMAIN_LENGTH,

@@ -1,9 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type from 'typebox';
-import { requireOperator } from '../lib/auth.js';
-import { authErrors, IdParams, labelName, NullableTimestamp, security, Timestamp } from '../lib/schemas.js';
-import type { ApiDeps } from '../services/deps.js';
-import { createNode, decommissionNode, getNode, listNodes } from '../services/nodes.js';
+import { requireOperator } from './auth.js';
+import { authErrors, IdParams, labelName, NullableTimestamp, security, Timestamp } from './schemas.js';
+import type { ApiDeps } from '../domain/api-deps.js';
+import { createNode, decommissionNode, getNode, listNodes } from '../domain/nodes.js';
 
 // Only what the database knows. Reachability is not a column: it comes from
 // the live session registry, which adds its own fields to these answers.

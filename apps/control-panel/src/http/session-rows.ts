@@ -1,19 +1,8 @@
-import type { SessionRegistry } from './registry.js';
+import type { RoutingView } from '../routing/routing-reconciler.js';
+import type { SessionRegistry } from '../sessions/registry.js';
 
 // The dashboard row of one node, computed from the connected map (never from
 // a flag or a timestamp in the database) plus the persisted teardown history.
-
-export interface RoutingView {
-  forNode(nodeId: string): {
-    desiredHash: string | null;
-    appliedHash: string | null;
-    drifting: boolean;
-    reloadsToday: number;
-    reloadsTotal: number;
-    lastReloadAt: string | null;
-    lastReloadReason: string | null;
-  };
-}
 
 export interface NodeRecord {
   id: string;

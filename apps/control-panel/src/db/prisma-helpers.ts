@@ -1,6 +1,6 @@
 import type { AppError } from '../errors.js';
 import { Prisma } from '../generated/prisma/client.js';
-import type { Tx } from './deps.js';
+import type { Tx } from './database.js';
 
 // Row locks for the few places where two requests could interleave badly:
 // placing or deploying onto a node while it is being decommissioned, and
@@ -36,3 +36,6 @@ export function mapPrismaError(err: unknown, map: Partial<Record<KnownCode, AppE
   }
   throw err;
 }
+
+/** A nullable timestamp column as the API shows it. */
+export const toIso = (d: Date | null): string | null => (d ? d.toISOString() : null);

@@ -2,11 +2,12 @@ import type { FastifyPluginAsync } from 'fastify';
 import Type from 'typebox';
 import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
-import { requireOperator } from '../lib/auth.js';
-import { IdParams, authErrors, security } from '../lib/schemas.js';
-import { SessionHistory, SessionList } from '../sessions/schemas.js';
+import { requireOperator } from './auth.js';
+import { IdParams, authErrors, security } from './schemas.js';
+import { SessionHistory, SessionList } from './session-schemas.js';
 import type { SessionRegistry } from '../sessions/registry.js';
-import { sessionRow, type RoutingView } from '../sessions/session-view.js';
+import type { RoutingView } from '../routing/routing-reconciler.js';
+import { sessionRow } from './session-rows.js';
 
 export interface SessionRoutesOptions {
   prisma: Db;
@@ -20,7 +21,7 @@ const HistoryQuery = Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 
 /** Session health for dashboards (operators only). */
 export const sessionRoutes: FastifyPluginAsync<SessionRoutesOptions> = async (app, opts) => {
   app.get(
-    '/v1/sessions',
+    '/sessions',
     {
       onRequest: requireOperator,
       schema: {
@@ -38,7 +39,7 @@ export const sessionRoutes: FastifyPluginAsync<SessionRoutesOptions> = async (ap
   );
 
   app.get<{ Params: { id: string }; Querystring: { limit?: number } }>(
-    '/v1/nodes/:id/sessions',
+    '/nodes/:id/sessions',
     {
       onRequest: requireOperator,
       schema: {

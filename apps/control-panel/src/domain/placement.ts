@@ -1,7 +1,7 @@
 import { AppError } from '../errors.js';
 import type { Node } from '../generated/prisma/client.js';
-import { lockNodeShared } from './db-helpers.js';
-import type { Tx } from './deps.js';
+import { lockNodeShared } from '../db/prisma-helpers.js';
+import type { Tx } from '../db/database.js';
 
 // Where a service runs. A named node must exist and not be decommissioned;
 // without a name the service goes to the live-able node (not decommissioned)

@@ -1,10 +1,9 @@
 import type { Workload } from '@tether/protocol';
 import { AppError } from '../errors.js';
 import type { Deployment } from '../generated/prisma/client.js';
-import { teamScope, type AuthContext } from '../lib/auth.js';
-import { toIso } from '../lib/schemas.js';
-import { lockNodeShared } from './db-helpers.js';
-import type { ApiDeps } from './deps.js';
+import { teamScope, type AuthContext } from './access.js';
+import { lockNodeShared, toIso } from '../db/prisma-helpers.js';
+import type { ApiDeps } from './api-deps.js';
 import { specOf, type ServiceSpec } from './services.js';
 
 // A deployment carries out a snapshot of its service's spec on the service's

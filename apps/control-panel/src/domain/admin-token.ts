@@ -1,5 +1,5 @@
 import type { Db } from '../db/database.js';
-import { generateToken, hashToken } from '../lib/tokens.js';
+import { generateToken, hashToken } from './tokens.js';
 
 // The first operator token. With TETHER_ADMIN_TOKEN set, that token is made
 // valid (only its hash is stored; changing the variable replaces the previous

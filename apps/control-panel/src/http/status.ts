@@ -1,11 +1,12 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
-import { authOf, requireAuth, teamScope } from '../lib/auth.js';
-import { IdParams, authErrors, security } from '../lib/schemas.js';
-import { ServiceStatusSchema, StatusList } from '../sessions/schemas.js';
+import { teamScope } from '../domain/access.js';
+import { authOf, requireAuth } from './auth.js';
+import { IdParams, authErrors, security } from './schemas.js';
+import { ServiceStatusSchema, StatusList } from './session-schemas.js';
 import type { SessionRegistry } from '../sessions/registry.js';
-import { serviceStatus } from '../sessions/status.js';
+import { serviceStatus } from '../sessions/service-status.js';
 
 export interface StatusRoutesOptions {
   prisma: Db;
@@ -23,7 +24,7 @@ const serviceSelect = {
 /** Desired vs running replicas, from live sessions only, each with its evidence. */
 export const statusRoutes: FastifyPluginAsync<StatusRoutesOptions> = async (app, opts) => {
   app.get(
-    '/v1/status',
+    '/status',
     {
       onRequest: requireAuth,
       schema: {
@@ -45,7 +46,7 @@ export const statusRoutes: FastifyPluginAsync<StatusRoutesOptions> = async (app,
   );
 
   app.get<{ Params: { id: string } }>(
-    '/v1/services/:id/status',
+    '/services/:id/status',
     {
       onRequest: requireAuth,
       schema: {
