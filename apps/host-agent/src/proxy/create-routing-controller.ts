@@ -5,6 +5,8 @@ import type Docker from 'dockerode';
 import type { AgentConfig } from '../config.js';
 import type { RoutingController } from '../controllers.js';
 import { createDockerClient } from '../docker/docker-client.js';
+import { DockerContainerRuntime } from '../runtime/docker-runtime.js';
+import { DEFAULT_RUNTIME_TIMING } from '../runtime/settings.js';
 import { DisabledRouting } from '../null-controllers.js';
 import { createCaddyAdmin, parseAdminUrl } from './caddy-admin.js';
 import { CaddyContainer, caddyHostPaths } from './caddy-container.js';
@@ -43,6 +45,8 @@ export interface ExternalProxyOptions extends CommonOptions {
 
 export interface ContainerProxyOptions extends CommonOptions {
   docker: Docker;
+  /** Bound on each Docker call of the supervision (TETHER_DOCKER_TIMEOUT_MS). */
+  dockerTimeoutMs?: number;
   network: string;
   node: string;
   /** An existing image to run; default: built locally from caddyBinary. */
@@ -85,7 +89,7 @@ export function createContainerRoutingController(o: ContainerProxyOptions): { co
   const proxy = createCaddyAdmin({ adminUrl: o.adminUrl ?? `unix://${caddyHostPaths(hostDir).socketPath}`, timeoutMs: o.adminTimeoutMs });
   let image: Promise<string> | undefined;
   const container = new CaddyContainer({
-    docker: o.docker,
+    runtime: new DockerContainerRuntime(o.docker, { callTimeoutMs: o.dockerTimeoutMs ?? DEFAULT_RUNTIME_TIMING.callTimeoutMs }),
     network: o.network,
     node: o.node,
     hostDir,
@@ -133,6 +137,7 @@ export function createRoutingController(config: AgentConfig, deps: { logger: Log
   return createContainerRoutingController({
     ...common,
     docker: deps.docker ?? createDockerClient(config.runtime.dockerHost),
+    dockerTimeoutMs: config.runtime.timing.callTimeoutMs,
     network: config.runtime.network,
     node: config.nodeName ?? os.hostname(),
     ...(p.caddyImage ? { image: p.caddyImage } : {}),

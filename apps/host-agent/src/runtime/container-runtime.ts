@@ -46,6 +46,15 @@ export interface ContainerSpec {
   network: string;
   aliases: string[];
   exposedPort: number | null;
+  /** Only the proxy container uses the fields below (service containers never publish ports). */
+  user?: string;
+  /** Host ports to publish, by container port ("80/tcp"). */
+  publish?: Record<string, { hostIp: string; hostPort: number }>;
+  /** Host folders to mount ("host:container"). */
+  binds?: string[];
+  /** Docker's restart policy; default "no": the agent owns service restarts. */
+  restartPolicy?: 'no' | 'unless-stopped';
+  sysctls?: Record<string, string>;
 }
 
 export interface RuntimeEvent {

@@ -28,6 +28,11 @@ function healthOf(value: string | undefined): HealthState {
 
 const labelFilter = (labels: Record<string, string>) => Object.entries(labels).map(([k, v]) => `${k}=${v}`);
 
+function exposedPorts(spec: ContainerSpec): Record<string, object> | undefined {
+  const ports = [...(spec.exposedPort === null ? [] : [`${spec.exposedPort}/tcp`]), ...Object.keys(spec.publish ?? {})];
+  return ports.length === 0 ? undefined : Object.fromEntries(ports.map((port) => [port, {}]));
+}
+
 /** dockerode 5 honours `abortSignal` on every call; @types/dockerode does not declare it everywhere. */
 const withSignal = <T>(abortSignal: AbortSignal, options: object = {}): T => ({ ...options, abortSignal }) as unknown as T;
 
@@ -106,10 +111,19 @@ export class DockerContainerRuntime implements ContainerRuntime {
         Image: spec.image,
         Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
         Labels: spec.labels,
-        ExposedPorts: spec.exposedPort === null ? undefined : { [`${spec.exposedPort}/tcp`]: {} },
-        // The agent owns restarts (budget, backoff, reporting); Docker must not restart behind its back.
-        HostConfig: { NetworkMode: spec.network, RestartPolicy: { Name: 'no' } },
-        NetworkingConfig: { EndpointsConfig: { [spec.network]: { Aliases: spec.aliases } } },
+        ExposedPorts: exposedPorts(spec),
+        ...(spec.user === undefined ? {} : { User: spec.user }),
+        HostConfig: {
+          NetworkMode: spec.network,
+          // The agent owns service restarts (budget, backoff, reporting); Docker must not restart behind their back.
+          RestartPolicy: { Name: spec.restartPolicy ?? 'no' },
+          ...(spec.publish === undefined
+            ? {}
+            : { PortBindings: Object.fromEntries(Object.entries(spec.publish).map(([port, p]) => [port, [{ HostIp: p.hostIp, HostPort: String(p.hostPort) }]])) }),
+          ...(spec.binds === undefined ? {} : { Binds: spec.binds }),
+          ...(spec.sysctls === undefined ? {} : { Sysctls: spec.sysctls }),
+        },
+        NetworkingConfig: { EndpointsConfig: { [spec.network]: spec.aliases.length > 0 ? { Aliases: spec.aliases } : {} } },
       })),
     );
     return container.id;
