@@ -1,6 +1,6 @@
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Workload } from '@tether/protocol';
+import { FIELD_LIMITS, type Workload } from '@tether/protocol';
 import { waitFor } from '@tether/testkit';
 import { PanelConnection, agentConnectUrl } from '../../src/connection/panel-connection.js';
 import type { DeployOutcome, Observation, WorkloadController } from '../../src/controllers.js';
@@ -166,5 +166,27 @@ describe('panel connection', () => {
     conn.send({ type: 'ping', id: 'p-2' });
     await conn.waitFor((m) => m.type === 'pong');
     expect(connection.state).toBe('ready');
+  });
+
+  it('sanitises free text before sending: a crashed container\'s output with NUL and escapes, a deploy failure of the agent itself', async () => {
+    const { panel, workloads, connection } = await setup();
+    connection.start();
+    const conn = await panel.waitForConnection(1);
+    await waitFor(() => connection.state === 'ready');
+    conn.send({ type: 'deploy', id: 'p-1', workload });
+    await conn.waitFor((m) => m.type === 'ack');
+    const output = `exited with code 1; last output: boom\u0000\u001b[31mred\r${'x'.repeat(5_000)}`;
+    workloads.pending[0]!({ status: 'failed', code: 'CONTAINER_EXITED', reason: output });
+    const result = await conn.waitFor((m) => m.type === 'deploy.result');
+    if (result.type !== 'deploy.result') throw new Error('unreachable');
+    expect(result.reason.startsWith('exited with code 1; last output: boom\\u0000\\u001b[31mred\\u000dxxx')).toBe(true);
+    expect(result.reason.includes('\u0000')).toBe(false);
+    expect(result.reason.length).toBeLessThanOrEqual(FIELD_LIMITS.text);
+
+    // A deploy that throws inside the agent is reported with the catalogued AGENT_ERROR code.
+    workloads.deploy = () => Promise.reject(new Error('bug\u0000here'));
+    conn.send({ type: 'deploy', id: 'p-2', workload: { ...workload, deploymentId: 'd2' } });
+    const failed = await conn.waitFor((m) => m.type === 'deploy.result' && m.deploymentId === 'd2');
+    expect(failed).toMatchObject({ status: 'failed', code: 'AGENT_ERROR', reason: 'bug\\u0000here' });
   });
 });
