@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { createLoop, type Loop } from '@tether/common';
+import { createLoop, sanitizeText, type Loop } from '@tether/common';
 import { createIdGenerator, type AgentMessage, type RoutingStatus } from '@tether/protocol';
 import type { SessionRegistry } from '../sessions/registry.js';
 import type { AgentSession } from '../sessions/session.js';
@@ -239,7 +239,8 @@ export class RoutingReconciler implements RoutingView {
           at: new Date(),
           hashBefore: before,
           hashAfter: message.hash,
-          reason: message.routing.lastReloadReason ?? 'routing changed',
+          // Free text from the agent: kept, but never a NUL or a control character in the row.
+          reason: sanitizeText(message.routing.lastReloadReason ?? 'routing changed'),
         })
         .catch((err: unknown) => this.options.logger.error({ err, node: session.nodeName }, 'could not record reload'));
     }

@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
+import { sanitizeText } from '@tether/common';
 import { createIdGenerator, type AgentMessage, type Workload } from '@tether/protocol';
 import { AppError } from '../errors.js';
 import type { PanelEvents } from '../panel-events.js';
@@ -126,7 +127,9 @@ export class SessionDispatcher implements DeploymentDispatcher {
   async received(session: AgentSession, message: AgentMessage): Promise<void> {
     try {
       if (message.type === 'deploy.result') {
-        const reason = message.code ? `${message.code}: ${message.reason}` : message.reason;
+        // Free text from the agent (a crashed container's last output can hold any byte): kept, made storable.
+        const text = sanitizeText(message.reason);
+        const reason = message.code ? `${message.code}: ${text}` : text;
         const changed = await this.store.deploymentFinished(message.deploymentId, message.status, reason, session.nodeId);
         this.awaitingResult.get(session.nodeId)?.delete(message.deploymentId);
         if (!changed) this.logger.debug({ node: session.nodeName, deploymentId: message.deploymentId }, 'result for a deployment that already ended');
