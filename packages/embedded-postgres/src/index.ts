@@ -82,7 +82,7 @@ async function assertDiskSpace(dataDir: string): Promise<void> {
 function reachableDataDir(requested: string, user: OsUser): string {
   if (canTraverse(user, path.dirname(requested))) return requested;
   const id = createHash('sha256').update(requested).digest('hex').slice(0, 12);
-  return path.join(ROOT_DATA_DIR, `${path.basename(path.dirname(requested)) || 'data'}-${id}`);
+  return path.join(ROOT_DATA_DIR, `${path.basename(path.dirname(requested)).replace(/^\.+/, '') || 'data'}-${id}`);
 }
 
 async function prepareDataDir(dataDir: string, runAs: OsUser | undefined, runAsName: string): Promise<void> {
