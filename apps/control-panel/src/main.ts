@@ -1,6 +1,6 @@
 import { pino } from 'pino';
 import { runMain } from '@tether/common';
-import { isEmbeddedPostgresError } from '@tether/embedded-postgres';
+import { isEmbeddedPostgresError, type StartupErrorCode } from '@tether/embedded-postgres';
 import { loadConfig, type PanelConfig } from './config.js';
 import { startPanel } from './server.js';
 
@@ -8,9 +8,18 @@ import { startPanel } from './server.js';
 // A start that fails for a cause the operator can fix (port taken, disk full,
 // data directory of another user) is one line and exit 2, like a bad config.
 
+/** Which setting the fix in an embedded PostgreSQL error is about. */
+const SETTING: Record<StartupErrorCode, string> = {
+  PG_PORT_IN_USE: ' (TETHER_EMBEDDED_PG_PORT)',
+  PG_DISK_FULL: ' (TETHER_DATA_DIR)',
+  PG_DATA_DIR_OWNER: ' (TETHER_DATA_DIR)',
+  PG_DATA_DIR_IN_USE: ' (TETHER_DATA_DIR)',
+  PG_START_FAILED: '',
+};
+
 /** The one-line reason a start failed when the operator can fix it, else undefined. */
 function fixableStartFailure(err: unknown, config: PanelConfig): string | undefined {
-  if (isEmbeddedPostgresError(err)) return `${err.message} (TETHER_DATA_DIR, TETHER_EMBEDDED_PG_PORT)`;
+  if (isEmbeddedPostgresError(err)) return `${err.message}${SETTING[err.code]}`;
   const e = err as NodeJS.ErrnoException;
   if (e?.code === 'EADDRINUSE') return `the panel's port ${config.host}:${config.port} is taken by another process; stop it or set TETHER_PORT to a free port`;
   if (e?.code === 'EACCES' && e.syscall === 'listen') return `no permission to listen on ${config.host}:${config.port}; choose a port above 1023 (TETHER_PORT) or run with that capability`;

@@ -9,6 +9,8 @@ export const STARTUP_ERROR_CODES = [
   'PG_DISK_FULL',
   /** The data directory belongs to another OS user than the one PostgreSQL runs as. */
   'PG_DATA_DIR_OWNER',
+  /** Another PostgreSQL already runs on the data directory. */
+  'PG_DATA_DIR_IN_USE',
   /** Anything else initdb or postgres said when they stopped; the message quotes it. */
   'PG_START_FAILED',
 ] as const;
@@ -33,6 +35,8 @@ export function isEmbeddedPostgresError(err: unknown): err is EmbeddedPostgresEr
 export function classifyServerOutput(output: string, context: { dataDir: string; port: number; runAs: string }): EmbeddedPostgresError {
   if (/Address already in use|could not create any TCP\/IP sockets/.test(output)) return portInUse(context.port);
   if (/No space left on device|could not extend file|disk full/i.test(output)) return diskFull(context.dataDir);
+  const other = output.match(/Is another postmaster \(PID (\d+)\) running/);
+  if (other) return dataDirInUse(context.dataDir, Number(other[1]));
   if (/has wrong ownership|Permission denied/.test(output)) return wrongOwner(context.dataDir, undefined, context.runAs);
   const last = output.trim().split('\n').filter((l) => l.trim()).slice(-3).join(' | ').replace(/\s+/g, ' ');
   return new EmbeddedPostgresError('PG_START_FAILED', `embedded PostgreSQL did not start (data in ${context.dataDir}): ${last || 'it exited without a message'}`);
@@ -52,3 +56,6 @@ export const wrongOwner = (dataDir: string, owner: string | undefined, runAs: st
     'PG_DATA_DIR_OWNER',
     `embedded PostgreSQL: the data directory ${dataDir} belongs to ${owner ?? 'another user'}, but PostgreSQL runs as ${runAs}; run as that user, \`chown -R ${runAs} ${dataDir}\`, or choose another data directory`,
   );
+
+export const dataDirInUse = (dataDir: string, pid: number) =>
+  new EmbeddedPostgresError('PG_DATA_DIR_IN_USE', `embedded PostgreSQL: another server (PID ${pid}) already runs on ${dataDir}, probably another panel started from the same folder; stop it or choose another data directory`);

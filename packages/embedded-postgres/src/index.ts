@@ -78,9 +78,13 @@ async function assertDiskSpace(dataDir: string): Promise<void> {
   if (free < MIN_FREE_BYTES) throw diskFull(dataDir, free);
 }
 
-/** As root: the requested folder when `postgres` can reach it, else a stable one under /var/lib/tether/postgres. */
+/**
+ * As root: the requested folder when `postgres` can reach its parent's parent
+ * (the parent itself is opened to it, as a test's mkdtemp folder must be),
+ * else a stable folder under /var/lib/tether/postgres named after the request.
+ */
 function reachableDataDir(requested: string, user: OsUser): string {
-  if (canTraverse(user, path.dirname(requested))) return requested;
+  if (canTraverse(user, path.dirname(path.dirname(requested)))) return requested;
   const id = createHash('sha256').update(requested).digest('hex').slice(0, 12);
   return path.join(ROOT_DATA_DIR, `${path.basename(path.dirname(requested)).replace(/^\.+/, '') || 'data'}-${id}`);
 }
