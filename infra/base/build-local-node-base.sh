@@ -31,6 +31,8 @@ libs_of=("${bins[@]}")
 for b in "${libs_of[@]}"; do
   ldd "$b" | grep -o '/[^ ]*' | while read -r lib; do copy "$lib"; done
 done
+# All of glibc, as a Debian image has it (pnpm's standalone binary needs librt, for one).
+dpkg -L libc6 | grep -E '/lib[^/]*/.*\.so[.0-9]*$' | while read -r lib; do [ -f "$lib" ] && copy "$lib"; done
 # npm (the Dockerfiles' build stage uses it to fetch pnpm).
 npm_dir="$(dirname "$(dirname "$(readlink -f /usr/bin/npm)")")"
 mkdir -p "$root/usr/lib/node_modules"
