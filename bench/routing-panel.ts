@@ -129,9 +129,9 @@ async function runPanel(): Promise<void> {
       import('../apps/control-panel/src/app.js'),
       import('../apps/control-panel/src/db/database.js'),
       import('../apps/control-panel/src/db/migrate.js'),
-      import('../apps/control-panel/src/lib/tokens.js'),
+      import('../apps/control-panel/src/domain/tokens.js'),
       import('../apps/control-panel/src/config.js'),
-      import('../apps/control-panel/src/lib/events.js'),
+      import('../apps/control-panel/src/panel-events.js'),
       import('../apps/control-panel/src/routing/routing-map.js'),
     ]);
 
@@ -184,10 +184,10 @@ async function runPanel(): Promise<void> {
     });
     const panelEvents = new events.PanelEvents();
     const app = await panel.buildApp({ config: cfg, prisma, events: panelEvents, routingMaps: { mapFor: async () => content } });
-    // Listening makes the app ready, which starts the session layer; closing it stops the layer first.
+    // Listening makes the app ready, which starts the agent side; closing it stops the layer first.
     const panelUrl = await app.listen({ host: '127.0.0.1', port: 0 });
     cleanups.unshift(() => app.close());
-    const layer = app.sessions;
+    const layer = app.agentSide;
     const teardowns: string[] = [];
     const onClosed = (session: { nodeName: string }, t: { code: number; reason: string }) => {
       teardowns.push(`${t.code} ${t.reason}`);

@@ -33,6 +33,7 @@ const EnvSchema = Type.Object({
   TETHER_RECONCILE_INTERVAL_MS: Ms(TIMING_DEFAULTS.routingPushIntervalMs),
   TETHER_ROUTING_DEBOUNCE_MS: Ms(250, 0),
   TETHER_LAST_SEEN_FLUSH_MS: Ms(10_000),
+  TETHER_TOKEN_LAST_USED_FLUSH_MS: Ms(10_000),
   TETHER_SEND_BUFFER_LIMIT_BYTES: Type.Integer({ minimum: 1024, default: 8 * 1024 * 1024 }),
 });
 
@@ -50,6 +51,8 @@ export interface PanelConfig {
   embeddedPgPort: number;
   adminToken: string | undefined;
   logLevel: string;
+  /** How often API tokens' last-used times are written (in batches). */
+  tokenLastUsedFlushMs: number;
   sessions: {
     idleTimeoutMs: number;
     pingIntervalMs: number;
@@ -81,6 +84,7 @@ export function loadConfig(env: Record<string, string | undefined>): PanelConfig
     embeddedPgPort: e.TETHER_EMBEDDED_PG_PORT,
     adminToken: e.TETHER_ADMIN_TOKEN,
     logLevel: e.TETHER_LOG_LEVEL,
+    tokenLastUsedFlushMs: e.TETHER_TOKEN_LAST_USED_FLUSH_MS,
     sessions: {
       idleTimeoutMs: e.TETHER_SESSION_IDLE_MS,
       pingIntervalMs: e.TETHER_PING_INTERVAL_MS,

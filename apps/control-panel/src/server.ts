@@ -2,8 +2,8 @@ import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { buildApp, type AppDependencies } from './app.js';
 import type { PanelConfig } from './config.js';
 import { openDatabase, type Database } from './db/database.js';
-import { DOCS_PATH } from './lib/openapi.js';
-import { ensureAdminToken, type AdminTokenResult } from './services/admin-token.js';
+import { DOCS_PATH } from './http/openapi.js';
+import { ensureAdminToken, type AdminTokenResult } from './domain/admin-token.js';
 
 // Starting a panel: database (embedded or DATABASE_URL, migrated), the first
 // operator token, the HTTP app. main.ts adds configuration and signals; tests

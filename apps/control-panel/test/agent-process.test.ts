@@ -41,10 +41,10 @@ function nextTeardown(nodeId: string): Promise<{ teardown: Teardown; lastFrameAt
   return new Promise((resolve) => {
     const listener = (session: { nodeId: string; lastFrameAt: number }, teardown: Teardown) => {
       if (session.nodeId !== nodeId) return;
-      panel.app.sessions.registry.off('closed', listener);
+      panel.app.agentSide.registry.off('closed', listener);
       resolve({ teardown, lastFrameAt: session.lastFrameAt });
     };
-    panel.app.sessions.registry.on('closed', listener);
+    panel.app.agentSide.registry.on('closed', listener);
   });
 }
 
@@ -54,7 +54,7 @@ describe.skipIf(!iptables.available)('half-open connection (iptables DROP both d
   it('panel tears down within its deadline, the agent gives up within its own, and rejoins once the path is back', async () => {
     const node = await panel.createNode('halfopen-1');
     const agent = await startAgent(node.token, node.name);
-    const first = await waitFor(() => panel.app.sessions.registry.get(node.id), { timeoutMs: 10_000 });
+    const first = await waitFor(() => panel.app.agentSide.registry.get(node.id), { timeoutMs: 10_000 });
     await waitFor(() => first.heartbeats >= 2);
 
     const teardown = nextTeardown(node.id);
@@ -65,7 +65,7 @@ describe.skipIf(!iptables.available)('half-open connection (iptables DROP both d
       expect(t.code).toBe(CLOSE_CODES.IDLE_TIMEOUT);
       expect(t.at - lastFrameAt).toBeGreaterThanOrEqual(IDLE_MS);
       expect(t.at - lastFrameAt).toBeLessThanOrEqual(IDLE_MS + 1_000);
-      expect(panel.app.sessions.registry.get(node.id)).toBeUndefined();
+      expect(panel.app.agentSide.registry.get(node.id)).toBeUndefined();
 
       const line = await agent.waitForOutput(/\{[^\n]*read-idle deadline[^\n]*\}/, AGENT_IDLE_MS + 3_000);
       const gaveUp = JSON.parse(line[0]) as { time: number; silentForMs: number };
@@ -76,11 +76,11 @@ describe.skipIf(!iptables.available)('half-open connection (iptables DROP both d
 
       // While the path is down it cannot rejoin.
       await new Promise((r) => setTimeout(r, 800));
-      expect(panel.app.sessions.registry.get(node.id)).toBeUndefined();
+      expect(panel.app.agentSide.registry.get(node.id)).toBeUndefined();
     } finally {
       hole.release();
     }
-    const rejoined = await waitFor(() => panel.app.sessions.registry.get(node.id), { timeoutMs: 6_000 });
+    const rejoined = await waitFor(() => panel.app.agentSide.registry.get(node.id), { timeoutMs: 6_000 });
     expect(rejoined.id).not.toBe(first.id);
     expect(agent.child.exitCode).toBeNull();
   });
@@ -90,7 +90,7 @@ describe('frozen agent (SIGSTOP)', () => {
   it('panel tears down within its deadline; after SIGCONT the agent notices and rejoins by itself', async () => {
     const node = await panel.createNode('frozen-1');
     const agent = await startAgent(node.token, node.name);
-    const first = await waitFor(() => panel.app.sessions.registry.get(node.id), { timeoutMs: 10_000 });
+    const first = await waitFor(() => panel.app.agentSide.registry.get(node.id), { timeoutMs: 10_000 });
     await waitFor(() => first.heartbeats >= 2);
     const teardown = nextTeardown(node.id);
     process.kill(agent.pid, 'SIGSTOP');
@@ -104,7 +104,7 @@ describe('frozen agent (SIGSTOP)', () => {
     } finally {
       process.kill(agent.pid, 'SIGCONT');
     }
-    const rejoined = await waitFor(() => panel.app.sessions.registry.get(node.id), { timeoutMs: 6_000 });
+    const rejoined = await waitFor(() => panel.app.agentSide.registry.get(node.id), { timeoutMs: 6_000 });
     expect(rejoined.id).not.toBe(first.id);
   });
 });
@@ -113,11 +113,11 @@ describe('panel restart', () => {
   it('agents come back by themselves', async () => {
     const node = await panel.createNode('patient-1');
     await startAgent(node.token, node.name);
-    const first = await waitFor(() => panel.app.sessions.registry.get(node.id), { timeoutMs: 10_000 });
+    const first = await waitFor(() => panel.app.agentSide.registry.get(node.id), { timeoutMs: 10_000 });
     await panel.stopApp();
     await new Promise((r) => setTimeout(r, 700));
     await panel.restartApp();
-    const rejoined = await waitFor(() => panel.app.sessions.registry.get(node.id), { timeoutMs: 6_000 });
+    const rejoined = await waitFor(() => panel.app.agentSide.registry.get(node.id), { timeoutMs: 6_000 });
     expect(rejoined.id).not.toBe(first.id);
     const events = await panel.prisma.sessionEvent.findMany({ where: { nodeId: node.id }, orderBy: { id: 'asc' } });
     expect(events.map((e) => [e.kind, e.closeCode])).toEqual([
@@ -133,7 +133,7 @@ describe('decommission', () => {
     const node = await panel.createNode('retiring-1');
     const service = await panel.createService(node.id, 'retiring-svc');
     const agent = await startAgent(node.token, node.name);
-    await waitFor(() => panel.app.sessions.registry.get(node.id), { timeoutMs: 10_000 });
+    await waitFor(() => panel.app.agentSide.registry.get(node.id), { timeoutMs: 10_000 });
     let status = await panel.api('GET', '/v1/status');
     expect(status.body.services.map((s: { serviceId: string }) => s.serviceId)).toContain(service.id);
 
@@ -142,7 +142,7 @@ describe('decommission', () => {
     expect(res.status).toBeLessThan(300);
     expect((await teardown).teardown.code).toBe(CLOSE_CODES.DECOMMISSIONED);
     await agent.waitForOutput(/panel refused this node token/, 5_000);
-    expect(panel.app.sessions.registry.get(node.id)).toBeUndefined();
+    expect(panel.app.agentSide.registry.get(node.id)).toBeUndefined();
 
     status = await panel.api('GET', '/v1/status');
     expect(status.body.services.map((s: { serviceId: string }) => s.serviceId)).not.toContain(service.id);

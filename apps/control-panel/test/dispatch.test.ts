@@ -61,7 +61,7 @@ describe('dispatch', () => {
     await new Promise((r) => setTimeout(r, 300));
     expect(await status()).toBe('delivered');
     first.close();
-    await waitFor(() => !panel.app.sessions.registry.get(node.id));
+    await waitFor(() => !panel.app.agentSide.registry.get(node.id));
 
     const second = await RawAgent.connect({ url: panel.url, token: node.token });
     await second.waitFor((m) => m.type === 'workloads');
@@ -130,7 +130,7 @@ describe('dispatch', () => {
     const res = await deploy(service.id);
     expect(res.status).toBe(202);
     first.close();
-    await waitFor(() => !panel.app.sessions.registry.get(node.id));
+    await waitFor(() => !panel.app.agentSide.registry.get(node.id));
     const second = await RawAgent.connect({ url: panel.url, token: node.token, heartbeatMs: 100 });
     const workloads = await second.waitFor<Extract<typeof second.received[number], { type: 'workloads' }>>((m) => m.type === 'workloads');
     expect(workloads.workloads).toEqual([expect.objectContaining({ serviceId: service.id, deploymentId: res.body.id })]);

@@ -128,7 +128,7 @@ describe.skipIf(!docker.available)('deploy end to end: REST → panel → agent 
   async function deployed(label: string, options: { env?: Record<string, string> } = {}) {
     const node = await panel.createNode(`${label}-${process.pid}`);
     const agent = await startAgent(node.name, node.token, options);
-    const session = await waitFor(() => panel.app.sessions.registry.get(node.id), { timeoutMs: 10_000, message: 'agent session' });
+    const session = await waitFor(() => panel.app.agentSide.registry.get(node.id), { timeoutMs: 10_000, message: 'agent session' });
     const message = `ok-${label}`;
     const serviceId = await createService(node.name, message);
     const asked = performance.now();
@@ -159,7 +159,7 @@ describe.skipIf(!docker.available)('deploy end to end: REST → panel → agent 
       const s = await status(serviceId);
       expect(s).toMatchObject({ state: 'running', desiredReplicas: 1, runningReplicas: 1, reason: `1/1 running, reported by session ${session.id}` });
       expect(s.containers).toEqual([expect.objectContaining({ containerId: listed[0]!.Id, deploymentId, state: 'running', exitCode: null })]);
-      expect(s.evidence?.sessionId).toBe(panel.app.sessions.registry.get(node.id)?.id);
+      expect(s.evidence?.sessionId).toBe(panel.app.agentSide.registry.get(node.id)?.id);
       expect(s.evidence?.sessionId).toBe(session.id);
       ages.push(s.evidence!.lastFrameAgeMs);
       await sleep(HEARTBEAT_MS / 2);
@@ -212,7 +212,7 @@ describe.skipIf(!docker.available)('deploy end to end: REST → panel → agent 
     await startAgent(node.name, node.token, { stateDir: agent.stateDir });
     const next = await waitFor(
       async () => {
-        const live = panel.app.sessions.registry.get(node.id);
+        const live = panel.app.agentSide.registry.get(node.id);
         const s = await status(serviceId);
         return live && live.id !== session.id && s.state === 'running' && s.evidence?.sessionId === live.id ? { live, s } : undefined;
       },
@@ -287,7 +287,7 @@ describe.skipIf(!docker.available)('deploy end to end: REST → panel → agent 
       // The session is kept (the panel still hears the agent); only the runtime is unknown, and no container is claimed.
       expect(unknown).toMatchObject({ runningReplicas: null, containers: [], evidence: { sessionId: session.id } });
       expect(unknown.evidence!.lastFrameAgeMs).toBeLessThan(HEARTBEAT_MS + SLACK_MS);
-      expect(panel.app.sessions.registry.get(node.id)?.id).toBe(session.id);
+      expect(panel.app.agentSide.registry.get(node.id)?.id).toBe(session.id);
       const row = (await panel.api('GET', '/v1/sessions')).body.sessions.find((r: { nodeId: string }) => r.nodeId === node.id);
       expect(row).toMatchObject({ state: 'connected', sessionId: session.id, runtime: { available: false } });
       // Stopping takes a while (the daemon stops its containers first); the heartbeat right after it is gone must say so.

@@ -82,12 +82,12 @@ function recordApplied(panel: Panel, nodeId: string) {
     if (session.nodeId !== nodeId || message.type !== 'routing.applied') return;
     answers.push({ changed: message.changed, reloaded: message.reloaded, error: message.error });
   };
-  panel.app.sessions.registry.on('message', listener);
+  panel.app.agentSide.registry.on('message', listener);
   const count = (pick: (a: (typeof answers)[number]) => unknown) => answers.filter(pick).length;
   return {
     answers,
     summary: () => ({ total: answers.length, changed: count((a) => a.changed), reloaded: count((a) => a.reloaded), errors: count((a) => a.error) }),
-    stop: () => panel.app.sessions.registry.off('message', listener),
+    stop: () => panel.app.agentSide.registry.off('message', listener),
   };
 }
 
@@ -121,10 +121,10 @@ describe.skipIf(!ready)('a day of unchanged pushes (reconcile interval 20 ms)', 
     const before = await sessionRow(panel, h.nodeId);
     const reloadRows = (await reloadsOf(panel, h.nodeId)).length;
     const file = await configFileIdentity(h);
-    const pushesBefore = panel.app.sessions.routing.pushCount(h.nodeId);
+    const pushesBefore = panel.app.agentSide.routing.pushCount(h.nodeId);
     const applied = recordApplied(panel, h.nodeId);
     const started = Date.now();
-    await waitFor(() => panel.app.sessions.routing.pushCount(h.nodeId) >= pushesBefore + PUSHES_PER_DAY, {
+    await waitFor(() => panel.app.agentSide.routing.pushCount(h.nodeId) >= pushesBefore + PUSHES_PER_DAY, {
       timeoutMs: 60_000,
       intervalMs: 10,
       message: `${PUSHES_PER_DAY} pushes`,
@@ -157,9 +157,9 @@ describe.skipIf(!ready)('a day of unchanged pushes (reconcile interval 20 ms)', 
     await Promise.all(fleet.map((h, i) => routedService(panel, h, teamId, `web${i}`, `web${i}.fleet-${tag}.test`)));
 
     const rows = await Promise.all(fleet.map((h) => sessionRow(panel, h.nodeId)));
-    const pushesBefore = fleet.map((h) => panel.app.sessions.routing.pushCount(h.nodeId));
+    const pushesBefore = fleet.map((h) => panel.app.agentSide.routing.pushCount(h.nodeId));
     const started = Date.now();
-    await waitFor(() => fleet.every((h, i) => panel.app.sessions.routing.pushCount(h.nodeId) >= pushesBefore[i]! + PUSHES_PER_DAY), {
+    await waitFor(() => fleet.every((h, i) => panel.app.agentSide.routing.pushCount(h.nodeId) >= pushesBefore[i]! + PUSHES_PER_DAY), {
       timeoutMs: 90_000,
       intervalMs: 20,
       message: `${PUSHES_PER_DAY} pushes to every host`,
@@ -194,7 +194,7 @@ describe.skipIf(!ready)('real routing changes (periodic push out of the way: 10 
     await settled(panel, h);
   });
 
-  const pushes = () => panel.app.sessions.routing.pushCount(h.nodeId);
+  const pushes = () => panel.app.agentSide.routing.pushCount(h.nodeId);
 
   it('attaching a domain: one push, exactly one reload, the domain answers from the container, reload listed with its reason', async () => {
     const domain = `shop.chg-${tag}.test`;

@@ -24,13 +24,13 @@ describe('read-idle deadline', () => {
     const node = await panel.createNode('silent-1');
     const service = await panel.createService(node.id);
     const agent = await RawAgent.connect({ url: panel.url, token: node.token, heartbeatMs: 50 });
-    await waitFor(() => panel.app.sessions.registry.get(node.id));
+    await waitFor(() => panel.app.agentSide.registry.get(node.id));
     let status = await panel.api('GET', `/v1/services/${service.id}/status`);
     expect(status.body.evidence.sessionId).toBe(agent.welcome.sessionId);
 
     agent.goSilent();
     const silentSince = Date.now();
-    await waitFor(() => !panel.app.sessions.registry.get(node.id), { timeoutMs: IDLE_MS + 3_000, intervalMs: 5 });
+    await waitFor(() => !panel.app.agentSide.registry.get(node.id), { timeoutMs: IDLE_MS + 3_000, intervalMs: 5 });
     const tornDownAfter = Date.now() - silentSince;
     expect(tornDownAfter).toBeGreaterThanOrEqual(IDLE_MS - 60); // the last heartbeat may have left up to one interval before silence
     expect(tornDownAfter).toBeLessThanOrEqual(IDLE_MS + 1_000);
@@ -59,7 +59,7 @@ describe('read-idle deadline', () => {
     const node = await panel.createNode('chatty-1');
     const agent = await RawAgent.connect({ url: panel.url, token: node.token, heartbeatMs: 100, pong: false });
     await new Promise((r) => setTimeout(r, IDLE_MS * 3));
-    expect(panel.app.sessions.registry.get(node.id)?.id).toBe(agent.welcome.sessionId);
+    expect(panel.app.agentSide.registry.get(node.id)?.id).toBe(agent.welcome.sessionId);
     expect(agent.closed).toBeNull();
     agent.close();
   });
@@ -68,7 +68,7 @@ describe('read-idle deadline', () => {
     const node = await panel.createNode('pinged-1');
     const agent = await RawAgent.connect({ url: panel.url, token: node.token, heartbeatMs: 100 });
     await agent.waitFor((m) => m.type === 'ping', 1_500);
-    await waitFor(() => (panel.app.sessions.registry.get(node.id)?.pongs ?? 0) >= 2, { timeoutMs: 2_000 });
+    await waitFor(() => (panel.app.agentSide.registry.get(node.id)?.pongs ?? 0) >= 2, { timeoutMs: 2_000 });
     agent.close();
   });
 });
@@ -105,7 +105,7 @@ describe('supersede', () => {
     const second = await RawAgent.connect({ url: panel.url, token: node.token, heartbeatMs: 100 });
     const closed = await first.waitClosed();
     expect(closed.code).toBe(CLOSE_CODES.SUPERSEDED);
-    expect(panel.app.sessions.registry.get(node.id)?.id).toBe(second.welcome.sessionId);
+    expect(panel.app.agentSide.registry.get(node.id)?.id).toBe(second.welcome.sessionId);
     // The node never read unreachable in between.
     const row = await panel.prisma.node.findUniqueOrThrow({ where: { id: node.id } });
     expect(row.unreachableSince).toBeNull();
@@ -123,7 +123,7 @@ describe('handshake', () => {
     const code = await new Promise<number>((resolve) => socket.on('close', (c) => resolve(c)));
     expect(code).toBe(CLOSE_CODES.HELLO_TIMEOUT);
     expect(Date.now() - opened).toBeGreaterThanOrEqual(250);
-    expect(panel.app.sessions.registry.get(node.id)).toBeUndefined();
+    expect(panel.app.agentSide.registry.get(node.id)).toBeUndefined();
   });
 
   it('refuses a first frame that is not hello, and a hello of another protocol version', async () => {
@@ -175,13 +175,13 @@ describe('bad frames from an authenticated agent', () => {
     // A panel-only message from an agent.
     noisy.send({ type: 'ping', id: 'p-from-agent' });
     await noisy.waitFor((m) => m.type === 'error' && (m as { ref: string | null }).ref === 'p-from-agent');
-    expect(panel.app.sessions.registry.get(node.id)).toBeDefined();
+    expect(panel.app.agentSide.registry.get(node.id)).toBeDefined();
 
     for (let i = 0; i < 5; i++) noisy.sendRaw('garbage');
     expect((await noisy.waitClosed()).code).toBe(CLOSE_CODES.PROTOCOL_ERROR);
 
-    const heartbeatsBefore = panel.app.sessions.registry.get(bystanderNode.id)!.heartbeats;
-    await waitFor(() => panel.app.sessions.registry.get(bystanderNode.id)!.heartbeats > heartbeatsBefore + 3);
+    const heartbeatsBefore = panel.app.agentSide.registry.get(bystanderNode.id)!.heartbeats;
+    await waitFor(() => panel.app.agentSide.registry.get(bystanderNode.id)!.heartbeats > heartbeatsBefore + 3);
     expect(bystander.closed).toBeNull();
     expect((await panel.api('GET', '/healthz')).status).toBe(200);
     bystander.close();

@@ -2,7 +2,8 @@ import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { WebSocket, WebSocketServer } from 'ws';
 import { InvalidMessageError, decode, encode, routingHash, serviceUpstream, type Route, type RoutingMap } from '@tether/protocol';
-import { PanelEvents } from '../src/lib/events.js';
+import { wireRouting } from '../src/agent-side.js';
+import { PanelEvents } from '../src/panel-events.js';
 import { RoutingFrames } from '../src/routing/routing-frames.js';
 import { routingMapContent } from '../src/routing/routing-map.js';
 import { RoutingReconciler } from '../src/routing/routing-reconciler.js';
@@ -118,12 +119,12 @@ describe('RoutingReconciler with shared frames', () => {
     const reconciler = new RoutingReconciler({
       sessions: registry,
       maps: { mapFor: async () => shared },
-      events: new PanelEvents(),
       reloads: { reloaded: async () => undefined },
       logger,
       intervalMs: 60_000,
       debounceMs: 0,
     });
+    wireRouting(registry, new PanelEvents(), reconciler);
     const sent: Record<string, string[]> = {};
     for (const nodeId of ['n1', 'n2', 'n3']) {
       const holder: { session?: AgentSession } = {};

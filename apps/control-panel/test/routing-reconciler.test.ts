@@ -2,7 +2,8 @@ import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { WebSocket } from 'ws';
 import { decode, type Route } from '@tether/protocol';
-import { PanelEvents } from '../src/lib/events.js';
+import { wireRouting } from '../src/agent-side.js';
+import { PanelEvents } from '../src/panel-events.js';
 import { routingMapContent, type RoutingMapSource } from '../src/routing/routing-map.js';
 import { RoutingReconciler } from '../src/routing/routing-reconciler.js';
 import { SessionRegistry } from '../src/sessions/registry.js';
@@ -64,7 +65,6 @@ beforeEach(() => {
   reconciler = new RoutingReconciler({
     sessions: registry,
     maps: source,
-    events,
     reloads: { reloaded: async () => {} },
     logger,
     intervalMs: INTERVAL,
@@ -72,6 +72,7 @@ beforeEach(() => {
     tickMs: 1_000,
     random: () => random,
   });
+  wireRouting(registry, events, reconciler);
   reconciler.start();
 });
 
@@ -142,11 +143,11 @@ describe('routing pushes', () => {
     await vi.advanceTimersByTimeAsync(0);
     const desired = routingMapContent(maps.routes).hash;
     const status = { reloadsTotal: 0, reloadsToday: 0, lastReloadAt: null, lastReloadReason: null };
-    registry.emit('message', agent.session, { type: 'heartbeat', id: 'h1', seq: 0, containers: [], runtime: { available: true, error: null }, routing: { appliedHash: 'stale', ...status } });
+    registry.received(agent.session, { type: 'heartbeat', id: 'h1', seq: 0, containers: [], runtime: { available: true, error: null }, routing: { appliedHash: 'stale', ...status } });
     expect(reconciler.forNode('n1')).toMatchObject({ desiredHash: desired, appliedHash: 'stale', drifting: false });
     await vi.advanceTimersByTimeAsync(INTERVAL + 1);
     expect(reconciler.forNode('n1').drifting).toBe(true);
-    registry.emit('message', agent.session, { type: 'heartbeat', id: 'h2', seq: 1, containers: [], runtime: { available: true, error: null }, routing: { appliedHash: desired, ...status } });
+    registry.received(agent.session, { type: 'heartbeat', id: 'h2', seq: 1, containers: [], runtime: { available: true, error: null }, routing: { appliedHash: desired, ...status } });
     expect(reconciler.forNode('n1')).toMatchObject({ appliedHash: desired, drifting: false });
   });
 });

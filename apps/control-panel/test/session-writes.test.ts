@@ -35,7 +35,7 @@ afterAll(async () => panel?.close());
 
 async function heartbeatWindow(agents: RawAgent[], perAgent: number, windowMs: number) {
   const before = calls.length;
-  const registry = panel.app.sessions.registry;
+  const registry = panel.app.agentSide.registry;
   const beats = () => agents.reduce((sum, a) => sum + (registry.list().find((s) => s.id === a.welcome.sessionId)?.heartbeats ?? 0), 0);
   const beatsBefore = beats();
   const started = Date.now();

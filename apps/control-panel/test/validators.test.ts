@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { domainProblem, MAX_PATH_PREFIX_LENGTH, PATH_PREFIX_PATTERN } from '../src/lib/domain.js';
-import { IMAGE_REFERENCE_PATTERN, isImageReference } from '../src/lib/image-reference.js';
+import { domainProblem, MAX_PATH_PREFIX_LENGTH, PATH_PREFIX_PATTERN } from '../src/domain/host-names.js';
+import { IMAGE_REFERENCE_PATTERN, isImageReference } from '../src/domain/image-reference.js';
 
 // The grammars that guard what reaches proxy configuration and Docker. The
 // API tests check the same rules end to end; these check every edge cheaply.

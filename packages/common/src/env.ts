@@ -1,12 +1,15 @@
 import type { Static, TObject } from 'typebox';
 import { Compile } from 'typebox/compile';
+import { CodedError, defineErrorCatalog } from './errors.js';
+
+export const CONFIG_ERROR_CATALOG = defineErrorCatalog({
+  INVALID_CONFIG: 'the environment names a value that cannot be used (every problem is listed)',
+});
 
 /** Configuration that cannot be used; names every bad variable. */
-export class ConfigError extends Error {
-  readonly code = 'INVALID_CONFIG';
+export class ConfigError extends CodedError<'INVALID_CONFIG'> {
   constructor(readonly problems: string[]) {
-    super(`invalid configuration:\n  ${problems.join('\n  ')}`);
-    this.name = 'ConfigError';
+    super('INVALID_CONFIG', `invalid configuration:\n  ${problems.join('\n  ')}`);
   }
 }
 

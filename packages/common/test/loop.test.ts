@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { Backoff, createLoop } from '../src/index.js';
+import { createLoop } from '../src/index.js';
 
 describe('createLoop', () => {
   beforeEach(() => vi.useFakeTimers());
@@ -89,25 +89,5 @@ describe('createLoop', () => {
     await vi.advanceTimersByTimeAsync(100);
     expect(runs).toBe(2);
     await loop.stop();
-  });
-});
-
-describe('Backoff', () => {
-  it('grows the bound exponentially to the cap, with full jitter below it', () => {
-    const b = new Backoff({ initialMs: 100, maxMs: 1000, random: () => 0.999999 });
-    const delays = Array.from({ length: 6 }, () => b.next());
-    expect(delays).toEqual([99, 199, 399, 799, 999, 999]);
-    const low = new Backoff({ initialMs: 100, maxMs: 1000, random: () => 0 });
-    expect(low.next()).toBe(0);
-  });
-
-  it('reset starts again from the first bound', () => {
-    const b = new Backoff({ initialMs: 100, maxMs: 10_000, random: () => 0.5 });
-    b.next();
-    b.next();
-    b.next();
-    b.reset();
-    expect(b.ceiling()).toBe(100);
-    expect(b.attempts).toBe(0);
   });
 });

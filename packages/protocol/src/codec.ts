@@ -1,7 +1,8 @@
 import { Compile, type Validator } from 'typebox/compile';
+import { isIdentifier, sanitizeText } from '@tether/common';
 import { MAX_FRAME_BYTES, MAX_STATE_FRAME_BYTES, PROTOCOL_VERSION } from './constants.js';
 import { FRAME_ERROR_CODES, InvalidMessageError, type FrameError, type FrameErrorCode } from './errors.js';
-import { MESSAGE_SCHEMAS, type Message, type MessageType } from './messages.js';
+import { FIELD_LIMITS, MESSAGE_SCHEMAS, type Message, type MessageType } from './messages.js';
 
 export type DecodeResult = { ok: true; message: Message } | { ok: false; error: FrameError };
 
@@ -18,8 +19,9 @@ const validators = new Map<string, Validator>(
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
+/** A rejection. Its message may quote the frame (a field path, a type), so it is sanitised like any free text. */
 function fail(code: FrameErrorCode, message: string, ref: string | null = null): DecodeResult {
-  return { ok: false, error: { code, message, ref } };
+  return { ok: false, error: { code, message: sanitizeText(message, { keepNewlines: false, maxLength: FIELD_LIMITS.text }), ref } };
 }
 
 function byteLength(raw: unknown): number | undefined {
@@ -43,9 +45,9 @@ function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
+/** The frame's id when it is a valid identifier: an `error` reply names it in `ref`, never echoes junk. */
 function readId(value: Record<string, unknown>): string | null {
-  const id = value.id;
-  return typeof id === 'string' && id.length > 0 && id.length <= 128 ? id : null;
+  return isIdentifier(value.id, FIELD_LIMITS.id) ? value.id : null;
 }
 
 function validationFailure(type: string, value: Record<string, unknown>, validator: Validator, ref: string | null): DecodeResult {
@@ -76,7 +78,8 @@ export function decode(raw: unknown, options: DecodeOptions = {}): DecodeResult 
     try {
       text = toText(raw);
     } catch {
-      return fail(FRAME_ERROR_CODES.INVALID_UTF8, 'frame is not valid UTF-8');
+      // Unreachable from a socket (the WebSocket layer closes with 1007 first), but decode takes bytes.
+      return fail(FRAME_ERROR_CODES.INVALID_JSON, 'frame is not UTF-8 JSON text');
     }
     if (text === undefined) return fail(FRAME_ERROR_CODES.INVALID_JSON, 'frame is neither text nor bytes');
 

@@ -13,6 +13,27 @@ export const MAX_FRAME_BYTES = 1024 * 1024;
 export const MAX_STATE_FRAME_BYTES = 16 * 1024 * 1024;
 
 /**
+ * The panel's WebSocket payload limit. A frame between MAX_FRAME_BYTES and
+ * this gets a FRAME_TOO_LARGE `error`; a larger one is not even read: the
+ * WebSocket layer closes the connection with MESSAGE_TOO_BIG (1009). The
+ * agent's limit is MAX_STATE_FRAME_BYTES.
+ */
+export const MAX_PAYLOAD_BYTES = 2 * MAX_FRAME_BYTES;
+
+/**
+ * Frames in a row that fail to decode (before or after `hello`) after which
+ * the panel closes the session with PROTOCOL_ERROR. Each one gets an `error`
+ * reply first; a valid frame resets the count.
+ */
+export const MAX_INVALID_STREAK = 5;
+
+/**
+ * Panel → agent messages the agent ACKs at once, before the work. No ACK
+ * within `ackTimeoutMs` kills the session with ACK_TIMEOUT, whichever it was.
+ */
+export const ACKED_MESSAGE_TYPES = Object.freeze(['deploy', 'workloads', 'routing.map'] as const);
+
+/**
  * Timing defaults, each configurable on the panel; the panel hands the values the
  * agent must use to it in `welcome`.
  */
@@ -25,7 +46,7 @@ export const TIMING_DEFAULTS = Object.freeze({
   panelIdleTimeoutMs: 30_000,
   /** Agent read-idle deadline: three missed panel pings. */
   agentIdleTimeoutMs: 90_000,
-  /** How long the panel waits for the `ack` of a `deploy` or `routing.map`. */
+  /** How long the panel waits for the `ack` of a `deploy`, `workloads` or `routing.map`. */
   ackTimeoutMs: 10_000,
   /** Full routing map push to every live session. */
   routingPushIntervalMs: 300_000,
@@ -57,7 +78,7 @@ export const DEFAULT_TIMING: Readonly<Timing> = Object.freeze({
 export const CLOSE_CODES = Object.freeze({
   /** No frame arrived within the read-idle deadline. */
   IDLE_TIMEOUT: 4000,
-  /** A `deploy` or `routing.map` was not ACKed within the ACK timeout. */
+  /** A `deploy`, `workloads` or `routing.map` was not ACKed within the ACK timeout. */
   ACK_TIMEOUT: 4001,
   /** A newer session of the same node replaced this one. */
   SUPERSEDED: 4002,
@@ -73,6 +94,10 @@ export const CLOSE_CODES = Object.freeze({
   SLOW_CONSUMER: 4007,
   /** The panel is shutting down; reconnect with backoff. */
   GOING_AWAY: 1001,
+  /** Sent by the WebSocket layer (RFC 6455): a text frame that is not valid UTF-8. */
+  INVALID_PAYLOAD: 1007,
+  /** Sent by the WebSocket layer (RFC 6455): a frame over the receiver's payload limit (see MAX_PAYLOAD_BYTES). */
+  MESSAGE_TOO_BIG: 1009,
 } as const);
 
 export type CloseCodeName = keyof typeof CLOSE_CODES;

@@ -1,23 +1,27 @@
+import { catalogCodes, CodedError, defineErrorCatalog } from '@tether/common';
+
 /**
  * Stable codes for frames either end rejects. They travel in `error` messages
  * and are listed in docs/protocol.md; never renumber or reuse one.
+ * (A text frame that is not UTF-8 never reaches `decode`: the WebSocket layer
+ * closes with INVALID_PAYLOAD, 1007. `INVALID_UTF8` was removed for that reason.)
  */
-export const FRAME_ERROR_CODES = Object.freeze({
-  FRAME_TOO_LARGE: 'FRAME_TOO_LARGE',
-  BINARY_FRAME: 'BINARY_FRAME',
-  INVALID_UTF8: 'INVALID_UTF8',
-  INVALID_JSON: 'INVALID_JSON',
-  NOT_AN_OBJECT: 'NOT_AN_OBJECT',
-  MISSING_TYPE: 'MISSING_TYPE',
-  UNKNOWN_TYPE: 'UNKNOWN_TYPE',
-  MISSING_FIELD: 'MISSING_FIELD',
-  INVALID_FIELD: 'INVALID_FIELD',
-  UNSUPPORTED_PROTOCOL_VERSION: 'UNSUPPORTED_PROTOCOL_VERSION',
-  /** Valid frame, but not one this end accepts from that peer or at that moment. */
-  UNEXPECTED_MESSAGE: 'UNEXPECTED_MESSAGE',
-} as const);
+export const FRAME_ERROR_CATALOG = defineErrorCatalog({
+  FRAME_TOO_LARGE: 'more than 1 MiB; rejected before parsing',
+  BINARY_FRAME: 'a binary WebSocket frame; the protocol speaks JSON text',
+  INVALID_JSON: 'not JSON text',
+  NOT_AN_OBJECT: 'JSON, but not an object',
+  MISSING_TYPE: 'no `type` field',
+  UNKNOWN_TYPE: 'a `type` this protocol does not have',
+  MISSING_FIELD: 'a required field is absent (the message names it)',
+  INVALID_FIELD: 'a field has the wrong type, is out of bounds, or is an identifier holding a control character',
+  UNSUPPORTED_PROTOCOL_VERSION: '`hello` with another `protocolVersion`',
+  UNEXPECTED_MESSAGE: 'a valid message this end does not accept from that peer or at that moment (e.g. a second `hello`, or `deploy` sent by an agent)',
+});
 
-export type FrameErrorCode = (typeof FRAME_ERROR_CODES)[keyof typeof FRAME_ERROR_CODES];
+export const FRAME_ERROR_CODES = catalogCodes(FRAME_ERROR_CATALOG);
+
+export type FrameErrorCode = keyof typeof FRAME_ERROR_CATALOG;
 
 export interface FrameError {
   code: FrameErrorCode;
@@ -27,11 +31,4 @@ export interface FrameError {
 }
 
 /** Thrown by `encode` when the caller builds an invalid message: a programming error, not input. */
-export class InvalidMessageError extends Error {
-  readonly code: FrameErrorCode;
-  constructor(code: FrameErrorCode, message: string) {
-    super(message);
-    this.name = 'InvalidMessageError';
-    this.code = code;
-  }
-}
+export class InvalidMessageError extends CodedError<FrameErrorCode> {}

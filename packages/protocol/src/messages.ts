@@ -1,14 +1,52 @@
 import Type, { type Static } from 'typebox';
+import { Identifier, Nullable } from '@tether/common';
 
-// Shared building blocks. Bounds keep a hostile peer from making either end
-// allocate without limit; the frame size limit is the outer bound.
-const Id = Type.String({ minLength: 1, maxLength: 128 });
-const Name = Type.String({ minLength: 1, maxLength: 253 });
-const Text = Type.String({ maxLength: 4096 });
-const NullableText = Type.Union([Text, Type.Null()]);
+/**
+ * Bounds of every string field, in characters (UTF-16 code units). They keep
+ * a hostile peer from making either end allocate without limit; the frame
+ * size limit is the outer bound. Listed in docs/protocol.md.
+ *
+ * Identifiers and names are refused at decode (INVALID_FIELD) when empty, over
+ * their bound, or holding a control character or an unpaired surrogate: they
+ * end up in database keys, log fields and the proxy config. Free text (`text`:
+ * reasons, error messages, container output) is accepted as it comes, and the
+ * sender sanitises it first (control characters escaped, NUL never sent).
+ */
+export const FIELD_LIMITS = Object.freeze({
+  /** Message ids and refs; session, node, service, deployment and container ids. */
+  id: 128,
+  /** Node names, container and service names, domains. */
+  name: 253,
+  /** Error codes in `deploy.result` and `error`. */
+  code: 64,
+  /** Routing hashes. */
+  hash: 128,
+  /** ISO 8601 timestamps. */
+  timestamp: 64,
+  agentVersion: 64,
+  /** Image references. */
+  image: 512,
+  /** Environment variable names. */
+  envName: 256,
+  /** Route path prefixes. */
+  pathPrefix: 1024,
+  /** Route upstreams (`svc-<serviceId>:<port>`). */
+  upstream: 300,
+  /** Free text: reasons, error messages, container output. */
+  text: 4096,
+  /** Environment variable values (free text, passed to the container as they are). */
+  envValue: 32_768,
+});
+
+// Shared building blocks.
+const Id = Identifier(FIELD_LIMITS.id);
+const Name = Identifier(FIELD_LIMITS.name);
+const Code = Identifier(FIELD_LIMITS.code);
+const Text = Type.String({ maxLength: FIELD_LIMITS.text });
+const NullableText = Nullable(Text);
 const Count = Type.Integer({ minimum: 0 });
-const Timestamp = Type.String({ minLength: 1, maxLength: 64 });
-const Hash = Type.String({ minLength: 1, maxLength: 128 });
+const Timestamp = Identifier(FIELD_LIMITS.timestamp);
+const Hash = Identifier(FIELD_LIMITS.hash);
 const DurationMs = Type.Integer({ minimum: 1, maximum: 86_400_000 });
 
 export const ContainerState = Type.Object({
@@ -25,7 +63,7 @@ export const ContainerState = Type.Object({
     Type.Literal('dead'),
     Type.Literal('removing'),
   ]),
-  exitCode: Type.Union([Type.Integer(), Type.Null()]),
+  exitCode: Nullable(Type.Integer()),
   health: Type.Union([
     Type.Literal('none'),
     Type.Literal('starting'),
@@ -44,10 +82,10 @@ export const RuntimeStatus = Type.Object({
 export type RuntimeStatus = Static<typeof RuntimeStatus>;
 
 export const RoutingStatus = Type.Object({
-  appliedHash: Type.Union([Hash, Type.Null()]),
+  appliedHash: Nullable(Hash),
   reloadsTotal: Count,
   reloadsToday: Count,
-  lastReloadAt: Type.Union([Timestamp, Type.Null()]),
+  lastReloadAt: Nullable(Timestamp),
   lastReloadReason: NullableText,
 });
 export type RoutingStatus = Static<typeof RoutingStatus>;
@@ -56,18 +94,19 @@ export const Workload = Type.Object({
   serviceId: Id,
   serviceName: Name,
   deploymentId: Id,
-  image: Type.String({ minLength: 1, maxLength: 512 }),
-  env: Type.Record(Type.String({ minLength: 1, maxLength: 256 }), Type.String({ maxLength: 32_768 })),
-  port: Type.Union([Type.Integer({ minimum: 1, maximum: 65_535 }), Type.Null()]),
+  image: Identifier(FIELD_LIMITS.image),
+  // A Record's key schema only picks which properties the value schema applies to; `propertyNames` is what refuses a bad name.
+  env: Type.Record(Type.String(), Type.String({ maxLength: FIELD_LIMITS.envValue }), { propertyNames: Identifier(FIELD_LIMITS.envName) }),
+  port: Nullable(Type.Integer({ minimum: 1, maximum: 65_535 })),
   replicas: Type.Integer({ minimum: 0, maximum: 100 }),
 });
 export type Workload = Static<typeof Workload>;
 
 export const Route = Type.Object({
   domain: Name,
-  pathPrefix: Type.Union([Type.String({ minLength: 1, maxLength: 1024 }), Type.Null()]),
+  pathPrefix: Nullable(Identifier(FIELD_LIMITS.pathPrefix)),
   serviceId: Id,
-  upstream: Type.String({ minLength: 1, maxLength: 300 }),
+  upstream: Identifier(FIELD_LIMITS.upstream),
 });
 export type Route = Static<typeof Route>;
 
@@ -85,7 +124,7 @@ export const Hello = Type.Object({
   type: Type.Literal('hello'),
   id: Id,
   node: Name,
-  agentVersion: Type.String({ minLength: 1, maxLength: 64 }),
+  agentVersion: Identifier(FIELD_LIMITS.agentVersion),
   protocolVersion: Type.Integer({ minimum: 0 }),
   containers: Containers,
   runtime: RuntimeStatus,
@@ -153,7 +192,7 @@ export const DeployResult = Type.Object({
   deploymentId: Id,
   status: Type.Union([Type.Literal('running'), Type.Literal('failed')]),
   reason: Text,
-  code: Type.Union([Type.String({ minLength: 1, maxLength: 64 }), Type.Null()]),
+  code: Nullable(Code),
 });
 export type DeployResult = Static<typeof DeployResult>;
 
@@ -181,8 +220,8 @@ export type RoutingApplied = Static<typeof RoutingApplied>;
 export const ErrorMessage = Type.Object({
   type: Type.Literal('error'),
   id: Id,
-  ref: Type.Union([Id, Type.Null()]),
-  code: Type.String({ minLength: 1, maxLength: 64 }),
+  ref: Nullable(Id),
+  code: Code,
   message: Text,
 });
 export type ErrorMessage = Static<typeof ErrorMessage>;

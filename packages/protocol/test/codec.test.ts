@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   EXAMPLE_MESSAGES,
+  FIELD_LIMITS,
   FRAME_ERROR_CODES,
   InvalidMessageError,
   MAX_FRAME_BYTES,
@@ -97,11 +98,61 @@ describe('bad frames each get their own code', () => {
 
   it('binary frames and invalid UTF-8', () => {
     expect(codeOf(Buffer.from(encode(EXAMPLE_MESSAGES.ping)), { binary: true })).toBe(FRAME_ERROR_CODES.BINARY_FRAME);
-    expect(codeOf(Buffer.from([0x7b, 0xff, 0xfe, 0x7d]))).toBe(FRAME_ERROR_CODES.INVALID_UTF8);
+    // Bytes that are not UTF-8 are not JSON text (on a socket the WebSocket layer closes with 1007 before decode).
+    expect(codeOf(Buffer.from([0x7b, 0xff, 0xfe, 0x7d]))).toBe(FRAME_ERROR_CODES.INVALID_JSON);
   });
 
   it('values that are not frames at all', () => {
     for (const raw of [undefined, null, 42, {}, Symbol('x')]) expect(codeOf(raw)).toBe(FRAME_ERROR_CODES.INVALID_JSON);
+  });
+});
+
+describe('identifiers refuse control characters; free text is accepted', () => {
+  const reject = (message: unknown) => {
+    const result = decode(JSON.stringify(message));
+    if (result.ok) throw new Error('expected a rejection');
+    return result.error;
+  };
+
+  it.each([
+    ['a message id', { ...EXAMPLE_MESSAGES.ping, id: 'p\u0000' }],
+    ['a ref', { ...EXAMPLE_MESSAGES.ack, ref: 'p-3\n' }],
+    ['a node name', { ...EXAMPLE_MESSAGES.hello, node: 'edge\u001b[31m' }],
+    ['a node name with an unpaired surrogate', { ...EXAMPLE_MESSAGES.hello, node: 'edge\udc00' }],
+    ['a result code', { ...EXAMPLE_MESSAGES['deploy.result'], code: 'EXITED\u0000' }],
+    ['an error code', { ...EXAMPLE_MESSAGES.error, code: 'X\u007f' }],
+    ['a routing hash', { ...EXAMPLE_MESSAGES['routing.map'], hash: 'ab\tcd' }],
+    ['a domain', { ...EXAMPLE_MESSAGES['routing.map'], routes: [{ ...EXAMPLE_MESSAGES['routing.map'].routes[0], domain: 'a.example\r\n.com' }] }],
+    ['an env name', { ...EXAMPLE_MESSAGES.deploy, workload: { ...EXAMPLE_MESSAGES.deploy.workload, env: { 'A\u0000': 'x' } } }],
+  ])('%s', (_what, message) => {
+    const error = reject(message);
+    expect(error.code).toBe(FRAME_ERROR_CODES.INVALID_FIELD);
+    // The reason quotes no raw control character back to the sender.
+    expect([...error.message].filter((c) => c.charCodeAt(0) < 0x20)).toEqual([]);
+  });
+
+  it('an id with a control character is not echoed back as ref', () => {
+    expect(reject({ type: 'nope', id: 'x\u0000' }).ref).toBeNull();
+    expect(reject({ type: 'nope', id: 'x'.repeat(129) }).ref).toBeNull();
+    expect(reject({ type: 'nope', id: 'x'.repeat(128) }).ref).toBe('x'.repeat(128));
+  });
+
+  it('identifiers keep their documented lengths', () => {
+    const long = (n: number) => 'n'.repeat(n);
+    expect(decode(JSON.stringify({ ...EXAMPLE_MESSAGES.hello, node: long(FIELD_LIMITS.name) })).ok).toBe(true);
+    expect(reject({ ...EXAMPLE_MESSAGES.hello, node: long(FIELD_LIMITS.name + 1) }).code).toBe(FRAME_ERROR_CODES.INVALID_FIELD);
+    expect(decode(JSON.stringify({ ...EXAMPLE_MESSAGES.ping, id: long(FIELD_LIMITS.id) })).ok).toBe(true);
+    expect(reject({ ...EXAMPLE_MESSAGES.ping, id: long(FIELD_LIMITS.id + 1) }).code).toBe(FRAME_ERROR_CODES.INVALID_FIELD);
+    const env = (name: string) => ({ ...EXAMPLE_MESSAGES.deploy, workload: { ...EXAMPLE_MESSAGES.deploy.workload, env: { [name]: 'x' } } });
+    expect(decode(JSON.stringify(env(long(FIELD_LIMITS.envName)))).ok).toBe(true);
+    expect(reject(env(long(FIELD_LIMITS.envName + 1))).code).toBe(FRAME_ERROR_CODES.INVALID_FIELD);
+  });
+
+  it('free text with NUL and escapes decodes (the receiver sanitises before storing)', () => {
+    const reason = 'exit 1\u0000\u001b[31mpanic\nline 2';
+    const result = decode(JSON.stringify({ ...EXAMPLE_MESSAGES['deploy.result'], reason }));
+    expect(result.ok && result.message.type === 'deploy.result' && result.message.reason).toBe(reason);
+    expect(decode(JSON.stringify({ ...EXAMPLE_MESSAGES['routing.applied'], error: 'bad\u0000' })).ok).toBe(true);
   });
 });
 

@@ -2,7 +2,20 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { CLOSE_CODES, EXAMPLE_MESSAGES, FRAME_ERROR_CODES, MESSAGE_TYPES, TIMING_DEFAULTS, decode } from '../src/index.js';
+import {
+  ACKED_MESSAGE_TYPES,
+  CLOSE_CODES,
+  EXAMPLE_MESSAGES,
+  FIELD_LIMITS,
+  FRAME_ERROR_CATALOG,
+  MAX_FRAME_BYTES,
+  MAX_INVALID_STREAK,
+  MAX_PAYLOAD_BYTES,
+  MAX_STATE_FRAME_BYTES,
+  MESSAGE_TYPES,
+  TIMING_DEFAULTS,
+  decode,
+} from '../src/index.js';
 
 // docs/protocol.md is the human contract; this keeps it equal to the code.
 
@@ -29,8 +42,57 @@ describe('docs/protocol.md', () => {
     }
   });
 
-  it('lists every frame error code', () => {
-    for (const code of Object.values(FRAME_ERROR_CODES)) expect(doc).toMatch(new RegExp(`\\| \`${code}\` \\|`));
+  const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const tableRows = (heading: string) => {
+    const start = doc.indexOf(`## ${heading}\n`);
+    expect(start, `docs/protocol.md has a "${heading}" section`).toBeGreaterThanOrEqual(0);
+    const end = doc.indexOf('\n## ', start + 1);
+    return doc.slice(start, end).split('\n').filter((line) => /^\| `/.test(line));
+  };
+
+  it('lists every frame error code with the catalog\'s meaning, and no other', () => {
+    for (const [code, meaning] of Object.entries(FRAME_ERROR_CATALOG)) expect(doc).toMatch(new RegExp(`^\\| \`${code}\` \\| ${escape(meaning)} \\|$`, 'm'));
+    const documented = tableRows('Frame error codes').map((row) => row.match(/^\| `([A-Z0-9_]+)`/)?.[1]);
+    expect(documented.sort()).toEqual(Object.keys(FRAME_ERROR_CATALOG).sort());
+  });
+
+  it('lists every close code, including the WebSocket layer\'s 1007 and 1009, and no other', () => {
+    const start = doc.indexOf('## Close codes\n');
+    const rows = doc.slice(start, doc.indexOf('\n## ', start + 1)).split('\n').filter((line) => /^\| \d+ \|/.test(line));
+    const sort = (codes: number[]) => [...codes].sort((a, b) => a - b);
+    expect(sort(rows.map((row) => Number(row.split('|')[1])))).toEqual(sort(Object.values(CLOSE_CODES)));
+    expect(CLOSE_CODES.INVALID_PAYLOAD).toBe(1007);
+    expect(CLOSE_CODES.MESSAGE_TOO_BIG).toBe(1009);
+  });
+
+  it('states every limit with its value', () => {
+    const limits = { MAX_FRAME_BYTES, MAX_STATE_FRAME_BYTES, MAX_PAYLOAD_BYTES, MAX_INVALID_STREAK };
+    for (const [name, value] of Object.entries(limits)) expect(doc).toMatch(new RegExp(`\\| \`${name}\` \\| ${value} \\|`));
+    expect(tableRows('Limits')).toHaveLength(Object.keys(limits).length);
+    // The hello section and the error section give the same streak.
+    expect(section('hello')).toContain(`\`MAX_INVALID_STREAK\`-th (${MAX_INVALID_STREAK}th)`);
+    expect(section('error')).toContain(`\`MAX_INVALID_STREAK\` (${MAX_INVALID_STREAK}) invalid frames in a row`);
+  });
+
+  it('states the bound and kind of every string field', () => {
+    const rows = tableRows('Field rules');
+    expect(rows).toHaveLength(Object.keys(FIELD_LIMITS).length);
+    for (const [field, bound] of Object.entries(FIELD_LIMITS)) {
+      const kind = field === 'text' || field === 'envValue' ? 'free text' : 'identifier';
+      expect(doc).toMatch(new RegExp(`^\\| \`${field}\` \\| ${bound} \\| ${kind} \\|`, 'm'));
+    }
+  });
+
+  it('says every ACKed message kills the session when its ACK is late', () => {
+    const named = (text: string) => ACKED_MESSAGE_TYPES.every((type) => text.includes(`\`${type}\``));
+    const ackRule = doc.slice(doc.indexOf('**ACK timeout**'), doc.indexOf('\n- ', doc.indexOf('**ACK timeout**')));
+    expect(named(ackRule), ackRule).toBe(true);
+    expect(named(doc.match(/^\| 4001 \|.*$/m)![0])).toBe(true);
+    expect(named(section('ack'))).toBe(true);
+  });
+
+  it('says a node without a session has sessionId null', () => {
+    expect(doc).toMatch(/`sessionId` as `null` for a node that is `unreachable`/);
   });
 
   it('states every timing default', () => {

@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import { AppError } from '../errors.js';
 import type { Db } from '../db/database.js';
-import { hashToken } from '../lib/tokens.js';
+import { hashToken } from '../domain/tokens.js';
 
 export interface AuthenticatedNode {
   id: string;

@@ -1,9 +1,10 @@
 import type { FastifyPluginAsync } from 'fastify';
+import { sanitizeText } from '@tether/common';
 import type { RawData, WebSocket } from 'ws';
 import {
   CLOSE_CODES,
   FRAME_ERROR_CODES,
-  MAX_FRAME_BYTES,
+  MAX_INVALID_STREAK,
   createIdGenerator,
   decode,
   encode,
@@ -13,8 +14,7 @@ import {
   type Timing,
 } from '@tether/protocol';
 import type { Db } from '../db/database.js';
-import type { PanelMetrics } from '../lib/metrics.js';
-import { nextReport } from '../sessions/report.js';
+import type { PanelMetrics } from '../panel-metrics.js';
 import { AgentSession, closeHard, type SessionTiming } from '../sessions/session.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import { authenticateNode, type AuthenticatedNode } from './authenticate.js';
@@ -30,8 +30,6 @@ export interface GatewayOptions {
   registry: SessionRegistry;
   metrics?: PanelMetrics;
   timing: Timing & { helloTimeoutMs: number; sendBufferLimitBytes: number };
-  /** Invalid frames in a row that end a session. */
-  maxInvalidStreak?: number;
 }
 
 const AGENT_TYPES = new Set(['heartbeat', 'pong', 'ack', 'deploy.result', 'routing.applied', 'error']);
@@ -44,7 +42,6 @@ declare module 'fastify' {
 
 export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts) => {
   const nextId = createIdGenerator('p');
-  const maxInvalidStreak = opts.maxInvalidStreak ?? 5;
   const sessionTiming: SessionTiming = {
     idleTimeoutMs: opts.timing.panelIdleTimeoutMs,
     ackTimeoutMs: opts.timing.ackTimeoutMs,
@@ -75,7 +72,7 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
     (socket, request) => {
       const node = request.agentNode!;
       const peer = `${request.socket.remoteAddress}:${request.socket.remotePort}`;
-      const log = request.log.child({ node: node.name, peer });
+      const log = request.log.child({ node: node.name, nodeId: node.id, peer });
       let session: AgentSession | undefined;
       let preHelloInvalid = 0;
 
@@ -97,7 +94,7 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
         clearTimeout(helloTimer);
         if (hello.node !== node.name) log.warn({ reported: hello.node }, 'hello names another node than the token; the token decides');
         session = new AgentSession(socket, node.id, node.name, peer, hello.agentVersion, sessionTiming, opts.registry.onTeardown);
-        session.report = { containers: hello.containers, runtime: hello.runtime, routing: hello.routing, at: session.openedAt };
+        session.recordHello(hello.containers, hello.runtime, hello.routing);
         session.send({ type: 'welcome', id: nextId(), ref: hello.id, sessionId: session.id, nodeId: node.id, timing: welcomeTiming });
         opts.registry.open(session);
       };
@@ -108,9 +105,9 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
           reject(socket, result.error);
           if (result.error.code === FRAME_ERROR_CODES.UNSUPPORTED_PROTOCOL_VERSION) return protocolError(result.error.message);
           if (session) {
-            session.invalidFrames++;
-            if (++session.invalidStreak >= maxInvalidStreak) protocolError(`${session.invalidStreak} invalid frames in a row`);
-          } else if (++preHelloInvalid >= maxInvalidStreak) protocolError(`${preHelloInvalid} invalid frames before hello`);
+            const streak = session.recordInvalid();
+            if (streak >= MAX_INVALID_STREAK) protocolError(`${streak} invalid frames in a row`);
+          } else if (++preHelloInvalid >= MAX_INVALID_STREAK) protocolError(`${preHelloInvalid} invalid frames before hello`);
           return;
         }
         const message = result.message;
@@ -121,9 +118,9 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
         }
         if (session.closed) return;
         if (!AGENT_TYPES.has(message.type)) {
-          session.invalidFrames++;
+          const streak = session.recordInvalid();
           reject(socket, { code: FRAME_ERROR_CODES.UNEXPECTED_MESSAGE, message: `${message.type} is not accepted from an agent here`, ref: message.id });
-          if (++session.invalidStreak >= maxInvalidStreak) protocolError(`${session.invalidStreak} invalid frames in a row`);
+          if (streak >= MAX_INVALID_STREAK) protocolError(`${streak} invalid frames in a row`);
           return;
         }
         session.touch();
@@ -133,33 +130,30 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
       const handle = (s: AgentSession, message: AgentMessage) => {
         switch (message.type) {
           case 'heartbeat':
-            s.heartbeats++;
-            s.lastHeartbeatSeq = message.seq;
-            s.report = nextReport(s.report, message.containers, message.runtime, message.routing, s.lastFrameAt);
+            s.recordHeartbeat(message.seq, message.containers, message.runtime, message.routing);
             break;
           case 'pong':
-            s.pongs++;
+            s.recordPong();
             break;
           case 'ack':
             if (!s.acknowledge(message.ref)) log.debug({ ref: message.ref }, 'ack nobody waits for');
             break;
           case 'error':
-            log.warn({ code: message.code, ref: message.ref, message: message.message }, 'agent rejected a frame');
+            log.warn({ code: message.code, ref: message.ref, agentMessage: sanitizeText(message.message) }, 'agent rejected a frame');
             break;
           default:
             break;
         }
-        opts.registry.emit('message', s, message);
+        opts.registry.received(s, message);
       };
 
       socket.on('close', (code: number, reason: Buffer) => {
         clearTimeout(helloTimer);
-        session?.teardown(code, `closed by agent (${code}${reason.length ? `: ${reason.toString('utf8').slice(0, 120)}` : ''})`);
+        // The close reason is the agent's free text and ends up in a session_events row: sanitised, bounded.
+        const text = reason.length ? `: ${sanitizeText(reason, { keepNewlines: false, maxLength: 120 })}` : '';
+        session?.teardown(code, `closed by agent (${code}${text})`);
       });
       socket.on('error', (err: Error) => log.warn({ err }, 'agent socket error'));
     },
   );
 };
-
-/** ws accepts frames up to this; decode() rejects those above MAX_FRAME_BYTES with FRAME_TOO_LARGE. */
-export const WS_MAX_PAYLOAD = MAX_FRAME_BYTES * 2;

@@ -2,10 +2,13 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PrismaPg } from '@prisma/adapter-pg';
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '@tether/embedded-postgres';
-import { PrismaClient } from '../generated/prisma/client.js';
+import { PrismaClient, type Prisma } from '../generated/prisma/client.js';
 import { applyMigrations, type MigrationResult } from './migrate.js';
 
 export type Db = PrismaClient;
+
+/** The client inside `prisma.$transaction(async (tx) => …)`. */
+export type Tx = Prisma.TransactionClient;
 
 export const MIGRATIONS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'prisma', 'migrations');
 

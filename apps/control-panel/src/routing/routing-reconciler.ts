@@ -1,10 +1,8 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { createLoop, type Loop } from '@tether/common';
+import { createLoop, sanitizeText, type Loop } from '@tether/common';
 import { createIdGenerator, type AgentMessage, type RoutingStatus } from '@tether/protocol';
-import type { PanelEvents } from '../lib/events.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import type { AgentSession } from '../sessions/session.js';
-import type { RoutingView } from '../sessions/session-view.js';
 import type { RoutingMapContent, RoutingMapSource } from './routing-map.js';
 import { RoutingFrames } from './routing-frames.js';
 
@@ -15,6 +13,19 @@ import { RoutingFrames } from './routing-frames.js';
 // reconnected together is not pushed together. The agent compares and does
 // nothing when nothing changed; the panel only tracks desired vs applied.
 
+/** Desired vs applied routing and reload counters of a node, as session health shows them. */
+export interface RoutingView {
+  forNode(nodeId: string): {
+    desiredHash: string | null;
+    appliedHash: string | null;
+    drifting: boolean;
+    reloadsToday: number;
+    reloadsTotal: number;
+    lastReloadAt: string | null;
+    lastReloadReason: string | null;
+  };
+}
+
 export interface ReloadRecorder {
   reloaded(record: { nodeId: string; at: Date; hashBefore: string | null; hashAfter: string; reason: string }): Promise<void>;
 }
@@ -22,7 +33,6 @@ export interface ReloadRecorder {
 export interface RoutingReconcilerOptions {
   sessions: SessionRegistry;
   maps: RoutingMapSource;
-  events: PanelEvents;
   reloads: ReloadRecorder;
   logger: FastifyBaseLogger;
   intervalMs: number;
@@ -70,16 +80,6 @@ export class RoutingReconciler implements RoutingView {
       run: () => this.pushDue(),
       onError: (err) => options.logger.error({ err }, 'routing reconcile tick failed'),
     });
-    options.sessions.on('opened', (session) => {
-      // What the agent said in hello is in place until its first heartbeat.
-      if (session.report) this.absorb(this.state(session.nodeId), session.report.routing, session.report.routing.appliedHash);
-      this.enqueue(session.nodeId, 'session opened');
-    });
-    options.sessions.on('closed', (session) => {
-      if (!options.sessions.get(session.nodeId)) this.state(session.nodeId).mismatchSince = null;
-    });
-    options.sessions.on('message', (session, message) => this.onMessage(session, message));
-    options.events.on('routing.changed', ({ nodeIds, reason }) => this.changed(nodeIds, reason));
   }
 
   start(): void {
@@ -90,6 +90,17 @@ export class RoutingReconciler implements RoutingView {
     clearTimeout(this.debounceTimer);
     await this.loop.stop();
     await Promise.allSettled([...this.chains.values()]);
+  }
+
+  /** A session opened: what the agent said in hello is in place until its first heartbeat; push the map now. */
+  sessionOpened(session: AgentSession): void {
+    if (session.report) this.absorb(this.state(session.nodeId), session.report.routing, session.report.routing.appliedHash);
+    this.enqueue(session.nodeId, 'session opened');
+  }
+
+  /** A session closed: a node without a session is not drifting, it is unreachable. */
+  sessionClosed(session: AgentSession): void {
+    if (!this.options.sessions.get(session.nodeId)) this.state(session.nodeId).mismatchSince = null;
   }
 
   /** Routing of these nodes changed: push them once the debounce window closes. */
@@ -215,7 +226,8 @@ export class RoutingReconciler implements RoutingView {
     this.trackMismatch(s);
   }
 
-  private onMessage(session: AgentSession, message: AgentMessage): void {
+  /** A frame of an established session: routing.applied and heartbeats carry the applied hash and reloads. */
+  received(session: AgentSession, message: AgentMessage): void {
     if (message.type !== 'routing.applied' && message.type !== 'heartbeat') return;
     const s = this.state(session.nodeId);
     const before = s.appliedHash;
@@ -227,7 +239,8 @@ export class RoutingReconciler implements RoutingView {
           at: new Date(),
           hashBefore: before,
           hashAfter: message.hash,
-          reason: message.routing.lastReloadReason ?? 'routing changed',
+          // Free text from the agent: kept, but never a NUL or a control character in the row.
+          reason: sanitizeText(message.routing.lastReloadReason ?? 'routing changed'),
         })
         .catch((err: unknown) => this.options.logger.error({ err, node: session.nodeName }, 'could not record reload'));
     }

@@ -95,7 +95,7 @@ export class SessionRegistry extends EventEmitter<RegistryEvents> {
     this.sessions.get(session.nodeId)?.teardown(CLOSE_CODES.SUPERSEDED, `superseded by session ${session.id}`);
     this.sessions.set(session.nodeId, session);
     this.write(session.nodeId, () => this.store.sessionOpened({ nodeId: session.nodeId, sessionId: session.id, at: new Date(session.openedAt) }));
-    this.logger.info({ node: session.nodeName, session: session.id, peer: session.peer }, 'session opened');
+    this.logger.info({ node: session.nodeName, nodeId: session.nodeId, sessionId: session.id, peer: session.peer }, 'session opened');
     this.emit('opened', session);
   }
 
@@ -117,9 +117,14 @@ export class SessionRegistry extends EventEmitter<RegistryEvents> {
         superseded,
       }),
     );
-    this.logger.warn({ node: session.nodeName, session: session.id, code, reason }, 'session closed');
+    this.logger.warn({ node: session.nodeName, nodeId: session.nodeId, sessionId: session.id, code, reason }, 'session closed');
     this.emit('closed', session, teardown);
   };
+
+  /** A valid frame of an established session, after the session was touched: tells every listener. */
+  received(session: AgentSession, message: AgentMessage): void {
+    this.emit('message', session, message);
+  }
 
   /** Closes the node's session, if any (decommission). */
   close(nodeId: string, code: number, reason: string): boolean {
@@ -142,11 +147,7 @@ export class SessionRegistry extends EventEmitter<RegistryEvents> {
 
   private pingDue(): void {
     const now = Date.now();
-    for (const session of this.sessions.values()) {
-      if (now - session.lastPingAt < this.options.pingIntervalMs) continue;
-      session.lastPingAt = now;
-      if (session.send({ type: 'ping', id: this.nextId() })) session.pingsSent++;
-    }
+    for (const session of this.sessions.values()) session.pingIfDue(now, this.options.pingIntervalMs, this.nextId());
   }
 
   /** Writes last-seen times of sessions that carried frames since the last flush: one statement. */

@@ -1,11 +1,19 @@
 import type { ContainerState, RoutingStatus, RuntimeStatus } from '@tether/protocol';
-import type { NodeReport } from './session.js';
 
 // Every heartbeat carries the node's whole report, and almost always the same
 // one. Keeping the previous objects when nothing changed lets each decoded
 // heartbeat die young: otherwise every report lives one heartbeat interval,
 // is promoted to the old generation and makes the heap (and RSS) grow with
 // sessions × heartbeat rate. Measured in bench/sessions.ts.
+
+/** What the agent last reported; exists only as long as the session does. */
+export interface NodeReport {
+  containers: ContainerState[];
+  runtime: RuntimeStatus;
+  routing: RoutingStatus;
+  /** When the frame carrying this report arrived (ms since epoch). */
+  at: number;
+}
 
 /** Structural equality of JSON values (what decode() produces). */
 export function sameJson(a: unknown, b: unknown): boolean {

@@ -1,12 +1,34 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { createIdGenerator, type AgentMessage } from '@tether/protocol';
-import type { DeploymentDispatcher, DispatchOutcome, DispatchRequest } from '../deployments/dispatcher.js';
+import { sanitizeText } from '@tether/common';
+import { createIdGenerator, type AgentMessage, type Workload } from '@tether/protocol';
 import { AppError } from '../errors.js';
-import type { PanelEvents } from '../lib/events.js';
-import type { PanelMetrics } from '../lib/metrics.js';
+import type { PanelEvents } from '../panel-events.js';
+import type { PanelMetrics } from '../panel-metrics.js';
 import type { SessionRegistry } from './registry.js';
 import { AckTimeoutError, SessionClosedError, type AgentSession } from './session.js';
 import type { SessionStore } from './session-store.js';
+
+/** What the REST layer hands over once a deployment row is persisted (status `pending`). */
+export interface DispatchRequest {
+  deploymentId: string;
+  nodeId: string;
+  nodeName: string;
+  workload: Workload;
+}
+
+export interface DispatchOutcome {
+  /** HTTP status for the POST answer: 202 delivered, 201 recorded only. */
+  httpStatus: 201 | 202;
+}
+
+/**
+ * Sends a persisted deployment to its node. Implementations update the
+ * deployment row to its next state themselves and throw `AppError`s
+ * (`NODE_UNREACHABLE`, `ACK_TIMEOUT`) after recording the terminal state.
+ */
+export interface DeploymentDispatcher {
+  dispatch(request: DispatchRequest): Promise<DispatchOutcome>;
+}
 
 // Sends persisted deployments over live sessions and moves their rows to the
 // next state. No live session: the deployment ends `unreachable` at once
@@ -33,8 +55,6 @@ export class SessionDispatcher implements DeploymentDispatcher {
     this.events = deps.events;
     this.logger = deps.logger;
     this.metrics = deps.metrics;
-    deps.registry.on('opened', (session) => void this.loadAwaiting(session));
-    deps.registry.on('message', (session, message) => void this.onMessage(session, message));
   }
 
   async dispatch(request: DispatchRequest): Promise<DispatchOutcome> {
@@ -92,7 +112,8 @@ export class SessionDispatcher implements DeploymentDispatcher {
     return map;
   }
 
-  private async loadAwaiting(session: AgentSession): Promise<void> {
+  /** A node rejoined: its deployments delivered on earlier sessions may still be settled by heartbeats. */
+  async sessionOpened(session: AgentSession): Promise<void> {
     try {
       const awaiting = this.awaiting(session.nodeId);
       // A deploy sent on this session while the query ran keeps its session id.
@@ -102,13 +123,16 @@ export class SessionDispatcher implements DeploymentDispatcher {
     }
   }
 
-  private async onMessage(session: AgentSession, message: AgentMessage): Promise<void> {
+  /** A frame of an established session: deploy.result ends a deployment, a heartbeat may settle an older one. */
+  async received(session: AgentSession, message: AgentMessage): Promise<void> {
     try {
       if (message.type === 'deploy.result') {
-        const reason = message.code ? `${message.code}: ${message.reason}` : message.reason;
+        // Free text from the agent (a crashed container's last output can hold any byte): kept, made storable.
+        const text = sanitizeText(message.reason);
+        const reason = message.code ? `${message.code}: ${text}` : text;
         const changed = await this.store.deploymentFinished(message.deploymentId, message.status, reason, session.nodeId);
         this.awaitingResult.get(session.nodeId)?.delete(message.deploymentId);
-        if (!changed) this.logger.debug({ deployment: message.deploymentId }, 'result for a deployment that already ended');
+        if (!changed) this.logger.debug({ node: session.nodeName, deploymentId: message.deploymentId }, 'result for a deployment that already ended');
       } else if (message.type === 'heartbeat') {
         const waiting = this.awaitingResult.get(session.nodeId);
         if (!waiting || waiting.size === 0) return;

@@ -1,6 +1,6 @@
 import type { Workload } from '@tether/protocol';
 import type { Db } from '../db/database.js';
-import type { ServiceSpec } from '../services/services.js';
+import type { ServiceSpec } from '../db/deployment-spec.js';
 
 // Everything the session layer writes to PostgreSQL, behind one interface so the
 // heartbeat path can be shown to write nothing. Writes happen when something

@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { WebSocket } from 'ws';
+import { Deadline, type DeadlineClock } from '@tether/common';
 import { CLOSE_CODES, encode, type ContainerState, type PanelMessage, type RoutingStatus, type RuntimeStatus } from '@tether/protocol';
+import { nextReport, type NodeReport } from './report.js';
 
 // One agent's WebSocket session. Its reads run under a read-idle deadline: any
 // valid inbound frame refreshes the timer, silence past it tears the session
@@ -10,15 +12,8 @@ export interface SessionTiming {
   idleTimeoutMs: number;
   ackTimeoutMs: number;
   sendBufferLimitBytes: number;
-}
-
-/** What the agent last reported; exists only as long as the session does. */
-export interface NodeReport {
-  containers: ContainerState[];
-  runtime: RuntimeStatus;
-  routing: RoutingStatus;
-  /** When the frame carrying this report arrived (ms since epoch). */
-  at: number;
+  /** Where the idle and ACK deadlines read time; the system's monotonic clock unless a test injects one. */
+  clock?: DeadlineClock;
 }
 
 /** A message encoded ahead: the UTF-8 of `head` followed by `tail` is exactly encode(message). */
@@ -45,7 +40,8 @@ export class AckTimeoutError extends Error {
 interface AckWaiter {
   resolve: () => void;
   reject: (err: Error) => void;
-  timer: NodeJS.Timeout;
+  /** Until the frame is written: the write timer; then the ACK deadline. */
+  cancel: () => void;
 }
 
 export type TeardownListener = (session: AgentSession, code: number, reason: string) => void;
@@ -68,20 +64,20 @@ export const newSessionId = () => `ses_${randomBytes(9).toString('base64url')}`;
 export class AgentSession {
   readonly id = newSessionId();
   readonly openedAt = Date.now();
-  lastFrameAt = this.openedAt;
-  heartbeats = 0;
-  lastHeartbeatSeq = -1;
-  pingsSent = 0;
-  lastPingAt = this.openedAt;
-  pongs = 0;
-  missedAcks = 0;
-  invalidFrames = 0;
+  private frameAt = this.openedAt;
+  private heartbeatCount = 0;
+  private heartbeatSeq = -1;
+  private pingCount = 0;
+  private pingAt = this.openedAt;
+  private pongCount = 0;
+  private missedAckCount = 0;
+  private invalidCount = 0;
   /** Invalid frames in a row; reset by a valid one. */
-  invalidStreak = 0;
-  report: NodeReport | null = null;
+  private invalidStreak = 0;
+  private lastReport: NodeReport | null = null;
   closed: { code: number; reason: string; at: number } | null = null;
 
-  private readonly idleTimer: NodeJS.Timeout;
+  private readonly idle: Deadline;
   private readonly waiters = new Map<string, AckWaiter>();
 
   constructor(
@@ -93,19 +89,76 @@ export class AgentSession {
     private readonly timing: SessionTiming,
     private readonly onTeardown: TeardownListener,
   ) {
-    this.idleTimer = setTimeout(() => this.onIdle(), timing.idleTimeoutMs);
-    this.idleTimer.unref();
+    this.idle = new Deadline({ timeoutMs: timing.idleTimeoutMs, onExpire: (silentMs) => this.onIdle(silentMs), clock: timing.clock });
   }
 
   /** A valid frame arrived: the session proved itself alive. */
   touch(now = Date.now()): void {
-    this.lastFrameAt = now;
+    this.frameAt = now;
     this.invalidStreak = 0;
-    if (!this.closed) this.idleTimer.refresh();
+    if (!this.closed) this.idle.touch();
   }
 
-  private onIdle(): void {
-    const silentFor = Date.now() - this.lastFrameAt;
+  /** An invalid frame arrived; returns how many came in a row. */
+  recordInvalid(): number {
+    this.invalidCount++;
+    return ++this.invalidStreak;
+  }
+
+  /** What the agent said in hello: in place until its first heartbeat. */
+  recordHello(containers: ContainerState[], runtime: RuntimeStatus, routing: RoutingStatus): void {
+    this.lastReport = { containers, runtime, routing, at: this.openedAt };
+  }
+
+  /** A heartbeat (already touched): its report replaces the previous one, which is kept when unchanged. */
+  recordHeartbeat(seq: number, containers: ContainerState[], runtime: RuntimeStatus, routing: RoutingStatus): void {
+    this.heartbeatCount++;
+    this.heartbeatSeq = seq;
+    this.lastReport = nextReport(this.lastReport, containers, runtime, routing, this.frameAt);
+  }
+
+  recordPong(): void {
+    this.pongCount++;
+  }
+
+  /** Sends a ping when `intervalMs` passed since the last one. */
+  pingIfDue(now: number, intervalMs: number, id: string): void {
+    if (now - this.pingAt < intervalMs) return;
+    this.pingAt = now;
+    if (this.send({ type: 'ping', id })) this.pingCount++;
+  }
+
+  /** When the last valid frame arrived (ms since epoch). */
+  get lastFrameAt(): number {
+    return this.frameAt;
+  }
+  get heartbeats(): number {
+    return this.heartbeatCount;
+  }
+  /** -1 before the first heartbeat. */
+  get lastHeartbeatSeq(): number {
+    return this.heartbeatSeq;
+  }
+  get pingsSent(): number {
+    return this.pingCount;
+  }
+  get pongs(): number {
+    return this.pongCount;
+  }
+  get missedAcks(): number {
+    return this.missedAckCount;
+  }
+  get invalidFrames(): number {
+    return this.invalidCount;
+  }
+  /** What the agent last reported; null never after hello. */
+  get report(): NodeReport | null {
+    return this.lastReport;
+  }
+
+  /** `silentMs` is measured on the monotonic clock and is never below the deadline (see Deadline). */
+  private onIdle(silentMs: number): void {
+    const silentFor = Math.floor(silentMs);
     this.teardown(CLOSE_CODES.IDLE_TIMEOUT, `no frame for ${silentFor} ms (read-idle deadline ${this.timing.idleTimeoutMs} ms)`);
   }
 
@@ -140,30 +193,28 @@ export class AgentSession {
       if (this.closed) return reject(new SessionClosedError(this.closed.code, this.closed.reason));
       const expire = () => {
         this.waiters.delete(message.id);
-        this.missedAcks++;
+        this.missedAckCount++;
         reject(new AckTimeoutError(message.id, timeoutMs));
         this.teardown(CLOSE_CODES.ACK_TIMEOUT, `${message.type} ${message.id} not acknowledged within ${timeoutMs} ms`);
       };
       // The ACK clock starts once the frame is written out, not when it is queued: a large map pushed to
       // every session at once must not count its time in the panel's own send queue against the agent.
       // A frame that cannot even be written in three ACK timeouts means the peer stopped reading.
-      const waiter: AckWaiter = {
-        resolve,
-        reject,
-        timer: setTimeout(() => {
-          this.waiters.delete(message.id);
-          reject(new SessionClosedError(CLOSE_CODES.SLOW_CONSUMER, `${message.type} ${message.id} not written within ${3 * timeoutMs} ms`));
-          this.teardown(CLOSE_CODES.SLOW_CONSUMER, `${message.type} ${message.id} not written within ${3 * timeoutMs} ms`);
-        }, 3 * timeoutMs),
-      };
+      const writeTimer = setTimeout(() => {
+        this.waiters.delete(message.id);
+        reject(new SessionClosedError(CLOSE_CODES.SLOW_CONSUMER, `${message.type} ${message.id} not written within ${3 * timeoutMs} ms`));
+        this.teardown(CLOSE_CODES.SLOW_CONSUMER, `${message.type} ${message.id} not written within ${3 * timeoutMs} ms`);
+      }, 3 * timeoutMs);
+      const waiter: AckWaiter = { resolve, reject, cancel: () => clearTimeout(writeTimer) };
       this.waiters.set(message.id, waiter);
       const sent = this.send(message, prepared, (err) => {
         if (err || this.waiters.get(message.id) !== waiter) return;
-        clearTimeout(waiter.timer);
-        waiter.timer = setTimeout(expire, timeoutMs);
+        clearTimeout(writeTimer);
+        const ack = new Deadline({ timeoutMs, onExpire: expire, clock: this.timing.clock });
+        waiter.cancel = () => ack.cancel();
       });
       if (!sent) {
-        clearTimeout(waiter.timer);
+        waiter.cancel();
         this.waiters.delete(message.id);
         const closed = this.closed ?? { code: CLOSE_CODES.SLOW_CONSUMER, reason: 'send failed' };
         reject(new SessionClosedError(closed.code, closed.reason));
@@ -175,7 +226,7 @@ export class AgentSession {
   acknowledge(ref: string): boolean {
     const waiter = this.waiters.get(ref);
     if (!waiter) return false;
-    clearTimeout(waiter.timer);
+    waiter.cancel();
     this.waiters.delete(ref);
     waiter.resolve();
     return true;
@@ -185,9 +236,9 @@ export class AgentSession {
   teardown(code: number, reason: string): void {
     if (this.closed) return;
     this.closed = { code, reason, at: Date.now() };
-    clearTimeout(this.idleTimer);
+    this.idle.cancel();
     for (const [, waiter] of this.waiters) {
-      clearTimeout(waiter.timer);
+      waiter.cancel();
       waiter.reject(new SessionClosedError(code, reason));
     }
     this.waiters.clear();

@@ -1,6 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { createIdGenerator } from '@tether/protocol';
-import type { PanelEvents } from '../lib/events.js';
 import type { SessionRegistry } from './registry.js';
 import type { AgentSession } from './session.js';
 import type { SessionStore } from './session-store.js';
@@ -12,24 +11,36 @@ import type { SessionStore } from './session-store.js';
 export class WorkloadSync {
   private readonly nextId = createIdGenerator('p');
   /** Sends to one session in order, so a slower read can never overtake a newer set. */
-  private readonly chains = new WeakMap<AgentSession, Promise<void>>();
+  private readonly chains = new Map<AgentSession, Promise<void>>();
 
   constructor(
     private readonly registry: SessionRegistry,
     private readonly store: SessionStore,
-    events: PanelEvents,
     private readonly logger: FastifyBaseLogger,
-  ) {
-    registry.on('opened', (session) => this.enqueue(session, 'session opened'));
-    events.on('workloads.changed', ({ nodeId, reason }) => {
-      const session = registry.get(nodeId);
-      if (session) this.enqueue(session, reason);
-    });
+  ) {}
+
+  /** A session opened: send it the whole set. */
+  sessionOpened(session: AgentSession): void {
+    this.enqueue(session, 'session opened');
+  }
+
+  /** The node's set changed: send it again if the node has a session. */
+  changed(nodeId: string, reason: string): void {
+    const session = this.registry.get(nodeId);
+    if (session) this.enqueue(session, reason);
+  }
+
+  /** Waits for the sends in flight (the registry closes the sessions). */
+  async stop(): Promise<void> {
+    await Promise.allSettled([...this.chains.values()]);
   }
 
   private enqueue(session: AgentSession, reason: string): void {
     const next = (this.chains.get(session) ?? Promise.resolve()).then(() => this.send(session, reason));
     this.chains.set(session, next);
+    void next.finally(() => {
+      if (this.chains.get(session) === next) this.chains.delete(session);
+    });
   }
 
   private async send(session: AgentSession, reason: string): Promise<void> {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureAdminToken, ENV_ADMIN_TOKEN_NAME } from '../../src/services/admin-token.js';
-import { generateToken, hashToken } from '../../src/lib/tokens.js';
+import { ensureAdminToken, ENV_ADMIN_TOKEN_NAME } from '../../src/domain/admin-token.js';
+import { generateToken, hashToken } from '../../src/domain/tokens.js';
 import { errorOf, sharedPostgres, startRestPanel, type RestPanel } from '../helpers/rest-harness.js';
 
 describe('authentication and tokens', () => {
@@ -95,7 +95,7 @@ describe('authentication and tokens', () => {
       // The default flush interval (10 s) has not passed: nothing written yet.
       expect((await p.prisma.apiToken.findUniqueOrThrow({ where: { id: row!.id } })).lastUsedAt).toBeNull();
 
-      const fast = await startRestPanel({ pg: p.pg, env: { TETHER_LAST_SEEN_FLUSH_MS: '100' } });
+      const fast = await startRestPanel({ pg: p.pg, env: { TETHER_TOKEN_LAST_USED_FLUSH_MS: '100' } });
       try {
         const t = await fast.team('flushed');
         const before = Date.now();

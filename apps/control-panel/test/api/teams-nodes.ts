@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashToken } from '../../src/lib/tokens.js';
+import { hashToken } from '../../src/domain/tokens.js';
 import { code, sharedPostgres, startRestPanel, type RestPanel } from '../helpers/rest-harness.js';
 
 // Operator endpoints: teams, customer tokens, nodes. Every endpoint: success,

@@ -4,8 +4,8 @@ import { buildApp } from '../../src/app.js';
 import { loadConfig, type PanelConfig } from '../../src/config.js';
 import { createPrisma, MIGRATIONS_DIR, type Db } from '../../src/db/database.js';
 import { applyMigrations } from '../../src/db/migrate.js';
-import { PanelEvents } from '../../src/lib/events.js';
-import { generateToken, hashToken } from '../../src/lib/tokens.js';
+import { PanelEvents } from '../../src/panel-events.js';
+import { generateToken, hashToken } from '../../src/domain/tokens.js';
 import { PrismaSessionStore, type SessionStore } from '../../src/sessions/session-store.js';
 
 // A real panel for session tests: real PostgreSQL, real HTTP and WebSocket on

@@ -4,9 +4,16 @@ import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createPrisma, MIGRATIONS_DIR, type Db } from '../../src/db/database.js';
 import { applyMigrations } from '../../src/db/migrate.js';
-import { recordOnlyDispatcher, type DeploymentDispatcher } from '../../src/deployments/dispatcher.js';
-import { PanelEvents, type PanelEventMap } from '../../src/lib/events.js';
-import { generateToken, hashToken } from '../../src/lib/tokens.js';
+import type { DeploymentDispatcher } from '../../src/sessions/session-dispatcher.js';
+import { PanelEvents, type PanelEventMap } from '../../src/panel-events.js';
+import { generateToken, hashToken } from '../../src/domain/tokens.js';
+
+/** The REST tests' dispatcher: the deployment stays `pending` (201), as if no session layer existed. */
+export const recordOnlyDispatcher: DeploymentDispatcher = {
+  async dispatch() {
+    return { httpStatus: 201 };
+  },
+};
 
 // A panel for REST tests: real PostgreSQL (one server per test file), the
 // real app on a free port, answers read over real HTTP.

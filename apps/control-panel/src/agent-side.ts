@@ -1,0 +1,126 @@
+import type { EventEmitter } from 'node:events';
+import type { FastifyBaseLogger } from 'fastify';
+import { CLOSE_CODES, closeCodeName } from '@tether/protocol';
+import type { PanelConfig } from './config.js';
+import type { Db } from './db/database.js';
+import type { PanelEvents } from './panel-events.js';
+import type { PanelMetrics } from './panel-metrics.js';
+import { PrismaReloadRecorder } from './routing/reload-store.js';
+import { PrismaRoutingMapSource, type RoutingMapSource } from './routing/routing-map.js';
+import { RoutingReconciler } from './routing/routing-reconciler.js';
+import { SessionRegistry } from './sessions/registry.js';
+import { SessionDispatcher } from './sessions/session-dispatcher.js';
+import type { SessionStore } from './sessions/session-store.js';
+import { WorkloadSync } from './sessions/workload-sync.js';
+
+// The agent side of the panel, wired in one place: the connected map, deploy
+// dispatch, workload sync, routing push, decommission and session metrics.
+// Constructors subscribe to nothing; every listener is added here, and removed
+// when the agent side stops (a restarted app on the same PanelEvents must not
+// leave the old one listening). app.ts starts it when the app is ready and
+// stops it before the app closes.
+
+export interface AgentSide {
+  registry: SessionRegistry;
+  dispatcher: SessionDispatcher;
+  workloads: WorkloadSync;
+  routing: RoutingReconciler;
+  start(): void;
+  stop(): Promise<void>;
+}
+
+/** What a listener set added here takes back. */
+type Unsubscribe = () => void;
+
+/** Adds a listener and returns what removes it. */
+function listen<T extends Record<keyof T, unknown[]>, K extends keyof T & string>(
+  emitter: EventEmitter<T>,
+  event: K,
+  listener: (...args: T[K]) => void,
+): Unsubscribe {
+  // Node's typed EventEmitter cannot take a generic key; the key and the listener are checked in this signature.
+  const untyped = emitter as unknown as EventEmitter;
+  untyped.on(event, listener as (...args: unknown[]) => void);
+  return () => void untyped.off(event, listener as (...args: unknown[]) => void);
+}
+
+/** Connects a routing reconciler to the sessions it pushes to and to REST's routing changes. */
+export function wireRouting(registry: SessionRegistry, events: PanelEvents, routing: RoutingReconciler): Unsubscribe {
+  const off = [
+    listen(registry, 'opened', (session) => routing.sessionOpened(session)),
+    listen(registry, 'closed', (session) => routing.sessionClosed(session)),
+    listen(registry, 'message', (session, message) => routing.received(session, message)),
+    listen(events, 'routing.changed', ({ nodeIds, reason }) => routing.changed(nodeIds, reason)),
+  ];
+  return () => off.forEach((f) => f());
+}
+
+export function createAgentSide(deps: {
+  config: PanelConfig;
+  prisma: Db;
+  store: SessionStore;
+  maps?: RoutingMapSource;
+  events: PanelEvents;
+  metrics: PanelMetrics;
+  logger: FastifyBaseLogger;
+}): AgentSide {
+  const { config, store, events, metrics, logger } = deps;
+  const registry = new SessionRegistry({
+    store,
+    logger,
+    pingIntervalMs: config.sessions.pingIntervalMs,
+    lastSeenFlushMs: config.sessions.lastSeenFlushMs,
+  });
+  const dispatcher = new SessionDispatcher({ registry, store, events, logger, metrics });
+  const workloads = new WorkloadSync(registry, store, logger);
+  const routing = new RoutingReconciler({
+    sessions: registry,
+    maps: deps.maps ?? new PrismaRoutingMapSource(deps.prisma),
+    reloads: new PrismaReloadRecorder(deps.prisma),
+    logger,
+    intervalMs: config.routing.reconcileIntervalMs,
+    debounceMs: config.routing.debounceMs,
+  });
+
+  // In this order: a deployment's awaited results are loaded before the node is sent its workloads and map.
+  const off: Unsubscribe[] = [
+    listen(registry, 'opened', (session) => {
+      void dispatcher.sessionOpened(session);
+      workloads.sessionOpened(session);
+    }),
+    listen(registry, 'message', (session, message) => void dispatcher.received(session, message)),
+    wireRouting(registry, events, routing),
+    listen(events, 'workloads.changed', ({ nodeId, reason }) => workloads.changed(nodeId, reason)),
+    listen(events, 'node.decommissioned', ({ nodeId }) => {
+      registry.close(nodeId, CLOSE_CODES.DECOMMISSIONED, 'node decommissioned by an operator');
+    }),
+    // Metrics.
+    listen(registry, 'opened', () => {
+      metrics.sessionsOpened.inc();
+      metrics.sessionsConnected.set(registry.size);
+    }),
+    listen(registry, 'closed', (_session, teardown) => {
+      metrics.sessionsConnected.set(registry.size);
+      metrics.sessionTeardowns.inc({ reason: closeCodeName(teardown.code) ?? String(teardown.code) });
+    }),
+    listen(registry, 'message', (_session, message) => metrics.framesReceived.inc({ type: message.type })),
+  ];
+
+  return {
+    registry,
+    dispatcher,
+    workloads,
+    routing,
+    start() {
+      registry.start();
+      routing.start();
+    },
+    async stop() {
+      // REST changes stop reaching this side first; the registry's own events still run while sessions close.
+      await routing.stop();
+      await registry.stop();
+      await workloads.stop();
+      off.forEach((f) => f());
+    },
+  };
+}

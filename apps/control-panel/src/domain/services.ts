@@ -1,0 +1,151 @@
+import { AppError } from '../errors.js';
+import type { Node, Prisma, Service } from '../generated/prisma/client.js';
+import { teamScope, type AuthContext } from './access.js';
+import { lockService, mapPrismaError } from '../db/prisma-helpers.js';
+import type { Tx } from '../db/database.js';
+import type { ServiceSpec } from '../db/deployment-spec.js';
+import type { ApiDeps } from './api-deps.js';
+import { placeOnNode } from './placement.js';
+
+export type { ServiceSpec };
+
+export interface CreateServiceInput extends Partial<Omit<ServiceSpec, 'name' | 'image'>> {
+  name: string;
+  image: string;
+  node?: string;
+  teamId?: string;
+}
+
+export type UpdateServiceInput = Partial<ServiceSpec> & { node?: string };
+
+type ServiceWithNode = Service & { node: Pick<Node, 'name'> };
+
+export const specOf = (s: Service): ServiceSpec => ({
+  name: s.name,
+  image: s.image,
+  env: s.env as Record<string, string>,
+  internalPort: s.internalPort,
+  replicas: s.replicas,
+});
+
+export const presentService = (s: ServiceWithNode) => ({
+  id: s.id,
+  teamId: s.teamId,
+  ...specOf(s),
+  nodeId: s.nodeId,
+  nodeName: s.node.name,
+  createdAt: s.createdAt.toISOString(),
+  updatedAt: s.updatedAt.toISOString(),
+});
+
+const withNode = { node: { select: { name: true } } } as const;
+const nameTaken = (name: string) => new AppError('CONFLICT', `the team already has a service named ${name}`);
+const notFound = () => new AppError('NOT_FOUND', 'no such service');
+
+/** The team a new service belongs to: the customer's own, or the one an operator names. */
+async function owningTeam(tx: Tx, auth: AuthContext, teamId: string | undefined): Promise<string> {
+  if (auth.role === 'customer') {
+    if (teamId !== undefined && teamId !== auth.teamId) throw new AppError('NOT_FOUND', 'no such team');
+    return teamScope(auth).teamId!;
+  }
+  if (teamId === undefined) throw new AppError('VALIDATION_FAILED', 'operators must name the teamId the service belongs to');
+  if (!(await tx.team.findUnique({ where: { id: teamId }, select: { id: true } }))) throw new AppError('NOT_FOUND', 'no such team');
+  return teamId;
+}
+
+export async function createService({ prisma, events }: ApiDeps, auth: AuthContext, input: CreateServiceInput) {
+  const service = await prisma.$transaction(async (tx) => {
+    const teamId = await owningTeam(tx, auth, input.teamId);
+    const node = await placeOnNode(tx, input.node);
+    try {
+      return await tx.service.create({
+        data: {
+          teamId,
+          nodeId: node.id,
+          name: input.name,
+          image: input.image,
+          env: input.env ?? {},
+          internalPort: input.internalPort ?? null,
+          replicas: input.replicas ?? 1,
+        },
+        include: withNode,
+      });
+    } catch (err) {
+      mapPrismaError(err, { P2002: nameTaken(input.name) });
+    }
+  });
+  events.emit('workloads.changed', { nodeId: service.nodeId, reason: `service ${service.name} created` });
+  return presentService(service);
+}
+
+export async function listServices({ prisma }: ApiDeps, auth: AuthContext, filter: { teamId?: string }) {
+  const rows = await prisma.service.findMany({
+    where: { AND: [teamScope(auth), filter.teamId ? { teamId: filter.teamId } : {}] },
+    include: withNode,
+    orderBy: [{ createdAt: 'asc' }, { id: 'asc' }],
+  });
+  return rows.map(presentService);
+}
+
+export async function getService({ prisma }: ApiDeps, auth: AuthContext, id: string) {
+  const service = await prisma.service.findFirst({ where: { id, ...teamScope(auth) }, include: withNode });
+  if (!service) throw notFound();
+  return presentService(service);
+}
+
+/** Finds a service the caller may change and locks it for the rest of the transaction. */
+async function lockOwnService(tx: Tx, auth: AuthContext, id: string) {
+  const visible = await tx.service.findFirst({ where: { id, ...teamScope(auth) }, select: { id: true } });
+  if (!visible || !(await lockService(tx, id, 'update'))) throw notFound();
+  return tx.service.findUniqueOrThrow({ where: { id }, include: { ...withNode, _count: { select: { routes: true } } } });
+}
+
+export async function updateService({ prisma, events }: ApiDeps, auth: AuthContext, id: string, patch: UpdateServiceInput) {
+  const { before, after, routes } = await prisma.$transaction(async (tx) => {
+    const current = await lockOwnService(tx, auth, id);
+    const data: Prisma.ServiceUncheckedUpdateInput = {
+      name: patch.name,
+      image: patch.image,
+      env: patch.env,
+      internalPort: patch.internalPort,
+      replicas: patch.replicas,
+    };
+    // Its routes would point at nothing (and leave the routing map silently).
+    if (patch.internalPort === null && current._count.routes > 0) {
+      throw new AppError('SERVICE_HAS_NO_PORT', `service ${current.name} has routes: detach them before removing its internalPort`);
+    }
+    // Naming the node it is on already is not a move (and allowed even if that node is decommissioned).
+    if (patch.node !== undefined && patch.node !== current.node.name) data.nodeId = (await placeOnNode(tx, patch.node)).id;
+    try {
+      const updated = await tx.service.update({ where: { id }, data, include: withNode });
+      return { before: current, after: updated, routes: current._count.routes };
+    } catch (err) {
+      mapPrismaError(err, { P2002: nameTaken(patch.name ?? current.name) });
+    }
+  });
+  const moved = before.nodeId !== after.nodeId;
+  for (const nodeId of new Set([before.nodeId, after.nodeId])) {
+    const what = moved ? (nodeId === before.nodeId ? `moved away` : `moved here`) : 'updated';
+    events.emit('workloads.changed', { nodeId, reason: `service ${after.name} ${what}` });
+  }
+  // Upstreams are derived from the service's node, name and port.
+  const upstreamChanged = moved || before.internalPort !== after.internalPort || before.name !== after.name;
+  if (routes > 0 && upstreamChanged) {
+    const nodeIds = [...new Set([before.nodeId, after.nodeId])];
+    const why = moved ? 'moved' : before.internalPort !== after.internalPort ? `port ${after.internalPort ?? 'none'}` : `renamed from ${before.name}`;
+    events.emit('routing.changed', { nodeIds, reason: `service ${after.name} ${why}` });
+  }
+  return presentService(after);
+}
+
+export async function deleteService({ prisma, events }: ApiDeps, auth: AuthContext, id: string): Promise<void> {
+  const deleted = await prisma.$transaction(async (tx) => {
+    const current = await lockOwnService(tx, auth, id);
+    await tx.service.delete({ where: { id } });
+    return current;
+  });
+  events.emit('workloads.changed', { nodeId: deleted.nodeId, reason: `service ${deleted.name} deleted` });
+  if (deleted._count.routes > 0) {
+    events.emit('routing.changed', { nodeIds: [deleted.nodeId], reason: `service ${deleted.name} deleted with its routes` });
+  }
+}

@@ -1,0 +1,57 @@
+import type { FastifyPluginAsync } from 'fastify';
+import Type from 'typebox';
+import type { Db } from '../db/database.js';
+import { AppError } from '../errors.js';
+import { requireOperator } from './auth.js';
+import { IdParams, NullableTimestamp, Timestamp, authErrors, security } from './schemas.js';
+import type { RoutingView } from '../routing/routing-reconciler.js';
+
+const NullableString = Type.Union([Type.String(), Type.Null()]);
+
+const ReloadList = Type.Object({
+  nodeId: Type.String(),
+  routing: Type.Object({
+    desiredHash: NullableString,
+    appliedHash: NullableString,
+    drifting: Type.Boolean(),
+    reloadsToday: Type.Integer(),
+    reloadsTotal: Type.Integer(),
+    lastReloadAt: NullableTimestamp,
+    lastReloadReason: NullableString,
+  }),
+  reloads: Type.Array(Type.Object({ at: Timestamp, hashBefore: NullableString, hashAfter: Type.String(), reason: Type.String() })),
+});
+
+const Query = Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 50 })) }, { additionalProperties: false });
+
+/** The proxy reloads of one node, newest first, with why each happened (operators). */
+export const reloadRoutes: FastifyPluginAsync<{ prisma: Db; routing: RoutingView }> = async (app, opts) => {
+  app.get<{ Params: { id: string }; Querystring: { limit?: number } }>(
+    '/nodes/:id/reloads',
+    {
+      onRequest: requireOperator,
+      schema: {
+        tags: ['sessions'],
+        summary: 'Proxy reloads of a node (newest first) with their reasons, and desired vs applied routing',
+        security,
+        params: IdParams,
+        querystring: Query,
+        response: { 200: ReloadList, ...authErrors(403, 404) },
+      },
+    },
+    async (request) => {
+      const node = await opts.prisma.node.findUnique({ where: { id: request.params.id }, select: { id: true } });
+      if (!node) throw new AppError('NOT_FOUND', `no node ${request.params.id}`);
+      const rows = await opts.prisma.reloadEvent.findMany({
+        where: { nodeId: node.id },
+        orderBy: [{ at: 'desc' }, { id: 'desc' }],
+        take: request.query.limit ?? 50,
+      });
+      return {
+        nodeId: node.id,
+        routing: opts.routing.forNode(node.id),
+        reloads: rows.map((r) => ({ at: r.at.toISOString(), hashBefore: r.hashBefore, hashAfter: r.hashAfter, reason: r.reason })),
+      };
+    },
+  );
+};

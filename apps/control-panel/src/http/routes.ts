@@ -1,0 +1,95 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import Type from 'typebox';
+import { authOf, requireAuth } from './auth.js';
+import { MAX_DOMAIN_LENGTH, MAX_PATH_PREFIX_LENGTH, PATH_PREFIX_PATTERN } from '../domain/host-names.js';
+import { authErrors, id, IdParams, NoContent, security, Timestamp } from './schemas.js';
+import type { ApiDeps } from '../domain/api-deps.js';
+import { attachRoute, detachRoute, getRoute, listRoutes } from '../domain/routes.js';
+
+const RouteSchema = Type.Object({
+  id: Type.String(),
+  domain: Type.String(),
+  pathPrefix: Type.Union([Type.String(), Type.Null()]),
+  serviceId: Type.String(),
+  createdAt: Timestamp,
+});
+
+const AttachBody = Type.Object(
+  {
+    // Checked in code (domain/host-names.ts) so that every bad domain answers INVALID_DOMAIN;
+    // the schema only bounds the size.
+    domain: Type.String({
+      maxLength: 4 * MAX_DOMAIN_LENGTH,
+      description: `lowercase RFC 1123 host name (at least two labels, at most ${MAX_DOMAIN_LENGTH} characters); anything else is INVALID_DOMAIN`,
+    }),
+    serviceId: id('the service the domain routes to'),
+    pathPrefix: Type.Optional(
+      Type.String({
+        maxLength: MAX_PATH_PREFIX_LENGTH,
+        pattern: PATH_PREFIX_PATTERN,
+        description: 'only requests under this path: "/" then segments of A-Z a-z 0-9 - . _ ~ separated by single "/"',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+/** Routes: attach a domain to a service, list, detach. Customers: their team's services only. */
+export const routeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) => {
+  app.post(
+    '/routes',
+    {
+      onRequest: requireAuth,
+      schema: {
+        tags: ['routes'],
+        summary: 'Attach a domain to a service',
+        security,
+        body: AttachBody,
+        response: { 201: RouteSchema, ...authErrors(404, 409) },
+      },
+    },
+    async (request, reply) => reply.status(201).send(await attachRoute(deps, authOf(request), request.body)),
+  );
+
+  app.get(
+    '/routes',
+    {
+      onRequest: requireAuth,
+      schema: {
+        tags: ['routes'],
+        summary: "List routes (customers: their team's)",
+        security,
+        querystring: Type.Object({ serviceId: Type.Optional(id('only this service')) }, { additionalProperties: false }),
+        response: { 200: Type.Array(RouteSchema), ...authErrors() },
+      },
+    },
+    async (request) => listRoutes(deps, authOf(request), request.query),
+  );
+
+  app.get(
+    '/routes/:id',
+    {
+      onRequest: requireAuth,
+      schema: { tags: ['routes'], summary: 'Read a route', security, params: IdParams, response: { 200: RouteSchema, ...authErrors(404) } },
+    },
+    async (request) => getRoute(deps, authOf(request), request.params.id),
+  );
+
+  app.delete(
+    '/routes/:id',
+    {
+      onRequest: requireAuth,
+      schema: {
+        tags: ['routes'],
+        summary: 'Detach a domain',
+        security,
+        params: IdParams,
+        response: { 204: NoContent, ...authErrors(404) },
+      },
+    },
+    async (request, reply) => {
+      await detachRoute(deps, authOf(request), request.params.id);
+      return reply.status(204).send();
+    },
+  );
+};

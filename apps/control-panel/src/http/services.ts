@@ -1,0 +1,146 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import Type from 'typebox';
+import { authOf, requireAuth } from './auth.js';
+import { IMAGE_REFERENCE_PATTERN, MAX_IMAGE_LENGTH } from '../domain/image-reference.js';
+import { authErrors, id, IdParams, labelName, NoContent, security, Timestamp } from './schemas.js';
+import type { ApiDeps } from '../domain/api-deps.js';
+import { createService, deleteService, getService, listServices, updateService } from '../domain/services.js';
+
+export const MAX_ENV_VARS = 100;
+export const MAX_ENV_VALUE_LENGTH = 32_768;
+
+const Image = Type.String({
+  minLength: 1,
+  maxLength: MAX_IMAGE_LENGTH,
+  pattern: IMAGE_REFERENCE_PATTERN,
+  description: 'Docker image reference, e.g. nginx:1.27 or registry.example.com:5000/team/app@sha256:…',
+});
+const Env = Type.Record(
+  Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]{0,255}$' }),
+  // NUL cannot be passed to a container's environment; everything else (newlines in keys' values, say a PEM) can.
+  Type.String({ maxLength: MAX_ENV_VALUE_LENGTH, pattern: '^[^\\u0000]*$' }),
+  {
+    maxProperties: MAX_ENV_VARS,
+    additionalProperties: false,
+    description: `environment variables (a PATCH replaces all of them): names match ^[A-Za-z_][A-Za-z0-9_]*$ (at most 256 characters), values are strings; at most ${MAX_ENV_VARS}`,
+  },
+);
+const InternalPort = Type.Union([Type.Integer({ minimum: 1, maximum: 65_535 }), Type.Null()], {
+  description: 'port the container listens on (routes point at it); null for none',
+});
+const Replicas = Type.Integer({ minimum: 0, maximum: 20 });
+
+const ServiceSchema = Type.Object({
+  id: Type.String(),
+  teamId: Type.String(),
+  name: Type.String(),
+  image: Type.String(),
+  env: Type.Record(Type.String(), Type.String()),
+  internalPort: Type.Union([Type.Integer(), Type.Null()]),
+  replicas: Type.Integer(),
+  nodeId: Type.String(),
+  nodeName: Type.String(),
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+});
+
+const CreateBody = Type.Object(
+  {
+    name: labelName('unique within the team'),
+    image: Image,
+    env: Type.Optional(Env),
+    internalPort: Type.Optional(InternalPort),
+    replicas: Type.Optional(Replicas),
+    node: Type.Optional(labelName('the node to run on; when omitted, the node with the fewest services')),
+    teamId: Type.Optional(id('the owning team: required for operators, implied for customers')),
+  },
+  { additionalProperties: false },
+);
+
+const UpdateBody = Type.Object(
+  {
+    name: Type.Optional(labelName('unique within the team')),
+    image: Type.Optional(Image),
+    env: Type.Optional(Env),
+    internalPort: Type.Optional(InternalPort),
+    replicas: Type.Optional(Replicas),
+    node: Type.Optional(labelName('move the service to this node')),
+  },
+  { additionalProperties: false, minProperties: 1 },
+);
+
+/** Services: customers manage their team's, operators everyone's. */
+export const serviceRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) => {
+  app.post(
+    '/services',
+    {
+      onRequest: requireAuth,
+      schema: {
+        tags: ['services'],
+        summary: 'Create a service',
+        security,
+        body: CreateBody,
+        response: { 201: ServiceSchema, ...authErrors(404, 409) },
+      },
+    },
+    async (request, reply) => reply.status(201).send(await createService(deps, authOf(request), request.body)),
+  );
+
+  app.get(
+    '/services',
+    {
+      onRequest: requireAuth,
+      schema: {
+        tags: ['services'],
+        summary: "List services (customers: their team's)",
+        security,
+        querystring: Type.Object({ teamId: Type.Optional(id('only this team (operators)')) }, { additionalProperties: false }),
+        response: { 200: Type.Array(ServiceSchema), ...authErrors() },
+      },
+    },
+    async (request) => listServices(deps, authOf(request), request.query),
+  );
+
+  app.get(
+    '/services/:id',
+    {
+      onRequest: requireAuth,
+      schema: { tags: ['services'], summary: 'Read a service', security, params: IdParams, response: { 200: ServiceSchema, ...authErrors(404) } },
+    },
+    async (request) => getService(deps, authOf(request), request.params.id),
+  );
+
+  app.patch(
+    '/services/:id',
+    {
+      onRequest: requireAuth,
+      schema: {
+        tags: ['services'],
+        summary: 'Change a service (only the fields given); deploy to apply it',
+        security,
+        params: IdParams,
+        body: UpdateBody,
+        response: { 200: ServiceSchema, ...authErrors(404, 409) },
+      },
+    },
+    async (request) => updateService(deps, authOf(request), request.params.id, request.body),
+  );
+
+  app.delete(
+    '/services/:id',
+    {
+      onRequest: requireAuth,
+      schema: {
+        tags: ['services'],
+        summary: 'Delete a service with its routes and deployments',
+        security,
+        params: IdParams,
+        response: { 204: NoContent, ...authErrors(404) },
+      },
+    },
+    async (request, reply) => {
+      await deleteService(deps, authOf(request), request.params.id);
+      return reply.status(204).send();
+    },
+  );
+};

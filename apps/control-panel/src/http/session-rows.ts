@@ -1,0 +1,55 @@
+import type { RoutingView } from '../routing/routing-reconciler.js';
+import type { SessionRegistry } from '../sessions/registry.js';
+
+// The dashboard row of one node, computed from the connected map (never from
+// a flag or a timestamp in the database) plus the persisted teardown history.
+
+export interface NodeRecord {
+  id: string;
+  name: string;
+  decommissioned: boolean;
+  lastSeenAt: Date | null;
+  unreachableSince: Date | null;
+  lastTeardownAt: Date | null;
+  lastTeardownReason: string | null;
+}
+
+export function sessionRow(node: NodeRecord, registry: SessionRegistry, routing: RoutingView, now: number) {
+  const session = node.decommissioned ? undefined : registry.get(node.id);
+  const teardown = registry.lastTeardown(node.id);
+  const lastTeardown = teardown
+    ? { at: new Date(teardown.at).toISOString(), reason: teardown.reason, code: teardown.code }
+    : node.lastTeardownAt
+      ? { at: node.lastTeardownAt.toISOString(), reason: node.lastTeardownReason, code: null }
+      : null;
+  const state = node.decommissioned
+    ? 'decommissioned'
+    : session
+      ? 'connected'
+      : node.lastSeenAt || lastTeardown
+        ? 'unreachable'
+        : 'never_connected';
+  const r = routing.forNode(node.id);
+  return {
+    nodeId: node.id,
+    nodeName: node.name,
+    state,
+    sessionId: session?.id ?? null,
+    peer: session?.peer ?? null,
+    agentVersion: session?.agentVersion ?? null,
+    connectedSince: session ? new Date(session.openedAt).toISOString() : null,
+    lastFrameAgeMs: session ? now - session.lastFrameAt : null,
+    heartbeats: session?.heartbeats ?? 0,
+    lastHeartbeatSeq: session && session.lastHeartbeatSeq >= 0 ? session.lastHeartbeatSeq : null,
+    pingsSent: session?.pingsSent ?? 0,
+    pongs: session?.pongs ?? 0,
+    missedAcks: session?.missedAcks ?? 0,
+    invalidFrames: session?.invalidFrames ?? 0,
+    runtime: session?.report?.runtime ?? null,
+    unreachableSince: state === 'unreachable' ? (teardown ? new Date(teardown.at).toISOString() : (node.unreachableSince?.toISOString() ?? null)) : null,
+    lastSeenAt: session ? new Date(session.lastFrameAt).toISOString() : (node.lastSeenAt?.toISOString() ?? null),
+    routing: { desiredHash: r.desiredHash, appliedHash: r.appliedHash, drifting: r.drifting },
+    reloads: { today: r.reloadsToday, total: r.reloadsTotal, lastAt: r.lastReloadAt, lastReason: r.lastReloadReason },
+    lastTeardown,
+  };
+}

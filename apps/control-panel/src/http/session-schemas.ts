@@ -1,0 +1,76 @@
+import Type from 'typebox';
+import { NullableTimestamp, Timestamp } from './schemas.js';
+
+// Response schemas of the session health and status routes (OpenAPI and
+// fast serialisation). Ages are in milliseconds at the time of the answer.
+
+const NullableString = Type.Union([Type.String(), Type.Null()]);
+const NullableInt = Type.Union([Type.Integer(), Type.Null()]);
+
+export const SessionRow = Type.Object({
+  nodeId: Type.String(),
+  nodeName: Type.String(),
+  state: Type.Union(['connected', 'unreachable', 'never_connected', 'decommissioned'].map((s) => Type.Literal(s))),
+  sessionId: NullableString,
+  peer: NullableString,
+  agentVersion: NullableString,
+  connectedSince: NullableTimestamp,
+  lastFrameAgeMs: NullableInt,
+  heartbeats: Type.Integer(),
+  lastHeartbeatSeq: NullableInt,
+  pingsSent: Type.Integer(),
+  pongs: Type.Integer(),
+  missedAcks: Type.Integer(),
+  invalidFrames: Type.Integer(),
+  runtime: Type.Union([Type.Object({ available: Type.Boolean(), error: NullableString }), Type.Null()]),
+  unreachableSince: NullableTimestamp,
+  lastSeenAt: NullableTimestamp,
+  routing: Type.Object({ desiredHash: NullableString, appliedHash: NullableString, drifting: Type.Boolean() }),
+  reloads: Type.Object({ today: Type.Integer(), total: Type.Integer(), lastAt: NullableString, lastReason: NullableString }),
+  lastTeardown: Type.Union([Type.Object({ at: Timestamp, reason: NullableString, code: NullableInt }), Type.Null()]),
+});
+
+export const SessionList = Type.Object({ sessions: Type.Array(SessionRow) });
+
+export const SessionHistory = Type.Object({
+  current: SessionRow,
+  events: Type.Array(
+    Type.Object({
+      sessionId: Type.String(),
+      kind: Type.Union([Type.Literal('opened'), Type.Literal('closed')]),
+      at: Timestamp,
+      reason: NullableString,
+      closeCode: NullableInt,
+    }),
+  ),
+});
+
+const Container = Type.Object({
+  containerId: Type.String(),
+  serviceId: Type.String(),
+  deploymentId: Type.String(),
+  name: Type.String(),
+  state: Type.String(),
+  exitCode: NullableInt,
+  health: Type.String(),
+  restartCount: Type.Integer(),
+  since: Type.String(),
+});
+
+export const ServiceStatusSchema = Type.Object({
+  serviceId: Type.String(),
+  name: Type.String(),
+  teamId: Type.String(),
+  node: Type.Object({ id: Type.String(), name: Type.String() }),
+  state: Type.Union(['running', 'degraded', 'down', 'stopped', 'unknown'].map((s) => Type.Literal(s))),
+  desiredReplicas: Type.Integer(),
+  runningReplicas: NullableInt,
+  reason: Type.String(),
+  containers: Type.Array(Container),
+  evidence: Type.Union([
+    Type.Object({ sessionId: Type.String(), lastFrameAgeMs: Type.Integer(), reportAgeMs: Type.Integer() }),
+    Type.Null(),
+  ]),
+});
+
+export const StatusList = Type.Object({ services: Type.Array(ServiceStatusSchema) });

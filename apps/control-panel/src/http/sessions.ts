@@ -1,0 +1,68 @@
+import type { FastifyPluginAsync } from 'fastify';
+import Type from 'typebox';
+import type { Db } from '../db/database.js';
+import { AppError } from '../errors.js';
+import { requireOperator } from './auth.js';
+import { IdParams, authErrors, security } from './schemas.js';
+import { SessionHistory, SessionList } from './session-schemas.js';
+import type { SessionRegistry } from '../sessions/registry.js';
+import type { RoutingView } from '../routing/routing-reconciler.js';
+import { sessionRow } from './session-rows.js';
+
+export interface SessionRoutesOptions {
+  prisma: Db;
+  registry: SessionRegistry;
+  /** Desired vs applied routing and reload counters per node. */
+  routing: RoutingView;
+}
+
+const HistoryQuery = Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100 })) }, { additionalProperties: false });
+
+/** Session health for dashboards (operators only). */
+export const sessionRoutes: FastifyPluginAsync<SessionRoutesOptions> = async (app, opts) => {
+  app.get(
+    '/sessions',
+    {
+      onRequest: requireOperator,
+      schema: {
+        tags: ['sessions'],
+        summary: 'Session health: one row per node, from the in-memory connected map',
+        security,
+        response: { 200: SessionList, ...authErrors(403) },
+      },
+    },
+    async () => {
+      const nodes = await opts.prisma.node.findMany({ orderBy: { name: 'asc' } });
+      const now = Date.now();
+      return { sessions: nodes.map((node) => sessionRow(node, opts.registry, opts.routing, now)) };
+    },
+  );
+
+  app.get<{ Params: { id: string }; Querystring: { limit?: number } }>(
+    '/nodes/:id/sessions',
+    {
+      onRequest: requireOperator,
+      schema: {
+        tags: ['sessions'],
+        summary: 'Session history of one node (opened and closed events, newest first) and its current session',
+        security,
+        params: IdParams,
+        querystring: HistoryQuery,
+        response: { 200: SessionHistory, ...authErrors(403, 404) },
+      },
+    },
+    async (request) => {
+      const node = await opts.prisma.node.findUnique({ where: { id: request.params.id } });
+      if (!node) throw new AppError('NOT_FOUND', `no node ${request.params.id}`);
+      const events = await opts.prisma.sessionEvent.findMany({
+        where: { nodeId: node.id },
+        orderBy: [{ at: 'desc' }, { id: 'desc' }],
+        take: request.query.limit ?? 100,
+      });
+      return {
+        current: sessionRow(node, opts.registry, opts.routing, Date.now()),
+        events: events.map((e) => ({ sessionId: e.sessionId, kind: e.kind, at: e.at.toISOString(), reason: e.reason, closeCode: e.closeCode })),
+      };
+    },
+  );
+};
