@@ -35,7 +35,10 @@ runMain(
     ref.agent = agent;
     logger.info({ panel: config.panelUrl, node: nodeName, runtime: config.runtime.kind, proxy: config.proxy.kind }, 'tether agent starting');
     await mkdir(config.stateDir, { recursive: true });
-    const stopHealth = startHealthFile(config.stateDir, () => ({ connection: agent.connection.state, sessionId: agent.connection.currentSessionId }));
+    const session: { id: string | null } = { id: null };
+    agent.connection.on('ready', ({ sessionId }) => (session.id = sessionId));
+    agent.connection.on('closed', () => (session.id = null));
+    const stopHealth = startHealthFile(config.stateDir, () => ({ connection: agent.connection.state, sessionId: session.id }));
     await agent.start();
     return {
       async stop(signal) {
