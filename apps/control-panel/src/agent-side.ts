@@ -1,5 +1,5 @@
+import type { Logger } from '@tether/common';
 import type { EventEmitter } from 'node:events';
-import type { FastifyBaseLogger } from 'fastify';
 import { CLOSE_CODES, closeCodeName } from '@tether/protocol';
 import type { PanelConfig } from './config.js';
 import type { Db } from './db/database.js';
@@ -77,7 +77,7 @@ export function createAgentSide(deps: {
   maps?: RoutingMapSource;
   events: PanelEvents;
   metrics: PanelMetrics;
-  logger: FastifyBaseLogger;
+  logger: Logger;
 }): AgentSide {
   const { config, store, events, metrics, logger } = deps;
   const registry = new SessionRegistry({

@@ -1,5 +1,6 @@
 export * from './loop.js';
 export * from './backoff.js';
+export * from './deadline.js';
 export * from './env.js';
 export * from './errors.js';
 export * from './keyed-serial-queue.js';
