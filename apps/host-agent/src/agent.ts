@@ -1,4 +1,4 @@
-import type { Logger } from 'pino';
+import type { Logger } from '@tether/common';
 import type { AgentConfig } from './config.js';
 import { PanelConnection } from './connection/panel-connection.js';
 import type { RoutingController, WorkloadController } from './controllers.js';

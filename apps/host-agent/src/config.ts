@@ -1,18 +1,23 @@
 import path from 'node:path';
 import Type from 'typebox';
 import { ConfigError, parseEnv } from '@tether/common';
-import type { RestartPolicy, RuntimeTiming } from './runtime/settings.js';
+import { DEFAULT_RESTART_POLICY, DEFAULT_RUNTIME_TIMING, type RestartPolicy, type RuntimeTiming } from './runtime/settings.js';
 
 // The one place the agent reads process.env. Every variable is listed, with
 // its default, in docs/operations.md.
 
+const DEFAULT_STATE_DIR = '.tether-agent';
+
 const Ms = (def: number, min = 10) => Type.Integer({ minimum: min, maximum: 86_400_000, default: def });
+/** Runtime settings take their defaults from runtime/settings.ts, the one place they are set. */
+const T = DEFAULT_RUNTIME_TIMING;
+const R = DEFAULT_RESTART_POLICY;
 
 const EnvSchema = Type.Object({
   TETHER_PANEL_URL: Type.String({ pattern: '^(https?|wss?)://' }),
   TETHER_NODE_TOKEN: Type.String({ minLength: 16, maxLength: 256 }),
   TETHER_NODE_NAME: Type.Optional(Type.String({ minLength: 1, maxLength: 253 })),
-  TETHER_STATE_DIR: Type.String({ minLength: 1, default: '.tether-agent' }),
+  TETHER_STATE_DIR: Type.String({ minLength: 1, default: DEFAULT_STATE_DIR }),
   TETHER_LOG_LEVEL: Type.Union(
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)),
     { default: 'info' },
@@ -31,18 +36,18 @@ const EnvSchema = Type.Object({
   /** Docker network Tether owns; service containers and the proxy container join it. */
   TETHER_DOCKER_NETWORK: Type.String({ minLength: 1, maxLength: 64, default: 'tether' }),
   /** Container reconciliation (src/runtime); each is described in docs/operations.md. */
-  TETHER_DOCKER_TIMEOUT_MS: Ms(10_000, 100),
-  TETHER_OBSERVE_TIMEOUT_MS: Ms(2_000, 100),
-  TETHER_IMAGE_PULL_TIMEOUT_MS: Ms(300_000, 1_000),
-  TETHER_START_TIMEOUT_MS: Ms(60_000, 100),
-  TETHER_MIN_READY_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 1_000 }),
-  TETHER_DRAIN_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 1_000 }),
-  TETHER_STOP_TIMEOUT_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 10_000 }),
-  TETHER_RESTART_BUDGET: Type.Integer({ minimum: 0, maximum: 1_000, default: 5 }),
-  TETHER_RESTART_BACKOFF_MIN_MS: Ms(1_000),
-  TETHER_RESTART_BACKOFF_MAX_MS: Ms(60_000),
-  TETHER_RESTART_RESET_MS: Ms(600_000, 1_000),
-  TETHER_RUNTIME_SWEEP_MS: Ms(30_000, 100),
+  TETHER_DOCKER_TIMEOUT_MS: Ms(T.callTimeoutMs, 100),
+  TETHER_OBSERVE_TIMEOUT_MS: Ms(T.observeTimeoutMs, 100),
+  TETHER_IMAGE_PULL_TIMEOUT_MS: Ms(T.pullTimeoutMs, 1_000),
+  TETHER_START_TIMEOUT_MS: Ms(T.startTimeoutMs, 100),
+  TETHER_MIN_READY_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: T.minReadyMs }),
+  TETHER_DRAIN_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: T.drainMs }),
+  TETHER_STOP_TIMEOUT_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: T.stopTimeoutMs }),
+  TETHER_RESTART_BUDGET: Type.Integer({ minimum: 0, maximum: 1_000, default: R.budget }),
+  TETHER_RESTART_BACKOFF_MIN_MS: Ms(R.backoffInitialMs),
+  TETHER_RESTART_BACKOFF_MAX_MS: Ms(R.backoffMaxMs),
+  TETHER_RESTART_RESET_MS: Ms(R.resetAfterMs, 1_000),
+  TETHER_RUNTIME_SWEEP_MS: Ms(T.sweepIntervalMs, 100),
   /** Proxy: container (agent runs Caddy on Tether's network), external (TETHER_CADDY_ADMIN_URL), or none. */
   TETHER_PROXY: Type.Union([Type.Literal('container'), Type.Literal('external'), Type.Literal('none')], { default: 'none' }),
   TETHER_CADDY_ADMIN_URL: Type.Optional(Type.String({ pattern: '^(https?|unix)://' })),
@@ -103,6 +108,11 @@ export interface AgentConfig {
 const MAX_SOCKET_PATH = 107;
 
 export { ConfigError };
+
+/** Only the state folder (the HEALTHCHECK needs no more, and must not fail on the rest). */
+export function loadStateDir(env: Record<string, string | undefined>): string {
+  return path.resolve(env.TETHER_STATE_DIR || DEFAULT_STATE_DIR);
+}
 
 export function loadConfig(env: Record<string, string | undefined>): AgentConfig {
   const e = parseEnv(EnvSchema, env);

@@ -10,3 +10,5 @@ export * from './images.js';
 export * from './second-daemon.js';
 export * from './inbox.js';
 export * from './postgres-faults.js';
+export * from './tools.js';
+export * from './manual-clock.js';

@@ -1,6 +1,5 @@
 import { EventEmitter } from 'node:events';
-import type { FastifyBaseLogger } from 'fastify';
-import { createLoop, type Loop } from '@tether/common';
+import { createLoop, type Loop, type Logger } from '@tether/common';
 import { CLOSE_CODES, createIdGenerator, type AgentMessage } from '@tether/protocol';
 import type { AgentSession } from './session.js';
 import type { SessionStore } from './session-store.js';
@@ -11,7 +10,7 @@ import type { SessionStore } from './session-store.js';
 
 export interface RegistryOptions {
   store: SessionStore;
-  logger: FastifyBaseLogger;
+  logger: Logger;
   pingIntervalMs: number;
   lastSeenFlushMs: number;
 }
@@ -39,7 +38,7 @@ export class SessionRegistry extends EventEmitter<RegistryEvents> {
   private readonly pingLoop: Loop;
   private readonly flushLoop: Loop;
   private readonly store: SessionStore;
-  private readonly logger: FastifyBaseLogger;
+  private readonly logger: Logger;
 
   constructor(private readonly options: RegistryOptions) {
     super();

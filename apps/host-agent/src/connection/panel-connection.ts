@@ -1,21 +1,26 @@
 import { EventEmitter } from 'node:events';
-import type { Logger } from 'pino';
+import type { Logger } from '@tether/common';
 import WebSocket, { type RawData } from 'ws';
-import { Backoff, createLoop, type Loop } from '@tether/common';
+import { Backoff, createLoop, Deadline, errorMessage, sanitizeText, type DeadlineClock, type Loop } from '@tether/common';
 import {
+  FIELD_LIMITS,
   FRAME_ERROR_CODES,
   MAX_STATE_FRAME_BYTES,
   PROTOCOL_VERSION,
   TERMINAL_CLOSE_CODES,
+  TIMING_DEFAULTS,
   createIdGenerator,
   decode,
   encode,
   type AgentMessage,
   type DeployResult,
   type PanelMessage,
+  type RoutingStatus,
+  type RuntimeStatus,
   type Timing,
 } from '@tether/protocol';
 import type { DeployOutcome, RoutingController, WorkloadController } from '../controllers.js';
+import { AGENT_ERROR_CODES } from '../errors.js';
 
 // The agent's one session with the panel. Every read runs under a read-idle
 // deadline (90 s by default: three missed panel pings); silence past it means
@@ -32,10 +37,10 @@ export interface PanelConnectionOptions {
   routing: RoutingController;
   reconnect: { minMs: number; maxMs: number; healthySessionMs: number; connectTimeoutMs: number };
   overrides?: { agentIdleTimeoutMs?: number; heartbeatIntervalMs?: number };
-  /** Read-idle deadline until `welcome` says otherwise. */
-  defaultIdleTimeoutMs?: number;
   logger: Logger;
   random?: () => number;
+  /** Where the read-idle deadline reads time; the system's monotonic clock unless a test injects one. */
+  clock?: DeadlineClock;
 }
 
 export type ConnectionState = 'connecting' | 'handshaking' | 'ready' | 'waiting' | 'stopped';
@@ -45,8 +50,21 @@ export interface ConnectionEvents {
   closed: [{ code: number; reason: string; sessionId: string | null; retryInMs: number }];
 }
 
+/**
+ * Free text leaves the agent sanitised: a reason may carry a crashed
+ * container's last output, which can hold any bytes (a NUL would make the
+ * panel's database refuse the row).
+ */
+const freeText = (text: string) => sanitizeText(text, { maxLength: FIELD_LIMITS.text });
+
 /** Results waiting for a session to carry them; a deploy.result is never dropped because the socket was. */
 const OUTBOX_LIMIT = 1_000;
+
+const runtimeStatus = (status: RuntimeStatus): RuntimeStatus => ({ ...status, error: status.error === null ? null : freeText(status.error) });
+const routingStatus = (status: RoutingStatus): RoutingStatus => ({
+  ...status,
+  lastReloadReason: status.lastReloadReason === null ? null : freeText(status.lastReloadReason),
+});
 
 export function agentConnectUrl(panelUrl: string): string {
   const url = new URL(panelUrl);
@@ -60,9 +78,8 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
   private state_: ConnectionState = 'waiting';
   private sessionId: string | null = null;
   private sessionStartedAt = 0;
-  private idleTimer: NodeJS.Timeout | undefined;
-  /** When the last valid frame from the panel arrived (the read-idle deadline runs from it). */
-  private lastFrameAt = 0;
+  /** The read-idle deadline: runs from the last valid frame from the panel, never fires early. */
+  private idle: Deadline | undefined;
   private idleTimeoutMs: number;
   private retryTimer: NodeJS.Timeout | undefined;
   private heartbeat: Loop | undefined;
@@ -75,15 +92,11 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
   constructor(private readonly options: PanelConnectionOptions) {
     super();
     this.backoff = new Backoff({ initialMs: options.reconnect.minMs, maxMs: options.reconnect.maxMs, random: options.random });
-    this.idleTimeoutMs = options.overrides?.agentIdleTimeoutMs ?? options.defaultIdleTimeoutMs ?? 90_000;
+    this.idleTimeoutMs = options.overrides?.agentIdleTimeoutMs ?? TIMING_DEFAULTS.agentIdleTimeoutMs;
   }
 
   get state(): ConnectionState {
     return this.state_;
-  }
-
-  get currentSessionId(): string | null {
-    return this.sessionId;
   }
 
   start(): void {
@@ -94,7 +107,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
   async stop(): Promise<void> {
     this.state_ = 'stopped';
     clearTimeout(this.retryTimer);
-    clearTimeout(this.idleTimer);
+    this.idle?.cancel();
     await this.heartbeat?.stop();
     const socket = this.socket;
     if (socket && socket.readyState !== WebSocket.CLOSED) {
@@ -133,14 +146,14 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       void this.sendHello(socket);
     });
     socket.on('message', (data: RawData, isBinary: boolean) => this.onFrame(socket, data, isBinary));
-    socket.on('error', (err) => log.warn({ err: err.message }, 'panel socket error'));
+    socket.on('error', (err) => log.warn({ err }, 'panel socket error'));
     socket.on('close', (code, reason) => this.onClose(socket, code, reason.toString('utf8')));
   }
 
   private async sendHello(socket: WebSocket): Promise<void> {
-    const observation = await this.options.workloads.observe().catch((err: Error) => ({
+    const observation = await this.options.workloads.observe().catch((err: unknown) => ({
       containers: [],
-      runtime: { available: false, error: err.message },
+      runtime: { available: false, error: errorMessage(err) },
     }));
     this.sendOn(socket, {
       type: 'hello',
@@ -149,22 +162,25 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       agentVersion: this.options.agentVersion,
       protocolVersion: PROTOCOL_VERSION,
       containers: observation.containers,
-      runtime: observation.runtime,
-      routing: this.options.routing.status(),
+      runtime: runtimeStatus(observation.runtime),
+      routing: this.routingStatus(),
     });
   }
 
-  private armIdle(timeoutMs: number): void {
-    this.lastFrameAt = Date.now();
-    clearTimeout(this.idleTimer);
-    this.idleTimer = setTimeout(() => this.onIdle(timeoutMs), timeoutMs);
+  private routingStatus(): RoutingStatus {
+    return routingStatus(this.options.routing.status());
   }
 
-  private onIdle(timeoutMs: number): void {
+  private armIdle(timeoutMs: number): void {
+    this.idle?.cancel();
+    this.idle = new Deadline({ timeoutMs, onExpire: (silentMs) => this.onIdle(timeoutMs, silentMs), clock: this.options.clock });
+  }
+
+  private onIdle(timeoutMs: number, silentMs: number): void {
     const socket = this.socket;
     if (!socket) return;
-    const silentForMs = Date.now() - this.lastFrameAt;
-    this.options.logger.warn({ timeoutMs, silentForMs, session: this.sessionId }, 'panel silent past the read-idle deadline; dropping the connection');
+    const silentForMs = Math.floor(silentMs);
+    this.options.logger.warn({ timeoutMs, silentForMs, sessionId: this.sessionId }, 'panel silent past the read-idle deadline; dropping the connection');
     // A half-open peer never completes a close handshake: destroy the socket now.
     socket.terminate();
   }
@@ -178,8 +194,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       this.sendOn(socket, { type: 'error', id: this.nextId(), ref: result.error.ref, code: result.error.code, message: result.error.message });
       return;
     }
-    this.lastFrameAt = Date.now();
-    this.idleTimer?.refresh();
+    this.idle?.touch();
     const message = result.message as PanelMessage;
     switch (message.type) {
       case 'welcome':
@@ -232,7 +247,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     });
     this.heartbeat.start();
     for (const result of this.outbox.splice(0)) this.sendOn(socket, result);
-    this.options.logger.info({ session: sessionId, heartbeatMs, idleTimeoutMs: this.idleTimeoutMs }, 'session ready');
+    this.options.logger.info({ sessionId, heartbeatMs, idleTimeoutMs: this.idleTimeoutMs }, 'session ready');
     this.emit('ready', { sessionId, timing });
   }
 
@@ -244,16 +259,16 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       id: this.nextId(),
       seq: this.seq++,
       containers: observation.containers,
-      runtime: observation.runtime,
-      routing: this.options.routing.status(),
+      runtime: runtimeStatus(observation.runtime),
+      routing: this.routingStatus(),
     });
   }
 
   private async carryOut(workload: Parameters<WorkloadController['deploy']>[0]): Promise<void> {
-    const outcome = await this.options.workloads.deploy(workload).catch((err: Error) => ({
+    const outcome = await this.options.workloads.deploy(workload).catch((err: unknown) => ({
       status: 'failed' as const,
-      code: 'AGENT_ERROR',
-      reason: err.message,
+      code: AGENT_ERROR_CODES.AGENT_ERROR,
+      reason: errorMessage(err),
     }));
     this.reportResult(workload.deploymentId, outcome);
   }
@@ -265,7 +280,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       id: this.nextId(),
       deploymentId,
       status: outcome.status,
-      reason: outcome.reason.slice(0, 4000),
+      reason: freeText(outcome.reason),
       code: outcome.status === 'failed' ? outcome.code : null,
     };
     if (this.socket && this.state_ === 'ready' && this.sendOn(this.socket, result)) return;
@@ -274,16 +289,23 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
   }
 
   private async applyRouting(socket: WebSocket, ref: string, map: Parameters<RoutingController['apply']>[0]): Promise<void> {
-    const result = await this.options.routing.apply(map).catch((err: Error) => ({
+    const result = await this.options.routing.apply(map).catch((err: unknown) => ({
       hash: map.hash,
       changed: false,
       reloaded: false,
-      error: err.message,
+      error: errorMessage(err),
       routing: this.options.routing.status(),
     }));
     // A map answered on a later session would name a frame that session never sent; the panel re-pushes on open.
     if (socket !== this.socket) return;
-    this.sendOn(socket, { type: 'routing.applied', id: this.nextId(), ref, ...result, error: result.error?.slice(0, 4000) ?? null });
+    this.sendOn(socket, {
+      type: 'routing.applied',
+      id: this.nextId(),
+      ref,
+      ...result,
+      error: result.error === null ? null : freeText(result.error),
+      routing: routingStatus(result.routing),
+    });
   }
 
   private sendOn(socket: WebSocket, message: AgentMessage): boolean {
@@ -294,7 +316,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
 
   private onClose(socket: WebSocket, code: number, reason: string): void {
     if (socket !== this.socket) return;
-    clearTimeout(this.idleTimer);
+    this.idle?.cancel();
     void this.heartbeat?.stop();
     this.heartbeat = undefined;
     const sessionId = this.sessionId;
@@ -307,7 +329,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     const terminal = this.terminal || TERMINAL_CLOSE_CODES.has(code);
     const retryInMs = terminal ? this.options.reconnect.maxMs : this.backoff.next();
     this.state_ = 'waiting';
-    this.options.logger.warn({ code, reason, session: sessionId, retryInMs }, 'disconnected from panel');
+    this.options.logger.warn({ code, reason, sessionId, retryInMs }, 'disconnected from panel');
     this.emit('closed', { code, reason, sessionId, retryInMs });
     this.retryTimer = setTimeout(() => this.connect(), retryInMs);
   }

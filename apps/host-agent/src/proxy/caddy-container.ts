@@ -1,16 +1,18 @@
+import { sleep, type Logger } from '@tether/common';
 import { createHash } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import type Docker from 'dockerode';
-import { LABELS, ensureNetwork } from '../docker/docker-client.js';
+import { LABELS } from '../docker/docker-client.js';
+import type { ContainerRuntime, ContainerSpec } from '../runtime/container-runtime.js';
 import { canonicalJson } from './canonical-json.js';
 import { CADDY_CONTAINER } from './caddy-image.js';
-import { ProxyError, type ProxyLogger } from './errors.js';
+import { ProxyError } from './errors.js';
 import type { ProxyTlsMode } from './render.js';
 import type { ProxySupervisor } from './routing-controller.js';
 
 // Container mode: the agent runs Caddy itself, on Tether's Docker network so
-// upstreams are the services' stable aliases. Supervision only keeps the
+// upstreams are the services' stable aliases. Every Docker call goes through
+// the container runtime, so each is bounded and fails with a coded error. Supervision only keeps the
 // process there; a Caddy that was recreated or restarted boots with its
 // bootstrap config (admin API only), and the controller's next check sees
 // "differs" and loads the routes again.
@@ -19,7 +21,7 @@ import type { ProxySupervisor } from './routing-controller.js';
 const SPEC_LABEL = 'tether.proxy-spec';
 
 export interface CaddyContainerOptions {
-  docker: Docker;
+  runtime: ContainerRuntime;
   network: string;
   /** Value of the tether.node label, which finds this node's proxy. */
   node: string;
@@ -36,7 +38,7 @@ export interface CaddyContainerOptions {
   user: string;
   /** Resolves once Caddy's admin API answers. */
   probe: () => Promise<unknown>;
-  logger: ProxyLogger;
+  logger: Logger;
   /** How long a started container may take until its admin API answers. */
   readyTimeoutMs?: number;
   /** Upper bound of one ensure() (image build, Docker calls, readiness). */
@@ -48,12 +50,6 @@ export function caddyHostPaths(hostDir: string) {
   const socketDir = path.join(hostDir, 'run');
   return { dataDir: path.join(hostDir, 'data'), socketDir, socketPath: path.join(socketDir, 'admin.sock') };
 }
-
-const ignoreGone = (error: unknown) => {
-  const status = (error as { statusCode?: number }).statusCode;
-  // 404: already gone; 409: already being removed; 304: already started.
-  if (status !== 404 && status !== 409 && status !== 304) throw error;
-};
 
 export class CaddyContainer implements ProxySupervisor {
   private readonly paths: ReturnType<typeof caddyHostPaths>;
@@ -88,27 +84,28 @@ export class CaddyContainer implements ProxySupervisor {
   }
 
   private async ensureOnce(): Promise<void> {
-    const { docker, logger } = this.options;
-    let spec: Docker.ContainerCreateOptions;
+    const { runtime, logger } = this.options;
+    let spec: ContainerSpec;
     try {
       spec = this.spec(await this.options.image());
     } catch (error) {
       throw new ProxyError('PROXY_CONTAINER_FAILED', `caddy image: ${(error as Error).message}`, { cause: error });
     }
-    const specHash = String(spec.Labels?.[SPEC_LABEL]);
+    const specHash = spec.labels[SPEC_LABEL];
     const found = await this.list();
-    const keep = found.find((c) => c.Labels[SPEC_LABEL] === specHash);
+    const keep = found.find((c) => c.labels[SPEC_LABEL] === specHash);
     for (const c of found) {
       if (c === keep) continue;
-      logger.warn({ container: c.Id }, 'removing proxy container with outdated settings');
-      await docker.getContainer(c.Id).remove({ force: true }).catch(ignoreGone);
+      logger.warn({ container: c.id }, 'removing proxy container with outdated settings');
+      // A container already gone or being removed is not an error (see ContainerRuntime.remove).
+      await runtime.remove(c.id);
     }
     if (!keep) {
       await this.create(spec);
       logger.info({ node: this.options.node }, 'proxy container created');
-    } else if (keep.State !== 'running' && keep.State !== 'restarting') {
-      await docker.getContainer(keep.Id).start().catch(ignoreGone);
-      logger.warn({ container: keep.Id, state: keep.State }, 'proxy container was not running; started');
+    } else if (keep.state !== 'running' && keep.state !== 'restarting') {
+      await runtime.start(keep.id);
+      logger.warn({ container: keep.id, state: keep.state }, 'proxy container was not running; started');
     } else {
       return;
     }
@@ -117,18 +114,14 @@ export class CaddyContainer implements ProxySupervisor {
 
   /** Removes the proxy container (decommissioning a node; tests). An agent stop leaves it running. */
   async remove(): Promise<void> {
-    for (const c of await this.list()) await this.options.docker.getContainer(c.Id).remove({ force: true }).catch(ignoreGone);
+    for (const c of await this.list()) await this.options.runtime.remove(c.id);
   }
 
   private list() {
-    const { node } = this.options;
-    return this.options.docker.listContainers({
-      all: true,
-      filters: { label: [`${LABELS.managed}=true`, `${LABELS.role}=proxy`, `${LABELS.node}=${node}`] },
-    });
+    return this.options.runtime.list({ [LABELS.managed]: 'true', [LABELS.role]: 'proxy', [LABELS.node]: this.options.node });
   }
 
-  private spec(image: string): Docker.ContainerCreateOptions {
+  private spec(image: string): ContainerSpec {
     const { bindAddress, httpPort, httpsPort, tls, network, node, user } = this.options;
     const ports: Record<string, Array<{ HostIp: string; HostPort: string }>> = {
       [`${CADDY_CONTAINER.httpPort}/tcp`]: [{ HostIp: bindAddress, HostPort: String(httpPort) }],
@@ -152,21 +145,31 @@ export class CaddyContainer implements ProxySupervisor {
       },
       NetworkingConfig: { EndpointsConfig: { [network]: {} } },
     };
+    // The hash is of Docker's own create settings, so a container made by an earlier agent keeps matching.
     const specHash = createHash('sha256').update(canonicalJson(settings)).digest('hex').slice(0, 16);
     return {
-      ...settings,
       name: `tether-proxy-${node.replace(/[^a-zA-Z0-9_.-]/g, '-')}`,
-      Labels: { [LABELS.managed]: 'true', [LABELS.role]: 'proxy', [LABELS.node]: node, [SPEC_LABEL]: specHash },
+      image,
+      env: {},
+      labels: { [LABELS.managed]: 'true', [LABELS.role]: 'proxy', [LABELS.node]: node, [SPEC_LABEL]: specHash },
+      network,
+      aliases: [],
+      exposedPort: null,
+      user,
+      publish: Object.fromEntries(Object.entries(ports).map(([port, [binding]]) => [port, { hostIp: binding!.HostIp, hostPort: Number(binding!.HostPort) }])),
+      binds: settings.HostConfig.Binds,
+      restartPolicy: 'unless-stopped',
+      sysctls: settings.HostConfig.Sysctls,
     };
   }
 
-  private async create(spec: Docker.ContainerCreateOptions): Promise<void> {
+  private async create(spec: ContainerSpec): Promise<void> {
     await mkdir(this.paths.dataDir, { recursive: true });
     await mkdir(this.paths.socketDir, { recursive: true });
-    await ensureNetwork(this.options.docker, this.options.network);
+    const { runtime } = this.options;
+    await runtime.ensureNetwork(this.options.network);
     try {
-      const container = await this.options.docker.createContainer(spec);
-      await container.start();
+      await runtime.start(await runtime.create(spec));
     } catch (error) {
       throw new ProxyError('PROXY_CONTAINER_FAILED', `proxy container ${spec.name}: ${(error as Error).message}`, { cause: error });
     }
@@ -182,7 +185,7 @@ export class CaddyContainer implements ProxySupervisor {
       } catch (error) {
         lastError = error;
       }
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await sleep(100);
     }
     throw new ProxyError('PROXY_CONTAINER_FAILED', `proxy container started but its admin API did not answer: ${(lastError as Error)?.message}`, { cause: lastError });
   }

@@ -41,7 +41,7 @@ export function canonicalJson(value: unknown): string {
 }
 
 /** Whether JSON text (as a proxy reports it) holds the same value as canonical JSON `expected`. */
-export function sameJson(text: string, expected: string): boolean {
+export function matchesCanonicalJson(text: string, expected: string): boolean {
   // Caddy's serialisation usually is the canonical form byte for byte: skip the parse then.
   if (text.trim() === expected) return true;
   try {

@@ -1,14 +1,16 @@
+import type { Logger } from '@tether/common';
 import os from 'node:os';
 import path from 'node:path';
 import type Docker from 'dockerode';
 import type { AgentConfig } from '../config.js';
 import type { RoutingController } from '../controllers.js';
 import { createDockerClient } from '../docker/docker-client.js';
+import { DockerContainerRuntime } from '../runtime/docker-runtime.js';
+import { DEFAULT_RUNTIME_TIMING } from '../runtime/settings.js';
 import { DisabledRouting } from '../null-controllers.js';
 import { createCaddyAdmin, parseAdminUrl } from './caddy-admin.js';
 import { CaddyContainer, caddyHostPaths } from './caddy-container.js';
 import { CADDY_CONTAINER, CADDY_CONTAINER_ADMIN, ensureCaddyImage } from './caddy-image.js';
-import type { ProxyLogger } from './errors.js';
 import { CaddyRoutingController } from './routing-controller.js';
 import type { CaddyAdminSettings, ProxyTlsMode } from './render.js';
 
@@ -30,7 +32,7 @@ interface CommonOptions {
   adminTimeoutMs: number;
   checkIntervalMs: number;
   serving: ServingOptions;
-  logger: ProxyLogger;
+  logger: Logger;
   now?: () => Date;
 }
 
@@ -43,6 +45,8 @@ export interface ExternalProxyOptions extends CommonOptions {
 
 export interface ContainerProxyOptions extends CommonOptions {
   docker: Docker;
+  /** Bound on each Docker call of the supervision (TETHER_DOCKER_TIMEOUT_MS). */
+  dockerTimeoutMs?: number;
   network: string;
   node: string;
   /** An existing image to run; default: built locally from caddyBinary. */
@@ -85,7 +89,7 @@ export function createContainerRoutingController(o: ContainerProxyOptions): { co
   const proxy = createCaddyAdmin({ adminUrl: o.adminUrl ?? `unix://${caddyHostPaths(hostDir).socketPath}`, timeoutMs: o.adminTimeoutMs });
   let image: Promise<string> | undefined;
   const container = new CaddyContainer({
-    docker: o.docker,
+    runtime: new DockerContainerRuntime(o.docker, { callTimeoutMs: o.dockerTimeoutMs ?? DEFAULT_RUNTIME_TIMING.callTimeoutMs }),
     network: o.network,
     node: o.node,
     hostDir,
@@ -115,7 +119,7 @@ export function createContainerRoutingController(o: ContainerProxyOptions): { co
   return { controller, container };
 }
 
-export function createRoutingController(config: AgentConfig, deps: { logger: ProxyLogger; docker?: Docker }): RoutingController {
+export function createRoutingController(config: AgentConfig, deps: { logger: Logger; docker?: Docker }): RoutingController {
   const p = config.proxy;
   const common: CommonOptions = {
     stateDir: config.stateDir,
@@ -133,6 +137,7 @@ export function createRoutingController(config: AgentConfig, deps: { logger: Pro
   return createContainerRoutingController({
     ...common,
     docker: deps.docker ?? createDockerClient(config.runtime.dockerHost),
+    dockerTimeoutMs: config.runtime.timing.callTimeoutMs,
     network: config.runtime.network,
     node: config.nodeName ?? os.hostname(),
     ...(p.caddyImage ? { image: p.caddyImage } : {}),

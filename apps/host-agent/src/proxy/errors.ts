@@ -1,45 +1,26 @@
-import type { Logger } from 'pino';
+import { CodedError, defineErrorCatalog, errorMessage } from '@tether/common';
 
-// Every failure of the proxy path carries a stable code, so routing.applied
-// and the logs say what went wrong without parsing prose.
+// Every failure of the proxy path carries a stable code (part of the agent's
+// catalog in src/errors.ts), so routing.applied and the logs say what went
+// wrong without parsing prose.
 
-export const PROXY_ERROR_CODES = [
-  /** Nothing answers on the admin address (refused, reset, socket missing). */
-  'PROXY_UNREACHABLE',
-  /** The admin API did not answer within the timeout. */
-  'PROXY_TIMEOUT',
-  /** Caddy refused the config (POST /load answered 4xx); the old config keeps running. */
-  'PROXY_REJECTED_CONFIG',
-  /** The admin API answered something unexpected (status or body). */
-  'PROXY_ADMIN_ERROR',
-  /** A route the renderer will not turn into config (bad domain, path prefix or upstream). */
-  'PROXY_INVALID_ROUTE',
-  /** The map's hash is not the hash of its routes. */
-  'PROXY_HASH_MISMATCH',
-  /** The config file or the state file could not be written. */
-  'PROXY_WRITE_FAILED',
-  /** The Caddy container or its image could not be made to run. */
-  'PROXY_CONTAINER_FAILED',
-] as const;
+export const PROXY_ERROR_CATALOG = defineErrorCatalog({
+  PROXY_UNREACHABLE: 'nothing answers on the admin address (refused, reset, socket missing)',
+  PROXY_TIMEOUT: 'the admin API did not answer within the timeout',
+  PROXY_REJECTED_CONFIG: 'Caddy refused the config (POST /load answered 4xx); the old config keeps running',
+  PROXY_ADMIN_ERROR: 'the admin API answered something unexpected (status or body)',
+  PROXY_INVALID_ROUTE: 'a route the renderer will not turn into config (bad domain, path prefix or upstream)',
+  PROXY_HASH_MISMATCH: "the map's hash is not the hash of its routes",
+  PROXY_WRITE_FAILED: 'the config file or the state file could not be written',
+  PROXY_CONTAINER_FAILED: 'the Caddy container or its image could not be made to run',
+});
 
-export type ProxyErrorCode = (typeof PROXY_ERROR_CODES)[number];
+export type ProxyErrorCode = keyof typeof PROXY_ERROR_CATALOG;
 
-export class ProxyError extends Error {
-  constructor(
-    readonly code: ProxyErrorCode,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-    this.name = 'ProxyError';
-  }
-}
+export class ProxyError extends CodedError<ProxyErrorCode> {}
 
 /** `CODE: message`, the form routing.applied carries in `error`. */
 export function describeProxyError(error: unknown): string {
   if (error instanceof ProxyError) return `${error.code}: ${error.message}`;
-  return `PROXY_ADMIN_ERROR: ${error instanceof Error ? error.message : String(error)}`;
+  return `PROXY_ADMIN_ERROR: ${errorMessage(error)}`;
 }
-
-/** The part of pino's logger the proxy code uses; tools and benchmarks can pass a stub. */
-export type ProxyLogger = Pick<Logger, 'info' | 'warn' | 'error'>;

@@ -1,10 +1,10 @@
-import { createLoop, type Loop } from '@tether/common';
+import { createLoop, KeyedSerialQueue, type Logger, type Loop } from '@tether/common';
 import { canonicalRoutes, routingHash, type Route, type RoutingStatus } from '@tether/protocol';
 import type { RoutingApplyResult, RoutingController, RoutingMapInput } from '../controllers.js';
 import { readFileIfExists, writeFileAtomic } from './atomic-file.js';
-import { sameJson } from './canonical-json.js';
+import { matchesCanonicalJson } from './canonical-json.js';
 import type { ProxyConfigurator } from './configurator.js';
-import { ProxyError, describeProxyError, type ProxyLogger } from './errors.js';
+import { ProxyError, describeProxyError } from './errors.js';
 import { renderCaddyConfig, type RenderOptions, type RenderedConfig } from './render.js';
 import { describeRouteChange } from './route-diff.js';
 import { RoutingStateStore } from './routing-state.js';
@@ -35,7 +35,7 @@ export interface CaddyRoutingControllerOptions {
    */
   checkIntervalMs: number;
   supervisor?: ProxySupervisor;
-  logger: ProxyLogger;
+  logger: Logger;
   /** Clock for reload times and the UTC day of reloadsToday. */
   now?: () => Date;
 }
@@ -55,7 +55,8 @@ function servesNothing(runningText: string): boolean {
 export class CaddyRoutingController implements RoutingController {
   private storeReady: Promise<RoutingStateStore> | null = null;
   private store: RoutingStateStore | null = null;
-  private queue: Promise<unknown> = Promise.resolve();
+  /** One lane (this host's proxy): a push and a repair check never interleave their compare and load. */
+  private readonly queue = new KeyedSerialQueue<'proxy'>();
   /** The last map the panel sent: what a repair restores (it may differ from what is in place after a failed load). */
   private desired: Route[] | null = null;
   private rendered: RenderedConfig | null = null;
@@ -86,7 +87,7 @@ export class CaddyRoutingController implements RoutingController {
   stop(): Promise<void> {
     this.closed ??= (async () => {
       await this.loop?.stop();
-      await this.queue;
+      await this.queue.idle();
       await this.options.proxy.close();
     })();
     return this.closed;
@@ -132,11 +133,8 @@ export class CaddyRoutingController implements RoutingController {
     return this.storeReady;
   }
 
-  /** One reconcile at a time: a push and a repair check never interleave their compare and load. */
   private serialize<T>(work: () => Promise<T>): Promise<T> {
-    const run = this.queue.then(work, work);
-    this.queue = run.catch(() => undefined);
-    return run;
+    return this.queue.run('proxy', work);
   }
 
   private answer(hash: string, changed: boolean, reloaded: boolean, error: unknown): RoutingApplyResult {
@@ -181,7 +179,7 @@ export class CaddyRoutingController implements RoutingController {
     } catch (error) {
       return answer(hash, wrote, false, error);
     }
-    if (sameJson(running, rendered.json)) {
+    if (matchesCanonicalJson(running, rendered.json)) {
       try {
         await store.markApplied(hash, ordered);
       } catch (error) {
@@ -228,7 +226,7 @@ export class CaddyRoutingController implements RoutingController {
     const code = (error as { code?: string }).code;
     if (code !== 'PROXY_TIMEOUT' && code !== 'PROXY_UNREACHABLE') return false;
     try {
-      return sameJson(await this.options.proxy.readRunning(), rendered.json);
+      return matchesCanonicalJson(await this.options.proxy.readRunning(), rendered.json);
     } catch {
       return false;
     }

@@ -1,9 +1,10 @@
+import type { Logger } from '@tether/common';
 import { rename } from 'node:fs/promises';
 import Type, { type Static } from 'typebox';
 import { Compile } from 'typebox/compile';
 import { Route, type RoutingStatus } from '@tether/protocol';
 import { readFileIfExists, writeFileAtomic } from './atomic-file.js';
-import { ProxyError, type ProxyLogger } from './errors.js';
+import { ProxyError } from './errors.js';
 
 // What the agent knows about routing across its own restarts: the routes in
 // place (the base of the next reload's reason, and what to repair a restarted
@@ -47,7 +48,7 @@ export class RoutingStateStore {
   ) {}
 
   /** Loads the state file; an unreadable one is set aside (kept for inspection) and counting starts again. */
-  static async open(file: string, options: { now: () => Date; logger: ProxyLogger }): Promise<RoutingStateStore> {
+  static async open(file: string, options: { now: () => Date; logger: Logger }): Promise<RoutingStateStore> {
     const bytes = await readFileIfExists(file);
     if (bytes === null) return new RoutingStateStore(file, fresh(), options.now);
     let parsed: unknown;

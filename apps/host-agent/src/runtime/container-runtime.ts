@@ -46,6 +46,15 @@ export interface ContainerSpec {
   network: string;
   aliases: string[];
   exposedPort: number | null;
+  /** Only the proxy container uses the fields below (service containers never publish ports). */
+  user?: string;
+  /** Host ports to publish, by container port ("80/tcp"). */
+  publish?: Record<string, { hostIp: string; hostPort: number }>;
+  /** Host folders to mount ("host:container"). */
+  binds?: string[];
+  /** Docker's restart policy; default "no": the agent owns service restarts. */
+  restartPolicy?: 'no' | 'unless-stopped';
+  sysctls?: Record<string, string>;
 }
 
 export interface RuntimeEvent {
@@ -73,8 +82,6 @@ export interface CallOptions {
 }
 
 export interface ContainerRuntime {
-  /** Resolves when the engine answers. */
-  ping(options?: CallOptions): Promise<void>;
   /** Containers (running or not) carrying every one of `labels`. */
   list(labels: Record<string, string>, options?: CallOptions): Promise<ContainerSummary[]>;
   inspect(id: string, options?: CallOptions): Promise<ContainerDetails>;
@@ -89,9 +96,6 @@ export interface ContainerRuntime {
   /** Pulls an image, failing with IMAGE_PULL_FAILED after `timeoutMs` rather than hanging. */
   pull(image: string, timeoutMs: number): Promise<void>;
   ensureNetwork(name: string): Promise<void>;
-  connectNetwork(network: string, id: string, aliases: string[]): Promise<void>;
-  /** Detaches a container from a network; not attached is not an error. */
-  disconnectNetwork(network: string, id: string): Promise<void>;
   /** Last lines a container wrote (stdout and stderr), for failure reasons. */
   logsTail(id: string, lines: number): Promise<string>;
   /** Container events for containers carrying every one of `labels`. */

@@ -1,6 +1,8 @@
+import { backoffDelay, errorMessage, truncate } from '@tether/common';
+import { FIELD_LIMITS } from '@tether/protocol';
 import type { DeployOutcome } from '../controllers.js';
-import { RUNTIME_ERROR_CODES, RuntimeError, errorMessage, isDeploymentFault } from './errors.js';
-import { BoundedMap } from './keyed-queue.js';
+import { RUNTIME_ERROR_CODES, RuntimeError, isDeploymentFault } from './errors.js';
+import { BoundedMap } from './bounded-map.js';
 
 // What the agent knows about deployments beyond the containers: answers in
 // flight (so a second delivery joins the first), final answers (so a
@@ -15,9 +17,11 @@ interface Pending {
 export const failure = (code: string, reason: string): DeployOutcome => ({ status: 'failed', code, reason });
 
 export const outcomeOf = (err: unknown): DeployOutcome =>
-  failure(err instanceof RuntimeError ? err.code : RUNTIME_ERROR_CODES.DOCKER_ERROR, errorMessage(err).slice(0, 4000));
+  failure(err instanceof RuntimeError ? err.code : RUNTIME_ERROR_CODES.DOCKER_ERROR, truncate(errorMessage(err), FIELD_LIMITS.text));
 
 const MEMORY = 1_000;
+/** First retry delay after a transient rollout failure; it doubles per attempt up to the caller's bound. */
+const RETRY_INITIAL_MS = 1_000;
 
 export class DeploymentBook {
   private readonly inflight = new Map<string, Pending>();
@@ -58,7 +62,7 @@ export class DeploymentBook {
   rolledOut(id: string, outcome: DeployOutcome, superseded: string[], maxRetryDelayMs: number): void {
     if (outcome.status === 'failed' && !isDeploymentFault(outcome.code)) {
       const attempts = (this.cooldown.get(id)?.attempts ?? 0) + 1;
-      this.cooldown.set(id, { until: Date.now() + Math.min(maxRetryDelayMs, 1_000 * 2 ** (attempts - 1)), attempts });
+      this.cooldown.set(id, { until: Date.now() + backoffDelay(attempts - 1, { initialMs: RETRY_INITIAL_MS, maxMs: maxRetryDelayMs, jitter: 0 }), attempts });
     } else {
       this.cooldown.delete(id);
     }

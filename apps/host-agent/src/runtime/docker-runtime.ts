@@ -28,6 +28,11 @@ function healthOf(value: string | undefined): HealthState {
 
 const labelFilter = (labels: Record<string, string>) => Object.entries(labels).map(([k, v]) => `${k}=${v}`);
 
+function exposedPorts(spec: ContainerSpec): Record<string, object> | undefined {
+  const ports = [...(spec.exposedPort === null ? [] : [`${spec.exposedPort}/tcp`]), ...Object.keys(spec.publish ?? {})];
+  return ports.length === 0 ? undefined : Object.fromEntries(ports.map((port) => [port, {}]));
+}
+
 /** dockerode 5 honours `abortSignal` on every call; @types/dockerode does not declare it everywhere. */
 const withSignal = <T>(abortSignal: AbortSignal, options: object = {}): T => ({ ...options, abortSignal }) as unknown as T;
 
@@ -45,10 +50,6 @@ export class DockerContainerRuntime implements ContainerRuntime {
     } catch (err) {
       throw toRuntimeError(err, operation, subject, timeoutMs);
     }
-  }
-
-  async ping(options: CallOptions = {}): Promise<void> {
-    await this.call('ping', 'daemon', (abortSignal) => (this.docker as unknown as { ping(o: object): Promise<unknown> }).ping({ abortSignal }), options.timeoutMs);
   }
 
   async list(labels: Record<string, string>, options: CallOptions = {}): Promise<ContainerSummary[]> {
@@ -110,10 +111,19 @@ export class DockerContainerRuntime implements ContainerRuntime {
         Image: spec.image,
         Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
         Labels: spec.labels,
-        ExposedPorts: spec.exposedPort === null ? undefined : { [`${spec.exposedPort}/tcp`]: {} },
-        // The agent owns restarts (budget, backoff, reporting); Docker must not restart behind its back.
-        HostConfig: { NetworkMode: spec.network, RestartPolicy: { Name: 'no' } },
-        NetworkingConfig: { EndpointsConfig: { [spec.network]: { Aliases: spec.aliases } } },
+        ExposedPorts: exposedPorts(spec),
+        ...(spec.user === undefined ? {} : { User: spec.user }),
+        HostConfig: {
+          NetworkMode: spec.network,
+          // The agent owns service restarts (budget, backoff, reporting); Docker must not restart behind their back.
+          RestartPolicy: { Name: spec.restartPolicy ?? 'no' },
+          ...(spec.publish === undefined
+            ? {}
+            : { PortBindings: Object.fromEntries(Object.entries(spec.publish).map(([port, p]) => [port, [{ HostIp: p.hostIp, HostPort: String(p.hostPort) }]])) }),
+          ...(spec.binds === undefined ? {} : { Binds: spec.binds }),
+          ...(spec.sysctls === undefined ? {} : { Sysctls: spec.sysctls }),
+        },
+        NetworkingConfig: { EndpointsConfig: { [spec.network]: spec.aliases.length > 0 ? { Aliases: spec.aliases } : {} } },
       })),
     );
     return container.id;
@@ -190,24 +200,6 @@ export class DockerContainerRuntime implements ContainerRuntime {
 
   async ensureNetwork(name: string): Promise<void> {
     await this.call(`ensure network ${name}`, 'network', (signal) => raceSignal(ensureNetwork(this.docker, name), signal));
-  }
-
-  async connectNetwork(network: string, id: string, aliases: string[]): Promise<void> {
-    await this.call(`connect ${id} to ${network}`, 'network', (abortSignal) =>
-      this.docker.getNetwork(network).connect(withSignal<Docker.NetworkConnectOptions>(abortSignal, { Container: id, EndpointConfig: { Aliases: aliases } })),
-    );
-  }
-
-  async disconnectNetwork(network: string, id: string): Promise<void> {
-    try {
-      await this.call(`disconnect ${id} from ${network}`, 'network', (abortSignal) =>
-        this.docker.getNetwork(network).disconnect(withSignal<object>(abortSignal, { Container: id, Force: true })),
-      );
-    } catch (err) {
-      const e = err as RuntimeError;
-      if (e.code === RUNTIME_ERROR_CODES.NETWORK_NOT_FOUND || /is not connected/i.test(e.message)) return;
-      throw err;
-    }
   }
 
   async logsTail(id: string, lines: number): Promise<string> {

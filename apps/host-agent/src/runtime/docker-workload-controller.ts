@@ -1,17 +1,17 @@
+import { errorMessage, KeyedSerialQueue, sanitizeText, silentLogger, type Logger } from '@tether/common';
 import { createLoop, type Loop } from '@tether/common';
 import type { RuntimeStatus, Workload } from '@tether/protocol';
 import type { DeployOutcome, Observation, WorkloadController } from '../controllers.js';
 import type { ContainerRuntime } from './container-runtime.js';
 import { ContainerReader, toContainerState, type ReadContainer } from './container-reader.js';
 import { DeploymentBook, failure, outcomeOf } from './deployment-book.js';
-import { RUNTIME_ERROR_CODES, errorMessage } from './errors.js';
+import { RUNTIME_ERROR_CODES } from './errors.js';
 import { EventWatcher } from './event-watcher.js';
 import { applyMaintenance, rollout, type ExecutorDeps, type FailureReport, type RolloutAction } from './executor.js';
-import { KeyedSerialQueue } from './keyed-queue.js';
 import { plan, type Action, type PlanContext } from './plan.js';
 import { waitUntilReady } from './readiness.js';
 import { RestartLedger } from './restart-ledger.js';
-import { DEFAULT_RESTART_POLICY, DEFAULT_TIMING, silentLogger, type RestartPolicy, type RuntimeLogger, type RuntimeTiming } from './settings.js';
+import { DEFAULT_RESTART_POLICY, DEFAULT_RUNTIME_TIMING, type RestartPolicy, type RuntimeTiming } from './settings.js';
 import { nodeSelector } from './workload-spec.js';
 
 export interface DockerWorkloadControllerOptions {
@@ -22,7 +22,7 @@ export interface DockerWorkloadControllerOptions {
   network: string;
   timing?: Partial<RuntimeTiming>;
   restart?: Partial<RestartPolicy>;
-  logger?: RuntimeLogger;
+  logger?: Logger;
   /** A container crashed past its restart budget (it is left exited; heartbeats show it). */
   onFailure?: (report: FailureReport) => void;
 }
@@ -39,7 +39,7 @@ const isRollout = (a: Action): a is RolloutAction => a.kind === 'create' || a.ki
 export class DockerWorkloadController implements WorkloadController {
   private readonly timing: RuntimeTiming;
   private readonly restartPolicy: RestartPolicy;
-  private readonly logger: RuntimeLogger;
+  private readonly logger: Logger;
   private readonly reader: ContainerReader;
   private readonly watcher: EventWatcher;
   private readonly sweep: Loop;
@@ -59,7 +59,7 @@ export class DockerWorkloadController implements WorkloadController {
   private status: RuntimeStatus = { available: false, error: NOT_STARTED };
 
   constructor(private readonly options: DockerWorkloadControllerOptions) {
-    this.timing = { ...DEFAULT_TIMING, ...options.timing };
+    this.timing = { ...DEFAULT_RUNTIME_TIMING, ...options.timing };
     this.restartPolicy = { ...DEFAULT_RESTART_POLICY, ...options.restart };
     this.logger = options.logger ?? silentLogger;
     this.reader = new ContainerReader(options.runtime, options.node);
@@ -101,7 +101,7 @@ export class DockerWorkloadController implements WorkloadController {
           await this.pass();
         } while (this.dirty && !this.stopped);
       },
-      onError: (err) => this.logger.error({ err: errorMessage(err) }, 'reconcile pass failed'),
+      onError: (err) => this.logger.error({ err }, 'reconcile pass failed'),
     });
   }
 
@@ -177,9 +177,9 @@ export class DockerWorkloadController implements WorkloadController {
   }
 
   private unavailable(err: unknown): void {
-    const error = errorMessage(err).slice(0, 1000);
+    const error = sanitizeText(errorMessage(err), { maxLength: 1000 });
     // Said once per outage, so an operator sees at start (and whenever it goes) why nothing runs.
-    if (this.status.available || this.status.error === NOT_STARTED) this.logger.warn({ error }, 'docker runtime unavailable; reporting no containers until it answers');
+    if (this.status.available || this.status.error === NOT_STARTED) this.logger.warn({ err }, 'docker runtime unavailable; reporting no containers until it answers');
     this.status = { available: false, error };
   }
 
@@ -197,7 +197,7 @@ export class DockerWorkloadController implements WorkloadController {
   private enqueue(serviceId: string, work: () => Promise<void>): void {
     void this.lanes
       .run(serviceId, work)
-      .catch((err: unknown) => this.logger.error({ service: serviceId, err: errorMessage(err) }, 'converge failed'))
+      .catch((err: unknown) => this.logger.error({ serviceId, err }, 'converge failed'))
       .finally(() => {
         if (this.skipped.delete(serviceId)) void this.reconcile();
       });

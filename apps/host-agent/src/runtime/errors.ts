@@ -1,46 +1,37 @@
-// The one catalog of runtime error codes. Codes travel to the panel in
-// `deploy.result` and land in deployment rows, so they are part of the
-// contract: never rename or reuse one.
+import { catalogCodes, CodedError, defineErrorCatalog } from '@tether/common';
 
-export const RUNTIME_ERROR_CODES = Object.freeze({
-  /** The image is not on the host and no pull was possible or it vanished before create. */
-  IMAGE_NOT_FOUND: 'IMAGE_NOT_FOUND',
-  /** The image was missing and pulling it failed or did not finish in time. */
-  IMAGE_PULL_FAILED: 'IMAGE_PULL_FAILED',
-  /** The container's process ended (during a rollout, or past the restart budget). */
-  CONTAINER_EXITED: 'CONTAINER_EXITED',
-  /** The image's HEALTHCHECK reported unhealthy. */
-  HEALTHCHECK_FAILED: 'HEALTHCHECK_FAILED',
-  /** Not running (and healthy) within the start timeout. */
-  START_TIMEOUT: 'START_TIMEOUT',
-  /** Docker refused to start the container (bad entrypoint, missing binary, …). */
-  START_FAILED: 'START_FAILED',
-  /** The Docker daemon does not answer (socket missing, refused, timed out) or TETHER_RUNTIME=none. */
-  RUNTIME_UNAVAILABLE: 'RUNTIME_UNAVAILABLE',
-  CONTAINER_NOT_FOUND: 'CONTAINER_NOT_FOUND',
-  NETWORK_NOT_FOUND: 'NETWORK_NOT_FOUND',
-  /** A container name is taken, or the object is busy (removal in progress). */
-  CONFLICT: 'CONFLICT',
-  /** A newer deployment of the same service replaced this one on this node. */
-  SUPERSEDED: 'SUPERSEDED',
-  /** Any other answer from the daemon; the message is the daemon's. */
-  DOCKER_ERROR: 'DOCKER_ERROR',
-} as const);
+// The catalog of runtime error codes (part of the agent's catalog in
+// src/errors.ts). Codes travel to the panel in `deploy.result` and land in
+// deployment rows, so they are part of the contract: never rename or reuse one.
 
-export type RuntimeErrorCode = (typeof RUNTIME_ERROR_CODES)[keyof typeof RUNTIME_ERROR_CODES];
+export const RUNTIME_ERROR_CATALOG = defineErrorCatalog({
+  IMAGE_NOT_FOUND: 'the image is not on the host and no pull was possible, or it vanished before create',
+  IMAGE_PULL_FAILED: 'the image was missing and pulling it failed or did not finish in time',
+  CONTAINER_EXITED: "the container's process ended (during a rollout, or past the restart budget)",
+  HEALTHCHECK_FAILED: "the image's HEALTHCHECK reported unhealthy",
+  START_TIMEOUT: 'not running (and healthy) within the start timeout',
+  START_FAILED: 'Docker refused to start the container (bad entrypoint, missing binary, …)',
+  RUNTIME_UNAVAILABLE: 'the Docker daemon does not answer (socket missing, refused, timed out) or TETHER_RUNTIME=none',
+  CONTAINER_NOT_FOUND: 'the container is gone',
+  NETWORK_NOT_FOUND: "Tether's Docker network is gone",
+  CONFLICT: 'a container name is taken, or the object is busy (removal in progress)',
+  SUPERSEDED: 'a newer deployment of the same service replaced this one on this node',
+  DOCKER_ERROR: "any other answer from the daemon; the message is the daemon's",
+});
+
+export const RUNTIME_ERROR_CODES = catalogCodes(RUNTIME_ERROR_CATALOG);
+
+export type RuntimeErrorCode = keyof typeof RUNTIME_ERROR_CATALOG;
 
 /** What a failed call was about, so a 404 can say which object was missing. */
 export type RuntimeSubject = 'container' | 'image' | 'network' | 'daemon';
 
-export class RuntimeError extends Error {
-  readonly code: RuntimeErrorCode;
+export class RuntimeError extends CodedError<RuntimeErrorCode> {
   /** The daemon's own words, when it answered. */
   readonly daemonMessage: string | null;
   readonly statusCode: number | null;
   constructor(code: RuntimeErrorCode, message: string, options: { daemonMessage?: string | null; statusCode?: number | null; cause?: unknown } = {}) {
-    super(message, options.cause === undefined ? undefined : { cause: options.cause });
-    this.name = 'RuntimeError';
-    this.code = code;
+    super(code, message, { cause: options.cause });
     this.daemonMessage = options.daemonMessage ?? null;
     this.statusCode = options.statusCode ?? null;
   }
@@ -112,8 +103,4 @@ export function toRuntimeError(error: unknown, operation: string, subject: Runti
   }
   if (status === 409) return new RuntimeError(RUNTIME_ERROR_CODES.CONFLICT, `${operation}: ${said}`, opts);
   return new RuntimeError(RUNTIME_ERROR_CODES.DOCKER_ERROR, `${operation}: ${said}`, opts);
-}
-
-export function errorMessage(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

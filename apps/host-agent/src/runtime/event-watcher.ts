@@ -1,13 +1,12 @@
+import type { Logger } from '@tether/common';
 import { Backoff } from '@tether/common';
 import type { ContainerRuntime, EventSubscription, RuntimeEvent } from './container-runtime.js';
-import { errorMessage } from './errors.js';
-import type { RuntimeLogger } from './settings.js';
 
 export interface EventWatcherOptions {
   runtime: ContainerRuntime;
   labels: Record<string, string>;
   reconnect: { initialMs: number; maxMs: number };
-  logger: RuntimeLogger;
+  logger: Logger;
   onEvent(event: RuntimeEvent): void;
   /** Opened (true) or lost (false). Whatever happened while it was down went unseen. */
   onState(open: boolean): void;
@@ -27,10 +26,6 @@ export class EventWatcher {
 
   constructor(private readonly options: EventWatcherOptions) {
     this.backoff = new Backoff({ initialMs: options.reconnect.initialMs, maxMs: options.reconnect.maxMs });
-  }
-
-  get connected(): boolean {
-    return this.open;
   }
 
   start(): void {
@@ -68,7 +63,7 @@ export class EventWatcher {
         const wasOpen = this.open;
         this.open = false;
         if (wasOpen) {
-          this.options.logger.warn({ err: error ? errorMessage(error) : null }, 'docker event stream lost; reconnecting');
+          this.options.logger.warn({ err: error }, 'docker event stream lost; reconnecting');
           this.options.onState(false);
         }
         if (!this.running) return;

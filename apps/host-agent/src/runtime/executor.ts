@@ -1,11 +1,13 @@
+import { errorMessage, sleep, truncate, type Logger } from '@tether/common';
+import { FIELD_LIMITS } from '@tether/protocol';
 import type { Workload } from '@tether/protocol';
 import type { DeployOutcome } from '../controllers.js';
 import type { ContainerRuntime } from './container-runtime.js';
-import { RUNTIME_ERROR_CODES, RuntimeError, errorMessage } from './errors.js';
+import { RUNTIME_ERROR_CODES, RuntimeError } from './errors.js';
 import type { Action, ActualContainer } from './plan.js';
 import { waitUntilReady, type ReadinessTarget } from './readiness.js';
 import { containerSpec, nodeSelector } from './workload-spec.js';
-import type { RuntimeLogger, RuntimeTiming } from './settings.js';
+import type { RuntimeTiming } from './settings.js';
 
 // Applies plan() actions through ContainerRuntime. The only place that
 // changes containers.
@@ -24,7 +26,7 @@ export interface ExecutorDeps {
   node: string;
   network: string;
   timing: RuntimeTiming;
-  logger: RuntimeLogger;
+  logger: Logger;
   /** Called after every change to a container, so cached details are read again. */
   touched(id: string): void;
   restarted(id: string): void;
@@ -41,11 +43,10 @@ export interface RolloutResult {
   cleanup: Promise<void>;
 }
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 const failed = (err: unknown): DeployOutcome => {
   const code = err instanceof RuntimeError ? err.code : RUNTIME_ERROR_CODES.DOCKER_ERROR;
-  return { status: 'failed', code, reason: errorMessage(err).slice(0, 4000) };
+  return { status: 'failed', code, reason: truncate(errorMessage(err), FIELD_LIMITS.text) };
 };
 
 async function ensureImage(deps: ExecutorDeps, image: string): Promise<void> {
@@ -132,13 +133,13 @@ export async function rollout(deps: ExecutorDeps, action: RolloutAction): Promis
     }
     await waitUntilReady(runtime, targets, { timeoutMs: timing.startTimeoutMs, pollMs: timing.readinessPollMs, logLines: 5 });
   } catch (err) {
-    deps.logger.warn({ deployment: workload.deploymentId, err: errorMessage(err) }, 'rollout failed; the running containers stay');
+    deps.logger.warn({ deploymentId: workload.deploymentId, err }, 'rollout failed; the running containers stay');
     await Promise.all(created.map((id) => runtime.remove(id).then(() => deps.touched(id)).catch(() => undefined)));
     return { outcome: failed(err), superseded: [], cleanup: Promise.resolve() };
   }
-  deps.logger.info({ deployment: workload.deploymentId, retired: old.length }, 'rollout switched');
+  deps.logger.info({ deploymentId: workload.deploymentId, retired: old.length }, 'rollout switched');
   const cleanup = Promise.all(
-    old.map((c) => retire(deps, c).catch((err: unknown) => deps.logger.warn({ container: c.name, err: errorMessage(err) }, 'retiring an old container failed; the next pass retries'))),
+    old.map((c) => retire(deps, c).catch((err: unknown) => deps.logger.warn({ container: c.name, err }, 'retiring an old container failed; the next pass retries'))),
   ).then(() => undefined);
   const count = action.replicas.length + keep.length;
   const outcome: DeployOutcome = { status: 'running', reason: `${count}/${workload.replicas} replicas running${old.length ? `, replaced ${old.length} old container(s)` : ''}` };
@@ -184,7 +185,7 @@ export async function applyMaintenance(deps: ExecutorDeps, actions: Action[]): P
           break;
       }
     } catch (err) {
-      deps.logger.warn({ action: action.kind, service: action.serviceId, err: errorMessage(err) }, 'reconcile action failed');
+      deps.logger.warn({ action: action.kind, serviceId: action.serviceId, err }, 'reconcile action failed');
     }
   }
 }

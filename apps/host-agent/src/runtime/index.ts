@@ -1,9 +1,9 @@
+import type { Logger } from '@tether/common';
 import type { AgentConfig } from '../config.js';
 import { createDockerClient } from '../docker/docker-client.js';
 import { DockerContainerRuntime } from './docker-runtime.js';
 import { DockerWorkloadController } from './docker-workload-controller.js';
 import type { FailureReport } from './executor.js';
-import type { RuntimeLogger } from './settings.js';
 
 export { DockerWorkloadController, type DockerWorkloadControllerOptions } from './docker-workload-controller.js';
 export { DockerContainerRuntime } from './docker-runtime.js';
@@ -11,13 +11,13 @@ export type { ContainerRuntime } from './container-runtime.js';
 export { RUNTIME_ERROR_CODES, RuntimeError, type RuntimeErrorCode } from './errors.js';
 export type { FailureReport } from './executor.js';
 export { plan, type Action, type ActualContainer, type PlanContext } from './plan.js';
-export { DEFAULT_RESTART_POLICY, DEFAULT_TIMING, type RestartPolicy, type RuntimeLogger, type RuntimeTiming } from './settings.js';
+export { DEFAULT_RESTART_POLICY, DEFAULT_RUNTIME_TIMING, type RestartPolicy, type RuntimeTiming } from './settings.js';
 
 /** The agent's WorkloadController for TETHER_RUNTIME=docker, built from its config. */
 export function createDockerWorkloadController(
   config: AgentConfig['runtime'],
   node: string,
-  options: { logger?: RuntimeLogger; onFailure?: (report: FailureReport) => void } = {},
+  options: { logger?: Logger; onFailure?: (report: FailureReport) => void } = {},
 ): DockerWorkloadController {
   const runtime = new DockerContainerRuntime(createDockerClient(config.dockerHost), { callTimeoutMs: config.timing.callTimeoutMs });
   return new DockerWorkloadController({

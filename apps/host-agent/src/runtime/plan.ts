@@ -1,3 +1,4 @@
+import { backoffDelay } from '@tether/common';
 import type { Workload } from '@tether/protocol';
 import type { EngineState, HealthState } from './container-runtime.js';
 import { RUNTIME_ERROR_CODES } from './errors.js';
@@ -60,7 +61,8 @@ export interface PlanContext {
 
 /** Delay before restart number `attempt` (1-based): initial, doubling, capped. */
 export function restartDelay(attempt: number, backoff: PlanContext['restartBackoff']): number {
-  return Math.min(backoff.maxMs, backoff.initialMs * 2 ** Math.max(0, attempt - 1));
+  // No jitter: a plan is a pure function of its inputs, and one host's restarts need no spreading.
+  return backoffDelay(attempt - 1, { ...backoff, jitter: 0 });
 }
 
 // Which container keeps a replica slot when there are several: the one that serves, then the newest.

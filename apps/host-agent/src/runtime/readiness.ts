@@ -1,3 +1,4 @@
+import { sleep, truncate } from '@tether/common';
 import type { ContainerDetails, ContainerRuntime } from './container-runtime.js';
 import { RUNTIME_ERROR_CODES, RuntimeError } from './errors.js';
 
@@ -19,16 +20,13 @@ export interface ReadinessTarget {
   minReadyMs: number;
 }
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
-const clip = (text: string, max: number) => (text.length > max ? `…${text.slice(-max)}` : text);
 
 async function exitReason(runtime: ContainerRuntime, d: ContainerDetails, logLines: number): Promise<string> {
   let reason = d.exitCode === null ? `container ${d.state}` : `exited with code ${d.exitCode}`;
   if (d.oomKilled) reason += ' (killed: out of memory)';
   if (d.error) reason += `: ${d.error}`;
   const output = await runtime.logsTail(d.id, logLines).catch(() => '');
-  if (output.trim()) reason += `; last output: ${clip(output.trim().replace(/\s*\n\s*/g, ' | '), 400)}`;
+  if (output.trim()) reason += `; last output: ${truncate(output.trim().replace(/\s*\n\s*/g, ' | '), 401, { keep: 'end' })}`;
   return reason;
 }
 

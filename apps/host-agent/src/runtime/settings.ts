@@ -1,5 +1,6 @@
-// Tunables of the runtime half of the agent, with the defaults documented in
-// docs/operations.md (each has an environment variable in config.ts).
+// Tunables of the runtime half of the agent. The defaults below are the only
+// ones: config.ts takes its environment defaults from them, and
+// docs/operations.md documents them.
 
 export interface RuntimeTiming {
   /** Bound on every Docker API call (pulls and stops have their own). */
@@ -32,7 +33,7 @@ export interface RestartPolicy {
   resetAfterMs: number;
 }
 
-export const DEFAULT_TIMING: RuntimeTiming = Object.freeze({
+export const DEFAULT_RUNTIME_TIMING: RuntimeTiming = Object.freeze({
   callTimeoutMs: 10_000,
   observeTimeoutMs: 2_000,
   pullTimeoutMs: 300_000,
@@ -52,13 +53,3 @@ export const DEFAULT_RESTART_POLICY: RestartPolicy = Object.freeze({
   backoffMaxMs: 60_000,
   resetAfterMs: 600_000,
 });
-
-/** The subset of pino the runtime uses, so tests can pass a silent or recording logger. */
-export interface RuntimeLogger {
-  debug(obj: object, msg?: string): void;
-  info(obj: object, msg?: string): void;
-  warn(obj: object, msg?: string): void;
-  error(obj: object, msg?: string): void;
-}
-
-export const silentLogger: RuntimeLogger = { debug() {}, info() {}, warn() {}, error() {} };

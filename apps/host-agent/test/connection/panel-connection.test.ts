@@ -1,7 +1,7 @@
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Workload } from '@tether/protocol';
-import { waitFor } from '@tether/testkit';
+import { FIELD_LIMITS, type Workload } from '@tether/protocol';
+import { ManualClock, waitFor } from '@tether/testkit';
 import { PanelConnection, agentConnectUrl } from '../../src/connection/panel-connection.js';
 import type { DeployOutcome, Observation, WorkloadController } from '../../src/controllers.js';
 import { DisabledRouting } from '../../src/null-controllers.js';
@@ -34,7 +34,7 @@ afterEach(async () => {
   await Promise.all(panels.splice(0).map((p) => p.stop()));
 });
 
-async function setup(options: { reconnect?: Partial<PanelConnection['options' & never]>; random?: () => number; min?: number; max?: number } = {}) {
+async function setup(options: { reconnect?: Partial<PanelConnection['options' & never]>; random?: () => number; min?: number; max?: number; clock?: ManualClock } = {}) {
   const panel = new FakePanel();
   panels.push(panel);
   const url = await panel.start();
@@ -49,6 +49,7 @@ async function setup(options: { reconnect?: Partial<PanelConnection['options' & 
     reconnect: { minMs: options.min ?? 50, maxMs: options.max ?? 400, healthySessionMs: 300, connectTimeoutMs: 1_000 },
     logger: pino({ level: 'silent' }),
     ...(options.random ? { random: options.random } : {}),
+    ...(options.clock ? { clock: options.clock } : {}),
   });
   connections.push(connection);
   return { panel, workloads, connection };
@@ -105,6 +106,21 @@ describe('panel connection', () => {
     expect(after).toBeGreaterThanOrEqual(290);
     expect(after).toBeLessThanOrEqual(1_300);
     await panel.waitForConnection(2, 3_000);
+  });
+
+  it('never drops the panel a millisecond early, though its timer fires 1 ms early (injected clock)', async () => {
+    const clock = new ManualClock(1);
+    const { panel, connection } = await setup({ clock });
+    panel.autoWelcome = { agentIdleTimeoutMs: 300, heartbeatIntervalMs: 60_000 };
+    const ready = new Promise<void>((resolve) => connection.once('ready', () => resolve()));
+    connection.start();
+    const conn = await panel.waitForConnection(1);
+    await ready;
+    clock.advance(299.75);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(conn.closedAt).toBeNull();
+    clock.advance(1.25);
+    await waitFor(() => conn.closedAt, { timeoutMs: 2_000 });
   });
 
   it('reconnects with exponential backoff and full jitter, capped, reset after a healthy session', async () => {
@@ -166,5 +182,27 @@ describe('panel connection', () => {
     conn.send({ type: 'ping', id: 'p-2' });
     await conn.waitFor((m) => m.type === 'pong');
     expect(connection.state).toBe('ready');
+  });
+
+  it('sanitises free text before sending: a crashed container\'s output with NUL and escapes, a deploy failure of the agent itself', async () => {
+    const { panel, workloads, connection } = await setup();
+    connection.start();
+    const conn = await panel.waitForConnection(1);
+    await waitFor(() => connection.state === 'ready');
+    conn.send({ type: 'deploy', id: 'p-1', workload });
+    await conn.waitFor((m) => m.type === 'ack');
+    const output = `exited with code 1; last output: boom\u0000\u001b[31mred\r${'x'.repeat(5_000)}`;
+    workloads.pending[0]!({ status: 'failed', code: 'CONTAINER_EXITED', reason: output });
+    const result = await conn.waitFor((m) => m.type === 'deploy.result');
+    if (result.type !== 'deploy.result') throw new Error('unreachable');
+    expect(result.reason.startsWith('exited with code 1; last output: boom\\u0000\\u001b[31mred\\u000dxxx')).toBe(true);
+    expect(result.reason.includes('\u0000')).toBe(false);
+    expect(result.reason.length).toBeLessThanOrEqual(FIELD_LIMITS.text);
+
+    // A deploy that throws inside the agent is reported with the catalogued AGENT_ERROR code.
+    workloads.deploy = () => Promise.reject(new Error('bug\u0000here'));
+    conn.send({ type: 'deploy', id: 'p-2', workload: { ...workload, deploymentId: 'd2' } });
+    const failed = await conn.waitFor((m) => m.type === 'deploy.result' && m.deploymentId === 'd2');
+    expect(failed).toMatchObject({ status: 'failed', code: 'AGENT_ERROR', reason: 'bug\\u0000here' });
   });
 });

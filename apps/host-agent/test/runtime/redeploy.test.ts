@@ -1,7 +1,7 @@
 import { ensureDocker, sleep, waitFor } from '@tether/testkit';
 import { describe, expect, it } from 'vitest';
 import { LABELS } from '../../src/docker/docker-client.js';
-import { silentLogger } from '../../src/runtime/settings.js';
+import { silentLogger } from '@tether/common';
 import { TEST_TIMING, type RuntimeHarness, useHarness } from './support/harness.js';
 
 const docker = await ensureDocker();

@@ -1,14 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { createDockerWorkloadController } from '../../src/runtime/index.js';
-import { DEFAULT_RESTART_POLICY, DEFAULT_TIMING } from '../../src/runtime/settings.js';
+import { DEFAULT_RESTART_POLICY, DEFAULT_RUNTIME_TIMING } from '../../src/runtime/settings.js';
 
 const base = { TETHER_PANEL_URL: 'http://127.0.0.1:8080', TETHER_NODE_TOKEN: 'n'.repeat(32) };
 
 describe('runtime configuration', () => {
   it('defaults match the runtime defaults (and docs/operations.md)', () => {
     const { runtime } = loadConfig(base);
-    const { readinessPollMs: _poll, eventReconnectMinMs: _min, eventReconnectMaxMs: _max, ...configurable } = DEFAULT_TIMING;
+    const { readinessPollMs: _poll, eventReconnectMinMs: _min, eventReconnectMaxMs: _max, ...configurable } = DEFAULT_RUNTIME_TIMING;
     expect(runtime.timing).toEqual(configurable);
     expect(runtime.restart).toEqual(DEFAULT_RESTART_POLICY);
   });
