@@ -102,6 +102,13 @@ describe('database stopped for 10 s with three live sessions', () => {
     const registry = panel.app.agentSide.registry;
     const sessionIds = agents.map((a) => a.welcome.sessionId);
     const extra = await panel.createNode('outage-late');
+    // A deployment delivered to node a, and a valid customer token the database never verified for this panel.
+    const service = await panel.createService(agents[0]!.welcome.nodeId);
+    const deployment = await panel.prisma.deployment.create({
+      data: { serviceId: service.id, nodeId: agents[0]!.welcome.nodeId, spec: {}, status: 'delivered', sessionId: sessionIds[0] },
+    });
+    const customer = await panel.api('POST', `/v1/teams/${service.teamId}/tokens`, { name: 'never used' });
+    expect(customer.status).toBe(201);
     await pg.stop();
     const outageStarted = Date.now();
 
@@ -131,6 +138,14 @@ describe('database stopped for 10 s with three live sessions', () => {
     const status = await timed('/v1/status');
     expect(status.status).toBe(200);
     expect(status.headers.get('x-tether-from-memory')).not.toBeNull();
+    // A token the panel has not verified before cannot be checked now: 503, never 401.
+    const unverified = await panel.api('GET', '/v1/status', undefined, customer.body.token);
+    expect(unverified.status).toBe(503);
+    expect(unverified.body.error.code).toBe('DATABASE_UNAVAILABLE');
+
+    // The agent reports the deployment's result during the outage: held, and written afterwards.
+    const resultSentAt = Date.now();
+    agents[0]!.send({ type: 'deploy.result', id: 'result-1', deploymentId: deployment.id, status: 'running', reason: 'healthy', code: null });
 
     // One session ends during the outage: torn down at once, its close held for the database.
     agents[2]!.close();
@@ -159,6 +174,10 @@ describe('database stopped for 10 s with three live sessions', () => {
     ]);
     expect(c[1]!.at.getTime()).toBeGreaterThanOrEqual(outageStarted);
     for (const name of ['outage-a', 'outage-b']) expect((await history(name)).map((e) => e.kind)).toEqual(['opened']);
+    const finished = await panel.prisma.deployment.findUniqueOrThrow({ where: { id: deployment.id } });
+    expect(finished).toMatchObject({ status: 'running', reason: 'healthy' });
+    // Recorded at the time it happened, not when the database came back.
+    expect(Math.abs(finished.finishedAt!.getTime() - resultSentAt)).toBeLessThan(1_000);
     // The late node's agent gets in now.
     expect((await upgrade(extra.token)).status).toBe(101);
   }, 60_000);

@@ -126,9 +126,13 @@ describe('panel restarted during an outage', () => {
     const panel = await startPanel({ databaseUrl: url, dataDir, env: { ...SHORT, TETHER_SESSION_IDLE_MS: '5000' } });
     cleanup.push(() => panel.close());
     const nodes = [await panel.createNode('replay-1'), await panel.createNode('replay-2')];
-    const agents = await Promise.all(nodes.map((n) => RawAgent.connect({ url: panel.url, token: n.token, node: n.name, heartbeatMs: 300 })));
+    // One after the other, so the history's order is known.
+    const agents: RawAgent[] = [];
+    for (const n of nodes) {
+      agents.push(await RawAgent.connect({ url: panel.url, token: n.token, node: n.name, heartbeatMs: 300 }));
+      await waitFor(async () => (await panel.prisma.sessionEvent.count()) === agents.length);
+    }
     const sessionIds = agents.map((a) => a.welcome.sessionId);
-    await waitFor(async () => (await panel.prisma.sessionEvent.count()) === 2);
 
     await pg.stop();
     agents[0]!.close();
