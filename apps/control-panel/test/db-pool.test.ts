@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startFaultablePostgres, waitFor, type FaultablePostgres } from '@tether/testkit';
 import { createPrisma, healthOf, MIGRATIONS_DIR, type Db } from '../src/db/database.js';
-import { DbHealth, isDatabaseUnavailable } from '../src/db/db-faults.js';
+import { DbHealth, isDatabaseUnavailable, isPermanentDatabaseError } from '../src/db/db-faults.js';
 import { applyMigrations } from '../src/db/migrate.js';
 import { createPool } from '../src/db/pg-pool.js';
 
@@ -86,11 +86,15 @@ describe('bounded pool', () => {
     await prisma.team.create({ data: { name: 'unique-once' } });
     const duplicate = await timed(prisma.team.create({ data: { name: 'unique-once' } }));
     expect(isDatabaseUnavailable(duplicate.error)).toBe(false);
+    expect(isPermanentDatabaseError(duplicate.error)).toBe(true);
     expect(isDatabaseUnavailable(new Error('boom'))).toBe(false);
+    // Unknown: not permanent, so the session-fact writer keeps and retries rather than drop it.
+    expect(isPermanentDatabaseError(new Error('boom'))).toBe(false);
     expect(isDatabaseUnavailable(new TypeError("Cannot read properties of undefined (reading 'id')"))).toBe(false);
     await pg.stop();
     const down = await timed(prisma.team.count());
     expect(isDatabaseUnavailable(down.error)).toBe(true);
+    expect(isPermanentDatabaseError(down.error)).toBe(false);
     expect(down.ms).toBeLessThan(LIMIT_MS);
     await pg.start();
     expect(await prisma.team.count()).toBe(1);

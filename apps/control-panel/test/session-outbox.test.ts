@@ -119,6 +119,30 @@ describe('outbox order across an outage', () => {
   }, 60_000);
 });
 
+describe('a fact the database refuses for good', () => {
+  it('is discarded alone (logged, its promise rejected); the facts around it commit in order', async () => {
+    const { prisma } = await database();
+    const node = await createNode(prisma, 'poison-1');
+    const errors: string[] = [];
+    const logger = { ...silentLogger, error: (_fields: object, message?: string) => void errors.push(message ?? '') };
+    const outbox = new SessionFactOutbox({ writer: new PrismaFactWriter(prisma, { maxWait: 800, timeout: 1_600 }), logger, retryMaxMs: 200, maxPending: 1_000 });
+    const at = new Date().toISOString();
+    outbox.start();
+    const results = await Promise.allSettled([
+      outbox.submit({ kind: 'session.opened', nodeId: node.id, sessionId: 'p-1', at }),
+      // No such node: a foreign-key violation, which no retry can fix.
+      outbox.submit({ kind: 'session.opened', nodeId: 'no-such-node', sessionId: 'p-2', at }),
+      outbox.submit({ kind: 'session.closed', nodeId: node.id, sessionId: 'p-1', code: 1000, reason: 'done', at, lastFrameAt: at, superseded: false }),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect(outbox.stats.rejected).toBe(1);
+    expect(errors).toEqual(['session fact could not be written and was discarded']);
+    const rows = await prisma.sessionEvent.findMany({ orderBy: { id: 'asc' } });
+    expect(rows.map((r) => `${r.sessionId}:${r.kind}`)).toEqual(['p-1:opened', 'p-1:closed']);
+    await outbox.stop(1_000);
+  });
+});
+
 describe('panel restarted during an outage', () => {
   it('spills the closes it could not write, and the next start replays them once, in order, before closing orphans', async () => {
     const dataDir = await tempDir();

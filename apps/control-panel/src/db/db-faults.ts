@@ -53,6 +53,29 @@ export function isDatabaseUnavailable(err: unknown): boolean {
   return false;
 }
 
+/**
+ * True when the database itself refused a statement for good: a constraint,
+ * a missing row, bad data (Prisma P2xxx request errors other than pool and
+ * transaction timeouts, SQLSTATE classes 22 and 23). Retrying cannot help.
+ * Anything else that is not "unavailable" is treated as transient by the
+ * session-fact writer, which keeps and retries it rather than lose a row.
+ */
+export function isPermanentDatabaseError(err: unknown): boolean {
+  if (isDatabaseUnavailable(err)) return false;
+  const seen = new Set<unknown>();
+  let current: unknown = err;
+  while (current && typeof current === 'object' && !seen.has(current)) {
+    seen.add(current);
+    const e = current as { code?: unknown; originalCode?: unknown; meta?: { driverAdapterError?: unknown; code?: unknown }; cause?: unknown };
+    for (const code of [e.code, e.originalCode, e.meta?.code]) {
+      if (typeof code !== 'string') continue;
+      if (/^P2\d{3}$/.test(code) || /^2[23][0-9A-Z]{3}$/.test(code)) return true;
+    }
+    current = e.meta?.driverAdapterError ?? e.cause;
+  }
+  return false;
+}
+
 /** Thrown by the panel's own deadlines around the database (readiness probe). */
 export class DatabaseUnavailableError extends Error {
   constructor(message: string) {

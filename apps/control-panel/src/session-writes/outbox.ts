@@ -1,5 +1,5 @@
 import type { Logger } from '@tether/common';
-import { isDatabaseUnavailable } from '../db/db-faults.js';
+import { isDatabaseUnavailable, isPermanentDatabaseError } from '../db/db-faults.js';
 import type { DurableFact, FactResult, FactWriter } from './facts.js';
 import type { SpillFile, SpilledFact } from './spill-file.js';
 
@@ -11,8 +11,9 @@ import type { SpillFile, SpilledFact } from './spill-file.js';
 // also appended to the spill file, which a restarted panel replays in order.
 // Last-seen and token last-used times are coalesced (one newest time per node
 // or token) and are the only thing dropped when the queue outgrows its limit.
-// A fact that fails for any other reason than an unavailable database (a bug,
-// a deleted node) is isolated, logged and rejected, so it cannot block the rest.
+// A fact the database refuses for good (a constraint, a deleted node) is
+// isolated, logged and rejected, so it cannot block the rest; any other error
+// is retried like an outage, since dropping a fact would lose a history row.
 
 export interface OutboxOptions {
   writer: FactWriter;
@@ -202,7 +203,7 @@ export class SessionFactOutbox {
         this.committed(batch, results);
         return true;
       } catch (err) {
-        if (isDatabaseUnavailable(err)) return this.refused(err);
+        if (!isPermanentDatabaseError(err)) return this.refused(err);
         return this.isolate(batch);
       }
     }
@@ -241,7 +242,7 @@ export class SessionFactOutbox {
         const [result] = await this.options.writer.apply([entry.fact]);
         this.committed([entry], [result]);
       } catch (err) {
-        if (isDatabaseUnavailable(err)) return this.refused(err);
+        if (!isPermanentDatabaseError(err)) return this.refused(err);
         this.queue.shift();
         this.stats.rejected++;
         this.options.logger.error({ err, fact: entry.fact }, 'session fact could not be written and was discarded');
@@ -252,7 +253,10 @@ export class SessionFactOutbox {
   }
 
   private refused(err: unknown): false {
-    if (!this.degraded) {
+    if (!isDatabaseUnavailable(err)) {
+      // Not an outage and not a constraint: most likely a bug. Kept and retried all the same, and said loudly.
+      this.options.logger.error({ err, pending: this.pending }, 'session facts could not be written (unexpected error); held and retried');
+    } else if (!this.degraded) {
       this.options.logger.warn(
         { err, pending: this.pending, file: this.options.spill?.file },
         'database unavailable: session facts are held, spilled to the outbox file and retried',
@@ -283,7 +287,7 @@ export class SessionFactOutbox {
       await write([...taken].map(([id, t]) => [id, new Date(t)]));
       return true;
     } catch (err) {
-      if (isDatabaseUnavailable(err)) {
+      if (!isPermanentDatabaseError(err)) {
         for (const [id, t] of taken) if ((pending.get(id) ?? 0) < t) pending.set(id, t);
         return this.refused(err);
       }

@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { startTestPostgres, type TestPostgres } from '@tether/testkit';
+import { startTestPostgres, waitFor, type TestPostgres } from '@tether/testkit';
 import { buildApp } from '../../src/app.js';
 import { loadConfig, type PanelConfig } from '../../src/config.js';
 import { createPrisma, MIGRATIONS_DIR, type Db } from '../../src/db/database.js';
@@ -28,6 +28,8 @@ export interface Panel {
   createService(nodeId: string, name?: string): Promise<{ id: string; teamId: string; name: string }>;
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- tests read answers ad hoc
   api(method: string, path: string, body?: unknown, token?: string): Promise<{ status: number; body: any; ms: number }>;
+  /** Resolves once every session fact queued so far has been written (the outbox is empty). */
+  settled(): Promise<void>;
   /** Stops the HTTP side only (a panel restart keeps the database). */
   stopApp(): Promise<void>;
   /** Starts a new app on the same port and database, like a panel restart. */
@@ -103,6 +105,9 @@ export async function startPanel(options: PanelOptions = {}): Promise<Panel> {
       });
       const text = await res.text();
       return { status: res.status, body: text ? JSON.parse(text) : null, ms: performance.now() - started };
+    },
+    async settled() {
+      await waitFor(() => app.sessionFacts.pending === 0);
     },
     async stopApp() {
       await app.close();
