@@ -36,6 +36,7 @@ import { PrismaFactWriter } from './session-writes/fact-writer.js';
 import { ORPHANED_REASON } from './session-writes/facts.js';
 import { SessionFactOutbox } from './session-writes/outbox.js';
 import { SpillFile } from './session-writes/spill-file.js';
+import { watchOutbox } from './session-writes/outbox-metrics.js';
 import { OutboxSessionStore, type SessionStore } from './sessions/session-store.js';
 
 /** Shown in the OpenAPI document. */
@@ -98,6 +99,9 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     maxPending: deps.config.outbox.maxPending,
   });
   app.decorate('sessionFacts', outbox);
+  const events = deps.events ?? new PanelEvents();
+  const metrics = deps.metrics ?? createMetrics();
+  watchOutbox(metrics, outbox);
   await app.register(authPlugin, {
     prisma: deps.prisma,
     lastUsedFlushMs: deps.config.tokenLastUsedFlushMs,
@@ -105,8 +109,6 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     outbox,
   });
 
-  const events = deps.events ?? new PanelEvents();
-  const metrics = deps.metrics ?? createMetrics();
   const store = new OutboxSessionStore(deps.prisma, outbox, db.connectTimeoutMs + db.queryTimeoutMs);
   const agents = createAgentSide({
     config: deps.config,

@@ -151,6 +151,10 @@ describe('database stopped for 10 s with three live sessions', () => {
     agents[2]!.close();
     await waitFor(() => registry.size === 2);
     expect(panel.app.sessionFacts.pending).toBeGreaterThan(0);
+    // What an operator's dashboard shows meanwhile.
+    const during = await (await fetch(`${panel.url}/metrics`)).text();
+    expect(Number(/^tether_session_facts_pending (\d+)$/m.exec(during)?.[1])).toBeGreaterThan(0);
+    expect(Number(/^tether_session_facts_spilled_total (\d+)$/m.exec(during)?.[1])).toBeGreaterThan(0);
 
     // The rest of the 10 s: the other sessions stay, on the same session ids.
     await new Promise((r) => setTimeout(r, 10_000 - (Date.now() - outageStarted)));
@@ -167,6 +171,7 @@ describe('database stopped for 10 s with three live sessions', () => {
 
     // Nothing lost: the session that ended meanwhile is opened and then closed, in that order.
     await waitFor(() => panel.app.sessionFacts.pending === 0, { timeoutMs: 5_000 });
+    expect(await (await fetch(`${panel.url}/metrics`)).text()).toMatch(/^tether_session_facts_pending 0$/m);
     const c = await history('outage-c');
     expect(c.map((e) => [e.sessionId, e.kind])).toEqual([
       [sessionIds[2], 'opened'],
