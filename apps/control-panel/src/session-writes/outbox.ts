@@ -96,7 +96,8 @@ export class SessionFactOutbox {
       const entry: Entry = { seq: this.nextSeq++, fact, resolve, reject };
       this.queue.push(entry);
       // While the database refuses writes, a new fact goes to the file at once: a crash now must not lose it.
-      if (this.degraded) this.spillPending();
+      // So does one that arrives after stop(): nothing writes it any more, the next start will.
+      if (this.degraded || this.stopped) this.spillPending();
       this.kick();
     });
   }
