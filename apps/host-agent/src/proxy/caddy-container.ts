@@ -54,6 +54,8 @@ export function caddyHostPaths(hostDir: string) {
 export class CaddyContainer implements ProxySupervisor {
   private readonly paths: ReturnType<typeof caddyHostPaths>;
   private inFlight: Promise<void> | null = null;
+  /** A container was created since the controller last asked: its first load is `initial`. */
+  private created = false;
 
   constructor(private readonly options: CaddyContainerOptions) {
     this.paths = caddyHostPaths(options.hostDir);
@@ -102,6 +104,7 @@ export class CaddyContainer implements ProxySupervisor {
     }
     if (!keep) {
       await this.create(spec);
+      this.created = true;
       logger.info({ node: this.options.node }, 'proxy container created');
     } else if (keep.state !== 'running' && keep.state !== 'restarting') {
       await runtime.start(keep.id);
@@ -110,6 +113,12 @@ export class CaddyContainer implements ProxySupervisor {
       return;
     }
     await this.waitReady();
+  }
+
+  takeCreated(): boolean {
+    const created = this.created;
+    this.created = false;
+    return created;
   }
 
   /** Removes the proxy container (decommissioning a node; tests). An agent stop leaves it running. */

@@ -11,7 +11,7 @@ import { DisabledRouting } from '../null-controllers.js';
 import { createCaddyAdmin, parseAdminUrl } from './caddy-admin.js';
 import { CaddyContainer, caddyHostPaths } from './caddy-container.js';
 import { CADDY_CONTAINER, CADDY_CONTAINER_ADMIN, ensureCaddyImage } from './caddy-image.js';
-import { CaddyRoutingController } from './routing-controller.js';
+import { CaddyRoutingController, type ReloadRecord } from './routing-controller.js';
 import type { CaddyAdminSettings, ProxyTlsMode } from './render.js';
 
 // One way to build the routing controller per TETHER_PROXY mode. The agent
@@ -31,7 +31,9 @@ interface CommonOptions {
   configPath?: string;
   adminTimeoutMs: number;
   checkIntervalMs: number;
+  fullCheckIntervalMs?: number;
   serving: ServingOptions;
+  onReload?: (reload: ReloadRecord) => void;
   logger: Logger;
   now?: () => Date;
 }
@@ -79,6 +81,8 @@ export function createExternalRoutingController(o: ExternalProxyOptions): CaddyR
     proxy: createCaddyAdmin({ adminUrl: o.adminUrl, timeoutMs: o.adminTimeoutMs }),
     render: { admin: adminSettingsFor(o.adminUrl, o.adminListen), ...o.serving },
     checkIntervalMs: o.checkIntervalMs,
+    ...(o.fullCheckIntervalMs ? { fullCheckIntervalMs: o.fullCheckIntervalMs } : {}),
+    ...(o.onReload ? { onReload: o.onReload } : {}),
     logger: o.logger,
     ...(o.now ? { now: o.now } : {}),
   });
@@ -112,6 +116,8 @@ export function createContainerRoutingController(o: ContainerProxyOptions): { co
     // Inside the container Caddy always listens on 80/443; the host ports are Docker's mapping.
     render: { ...o.serving, admin: CADDY_CONTAINER_ADMIN, httpPort: CADDY_CONTAINER.httpPort, httpsPort: CADDY_CONTAINER.httpsPort },
     checkIntervalMs: o.checkIntervalMs,
+    ...(o.fullCheckIntervalMs ? { fullCheckIntervalMs: o.fullCheckIntervalMs } : {}),
+    ...(o.onReload ? { onReload: o.onReload } : {}),
     supervisor: container,
     logger: o.logger,
     ...(o.now ? { now: o.now } : {}),
@@ -126,6 +132,7 @@ export function createRoutingController(config: AgentConfig, deps: { logger: Log
     configPath: p.caddyConfigPath,
     adminTimeoutMs: p.adminTimeoutMs,
     checkIntervalMs: p.checkIntervalMs,
+    fullCheckIntervalMs: p.fullCheckIntervalMs,
     serving: { tls: p.tls, httpPort: p.httpPort, httpsPort: p.httpsPort, acmeEmail: p.acmeEmail ?? null },
     logger: deps.logger,
   };
