@@ -73,10 +73,12 @@ export function createAgentSide(deps: {
   });
   const dispatcher = new SessionDispatcher({ registry, store, events, logger, metrics });
   const workloads = new WorkloadSync(registry, store, logger);
+  const recorder = new PrismaReloadRecorder(deps.prisma);
   const routing = new RoutingReconciler({
     sessions: registry,
     maps: deps.maps ?? new PrismaRoutingMapSource(deps.prisma),
-    reloads: new PrismaReloadRecorder(deps.prisma),
+    reloads: recorder,
+    events: recorder,
     logger,
     intervalMs: config.routing.reconcileIntervalMs,
     debounceMs: config.routing.debounceMs,

@@ -1,16 +1,23 @@
 import os from 'node:os';
+import path from 'node:path';
 import { pino, type Logger } from 'pino';
 import { createAgent, type Agent } from './agent.js';
 import { runMain } from '@tether/common';
 import { loadConfig, type AgentConfig } from './config.js';
 import type { RoutingController, WorkloadController } from './controllers.js';
 import { UnavailableWorkloads } from './null-controllers.js';
-import { createRoutingController } from './proxy/index.js';
+import { EventJournal, createRoutingController, reloadEvent } from './proxy/index.js';
 import { createDockerWorkloadController } from './runtime/index.js';
 
 // Reads configuration, builds the controllers the config asks for and starts the agent.
 
-function controllers(config: AgentConfig, nodeName: string, logger: Logger, agent: () => Agent | undefined): { workloads: WorkloadController; routing: RoutingController } {
+function controllers(
+  config: AgentConfig,
+  nodeName: string,
+  logger: Logger,
+  agent: () => Agent | undefined,
+  journal: EventJournal | undefined,
+): { workloads: WorkloadController; routing: RoutingController } {
   const workloads =
     config.runtime.kind === 'none'
       ? new UnavailableWorkloads()
@@ -19,7 +26,14 @@ function controllers(config: AgentConfig, nodeName: string, logger: Logger, agen
           // A container that crashed past its restart budget fails its deployment, visibly, on the panel.
           onFailure: (report) => agent()?.connection.reportResult(report.deploymentId, { status: 'failed', code: report.code, reason: report.reason }),
         });
-  const routing = createRoutingController({ ...config, nodeName }, { logger });
+  const routing = createRoutingController(
+    { ...config, nodeName },
+    {
+      logger,
+      // Every reload, also those of the periodic proxy check, goes to the panel's history exactly once.
+      onReload: (reload) => void journal?.record(reloadEvent(reload)),
+    },
+  );
   return { workloads, routing };
 }
 
@@ -29,7 +43,11 @@ runMain(
     const logger = pino({ level: config.logLevel });
     const nodeName = config.nodeName ?? os.hostname();
     const ref: { agent?: Agent } = {};
-    const agent = createAgent({ ...config, nodeName }, { logger, ...controllers(config, nodeName, logger, () => ref.agent) });
+    const journal = config.proxy.kind === 'none' ? undefined : await EventJournal.open(path.join(config.stateDir, 'proxy-events.json'), { logger });
+    const agent = createAgent(
+      { ...config, nodeName },
+      { logger, ...controllers(config, nodeName, logger, () => ref.agent, journal), ...(journal ? { events: journal } : {}) },
+    );
     ref.agent = agent;
     logger.info({ panel: config.panelUrl, node: nodeName, runtime: config.runtime.kind, proxy: config.proxy.kind }, 'tether agent starting');
     await agent.start();

@@ -125,7 +125,10 @@ export function createContainerRoutingController(o: ContainerProxyOptions): { co
   return { controller, container };
 }
 
-export function createRoutingController(config: AgentConfig, deps: { logger: Logger; docker?: Docker }): RoutingController {
+export function createRoutingController(
+  config: AgentConfig,
+  deps: { logger: Logger; docker?: Docker; onReload?: (reload: ReloadRecord) => void },
+): RoutingController {
   const p = config.proxy;
   const common: CommonOptions = {
     stateDir: config.stateDir,
@@ -135,6 +138,7 @@ export function createRoutingController(config: AgentConfig, deps: { logger: Log
     fullCheckIntervalMs: p.fullCheckIntervalMs,
     serving: { tls: p.tls, httpPort: p.httpPort, httpsPort: p.httpsPort, acmeEmail: p.acmeEmail ?? null },
     logger: deps.logger,
+    ...(deps.onReload ? { onReload: deps.onReload } : {}),
   };
   if (p.kind === 'none') return new DisabledRouting();
   if (p.kind === 'external') {

@@ -7,3 +7,4 @@ export { DISRUPTIVE_KINDS, RELOAD_KINDS, type ReloadKind } from './routing-state
 export { CaddyContainer } from './caddy-container.js';
 export { ensureCaddyImage, CADDY_CONTAINER_ADMIN } from './caddy-image.js';
 export * from './create-routing-controller.js';
+export { EventJournal, reloadEvent, eventKey, type JournalEvent, type NewJournalEvent } from './event-journal.js';

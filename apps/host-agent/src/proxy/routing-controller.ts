@@ -36,6 +36,9 @@ export interface ProxySupervisor {
 export interface ReloadRecord {
   kind: ReloadKind;
   reason: string;
+  /** When the load was sent; Caddy closes proxied connections between this and `at`. */
+  startedAt: Date;
+  /** When Caddy answered the load. */
   at: Date;
   hashBefore: string | null;
   hashAfter: string;
@@ -245,6 +248,7 @@ export class CaddyRoutingController implements RoutingController {
 
     const { kind, reason } = this.classify(store, ordered, running, created);
     const hashBefore = store.appliedHash;
+    const startedAt = this.now();
     try {
       this.adminCalls.loads += 1;
       await this.options.proxy.load(rendered.json);
@@ -262,7 +266,7 @@ export class CaddyRoutingController implements RoutingController {
     }
     this.options.logger.info({ hash, kind, reason, reloadsToday: store.status().reloadsToday }, 'proxy reloaded');
     try {
-      this.options.onReload?.({ kind, reason, at, hashBefore, hashAfter: hash });
+      this.options.onReload?.({ kind, reason, startedAt, at, hashBefore, hashAfter: hash });
     } catch (error) {
       this.options.logger.error({ err: error }, 'reload listener failed');
     }
