@@ -1,11 +1,12 @@
+import type { Logger } from '@tether/common';
 import type { EventEmitter } from 'node:events';
-import type { FastifyBaseLogger } from 'fastify';
 import { CLOSE_CODES, closeCodeName } from '@tether/protocol';
 import type { PanelConfig } from './config.js';
 import type { Db } from './db/database.js';
 import type { PanelEvents } from './panel-events.js';
-import type { PanelMetrics } from './panel-metrics.js';
+import type { PanelMetrics, ReloadKind } from './panel-metrics.js';
 import { PrismaReloadRecorder } from './routing/reload-store.js';
+import type { ProxyEventStore, ReloadRecorder } from './routing/routing-reconciler.js';
 import { PrismaRoutingMapSource, type RoutingMapSource } from './routing/routing-map.js';
 import { RoutingReconciler } from './routing/routing-reconciler.js';
 import { SessionRegistry } from './sessions/registry.js';
@@ -55,6 +56,39 @@ export function wireRouting(registry: SessionRegistry, events: PanelEvents, rout
   return () => off.forEach((f) => f());
 }
 
+const RELOAD_KINDS: readonly ReloadKind[] = ['routing_change', 'no_routing_change', 'initial', 'repair_empty'];
+
+/**
+ * The metric's kind of an agent's reload kind: `change` changed routing,
+ * `repair-drift` reloaded without a routing change (the disruptive symptom of
+ * incident 2, which the alert counts); an initial load and the repair of an
+ * empty (restarted) Caddy sever nothing and have their own values.
+ */
+const METRIC_KIND = { change: 'routing_change', 'repair-drift': 'no_routing_change', initial: 'initial', 'repair-empty': 'repair_empty' } as const;
+
+/** Counts every reload and canary drop an agent reports (each once: only what the store newly recorded), then records it. */
+function countedReloads(inner: PrismaReloadRecorder, registry: SessionRegistry, metrics: PanelMetrics): ReloadRecorder & ProxyEventStore {
+  return {
+    reloaded(record) {
+      const node = registry.get(record.nodeId)?.nodeName;
+      // Agents without proxy.events: by whether the routing hash changed.
+      const kind: ReloadKind = record.hashBefore === record.hashAfter ? 'no_routing_change' : 'routing_change';
+      if (node) metrics.nodeProxyReloads.inc({ node, kind });
+      return inner.reloaded(record);
+    },
+    async store(nodeId, events) {
+      const stored = await inner.store(nodeId, events);
+      const node = registry.get(nodeId)?.nodeName;
+      if (!node) return stored;
+      for (const e of stored) {
+        if (e.event === 'reload') metrics.nodeProxyReloads.inc({ node, kind: METRIC_KIND[e.kind] });
+        else metrics.nodeCanaryDrops.inc({ node, cause: e.cause });
+      }
+      return stored;
+    },
+  };
+}
+
 export function createAgentSide(deps: {
   config: PanelConfig;
   prisma: Db;
@@ -62,7 +96,7 @@ export function createAgentSide(deps: {
   maps?: RoutingMapSource;
   events: PanelEvents;
   metrics: PanelMetrics;
-  logger: FastifyBaseLogger;
+  logger: Logger;
 }): AgentSide {
   const { config, store, events, metrics, logger } = deps;
   const registry = new SessionRegistry({
@@ -73,7 +107,7 @@ export function createAgentSide(deps: {
   });
   const dispatcher = new SessionDispatcher({ registry, store, events, logger, metrics });
   const workloads = new WorkloadSync(registry, store, logger);
-  const recorder = new PrismaReloadRecorder(deps.prisma);
+  const recorder = countedReloads(new PrismaReloadRecorder(deps.prisma), registry, metrics);
   const routing = new RoutingReconciler({
     sessions: registry,
     maps: deps.maps ?? new PrismaRoutingMapSource(deps.prisma),
@@ -97,13 +131,19 @@ export function createAgentSide(deps: {
       registry.close(nodeId, CLOSE_CODES.DECOMMISSIONED, 'node decommissioned by an operator');
     }),
     // Metrics.
-    listen(registry, 'opened', () => {
+    listen(registry, 'opened', (session) => {
       metrics.sessionsOpened.inc();
       metrics.sessionsConnected.set(registry.size);
+      const node = session.nodeName;
+      metrics.nodeSessionsOpened.inc({ node });
+      // Per-node counters exist from the first session on, so increase() sees their first event.
+      metrics.nodeAckTimeouts.inc({ node }, 0);
+      for (const kind of RELOAD_KINDS) metrics.nodeProxyReloads.inc({ node, kind }, 0);
     }),
-    listen(registry, 'closed', (_session, teardown) => {
+    listen(registry, 'closed', (session, teardown) => {
       metrics.sessionsConnected.set(registry.size);
       metrics.sessionTeardowns.inc({ reason: closeCodeName(teardown.code) ?? String(teardown.code) });
+      if (teardown.code === CLOSE_CODES.ACK_TIMEOUT) metrics.nodeAckTimeouts.inc({ node: session.nodeName });
     }),
     listen(registry, 'message', (_session, message) => metrics.framesReceived.inc({ type: message.type })),
   ];

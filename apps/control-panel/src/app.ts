@@ -1,13 +1,17 @@
 import websocket from '@fastify/websocket';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import { agentGateway, WS_MAX_PAYLOAD } from './agent-gateway/gateway.js';
+import { MAX_PAYLOAD_BYTES } from '@tether/protocol';
+import { agentGateway } from './agent-gateway/gateway.js';
 import { createAgentSide, type AgentSide } from './agent-side.js';
 import type { PanelConfig } from './config.js';
 import type { Db } from './db/database.js';
 import type { ApiDeps } from './domain/api-deps.js';
 import { ErrorBodySchema } from './errors.js';
 import { authPlugin } from './http/auth.js';
+import { createFleet } from './dashboard/fleet.js';
+import { dashboardRoutes } from './http/dashboard.js';
 import { deploymentRoutes } from './http/deployments.js';
+import { edgeServerOptions, installJsonBodyParser, refuseContentEncodings } from './http/edges.js';
 import { installErrorHandler } from './http/error-handler.js';
 import { healthRoutes } from './http/health.js';
 import { metricsRoutes } from './http/metrics.js';
@@ -64,11 +68,15 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     bodyLimit: 1024 * 1024,
     // Bodies strict ("5" is not a number), query strings and params converted.
     schemaController: partAwareSchemaController(),
+    // Malformed HTTP, undecodable URLs and over-long path parameters answer in the API's error shape.
+    ...edgeServerOptions,
   });
   app.addSchema(ErrorBodySchema);
   installErrorHandler(app);
   // The API speaks JSON only; a text body is 415 UNSUPPORTED_MEDIA_TYPE, not a string that fails validation.
   app.removeContentTypeParser('text/plain');
+  installJsonBodyParser(app);
+  refuseContentEncodings(app);
   // Before any route, so the OpenAPI document sees them all.
   await registerOpenApi(app, PANEL_VERSION);
   await app.register(authPlugin, { prisma: deps.prisma, lastUsedFlushMs: deps.config.tokenLastUsedFlushMs });
@@ -88,9 +96,13 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   app.addHook('onReady', async () => agents.start());
   // preClose: sessions get GOING_AWAY before the server stops accepting.
   app.addHook('preClose', async () => agents.stop());
+  // The fleet page and the per-node metrics: rows from the connected map plus cached database facts.
+  const fleet = createFleet({ config: deps.config, prisma: deps.prisma, registry: agents.registry, routing: agents.routing, metrics, logger: app.log });
+  app.addHook('onReady', async () => fleet.start());
+  app.addHook('preClose', async () => fleet.stop());
 
   // The agent gateway: GET /v1/agent/connect.
-  await app.register(websocket, { options: { maxPayload: WS_MAX_PAYLOAD, perMessageDeflate: false } });
+  await app.register(websocket, { options: { maxPayload: MAX_PAYLOAD_BYTES, perMessageDeflate: false } });
   const s = deps.config.sessions;
   await app.register(agentGateway, {
     prisma: deps.prisma,
@@ -124,5 +136,6 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   await app.register(sessionRoutes, { prefix: '/v1', prisma: deps.prisma, registry: agents.registry, routing: agents.routing });
   await app.register(reloadRoutes, { prefix: '/v1', prisma: deps.prisma, routing: agents.routing });
   await app.register(statusRoutes, { prefix: '/v1', prisma: deps.prisma, registry: agents.registry });
+  await app.register(dashboardRoutes, { prisma: deps.prisma, fleet, publicUrl: deps.config.publicUrl });
   return app;
 }

@@ -10,12 +10,14 @@ import { stopSharedPostgres } from './helpers/rest-harness.js';
 //   routes            domains and path prefixes, DOMAIN_TAKEN, attach/detach events
 //   deployments       persist-then-dispatch, the dispatcher seam, listing
 //   tenant-isolation  two teams x every customer endpoint x every verb
+//   edges             malformed HTTP, URLs and bodies: coded answers, nothing echoed or stored altered
 import './api/auth.js';
 import './api/teams-nodes.js';
 import './api/services.js';
 import './api/routes.js';
 import './api/deployments.js';
 import './api/tenant-isolation.js';
+import './api/edges.js';
 
 afterAll(async () => {
   await stopSharedPostgres();

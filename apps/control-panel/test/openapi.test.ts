@@ -89,6 +89,17 @@ describe('/openapi.json', () => {
     }
   });
 
+  it('lists the answers given before a handler runs: 431 everywhere, 414 with path parameters, 413 and 415 with a body', () => {
+    const documented = operations().filter((o) => Object.keys(o.op.responses).some((s) => s.startsWith('2')) && o.route.startsWith('/v1/'));
+    expect(documented.length).toBeGreaterThanOrEqual(OWN_OPERATIONS.length);
+    for (const { key, route, op } of documented) {
+      const expected = ['431', ...(route.includes('{') ? ['414'] : []), ...(op.requestBody ? ['413', '415'] : [])];
+      for (const status of expected) {
+        expect(op.responses[status]?.content?.['application/json']?.schema.$ref, `${key} ${status}`).toBe('#/components/schemas/ErrorBody');
+      }
+    }
+  });
+
   it('every request body is a closed object schema (unknown fields are refused, and documented as such)', () => {
     const withBodies = operations().filter((o) => o.op.requestBody);
     expect(withBodies.map((o) => o.key).sort()).toEqual(

@@ -215,6 +215,7 @@ describe('proxy.events', () => {
         store: async (_node, evs) => {
           if (fail) throw new Error('database down');
           stored.push(evs.map((e) => e.seq));
+          return evs;
         },
       },
       intervalMs: INTERVAL,

@@ -2,36 +2,20 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { WebSocket } from 'ws';
 import { CLOSE_CODES } from '@tether/protocol';
 import { AckTimeoutError, AgentSession, SessionClosedError } from '../src/sessions/session.js';
+import { stubSocket } from './helpers/stub-socket.js';
 
 // The ACK clock of a message starts when the frame is written to the socket,
 // not when it is queued behind other frames in the panel's own send buffer.
-// The socket is a stub whose writes complete when the test says so.
+// The socket is a stub whose writes complete when the test says so (helpers/stub-socket.ts).
 
 const ACK_MS = 300;
-
-function stubSocket() {
-  const pending: (() => void)[] = [];
-  const socket = {
-    bufferedAmount: 0,
-    closedWith: null as number | null,
-    send(_data: unknown, optionsOrCb?: unknown, cb?: (err?: Error) => void) {
-      const done = typeof optionsOrCb === 'function' ? (optionsOrCb as (err?: Error) => void) : cb;
-      pending.push(() => done?.());
-    },
-    close(code: number) {
-      socket.closedWith = code;
-    },
-    terminate() {},
-  };
-  return { socket, flush: () => pending.splice(0).forEach((write) => write()) };
-}
 
 function session(socket: unknown) {
   return new AgentSession(socket as WebSocket, 'n1', 'n1', 'peer', 'test', { idleTimeoutMs: 60_000, ackTimeoutMs: ACK_MS, sendBufferLimitBytes: 1e9 }, () => {});
 }
 
 describe('ACK timeout', () => {
-  beforeEach(() => vi.useFakeTimers());
+  beforeEach(() => vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date', 'performance'] }));
   afterEach(() => vi.useRealTimers());
 
   it('counts from the moment the frame is written, not before, and kills the session after it', async () => {

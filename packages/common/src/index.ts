@@ -1,5 +1,6 @@
 export * from './loop.js';
 export * from './backoff.js';
+export * from './deadline.js';
 export * from './env.js';
 export * from './errors.js';
 export * from './keyed-serial-queue.js';
@@ -8,3 +9,4 @@ export * from './run-main.js';
 export * from './schema.js';
 export * from './sleep.js';
 export * from './text.js';
+export * from './prometheus.js';

@@ -1,10 +1,12 @@
 import type { FastifyPluginAsync } from 'fastify';
+import { sanitizeText, truncate } from '@tether/common';
 import type { RawData, WebSocket } from 'ws';
 import {
   CAPABILITIES,
   CLOSE_CODES,
   FRAME_ERROR_CODES,
-  MAX_FRAME_BYTES,
+  FIELD_LIMITS,
+  MAX_INVALID_STREAK,
   createIdGenerator,
   decode,
   encode,
@@ -30,8 +32,6 @@ export interface GatewayOptions {
   registry: SessionRegistry;
   metrics?: PanelMetrics;
   timing: Timing & { helloTimeoutMs: number; sendBufferLimitBytes: number };
-  /** Invalid frames in a row that end a session. */
-  maxInvalidStreak?: number;
 }
 
 const AGENT_TYPES = new Set(['heartbeat', 'pong', 'ack', 'deploy.result', 'routing.applied', 'proxy.events', 'error']);
@@ -46,7 +46,6 @@ declare module 'fastify' {
 
 export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts) => {
   const nextId = createIdGenerator('p');
-  const maxInvalidStreak = opts.maxInvalidStreak ?? 5;
   const sessionTiming: SessionTiming = {
     idleTimeoutMs: opts.timing.panelIdleTimeoutMs,
     ackTimeoutMs: opts.timing.ackTimeoutMs,
@@ -62,7 +61,7 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
 
   const reject = (socket: WebSocket, error: FrameError) => {
     opts.metrics?.invalidFrames.inc({ code: error.code });
-    socket.send(encode({ type: 'error', id: nextId(), ref: error.ref, code: error.code, message: error.message.slice(0, 4000) }));
+    socket.send(encode({ type: 'error', id: nextId(), ref: error.ref, code: error.code, message: truncate(error.message, FIELD_LIMITS.text) }));
   };
 
   app.get(
@@ -82,7 +81,7 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
       let preHelloInvalid = 0;
 
       const helloTimer = setTimeout(() => {
-        log.warn('no hello in time');
+        log.warn({ helloTimeoutMs: opts.timing.helloTimeoutMs }, 'no hello in time');
         closeHard(socket, CLOSE_CODES.HELLO_TIMEOUT, `no hello within ${opts.timing.helloTimeoutMs} ms`);
       }, opts.timing.helloTimeoutMs);
       helloTimer.unref();
@@ -122,8 +121,8 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
           if (result.error.code === FRAME_ERROR_CODES.UNSUPPORTED_PROTOCOL_VERSION) return protocolError(result.error.message);
           if (session) {
             const streak = session.recordInvalid();
-            if (streak >= maxInvalidStreak) protocolError(`${streak} invalid frames in a row`);
-          } else if (++preHelloInvalid >= maxInvalidStreak) protocolError(`${preHelloInvalid} invalid frames before hello`);
+            if (streak >= MAX_INVALID_STREAK) protocolError(`${streak} invalid frames in a row`);
+          } else if (++preHelloInvalid >= MAX_INVALID_STREAK) protocolError(`${preHelloInvalid} invalid frames before hello`);
           return;
         }
         const message = result.message;
@@ -136,7 +135,7 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
         if (!AGENT_TYPES.has(message.type) || (message.type === 'proxy.events' && !session.hasCapability(CAPABILITIES.PROXY_EVENTS))) {
           const streak = session.recordInvalid();
           reject(socket, { code: FRAME_ERROR_CODES.UNEXPECTED_MESSAGE, message: `${message.type} is not accepted from an agent here`, ref: message.id });
-          if (streak >= maxInvalidStreak) protocolError(`${streak} invalid frames in a row`);
+          if (streak >= MAX_INVALID_STREAK) protocolError(`${streak} invalid frames in a row`);
           return;
         }
         session.touch();
@@ -155,7 +154,7 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
             if (!s.acknowledge(message.ref)) log.debug({ ref: message.ref }, 'ack nobody waits for');
             break;
           case 'error':
-            log.warn({ code: message.code, ref: message.ref, message: message.message }, 'agent rejected a frame');
+            log.warn({ code: message.code, ref: message.ref, agentMessage: sanitizeText(message.message) }, 'agent rejected a frame');
             break;
           default:
             break;
@@ -165,12 +164,11 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
 
       socket.on('close', (code: number, reason: Buffer) => {
         clearTimeout(helloTimer);
-        session?.teardown(code, `closed by agent (${code}${reason.length ? `: ${reason.toString('utf8').slice(0, 120)}` : ''})`);
+        // The close reason is the agent's free text and ends up in a session_events row: sanitised, bounded.
+        const text = reason.length ? `: ${sanitizeText(reason, { keepNewlines: false, maxLength: 120 })}` : '';
+        session?.teardown(code, `closed by agent (${code}${text})`);
       });
       socket.on('error', (err: Error) => log.warn({ err }, 'agent socket error'));
     },
   );
 };
-
-/** ws accepts frames up to this; decode() rejects those above MAX_FRAME_BYTES with FRAME_TOO_LARGE. */
-export const WS_MAX_PAYLOAD = MAX_FRAME_BYTES * 2;

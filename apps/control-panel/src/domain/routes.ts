@@ -18,6 +18,8 @@ export const presentRoute = (r: Route) => ({
 
 const notFound = () => new AppError('NOT_FOUND', 'no such route');
 const serviceNotFound = () => new AppError('NOT_FOUND', 'no such service');
+const noPort = (service: string) =>
+  new AppError('SERVICE_HAS_NO_PORT', `service ${service} has no internalPort, so a route cannot reach it: set one with PATCH first`);
 const domainTaken = (domain: string) => new AppError('DOMAIN_TAKEN', `${domain} is already attached to a service`);
 
 export async function attachRoute(
@@ -30,13 +32,20 @@ export async function attachRoute(
     const visible = await tx.service.findFirst({ where: { id: input.serviceId, ...teamScope(auth) }, select: { id: true } });
     // FOR SHARE: a concurrent move of the service waits, so nodeId below is where the route really points.
     if (!visible || !(await lockService(tx, input.serviceId, 'share'))) throw serviceNotFound();
-    const { nodeId } = await tx.service.findUniqueOrThrow({ where: { id: input.serviceId }, select: { nodeId: true } });
+    const { nodeId, name, internalPort } = await tx.service.findUniqueOrThrow({
+      where: { id: input.serviceId },
+      select: { nodeId: true, name: true, internalPort: true },
+    });
+    let route;
     try {
-      const route = await tx.route.create({ data: { domain, pathPrefix: input.pathPrefix ?? null, serviceId: input.serviceId } });
-      return { route, nodeId };
+      route = await tx.route.create({ data: { domain, pathPrefix: input.pathPrefix ?? null, serviceId: input.serviceId } });
     } catch (err) {
       mapPrismaError(err, { P2002: domainTaken(domain) });
     }
+    // After the insert, so a taken domain is named first; throwing rolls the insert back.
+    // A route without a port would be accepted and never reach anything: no upstream, no map entry.
+    if (internalPort === null) throw noPort(name);
+    return { route, nodeId };
   });
   events.emit('routing.changed', { nodeIds: [nodeId], reason: `attached ${domain}${route.pathPrefix ?? ''}` });
   return presentRoute(route);

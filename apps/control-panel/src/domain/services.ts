@@ -110,6 +110,10 @@ export async function updateService({ prisma, events }: ApiDeps, auth: AuthConte
       internalPort: patch.internalPort,
       replicas: patch.replicas,
     };
+    // Its routes would point at nothing (and leave the routing map silently).
+    if (patch.internalPort === null && current._count.routes > 0) {
+      throw new AppError('SERVICE_HAS_NO_PORT', `service ${current.name} has routes: detach them before removing its internalPort`);
+    }
     // Naming the node it is on already is not a move (and allowed even if that node is decommissioned).
     if (patch.node !== undefined && patch.node !== current.node.name) data.nodeId = (await placeOnNode(tx, patch.node)).id;
     try {

@@ -1,6 +1,9 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { AppError, ERROR_CATALOG, type ErrorCode } from '../errors.js';
 
+/** Paths the 404 answer may repeat. */
+const PLAIN_PATH = /^[A-Za-z0-9/_.-]{1,100}$/;
+
 function fromFastify(error: FastifyError): AppError {
   if (error.validation) return new AppError('VALIDATION_FAILED', error.message);
   switch (error.code) {
@@ -12,9 +15,11 @@ function fromFastify(error: FastifyError): AppError {
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
       return new AppError('VALIDATION_FAILED', error.message);
   }
+  // Any other client error of Fastify's: the first catalog code of its status, with the catalog's message
+  // (Fastify's messages can quote the request, e.g. the Content-Type it refused).
   if (typeof error.statusCode === 'number' && error.statusCode >= 400 && error.statusCode < 500) {
     const match = (Object.keys(ERROR_CATALOG) as ErrorCode[]).find((c) => ERROR_CATALOG[c].status === error.statusCode);
-    return new AppError(match ?? 'VALIDATION_FAILED', error.message);
+    return new AppError(match ?? 'VALIDATION_FAILED');
   }
   return new AppError('INTERNAL');
 }
@@ -30,7 +35,10 @@ export function installErrorHandler(app: FastifyInstance): void {
     if (appErr.details) body.error.details = appErr.details;
     return reply.status(appErr.statusCode).send(body);
   });
-  app.setNotFoundHandler((request, reply) =>
-    reply.status(404).send({ error: { code: 'NOT_FOUND', message: `no route ${request.method} ${request.url.split('?')[0]}` } }),
-  );
+  // The path is named only when it is short and plain, so the answer never carries junk a caller sent.
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0] ?? '';
+    const named = PLAIN_PATH.test(path) ? `${request.method} ${path}` : `${request.method} for this path`;
+    return reply.status(404).send({ error: { code: 'NOT_FOUND', message: `no route ${named}` } });
+  });
 }

@@ -1,6 +1,7 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance } from 'fastify';
+import { errorResponses } from './schemas.js';
 
 // The OpenAPI document is generated from the route schemas (nothing is written
 // by hand), so it cannot drift from what the routes validate. It must be
@@ -10,6 +11,14 @@ export const OPENAPI_PATH = '/openapi.json';
 export const DOCS_PATH = '/docs';
 
 export async function registerOpenApi(app: FastifyInstance, version: string): Promise<void> {
+  // The answers any request can get before its handler runs, added to every documented operation in one place:
+  // 431 for headers, 414 where the path has parameters, 413 and 415 where there is a body.
+  app.addHook('onRoute', (route) => {
+    const schema = route.schema as { hide?: boolean; body?: unknown; response?: Record<string, unknown> } | undefined;
+    if (!schema?.response || schema.hide) return;
+    const extra = errorResponses(431, ...(route.url.includes(':') ? [414 as const] : []), ...(schema.body ? [413 as const, 415 as const] : []));
+    schema.response = { ...extra, ...schema.response };
+  });
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',

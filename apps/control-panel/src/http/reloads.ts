@@ -1,4 +1,5 @@
 import type { FastifyPluginAsync } from 'fastify';
+import { Nullable } from '@tether/common';
 import Type from 'typebox';
 import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
@@ -6,12 +7,12 @@ import { requireOperator } from './auth.js';
 import { IdParams, NullableTimestamp, Timestamp, authErrors, security } from './schemas.js';
 import type { RoutingView } from '../routing/routing-reconciler.js';
 
-const NullableString = Type.Union([Type.String(), Type.Null()]);
-const NullableInt = Type.Union([Type.Integer(), Type.Null()]);
+const NullableString = Nullable(Type.String());
+const NullableInt = Nullable(Type.Integer());
 const Counts = (keys: string[]) => Type.Object(Object.fromEntries(keys.map((k) => [k, Type.Integer()])));
-const KindCounts = Type.Union([Counts(['initial', 'repairEmpty', 'change', 'repairDrift']), Type.Null()]);
+const KindCounts = Nullable(Counts(['initial', 'repairEmpty', 'change', 'repairDrift']));
 const CauseCounts = Counts(['reload', 'proxyRestarted', 'proxyUnreachable', 'unexplained']);
-const Canary = Type.Union([
+const Canary = Nullable(
   Type.Object({
     connected: Type.Boolean(),
     dropsToday: Type.Integer(),
@@ -22,8 +23,7 @@ const Canary = Type.Union([
     lastDropCause: NullableString,
     httpFailuresTotal: Type.Integer(),
   }),
-  Type.Null(),
-]);
+);
 
 const ReloadList = Type.Object({
   nodeId: Type.String(),

@@ -1,3 +1,4 @@
+import { Nullable } from '@tether/common';
 import Type, { type TSchema } from 'typebox';
 
 // Building blocks shared by the /v1 route schemas. Every object schema is
@@ -20,7 +21,7 @@ export const labelName = (description?: string) =>
 export const TokenName = Type.String({ minLength: 1, maxLength: 100, pattern: '^[^\\u0000-\\u001f\\u007f]*$' });
 
 export const Timestamp = Type.String({ format: 'date-time' });
-export const NullableTimestamp = Type.Union([Timestamp, Type.Null()]);
+export const NullableTimestamp = Nullable(Timestamp);
 
 export const ErrorBody = Type.Unsafe<{ error: { code: string; message: string } }>({ $ref: 'ErrorBody#' });
 
@@ -30,8 +31,10 @@ const ERROR_DESCRIPTIONS = {
   403: 'FORBIDDEN: a customer token on an operator endpoint',
   404: 'NOT_FOUND: no such resource, or it belongs to another team',
   409: 'a conflict (see docs/api.md for the codes)',
-  413: 'PAYLOAD_TOO_LARGE',
-  415: 'UNSUPPORTED_MEDIA_TYPE',
+  413: 'PAYLOAD_TOO_LARGE: a body over 1 MiB',
+  414: 'URI_TOO_LONG: a path parameter over 100 characters',
+  415: 'UNSUPPORTED_MEDIA_TYPE (not application/json) or UNSUPPORTED_ENCODING (a Content-Encoding other than identity)',
+  431: 'HEADERS_TOO_LARGE: request headers over 16 KiB',
   503: 'NODE_UNREACHABLE',
   504: 'ACK_TIMEOUT',
 } as const;

@@ -1,3 +1,4 @@
+import { sanitizeText } from '@tether/common';
 import type { ProxyEvents } from '@tether/protocol';
 import type { Db } from '../db/database.js';
 import type { ProxyEventStore, ReloadRecorder } from './routing-reconciler.js';
@@ -15,18 +16,24 @@ export class PrismaReloadRecorder implements ReloadRecorder, ProxyEventStore {
     await this.prisma.reloadEvent.create({ data: record });
   }
 
-  async store(nodeId: string, events: ProxyEvents['events']): Promise<void> {
-    const reloads = [];
-    const drops = [];
-    for (const e of events) {
-      const key = { nodeId, bootEpoch: BigInt(e.epoch), seq: e.seq, at: new Date(e.at) };
-      if (e.event === 'reload') reloads.push({ ...key, kind: e.kind, hashBefore: e.hashBefore, hashAfter: e.hashAfter, reason: e.reason });
-      else drops.push({ ...key, cause: e.cause, reloadReason: e.reloadReason, closeCode: e.closeCode, reconnectMs: e.reconnectMs });
-    }
-    // One transaction: the ACK that follows covers every event of the message.
-    await this.prisma.$transaction([
-      this.prisma.reloadEvent.createMany({ data: reloads, skipDuplicates: true }),
-      this.prisma.canaryDrop.createMany({ data: drops, skipDuplicates: true }),
-    ]);
+  /** Stores the events not stored before; returns those (so counters count each event once). */
+  async store(nodeId: string, events: ProxyEvents['events']): Promise<ProxyEvents['events']> {
+    // One transaction: the ACK that follows covers every event of the message. Free text is
+    // sanitised like every agent text before a row (a NUL would make PostgreSQL refuse it).
+    return this.prisma.$transaction(async (tx) => {
+      const stored: ProxyEvents['events'] = [];
+      for (const e of events) {
+        const key = { nodeId, bootEpoch: BigInt(e.epoch), seq: e.seq, at: new Date(e.at) };
+        const { count } =
+          e.event === 'reload'
+            ? await tx.reloadEvent.createMany({ data: [{ ...key, kind: e.kind, hashBefore: e.hashBefore, hashAfter: e.hashAfter, reason: sanitizeText(e.reason) }], skipDuplicates: true })
+            : await tx.canaryDrop.createMany({
+                data: [{ ...key, cause: e.cause, reloadReason: e.reloadReason === null ? null : sanitizeText(e.reloadReason), closeCode: e.closeCode, reconnectMs: e.reconnectMs }],
+                skipDuplicates: true,
+              });
+        if (count > 0) stored.push(e);
+      }
+      return stored;
+    });
   }
 }

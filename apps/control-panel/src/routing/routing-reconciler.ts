@@ -1,5 +1,4 @@
-import type { FastifyBaseLogger } from 'fastify';
-import { createLoop, type Loop } from '@tether/common';
+import { createLoop, KeyedSerialQueue, sanitizeText, type Loop, type Logger } from '@tether/common';
 import { CAPABILITIES, createIdGenerator, type AgentMessage, type CanaryStatus, type ReloadKindCounts, type ProxyEvents, type ReloadKind, type RoutingStatus } from '@tether/protocol';
 import type { SessionRegistry } from '../sessions/registry.js';
 import type { AgentSession } from '../sessions/session.js';
@@ -39,7 +38,8 @@ export interface ReloadRecorder {
 
 /** Where `proxy.events` go: stored under their unique key, so a resent event is recorded once. */
 export interface ProxyEventStore {
-  store(nodeId: string, events: ProxyEvents['events']): Promise<void>;
+  /** Resolves with the events stored now (not stored before). */
+  store(nodeId: string, events: ProxyEvents['events']): Promise<ProxyEvents['events']>;
 }
 
 export interface RoutingReconcilerOptions {
@@ -48,7 +48,7 @@ export interface RoutingReconcilerOptions {
   reloads: ReloadRecorder;
   /** Default: no store, so `proxy.events` are never ACKed (the agent keeps them). */
   events?: ProxyEventStore;
-  logger: FastifyBaseLogger;
+  logger: Logger;
   intervalMs: number;
   debounceMs: number;
   /** Periodic pushes land at interval × [1 - jitter, 1 + jitter). */
@@ -85,7 +85,7 @@ export class RoutingReconciler implements RoutingView {
   private readonly jitter: number;
   private readonly random: () => number;
   /** Per node, pushes go out in order; a newer map never overtakes an older one. */
-  private readonly chains = new Map<string, Promise<void>>();
+  private readonly pushes = new KeyedSerialQueue<string>();
   /** Each desired map serialized once, however many pushes and nodes carry it. */
   readonly frames = new RoutingFrames();
 
@@ -107,7 +107,7 @@ export class RoutingReconciler implements RoutingView {
   async stop(): Promise<void> {
     clearTimeout(this.debounceTimer);
     await this.loop.stop();
-    await Promise.allSettled([...this.chains.values()]);
+    await this.pushes.idle();
   }
 
   /** A session opened: what the agent said in hello is in place until its first heartbeat; push the map now. */
@@ -212,11 +212,7 @@ export class RoutingReconciler implements RoutingView {
     const s = this.state(nodeId);
     // Schedule the next periodic push now, so a slow push is never queued twice by the tick.
     s.nextPushAt = Date.now() + this.nextDelay();
-    const next = (this.chains.get(nodeId) ?? Promise.resolve()).then(() => this.push(nodeId, reason));
-    this.chains.set(nodeId, next);
-    void next.finally(() => {
-      if (this.chains.get(nodeId) === next) this.chains.delete(nodeId);
-    });
+    void this.pushes.run(nodeId, () => this.push(nodeId, reason));
   }
 
   private async push(nodeId: string, reason: string): Promise<void> {
@@ -283,7 +279,8 @@ export class RoutingReconciler implements RoutingView {
           at: new Date(),
           hashBefore: before,
           hashAfter: message.hash,
-          reason: message.routing.lastReloadReason ?? 'routing changed',
+          // Free text from the agent: kept, but never a NUL or a control character in the row.
+          reason: sanitizeText(message.routing.lastReloadReason ?? 'routing changed'),
         })
         .catch((err: unknown) => this.options.logger.error({ err, node: session.nodeName }, 'could not record reload'));
     }

@@ -1,4 +1,4 @@
-import type { FastifyBaseLogger } from 'fastify';
+import { sanitizeText, type Logger } from '@tether/common';
 import { createIdGenerator, type AgentMessage, type Workload } from '@tether/protocol';
 import { AppError } from '../errors.js';
 import type { PanelEvents } from '../panel-events.js';
@@ -45,10 +45,10 @@ export class SessionDispatcher implements DeploymentDispatcher {
   private readonly registry: SessionRegistry;
   private readonly store: SessionStore;
   private readonly events: PanelEvents;
-  private readonly logger: FastifyBaseLogger;
+  private readonly logger: Logger;
   private readonly metrics: PanelMetrics | undefined;
 
-  constructor(deps: { registry: SessionRegistry; store: SessionStore; events: PanelEvents; logger: FastifyBaseLogger; metrics?: PanelMetrics }) {
+  constructor(deps: { registry: SessionRegistry; store: SessionStore; events: PanelEvents; logger: Logger; metrics?: PanelMetrics }) {
     this.registry = deps.registry;
     this.store = deps.store;
     this.events = deps.events;
@@ -126,7 +126,9 @@ export class SessionDispatcher implements DeploymentDispatcher {
   async received(session: AgentSession, message: AgentMessage): Promise<void> {
     try {
       if (message.type === 'deploy.result') {
-        const reason = message.code ? `${message.code}: ${message.reason}` : message.reason;
+        // Free text from the agent (a crashed container's last output can hold any byte): kept, made storable.
+        const text = sanitizeText(message.reason);
+        const reason = message.code ? `${message.code}: ${text}` : text;
         const changed = await this.store.deploymentFinished(message.deploymentId, message.status, reason, session.nodeId);
         this.awaitingResult.get(session.nodeId)?.delete(message.deploymentId);
         if (!changed) this.logger.debug({ node: session.nodeName, deploymentId: message.deploymentId }, 'result for a deployment that already ended');

@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { WebSocket } from 'ws';
+import { Deadline, truncate, type DeadlineClock } from '@tether/common';
 import { CLOSE_CODES, encode, type ContainerState, type PanelMessage, type RoutingStatus, type RuntimeStatus } from '@tether/protocol';
+import { PanelError } from '../errors.js';
 import { nextReport, type NodeReport } from './report.js';
 
 // One agent's WebSocket session. Its reads run under a read-idle deadline: any
@@ -11,6 +13,8 @@ export interface SessionTiming {
   idleTimeoutMs: number;
   ackTimeoutMs: number;
   sendBufferLimitBytes: number;
+  /** Where the idle and ACK deadlines read time; the system's monotonic clock unless a test injects one. */
+  clock?: DeadlineClock;
 }
 
 /** A message encoded ahead: the UTF-8 of `head` followed by `tail` is exactly encode(message). */
@@ -20,24 +24,23 @@ export interface PreparedFrame {
   tail: Buffer;
 }
 
-export class SessionClosedError extends Error {
+export class SessionClosedError extends PanelError<'SESSION_CLOSED'> {
   constructor(readonly closeCode: number, reason: string) {
-    super(reason);
-    this.name = 'SessionClosedError';
+    super('SESSION_CLOSED', reason);
   }
 }
 
-export class AckTimeoutError extends Error {
+export class AckTimeoutError extends PanelError<'SESSION_ACK_TIMEOUT'> {
   constructor(readonly ref: string, readonly timeoutMs: number) {
-    super(`no ack for ${ref} within ${timeoutMs} ms`);
-    this.name = 'AckTimeoutError';
+    super('SESSION_ACK_TIMEOUT', `no ack for ${ref} within ${timeoutMs} ms`);
   }
 }
 
 interface AckWaiter {
   resolve: () => void;
   reject: (err: Error) => void;
-  timer: NodeJS.Timeout;
+  /** Until the frame is written: the write timer; then the ACK deadline. */
+  cancel: () => void;
 }
 
 export type TeardownListener = (session: AgentSession, code: number, reason: string) => void;
@@ -48,7 +51,8 @@ export type TeardownListener = (session: AgentSession, code: number, reason: str
  */
 export function closeHard(socket: WebSocket, code: number, reason: string): void {
   try {
-    socket.close(code, reason.slice(0, 120));
+    // A close reason is at most 123 bytes of UTF-8.
+    socket.close(code, truncate(reason, 120));
   } catch {
     /* socket already unusable */
   }
@@ -75,7 +79,7 @@ export class AgentSession {
   private capabilitySet: ReadonlySet<string> = new Set();
   closed: { code: number; reason: string; at: number } | null = null;
 
-  private readonly idleTimer: NodeJS.Timeout;
+  private readonly idle: Deadline;
   private readonly waiters = new Map<string, AckWaiter>();
 
   constructor(
@@ -87,15 +91,14 @@ export class AgentSession {
     private readonly timing: SessionTiming,
     private readonly onTeardown: TeardownListener,
   ) {
-    this.idleTimer = setTimeout(() => this.onIdle(), timing.idleTimeoutMs);
-    this.idleTimer.unref();
+    this.idle = new Deadline({ timeoutMs: timing.idleTimeoutMs, onExpire: (silentMs) => this.onIdle(silentMs), clock: timing.clock });
   }
 
   /** A valid frame arrived: the session proved itself alive. */
   touch(now = Date.now()): void {
     this.frameAt = now;
     this.invalidStreak = 0;
-    if (!this.closed) this.idleTimer.refresh();
+    if (!this.closed) this.idle.touch();
   }
 
   /** An invalid frame arrived; returns how many came in a row. */
@@ -164,8 +167,9 @@ export class AgentSession {
     return this.lastReport;
   }
 
-  private onIdle(): void {
-    const silentFor = Date.now() - this.lastFrameAt;
+  /** `silentMs` is measured on the monotonic clock and is never below the deadline (see Deadline). */
+  private onIdle(silentMs: number): void {
+    const silentFor = Math.floor(silentMs);
     this.teardown(CLOSE_CODES.IDLE_TIMEOUT, `no frame for ${silentFor} ms (read-idle deadline ${this.timing.idleTimeoutMs} ms)`);
   }
 
@@ -207,23 +211,21 @@ export class AgentSession {
       // The ACK clock starts once the frame is written out, not when it is queued: a large map pushed to
       // every session at once must not count its time in the panel's own send queue against the agent.
       // A frame that cannot even be written in three ACK timeouts means the peer stopped reading.
-      const waiter: AckWaiter = {
-        resolve,
-        reject,
-        timer: setTimeout(() => {
-          this.waiters.delete(message.id);
-          reject(new SessionClosedError(CLOSE_CODES.SLOW_CONSUMER, `${message.type} ${message.id} not written within ${3 * timeoutMs} ms`));
-          this.teardown(CLOSE_CODES.SLOW_CONSUMER, `${message.type} ${message.id} not written within ${3 * timeoutMs} ms`);
-        }, 3 * timeoutMs),
-      };
+      const writeTimer = setTimeout(() => {
+        this.waiters.delete(message.id);
+        reject(new SessionClosedError(CLOSE_CODES.SLOW_CONSUMER, `${message.type} ${message.id} not written within ${3 * timeoutMs} ms`));
+        this.teardown(CLOSE_CODES.SLOW_CONSUMER, `${message.type} ${message.id} not written within ${3 * timeoutMs} ms`);
+      }, 3 * timeoutMs);
+      const waiter: AckWaiter = { resolve, reject, cancel: () => clearTimeout(writeTimer) };
       this.waiters.set(message.id, waiter);
       const sent = this.send(message, prepared, (err) => {
         if (err || this.waiters.get(message.id) !== waiter) return;
-        clearTimeout(waiter.timer);
-        waiter.timer = setTimeout(expire, timeoutMs);
+        clearTimeout(writeTimer);
+        const ack = new Deadline({ timeoutMs, onExpire: expire, clock: this.timing.clock });
+        waiter.cancel = () => ack.cancel();
       });
       if (!sent) {
-        clearTimeout(waiter.timer);
+        waiter.cancel();
         this.waiters.delete(message.id);
         const closed = this.closed ?? { code: CLOSE_CODES.SLOW_CONSUMER, reason: 'send failed' };
         reject(new SessionClosedError(closed.code, closed.reason));
@@ -235,7 +237,7 @@ export class AgentSession {
   acknowledge(ref: string): boolean {
     const waiter = this.waiters.get(ref);
     if (!waiter) return false;
-    clearTimeout(waiter.timer);
+    waiter.cancel();
     this.waiters.delete(ref);
     waiter.resolve();
     return true;
@@ -245,9 +247,9 @@ export class AgentSession {
   teardown(code: number, reason: string): void {
     if (this.closed) return;
     this.closed = { code, reason, at: Date.now() };
-    clearTimeout(this.idleTimer);
+    this.idle.cancel();
     for (const [, waiter] of this.waiters) {
-      clearTimeout(waiter.timer);
+      waiter.cancel();
       waiter.reject(new SessionClosedError(code, reason));
     }
     this.waiters.clear();

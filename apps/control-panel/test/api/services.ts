@@ -208,7 +208,7 @@ describe('services API', () => {
       expect(await code(p.call('DELETE', `/v1/services/${made.body.id}`, { token: team.token }))).toMatchObject({ status: 404 });
       expect(await code(p.call('DELETE', '/v1/services/x', { token: null }))).toMatchObject({ status: 401 });
       // The domain is free again.
-      const again = await create({ name: 'gone2', image: 'nginx', node: 'beta' });
+      const again = await create({ name: 'gone2', image: 'nginx', internalPort: 80, node: 'beta' });
       expect((await p.call('POST', '/v1/routes', { token: team.token, body: { domain: 'gone.example.com', serviceId: again.body.id } })).status).toBe(201);
     });
   });

@@ -34,6 +34,8 @@ export class RawAgent {
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private seq = 0;
   silent = false;
+  /** The routing hash hello and heartbeats report as applied (tests set it to look in sync). */
+  appliedHash: string | null = null;
 
   private constructor(private readonly options: RawAgentOptions) {
     const url = new URL(options.url);
@@ -78,7 +80,7 @@ export class RawAgent {
       protocolVersion: PROTOCOL_VERSION,
       containers: [],
       runtime: { available: true, error: null },
-      routing: { appliedHash: null, reloadsTotal: 0, reloadsToday: 0, lastReloadAt: null, lastReloadReason: null },
+      routing: { appliedHash: this.appliedHash, reloadsTotal: 0, reloadsToday: 0, lastReloadAt: null, lastReloadReason: null },
       ...(this.options.capabilities ? { capabilities: this.options.capabilities } : {}),
     };
   }
@@ -91,7 +93,7 @@ export class RawAgent {
       seq: this.seq++,
       containers,
       runtime: { available: true, error: null },
-      routing: { appliedHash: null, reloadsTotal: 0, reloadsToday: 0, lastReloadAt: null, lastReloadReason: null },
+      routing: { appliedHash: this.appliedHash, reloadsTotal: 0, reloadsToday: 0, lastReloadAt: null, lastReloadReason: null },
     });
   }
 

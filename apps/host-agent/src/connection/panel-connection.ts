@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { Logger } from '@tether/common';
 import WebSocket, { type RawData } from 'ws';
-import { Backoff, createLoop, errorMessage, sanitizeText, type Loop } from '@tether/common';
+import { Backoff, createLoop, Deadline, errorMessage, sanitizeText, type DeadlineClock, type Loop } from '@tether/common';
 import {
   CAPABILITIES,
   FIELD_LIMITS,
@@ -42,6 +42,8 @@ export interface PanelConnectionOptions {
   overrides?: { agentIdleTimeoutMs?: number; heartbeatIntervalMs?: number };
   logger: Logger;
   random?: () => number;
+  /** Where the read-idle deadline reads time; the system's monotonic clock unless a test injects one. */
+  clock?: DeadlineClock;
 }
 
 export type ConnectionState = 'connecting' | 'handshaking' | 'ready' | 'waiting' | 'stopped';
@@ -79,9 +81,8 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
   private state_: ConnectionState = 'waiting';
   private sessionId: string | null = null;
   private sessionStartedAt = 0;
-  private idleTimer: NodeJS.Timeout | undefined;
-  /** When the last valid frame from the panel arrived (the read-idle deadline runs from it). */
-  private lastFrameAt = 0;
+  /** The read-idle deadline: runs from the last valid frame from the panel, never fires early. */
+  private idle: Deadline | undefined;
   private idleTimeoutMs: number;
   private retryTimer: NodeJS.Timeout | undefined;
   private heartbeat: Loop | undefined;
@@ -115,7 +116,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
   async stop(): Promise<void> {
     this.state_ = 'stopped';
     clearTimeout(this.retryTimer);
-    clearTimeout(this.idleTimer);
+    this.idle?.cancel();
     await this.heartbeat?.stop();
     const socket = this.socket;
     if (socket && socket.readyState !== WebSocket.CLOSED) {
@@ -203,15 +204,14 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
   }
 
   private armIdle(timeoutMs: number): void {
-    this.lastFrameAt = Date.now();
-    clearTimeout(this.idleTimer);
-    this.idleTimer = setTimeout(() => this.onIdle(timeoutMs), timeoutMs);
+    this.idle?.cancel();
+    this.idle = new Deadline({ timeoutMs, onExpire: (silentMs) => this.onIdle(timeoutMs, silentMs), clock: this.options.clock });
   }
 
-  private onIdle(timeoutMs: number): void {
+  private onIdle(timeoutMs: number, silentMs: number): void {
     const socket = this.socket;
     if (!socket) return;
-    const silentForMs = Date.now() - this.lastFrameAt;
+    const silentForMs = Math.floor(silentMs);
     this.options.logger.warn({ timeoutMs, silentForMs, sessionId: this.sessionId }, 'panel silent past the read-idle deadline; dropping the connection');
     // A half-open peer never completes a close handshake: destroy the socket now.
     socket.terminate();
@@ -226,8 +226,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       this.sendOn(socket, { type: 'error', id: this.nextId(), ref: result.error.ref, code: result.error.code, message: result.error.message });
       return;
     }
-    this.lastFrameAt = Date.now();
-    this.idleTimer?.refresh();
+    this.idle?.touch();
     const message = result.message as PanelMessage;
     switch (message.type) {
       case 'welcome':
@@ -361,7 +360,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
 
   private onClose(socket: WebSocket, code: number, reason: string): void {
     if (socket !== this.socket) return;
-    clearTimeout(this.idleTimer);
+    this.idle?.cancel();
     void this.heartbeat?.stop();
     this.heartbeat = undefined;
     const sessionId = this.sessionId;

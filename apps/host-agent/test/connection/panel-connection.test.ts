@@ -1,7 +1,7 @@
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FIELD_LIMITS, type Workload } from '@tether/protocol';
-import { waitFor } from '@tether/testkit';
+import { ManualClock, waitFor } from '@tether/testkit';
 import { PanelConnection, agentConnectUrl } from '../../src/connection/panel-connection.js';
 import type { DeployOutcome, Observation, WorkloadController } from '../../src/controllers.js';
 import { DisabledRouting } from '../../src/null-controllers.js';
@@ -34,7 +34,7 @@ afterEach(async () => {
   await Promise.all(panels.splice(0).map((p) => p.stop()));
 });
 
-async function setup(options: { reconnect?: Partial<PanelConnection['options' & never]>; random?: () => number; min?: number; max?: number } = {}) {
+async function setup(options: { reconnect?: Partial<PanelConnection['options' & never]>; random?: () => number; min?: number; max?: number; clock?: ManualClock } = {}) {
   const panel = new FakePanel();
   panels.push(panel);
   const url = await panel.start();
@@ -49,6 +49,7 @@ async function setup(options: { reconnect?: Partial<PanelConnection['options' & 
     reconnect: { minMs: options.min ?? 50, maxMs: options.max ?? 400, healthySessionMs: 300, connectTimeoutMs: 1_000 },
     logger: pino({ level: 'silent' }),
     ...(options.random ? { random: options.random } : {}),
+    ...(options.clock ? { clock: options.clock } : {}),
   });
   connections.push(connection);
   return { panel, workloads, connection };
@@ -105,6 +106,21 @@ describe('panel connection', () => {
     expect(after).toBeGreaterThanOrEqual(290);
     expect(after).toBeLessThanOrEqual(1_300);
     await panel.waitForConnection(2, 3_000);
+  });
+
+  it('never drops the panel a millisecond early, though its timer fires 1 ms early (injected clock)', async () => {
+    const clock = new ManualClock(1);
+    const { panel, connection } = await setup({ clock });
+    panel.autoWelcome = { agentIdleTimeoutMs: 300, heartbeatIntervalMs: 60_000 };
+    const ready = new Promise<void>((resolve) => connection.once('ready', () => resolve()));
+    connection.start();
+    const conn = await panel.waitForConnection(1);
+    await ready;
+    clock.advance(299.75);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(conn.closedAt).toBeNull();
+    clock.advance(1.25);
+    await waitFor(() => conn.closedAt, { timeoutMs: 2_000 });
   });
 
   it('reconnects with exponential backoff and full jitter, capped, reset after a healthy session', async () => {
