@@ -25,6 +25,7 @@ function controllers(
       ? new UnavailableWorkloads()
       : createDockerWorkloadController(config.runtime, nodeName, {
           logger,
+          restartCountersFile: path.join(config.stateDir, 'restart-counters.json'),
           // A container that crashed past its restart budget fails its deployment, visibly, on the panel.
           onFailure: (report) => agent()?.connection.reportResult(report.deploymentId, { status: 'failed', code: report.code, reason: report.reason }),
         });
