@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { canonicalRoutes, routingHash, type Route } from '@tether/protocol';
+import { RESERVED_HOST_SUFFIX, canonicalRoutes, routingHash, type Route } from '@tether/protocol';
 import { canonicalJson } from './canonical-json.js';
 import { assertRenderableRoutes } from './route-validation.js';
 
@@ -28,6 +28,19 @@ export interface RenderOptions {
   tls: ProxyTlsMode;
   /** Contact address for the ACME account (tls auto only). */
   acmeEmail?: string | null;
+  /** The canary's own server (see canary/): absent when the canary is off. */
+  canary?: CanaryServerSettings | null;
+}
+
+/** The host the canary's requests name on the canary server. */
+export const CANARY_HOST = `canary.${RESERVED_HOST_SUFFIX}`;
+export const CANARY_SERVER_NAME = 'tether-canary';
+
+export interface CanaryServerSettings {
+  /** Caddy's listen address for the canary server (`127.0.0.1:9080` external, `:9080` in the container). */
+  listen: string;
+  /** `host:port` Caddy dials to reach the agent's canary endpoint. */
+  upstream: string;
 }
 
 export interface RenderedConfig {
@@ -91,8 +104,20 @@ function caddyConfig(routes: Route[], options: RenderOptions, id: string | null)
   if (options.tls === 'off') server.automatic_https = { disable: true };
   const admin: Record<string, unknown> = { listen: options.admin.listen };
   if (options.admin.origins) admin.origins = [...options.admin.origins];
+  const servers: Record<string, unknown> = { [SERVER_NAME]: server };
+  if (options.canary) {
+    // Its own server: its own port, plain HTTP, never a certificate, and nothing a customer route can reach.
+    servers[CANARY_SERVER_NAME] = {
+      listen: [options.canary.listen],
+      automatic_https: { disable: true },
+      routes: [
+        { match: [{ host: [CANARY_HOST] }], handle: [{ handler: 'reverse_proxy', upstreams: [{ dial: options.canary.upstream }] }], terminal: true },
+        { handle: [{ handler: 'static_response', status_code: 404 }] },
+      ],
+    };
+  }
   const apps: Record<string, unknown> = {
-    http: { http_port: options.httpPort, https_port: options.httpsPort, servers: { [SERVER_NAME]: server } },
+    http: { http_port: options.httpPort, https_port: options.httpsPort, servers },
   };
   if (options.tls === 'auto' && options.acmeEmail) {
     apps.tls = { automation: { policies: [{ issuers: [{ module: 'acme', email: options.acmeEmail }] }] } };
