@@ -10,6 +10,7 @@ import type { RoutingController, WorkloadController } from './controllers.js';
 import { UnavailableWorkloads } from './null-controllers.js';
 import { EventJournal, createRoutingController, reloadEvent } from './proxy/index.js';
 import { createDockerWorkloadController } from './runtime/index.js';
+import { createCanary, withCanary, type Canary } from './canary/index.js';
 
 // Reads configuration, builds the controllers the config asks for and starts the agent.
 
@@ -19,6 +20,7 @@ function controllers(
   logger: Logger,
   agent: () => Agent | undefined,
   journal: EventJournal | undefined,
+  canary: Canary | null,
 ): { workloads: WorkloadController; routing: RoutingController } {
   const workloads =
     config.runtime.kind === 'none'
@@ -33,11 +35,15 @@ function controllers(
     { ...config, nodeName },
     {
       logger,
-      // Every reload, also those of the periodic proxy check, goes to the panel's history exactly once.
-      onReload: (reload) => void journal?.record(reloadEvent(reload)),
+      // Every reload, also those of the periodic proxy check, goes to the panel's history exactly once,
+      // and is the evidence the canary attributes its drops with.
+      onReload: (reload) => {
+        canary?.noteReload(reload);
+        void journal?.record(reloadEvent(reload));
+      },
     },
   );
-  return { workloads, routing };
+  return { workloads, routing: withCanary(routing, canary) };
 }
 
 runMain(
@@ -47,9 +53,10 @@ runMain(
     const nodeName = config.nodeName ?? os.hostname();
     const ref: { agent?: Agent } = {};
     const journal = config.proxy.kind === 'none' ? undefined : await EventJournal.open(path.join(config.stateDir, 'proxy-events.json'), { logger });
+    const canary = await createCanary({ ...config, nodeName }, { logger, onDrop: (event) => void journal?.record(event) });
     const agent = createAgent(
       { ...config, nodeName },
-      { logger, ...controllers(config, nodeName, logger, () => ref.agent, journal), ...(journal ? { events: journal } : {}) },
+      { logger, ...controllers(config, nodeName, logger, () => ref.agent, journal, canary), ...(journal ? { events: journal } : {}) },
     );
     ref.agent = agent;
     logger.info({ panel: config.panelUrl, node: nodeName, runtime: config.runtime.kind, proxy: config.proxy.kind }, 'tether agent starting');

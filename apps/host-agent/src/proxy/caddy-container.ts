@@ -34,6 +34,8 @@ export interface CaddyContainerOptions {
   httpPort: number;
   httpsPort: number;
   tls: ProxyTlsMode;
+  /** The canary server's port, published on the host's loopback (the agent may run on the host); null: canary off. */
+  canaryPort?: number | null;
   /** uid:gid Caddy runs as, so the agent can use the socket and data it creates. */
   user: string;
   /** Resolves once Caddy's admin API answers. */
@@ -140,6 +142,9 @@ export class CaddyContainer implements ProxySupervisor {
       // HTTP/3, which Caddy serves on its HTTPS port.
       ports[`${CADDY_CONTAINER.httpsPort}/udp`] = [{ HostIp: bindAddress, HostPort: String(httpsPort) }];
     }
+    const canaryPort = this.options.canaryPort ?? null;
+    // Only when the canary is on, so the settings (and their hash) of a proxy without it stay as they were.
+    if (canaryPort !== null) ports[`${canaryPort}/tcp`] = [{ HostIp: '127.0.0.1', HostPort: String(canaryPort) }];
     const settings = {
       Image: image,
       User: user,

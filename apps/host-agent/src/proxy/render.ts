@@ -56,6 +56,18 @@ export interface RenderedConfig {
 
 export const SERVER_NAME = 'tether';
 
+/** Bumped whenever the renderer's output for the same routes and settings changes. */
+const RENDER_VERSION = 2;
+
+/**
+ * Digest of what, besides the routes, decides the rendered config: the
+ * settings and the renderer's version. Kept with the routes in place, so a
+ * reload caused by new settings (or a new agent) is a `change`, not drift.
+ */
+export function renderDigest(options: RenderOptions): string {
+  return createHash('sha256').update(`${RENDER_VERSION}\n${canonicalJson(options)}`).digest('hex').slice(0, 32);
+}
+
 /** Prefix of the `@id` that names the rendered config (see configId). */
 export const CONFIG_ID_PREFIX = 'tether-map-';
 

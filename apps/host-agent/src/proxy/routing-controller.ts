@@ -6,7 +6,7 @@ import { readFileIfExists, writeFileAtomic } from './atomic-file.js';
 import { matchesCanonicalJson } from './canonical-json.js';
 import type { ProxyConfigurator } from './configurator.js';
 import { ProxyError, describeProxyError } from './errors.js';
-import { renderCaddyConfig, type RenderOptions, type RenderedConfig } from './render.js';
+import { renderCaddyConfig, renderDigest, type RenderOptions, type RenderedConfig } from './render.js';
 import { describeRouteChange } from './route-diff.js';
 import { RoutingStateStore, type ReloadKind } from './routing-state.js';
 
@@ -92,6 +92,7 @@ export class CaddyRoutingController implements RoutingController {
   /** The config file as last written or verified: a stat equal to it means nobody touched the file. */
   private fileStamp: { hash: string; stamp: string } | null = null;
   private lastFullCompareAt = Number.NEGATIVE_INFINITY;
+  private readonly renderDigest: string;
   /** How long the last apply took to verify the map's hash, then to decide and act (bench, logs). */
   lastApplyMs = { verify: 0, decide: 0 };
   /** Admin calls by kind since start (tests, bench): a no-op push makes exactly one `idReads`. */
@@ -102,6 +103,7 @@ export class CaddyRoutingController implements RoutingController {
 
   constructor(private readonly options: CaddyRoutingControllerOptions) {
     this.now = options.now ?? (() => new Date());
+    this.renderDigest = renderDigest(options.render);
     this.loop =
       options.checkIntervalMs > 0
         ? createLoop({
@@ -239,7 +241,7 @@ export class CaddyRoutingController implements RoutingController {
     this.lastFullCompareAt = Date.now();
     if (matchesCanonicalJson(running, rendered.json)) {
       try {
-        await store.markApplied(hash, ordered);
+        await store.markApplied(hash, ordered, this.renderDigest);
       } catch (error) {
         fileError ??= error;
       }
@@ -260,7 +262,7 @@ export class CaddyRoutingController implements RoutingController {
     }
     const at = this.now();
     try {
-      await store.recordReload(hash, ordered, reason, kind, at);
+      await store.recordReload(hash, ordered, reason, kind, this.renderDigest, at);
     } catch (error) {
       fileError ??= error;
     }
@@ -279,7 +281,7 @@ export class CaddyRoutingController implements RoutingController {
    * and Caddy holding the config's `@id`.
    */
   private async inPlace(store: RoutingStateStore, hash: string): Promise<boolean> {
-    if (store.appliedHash !== hash || this.fileStamp?.hash !== hash) return false;
+    if (store.appliedHash !== hash || store.renderDigest !== this.renderDigest || this.fileStamp?.hash !== hash) return false;
     // Set together with fileStamp by the full compare, so it is the render of `hash`.
     const rendered = this.rendered;
     if (rendered?.hash !== hash) return false;
@@ -298,11 +300,15 @@ export class CaddyRoutingController implements RoutingController {
     const diff = describeRouteChange(store.appliedRoutes, after);
     const empty = servesNothing(running);
     // Before the first apply, or on a proxy the agent just created, an empty Caddy is expected, not something repaired.
-    const kind: ReloadKind = created || store.appliedHash === null ? 'initial' : empty ? 'repair-empty' : diff === null ? 'repair-drift' : 'change';
+    // The same routes rendered under other settings (or by another agent version): a change the agent made, not drift.
+    const settings = store.renderDigest !== this.renderDigest ? 'proxy settings changed (agent configuration or version)' : null;
+    const kind: ReloadKind =
+      created || store.appliedHash === null ? 'initial' : empty ? 'repair-empty' : diff !== null || settings !== null ? 'change' : 'repair-drift';
     const repair =
       kind === 'repair-empty' ? 'repaired: proxy was running an empty config' : kind === 'repair-drift' ? 'repaired: proxy config differed from the routes in place' : null;
+    const because = kind === 'change' && diff === null ? settings : null;
     // The protocol carries at most 4096 characters of reason.
-    return { kind, reason: ([diff, repair].filter((p) => p !== null).join('; ') || 'first configuration (no routes)').slice(0, 4096) };
+    return { kind, reason: ([diff, because, repair].filter((p) => p !== null).join('; ') || 'first configuration (no routes)').slice(0, 4096) };
   }
 
   /** A load whose answer was lost (timeout, dropped connection) may still have happened; ask Caddy. */

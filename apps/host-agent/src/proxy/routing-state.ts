@@ -40,6 +40,8 @@ const PersistedState = Type.Object({
   lastReloadReason: NullableString(),
   /** Reloads since the state file was created, per kind (absent in files of older agents). */
   reloadKinds: Type.Optional(KindCounters),
+  /** Digest of the render settings and version the routes in place were rendered with (absent: older agent). */
+  renderDigest: Type.Optional(Type.String()),
 });
 type PersistedState = Static<typeof PersistedState>;
 const validate = Compile(PersistedState);
@@ -86,6 +88,10 @@ export class RoutingStateStore {
     return this.state.appliedHash;
   }
 
+  get renderDigest(): string | null {
+    return this.state.renderDigest ?? null;
+  }
+
   get appliedRoutes(): readonly Route[] {
     return this.state.appliedRoutes;
   }
@@ -104,16 +110,16 @@ export class RoutingStateStore {
   }
 
   /** The proxy serves `routes` without a reload (it already did, or only the file was rewritten). */
-  async markApplied(hash: string, routes: Route[]): Promise<void> {
-    if (this.state.appliedHash === hash) return;
-    await this.save({ ...this.state, appliedHash: hash, appliedRoutes: routes });
+  async markApplied(hash: string, routes: Route[], renderDigest: string): Promise<void> {
+    if (this.state.appliedHash === hash && this.state.renderDigest === renderDigest) return;
+    await this.save({ ...this.state, appliedHash: hash, appliedRoutes: routes, renderDigest });
   }
 
   /**
    * A load changed what the proxy serves. reloadsTotal counts every kind;
    * reloadsToday only the disruptive ones (DISRUPTIVE_KINDS).
    */
-  async recordReload(hash: string, routes: Route[], reason: string, kind: ReloadKind, at = this.now()): Promise<void> {
+  async recordReload(hash: string, routes: Route[], reason: string, kind: ReloadKind, renderDigest: string, at = this.now()): Promise<void> {
     const today = utcDay(at);
     const s = this.state;
     const kinds: KindCounters = { ...(s.reloadKinds ?? fresh().reloadKinds!) };
@@ -125,6 +131,7 @@ export class RoutingStateStore {
       appliedRoutes: routes,
       reloadsTotal: s.reloadsTotal + 1,
       reloadKinds: kinds,
+      renderDigest,
       reloadsDay: today,
       reloadsToday: DISRUPTIVE_KINDS.has(kind) ? counted + 1 : counted,
       lastReloadAt: at.toISOString(),
