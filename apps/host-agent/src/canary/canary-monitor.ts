@@ -65,6 +65,8 @@ export class CanaryMonitor {
   private readonly maxPendingMs: number;
   /** Drops recorded since start (tests). */
   drops = 0;
+  /** Failed connects in a row: the retry delay doubles with each, up to the interval. */
+  private failedConnects = 0;
 
   constructor(private readonly options: CanaryMonitorOptions) {
     this.now = options.now ?? (() => new Date());
@@ -128,6 +130,7 @@ export class CanaryMonitor {
     socket.on('open', () => {
       opened = true;
       this.open = true;
+      this.failedConnects = 0;
       if (this.drop && this.drop.reconnectedAt === null) {
         this.drop.reconnectedAt = Date.now();
         this.scheduleFinalize();
@@ -150,7 +153,10 @@ export class CanaryMonitor {
       clearTimeout(this.echoTimer);
       if (this.stopped) return;
       if (opened) this.beginDrop(code);
-      this.retryTimer = setTimeout(() => this.connect(), this.retryMs);
+      else this.failedConnects += 1;
+      // Quick retries right after a drop (the reconnect time is measured); a canary that stays down backs off.
+      const delay = Math.min(this.options.intervalMs, this.retryMs * 2 ** Math.min(this.failedConnects, 16));
+      this.retryTimer = setTimeout(() => this.connect(), opened ? this.retryMs : delay);
     });
   }
 

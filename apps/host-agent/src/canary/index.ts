@@ -41,7 +41,14 @@ export async function createCanary(
   const state = await CanaryStateStore.open(path.join(config.stateDir, 'canary-state.json'), { now, logger: deps.logger });
   // Per agent run, never written anywhere: only this process's monitor knows it.
   const secret = randomBytes(24).toString('base64url');
-  const endpoint = await startCanaryEndpoint({ ...hostPort(config.canary.listen), secret });
+  let endpoint: CanaryEndpoint;
+  try {
+    endpoint = await startCanaryEndpoint({ ...hostPort(config.canary.listen), secret });
+  } catch (error) {
+    // The canary proves the proxy path; it must never keep the agent (and so deploys and routing) from running.
+    deps.logger.error({ err: error, listen: config.canary.listen }, 'canary endpoint cannot listen; running without the canary');
+    return null;
+  }
   const monitor = new CanaryMonitor({ proxyUrl: config.canary.proxyUrl, secret, intervalMs: config.canary.intervalMs, state, onDrop: deps.onDrop, logger: deps.logger, now });
   return { monitor, endpoint, noteReload: (reload) => monitor.noteReload(reload) };
 }
