@@ -306,7 +306,7 @@ export class CaddyRoutingController implements RoutingController {
       created || store.appliedHash === null ? 'initial' : empty ? 'repair-empty' : diff !== null || settings !== null ? 'change' : 'repair-drift';
     const repair =
       kind === 'repair-empty' ? 'repaired: proxy was running an empty config' : kind === 'repair-drift' ? 'repaired: proxy config differed from the routes in place' : null;
-    const because = kind === 'change' && diff === null ? settings : null;
+    const because = kind === 'change' && diff === null ? settings : created && store.appliedHash !== null && diff === null ? 'proxy created: loaded the routes in place' : null;
     // The protocol carries at most 4096 characters of reason.
     return { kind, reason: ([diff, because, repair].filter((p) => p !== null).join('; ') || 'first configuration (no routes)').slice(0, 4096) };
   }
