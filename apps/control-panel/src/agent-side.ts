@@ -113,6 +113,7 @@ export function createAgentSide(deps: {
     maps: deps.maps ?? new PrismaRoutingMapSource(deps.prisma),
     reloads: recorder,
     events: recorder,
+    onPush: (node, outcome) => metrics.nodeRoutingPushes.inc({ node, outcome }),
     logger,
     intervalMs: config.routing.reconcileIntervalMs,
     debounceMs: config.routing.debounceMs,

@@ -48,6 +48,8 @@ export interface RoutingReconcilerOptions {
   reloads: ReloadRecorder;
   /** Default: no store, so `proxy.events` are never ACKed (the agent keeps them). */
   events?: ProxyEventStore;
+  /** Told of every push's outcome (metrics). */
+  onPush?: (node: string, outcome: 'sent' | 'applied' | 'failed') => void;
   logger: Logger;
   intervalMs: number;
   debounceMs: number;
@@ -232,11 +234,13 @@ export class RoutingReconciler implements RoutingView {
       this.trackMismatch(s);
       const desired = s.desired;
       s.pushes++;
+      this.options.onPush?.(session.nodeName, 'sent');
       const message = { type: 'routing.map' as const, id: this.nextId(), version: desired.version, hash: desired.hash, routes: desired.routes };
       await session.sendAwaitingAck(message, undefined, this.frames.frame(message));
       this.options.logger.debug({ node: session.nodeName, hash: desired.hash, reason }, 'routing map pushed');
     } catch (err) {
       s.failed++;
+      this.options.onPush?.(session.nodeName, 'failed');
       // A missing ACK already tore the session down; the next session is pushed on open.
       this.options.logger.warn({ err, node: session.nodeName, reason }, 'routing map not delivered');
     }
@@ -270,6 +274,7 @@ export class RoutingReconciler implements RoutingView {
     if (message.type === 'routing.applied') {
       if (message.error) s.failed++;
       else s.applied++;
+      this.options.onPush?.(session.nodeName, message.error ? 'failed' : 'applied');
     }
     // An agent with proxy.events reports every reload (also its own repairs) in that message, exactly once.
     if (message.type === 'routing.applied' && message.reloaded && !session.hasCapability(CAPABILITIES.PROXY_EVENTS)) {
