@@ -77,7 +77,7 @@ const EnvSchema = Type.Object({
   TETHER_CANARY_LISTEN: Type.String({ minLength: 3, maxLength: 300, default: '127.0.0.1:9081' }),
   /** Canary: host:port Caddy dials to reach that endpoint; default: TETHER_CANARY_LISTEN (container mode: set it, see docs). */
   TETHER_CANARY_UPSTREAM: Type.Optional(Type.String({ minLength: 3, maxLength: 300 })),
-  /** Canary: http://host:port where the agent reaches Caddy's canary server; default: http://127.0.0.1:<TETHER_CANARY_PROXY_PORT>. */
+  /** Canary: http://host:port where the agent reaches Caddy's canary server; default: 127.0.0.1 (external) or the proxy container's address on Tether's network (container), at TETHER_CANARY_PROXY_PORT. */
   TETHER_CANARY_PROXY_URL: Type.Optional(Type.String({ pattern: '^http://' })),
 });
 
@@ -120,7 +120,8 @@ export interface AgentConfig {
     proxyPort: number;
     listen: string;
     upstream: string;
-    proxyUrl: string;
+    /** Null: derived from the mode (see TETHER_CANARY_PROXY_URL). */
+    proxyUrl: string | null;
   };
 }
 
@@ -209,7 +210,7 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
       proxyPort: e.TETHER_CANARY_PROXY_PORT,
       listen: e.TETHER_CANARY_LISTEN,
       upstream: e.TETHER_CANARY_UPSTREAM ?? e.TETHER_CANARY_LISTEN,
-      proxyUrl: e.TETHER_CANARY_PROXY_URL ?? `http://127.0.0.1:${e.TETHER_CANARY_PROXY_PORT}`,
+      proxyUrl: e.TETHER_CANARY_PROXY_URL ?? null,
     },
   };
 }

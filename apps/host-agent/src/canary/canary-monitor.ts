@@ -18,8 +18,8 @@ import type { CanaryStateStore } from './canary-state.js';
 // load, after Caddy already closed the connection.
 
 export interface CanaryMonitorOptions {
-  /** http://host:port of Caddy's canary server, as the agent reaches it. */
-  proxyUrl: string;
+  /** http://host:port of Caddy's canary server, as the agent reaches it (null: not known now, e.g. no proxy container). */
+  proxyUrl: string | (() => Promise<string | null>);
   secret: string;
   /** HTTP probe (and WebSocket liveness echo) every intervalMs. */
   intervalMs: number;
@@ -67,6 +67,8 @@ export class CanaryMonitor {
   drops = 0;
   /** Failed connects in a row: the retry delay doubles with each, up to the interval. */
   private failedConnects = 0;
+  /** The proxy's address is being looked up for a connect. */
+  private connecting = false;
 
   constructor(private readonly options: CanaryMonitorOptions) {
     this.now = options.now ?? (() => new Date());
@@ -120,9 +122,39 @@ export class CanaryMonitor {
     return { host: CANARY_HOST, [CANARY_SECRET_HEADER]: this.options.secret };
   }
 
+  private async target(): Promise<string | null> {
+    const { proxyUrl } = this.options;
+    try {
+      return typeof proxyUrl === 'string' ? proxyUrl : await proxyUrl();
+    } catch {
+      return null;
+    }
+  }
+
   private connect(): void {
-    if (this.stopped || this.socket) return;
-    const url = new URL(CANARY_SOCKET_PATH, this.options.proxyUrl);
+    if (this.stopped || this.socket || this.connecting) return;
+    this.connecting = true;
+    void this.target().then((base) => {
+      this.connecting = false;
+      if (this.stopped || this.socket) return;
+      if (base === null) {
+        // No proxy to reach (its container is not running): nothing answers, as far as the canary can tell.
+        if (this.drop) this.drop.unreachableAttempts += 1;
+        this.failedConnects += 1;
+        this.retryTimer = setTimeout(() => this.connect(), this.retryDelay(false));
+        return;
+      }
+      this.open_(base);
+    });
+  }
+
+  private retryDelay(afterDrop: boolean): number {
+    // Quick retries right after a drop (the reconnect time is measured); a canary that stays down backs off.
+    return afterDrop ? this.retryMs : Math.min(this.options.intervalMs, this.retryMs * 2 ** Math.min(this.failedConnects, 16));
+  }
+
+  private open_(base: string): void {
+    const url = new URL(CANARY_SOCKET_PATH, base);
     url.protocol = 'ws:';
     const socket = new WebSocket(url, { headers: this.headers(), handshakeTimeout: this.probeTimeoutMs, perMessageDeflate: false });
     this.socket = socket;
@@ -154,9 +186,7 @@ export class CanaryMonitor {
       if (this.stopped) return;
       if (opened) this.beginDrop(code);
       else this.failedConnects += 1;
-      // Quick retries right after a drop (the reconnect time is measured); a canary that stays down backs off.
-      const delay = Math.min(this.options.intervalMs, this.retryMs * 2 ** Math.min(this.failedConnects, 16));
-      this.retryTimer = setTimeout(() => this.connect(), opened ? this.retryMs : delay);
+      this.retryTimer = setTimeout(() => this.connect(), this.retryDelay(opened));
     });
   }
 
@@ -215,13 +245,16 @@ export class CanaryMonitor {
       }, this.probeTimeoutMs);
       socket.send(token);
     } else if (!socket && !this.stopped) {
+      // connect() does nothing while a connect is under way or a socket exists.
       this.connect();
     }
     if (!(await this.httpProbe())) await this.options.state.recordHttpFailure();
   }
 
-  private httpProbe(): Promise<boolean> {
-    const url = new URL(CANARY_PROBE_PATH, this.options.proxyUrl);
+  private async httpProbe(): Promise<boolean> {
+    const base = await this.target();
+    if (base === null) return false;
+    const url = new URL(CANARY_PROBE_PATH, base);
     return new Promise((resolve) => {
       const req = http.request(url, { headers: this.headers(), agent: false, timeout: this.probeTimeoutMs }, (res) => {
         res.resume();
