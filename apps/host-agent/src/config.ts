@@ -67,6 +67,9 @@ const EnvSchema = Type.Object({
   TETHER_PROXY_ACME_EMAIL: Type.Optional(Type.String({ pattern: '^[^\\s@]+@[^\\s@]+$', maxLength: 254 })),
   /** How often the agent checks that Caddy runs and serves the routes in place (repairs it); 0 = never. */
   TETHER_PROXY_CHECK_INTERVAL_MS: Type.Integer({ minimum: 0, maximum: 86_400_000, default: 30_000 }),
+  /** Prometheus metrics and /healthz over HTTP: off when unset (0 = a free port, logged). */
+  TETHER_AGENT_METRICS_PORT: Type.Optional(Type.Integer({ minimum: 0, maximum: 65_535 })),
+  TETHER_AGENT_METRICS_HOST: Type.String({ minLength: 1, maxLength: 253, default: '127.0.0.1' }),
 });
 
 /** Every variable this app reads (docs/operations.md lists each; a test checks). */
@@ -79,6 +82,8 @@ export interface AgentConfig {
   stateDir: string;
   logLevel: string;
   overrides: { agentIdleTimeoutMs?: number; heartbeatIntervalMs?: number };
+  /** The metrics endpoint; null = off (the default). */
+  metrics: { host: string; port: number } | null;
   reconnect: { minMs: number; maxMs: number; healthySessionMs: number; connectTimeoutMs: number };
   runtime: {
     kind: 'docker' | 'none';
@@ -141,6 +146,7 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
       ...(e.TETHER_AGENT_IDLE_MS !== undefined ? { agentIdleTimeoutMs: e.TETHER_AGENT_IDLE_MS } : {}),
       ...(e.TETHER_HEARTBEAT_INTERVAL_MS !== undefined ? { heartbeatIntervalMs: e.TETHER_HEARTBEAT_INTERVAL_MS } : {}),
     },
+    metrics: e.TETHER_AGENT_METRICS_PORT === undefined ? null : { host: e.TETHER_AGENT_METRICS_HOST, port: e.TETHER_AGENT_METRICS_PORT },
     reconnect: {
       minMs: e.TETHER_RECONNECT_MIN_MS,
       maxMs: e.TETHER_RECONNECT_MAX_MS,

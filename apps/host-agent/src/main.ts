@@ -5,6 +5,7 @@ import { createAgent, type Agent } from './agent.js';
 import { runMain } from '@tether/common';
 import { loadConfig, type AgentConfig } from './config.js';
 import { startHealthFile } from './health-file.js';
+import { startAgentMetrics } from './metrics/index.js';
 import type { RoutingController, WorkloadController } from './controllers.js';
 import { UnavailableWorkloads } from './null-controllers.js';
 import { createRoutingController } from './proxy/index.js';
@@ -31,19 +32,23 @@ runMain(
     const logger = pino({ level: config.logLevel });
     const nodeName = config.nodeName ?? os.hostname();
     const ref: { agent?: Agent } = {};
-    const agent = createAgent({ ...config, nodeName }, { logger, ...controllers(config, nodeName, logger, () => ref.agent) });
+    const parts = controllers(config, nodeName, logger, () => ref.agent);
+    const agent = createAgent({ ...config, nodeName }, { logger, ...parts });
     ref.agent = agent;
     logger.info({ panel: config.panelUrl, node: nodeName, runtime: config.runtime.kind, proxy: config.proxy.kind }, 'tether agent starting');
     await mkdir(config.stateDir, { recursive: true });
     const session: { id: string | null } = { id: null };
     agent.connection.on('ready', ({ sessionId }) => (session.id = sessionId));
     agent.connection.on('closed', () => (session.id = null));
-    const stopHealth = startHealthFile(config.stateDir, () => ({ connection: agent.connection.state, sessionId: session.id }));
+    const health = () => ({ connection: agent.connection.state, sessionId: session.id });
+    const stopHealth = startHealthFile(config.stateDir, health);
+    const metrics = config.metrics ? await startAgentMetrics(config.metrics, agent, parts.routing, health, logger) : undefined;
     await agent.start();
     return {
       async stop(signal) {
         logger.info({ signal }, 'agent stopping');
         stopHealth();
+        await metrics?.close();
         await agent.stop();
       },
     };
