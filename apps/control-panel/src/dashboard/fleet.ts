@@ -83,8 +83,9 @@ export function createFleet(deps: {
       deps.registry.off('opened', opened);
       deps.registry.off('closed', invalidate);
       await feed.stop();
-      await directory.stop();
-      await tokens.stop();
+      // A read hanging on a database that does not answer must not hold the panel's shutdown beyond the page's deadline.
+      const bound = new Promise<void>((resolve) => setTimeout(resolve, d.dbDeadlineMs).unref());
+      await Promise.race([Promise.all([directory.stop(), tokens.stop()]), bound]);
     },
   };
 }
