@@ -43,6 +43,10 @@ describe.skipIf(!docker_.available)('container images', () => {
     await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200, { timeoutMs: 30_000, intervalMs: 100 });
     const readyMs = Date.now() - started;
     expect(readyMs).toBeLessThan(15_000);
+    // The fleet page is built into the image (apps/dashboard, carried by pnpm deploy).
+    const page = await fetch(`http://127.0.0.1:${port}/dashboard`);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toMatch(/<script type="module" crossorigin src="\/dashboard\/assets\/index-[\w-]+\.js">/);
     expect(await docker(['exec', name, 'id', '-un'])).toBe('tether');
     await waitFor(async () => (await docker(['inspect', '-f', '{{.State.Health.Status}}', name])) === 'healthy', { timeoutMs: 20_000, intervalMs: 250 });
     const stopAt = Date.now();
