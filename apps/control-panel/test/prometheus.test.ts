@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { PanelMessage } from '@tether/protocol';
 import { ensurePromtool, freePort, repoRoot, waitFor } from '@tether/testkit';
 import { startAgentProcess, type AgentProcess } from './helpers/agent-process.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
@@ -113,6 +114,33 @@ describe.skipIf(!ready)('Prometheus artefacts', () => {
     expect(exposition).toMatch(/^tether_node_sessions_opened_total\{node="prom-live"\} 1$/m);
     expect(exposition).toMatch(/^tether_nodes\{state="unreachable"\} 1$/m);
     expect(exposition).not.toMatch(/ses_[A-Za-z0-9_-]{12}/);
+  });
+
+  it('counts proxy reloads by whether the routing hash changed (the reload alert\'s input)', async () => {
+    const agent = agents[0]!;
+    const map = await agent.waitFor<Extract<PanelMessage, { type: 'routing.map' }>>((m) => m.type === 'routing.map');
+    const applied = (n: number) =>
+      agent.send({
+        type: 'routing.applied',
+        id: `ra${n}`,
+        ref: map.id,
+        hash: map.hash,
+        changed: n === 1,
+        reloaded: true,
+        error: null,
+        routing: { appliedHash: map.hash, reloadsTotal: n, reloadsToday: n, lastReloadAt: new Date().toISOString(), lastReloadReason: 'test' },
+      });
+    // First reload: from no hash to the map's (a routing change). Then a reload that kept the same hash.
+    applied(1);
+    agent.appliedHash = map.hash;
+    await new Promise((r) => setTimeout(r, 300));
+    applied(2);
+    const text = await waitFor(async () => {
+      const t = await (await fetch(`${panel.url}/metrics`)).text();
+      return t.includes('tether_node_proxy_reloads_total{node="prom-live",kind="no_routing_change"} 1') ? t : null;
+    }, { timeoutMs: 3_000 });
+    expect(text).toMatch(/^tether_node_proxy_reloads_total\{node="prom-live",kind="routing_change"\} 1$/m);
+    expect(text).toMatch(/^tether_node_proxy_reloads_total\{node="prom-gone",kind="no_routing_change"\} 0$/m);
   });
 
   it('the alert rules pass promtool check rules', () => {
