@@ -64,7 +64,7 @@ async function serviceContainer(): Promise<string> {
     },
     { timeoutMs: 30_000, intervalMs: 200 },
   );
-  return status.containers[0].containerId as string;
+  return status.containers[0]!.containerId;
 }
 
 async function panelReady(timeoutMs: number): Promise<void> {
@@ -183,7 +183,8 @@ describe.skipIf(!tools.available)('the shipped compose stack (docker-compose 1.2
       expect(await docker(['inspect', '-f', '{{.State.ExitCode}}', id]), name).toBe('0');
     }
     // A fast shutdown to its end (no orphaned server, nothing to recover at the next start), and the panel ran no PostgreSQL of its own.
-    expect(await dockerLogs(containers[2][1])).toMatch(/database system is shut down/);
-    expect(await dockerLogs(containers[1][1])).not.toMatch(/Embedded PostgreSQL/);
+    const byName = new Map(containers);
+    expect(await dockerLogs(byName.get('postgres')!)).toMatch(/database system is shut down/);
+    expect(await dockerLogs(byName.get('panel')!)).not.toMatch(/Embedded PostgreSQL/);
   }, 120_000);
 });
