@@ -124,9 +124,16 @@ describe.skipIf(!tools.available)('docs/install.md, run as written', () => {
 
   it('every runnable block succeeds, and does what the guide says', async () => {
     const [build, start, register, check, backup, uninstall] = blocks as [Block, Block, Block, Block, Block, Block];
+    const tags = ['tether/control-panel:latest', 'tether/host-agent:latest'];
+    const previous = await Promise.all(tags.map((tag) => docker(['image', 'inspect', '-f', '{{.Id}}', tag]).catch(() => '')));
     // The clone is this test's copy of the working tree.
     await runBlock({ ...build, script: build.script.split('\n').slice(1).join('\n') }, 900_000);
-    for (const tag of ['tether/control-panel:latest', 'tether/host-agent:latest']) expect(await docker(['image', 'inspect', '-f', '{{.Id}}', tag])).toMatch(/^sha256:/);
+    for (const [i, tag] of tags.entries()) {
+      const now = await docker(['image', 'inspect', '-f', '{{.Id}}', tag]);
+      expect(now).toMatch(/^sha256:/);
+      // The image the guide's tag pointed at before, now untagged (no -f: kept while tagged elsewhere or in use).
+      if (previous[i] && previous[i] !== now) await docker(['rmi', previous[i]!]).catch(() => undefined);
+    }
 
     await runBlock(start);
     const dotenv = await readFile(path.join(checkout, 'infra', 'compose', '.env'), 'utf8');
