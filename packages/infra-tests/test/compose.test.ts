@@ -81,9 +81,14 @@ describe.skipIf(!tools.available)('the shipped compose stack (docker-compose 1.2
     await stack?.destroy();
   }, 60_000);
 
-  it('first start: postgres and panel, then a node token from POST /v1/nodes, then the agent joins', async () => {
-    await stack.compose(['up', '-d', 'postgres', 'panel'], 180_000);
+  it('first start without a node token: the agent exits 2 naming it and compose restarts it; with the token from POST /v1/nodes it joins', async () => {
+    // `up -d` of everything before step 3 of docs/install.md (the guide starts postgres and panel first).
+    await stack.compose(['up', '-d'], 180_000);
     await panelReady(60_000);
+    const waiting = await stack.containerId('agent');
+    // Between two of compose's restarts the container shows the last exit: code 2, and restarted at least once.
+    await waitFor(async () => /^[1-9]\d* 2$/.test(await docker(['inspect', '-f', '{{.RestartCount}} {{.State.ExitCode}}', waiting])), { timeoutMs: 30_000, intervalMs: 50 });
+    expect(await dockerLogs(waiting)).toMatch(/TETHER_NODE_TOKEN: required/);
     const node = await stack.api('POST', '/v1/nodes', { name: stack.nodeName });
     expect(node.status).toBe(201);
     expect(node.body.token).toMatch(/^tth_node_/);
@@ -92,6 +97,8 @@ describe.skipIf(!tools.available)('the shipped compose stack (docker-compose 1.2
     stack.env.TETHER_NODE_TOKEN = nodeToken;
     await stack.writeEnv();
     await stack.compose(['up', '-d', 'agent'], 120_000);
+    // The changed env file recreates the agent's container.
+    expect(await stack.containerId('agent')).not.toBe(waiting);
     const s = await connectedSession(60_000);
     expect(s.sessionId).toBeTruthy();
     // The agent container's health check reads its health file: healthy once the session is up.
