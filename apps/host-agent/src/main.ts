@@ -1,5 +1,6 @@
 import { mkdir } from 'node:fs/promises';
 import os from 'node:os';
+import path from 'node:path';
 import { pino, type Logger } from 'pino';
 import { createAgent, type Agent } from './agent.js';
 import { runMain } from '@tether/common';
@@ -8,22 +9,42 @@ import { startHealthFile } from './health-file.js';
 import { startAgentMetrics } from './metrics/index.js';
 import type { RoutingController, WorkloadController } from './controllers.js';
 import { UnavailableWorkloads } from './null-controllers.js';
-import { createRoutingController } from './proxy/index.js';
+import { EventJournal, createRoutingController, reloadEvent } from './proxy/index.js';
 import { createDockerWorkloadController } from './runtime/index.js';
+import { createCanary, withCanary, type Canary } from './canary/index.js';
 
 // Reads configuration, builds the controllers the config asks for and starts the agent.
 
-function controllers(config: AgentConfig, nodeName: string, logger: Logger, agent: () => Agent | undefined): { workloads: WorkloadController; routing: RoutingController } {
+function controllers(
+  config: AgentConfig,
+  nodeName: string,
+  logger: Logger,
+  agent: () => Agent | undefined,
+  journal: EventJournal | undefined,
+  canary: Canary | null,
+): { workloads: WorkloadController; routing: RoutingController } {
   const workloads =
     config.runtime.kind === 'none'
       ? new UnavailableWorkloads()
       : createDockerWorkloadController(config.runtime, nodeName, {
           logger,
+          restartCountersFile: path.join(config.stateDir, 'restart-counters.json'),
           // A container that crashed past its restart budget fails its deployment, visibly, on the panel.
           onFailure: (report) => agent()?.connection.reportResult(report.deploymentId, { status: 'failed', code: report.code, reason: report.reason }),
         });
-  const routing = createRoutingController({ ...config, nodeName }, { logger });
-  return { workloads, routing };
+  const routing = createRoutingController(
+    { ...config, nodeName },
+    {
+      logger,
+      // Every reload, also those of the periodic proxy check, goes to the panel's history exactly once,
+      // and is the evidence the canary attributes its drops with.
+      onReload: (reload) => {
+        canary?.noteReload(reload);
+        void journal?.record(reloadEvent(reload));
+      },
+    },
+  );
+  return { workloads, routing: withCanary(routing, canary) };
 }
 
 runMain(
@@ -32,8 +53,10 @@ runMain(
     const logger = pino({ level: config.logLevel });
     const nodeName = config.nodeName ?? os.hostname();
     const ref: { agent?: Agent } = {};
-    const parts = controllers(config, nodeName, logger, () => ref.agent);
-    const agent = createAgent({ ...config, nodeName }, { logger, ...parts });
+    const journal = config.proxy.kind === 'none' ? undefined : await EventJournal.open(path.join(config.stateDir, 'proxy-events.json'), { logger });
+    const canary = await createCanary({ ...config, nodeName }, { logger, onDrop: (event) => void journal?.record(event) });
+    const parts = controllers(config, nodeName, logger, () => ref.agent, journal, canary);
+    const agent = createAgent({ ...config, nodeName }, { logger, ...parts, ...(journal ? { events: journal } : {}) });
     ref.agent = agent;
     logger.info({ panel: config.panelUrl, node: nodeName, runtime: config.runtime.kind, proxy: config.proxy.kind }, 'tether agent starting');
     await mkdir(config.stateDir, { recursive: true });

@@ -53,7 +53,18 @@ export function sessionRow(node: NodeRecord, registry: SessionRegistry, routing:
     unreachableSince: state === 'unreachable' ? (teardown ? new Date(teardown.at).toISOString() : (node.unreachableSince?.toISOString() ?? null)) : null,
     lastSeenAt: session ? new Date(session.lastFrameAt).toISOString() : (node.lastSeenAt?.toISOString() ?? null),
     routing: { desiredHash: r.desiredHash, appliedHash: r.appliedHash, drifting: r.drifting },
-    reloads: { today: r.reloadsToday, total: r.reloadsTotal, lastAt: r.lastReloadAt, lastReason: r.lastReloadReason },
+    reloads: { today: r.reloadsToday, total: r.reloadsTotal, lastAt: r.lastReloadAt, lastReason: r.lastReloadReason, kinds: r.reloadKinds },
+    canary: r.canary
+      ? {
+          connected: r.canary.connected,
+          dropsToday: r.canary.dropsToday,
+          dropsTotal: r.canary.dropsTotal,
+          causesToday: r.canary.causesToday,
+          lastDropAt: r.canary.lastDropAt,
+          lastDropCause: r.canary.lastDropCause,
+        }
+      : null,
+    pushes: r.pushes,
     lastTeardown,
   };
 }

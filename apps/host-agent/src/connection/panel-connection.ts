@@ -3,6 +3,7 @@ import type { Logger } from '@tether/common';
 import WebSocket, { type RawData } from 'ws';
 import { Backoff, createLoop, Deadline, errorMessage, sanitizeText, type DeadlineClock, type Loop } from '@tether/common';
 import {
+  CAPABILITIES,
   FIELD_LIMITS,
   FRAME_ERROR_CODES,
   MAX_STATE_FRAME_BYTES,
@@ -19,7 +20,7 @@ import {
   type RuntimeStatus,
   type Timing,
 } from '@tether/protocol';
-import type { DeployOutcome, RoutingController, WorkloadController } from '../controllers.js';
+import type { DeployOutcome, EventOutbox, RoutingController, WorkloadController } from '../controllers.js';
 import { AGENT_ERROR_CODES } from '../errors.js';
 
 // The agent's one session with the panel. Every read runs under a read-idle
@@ -35,6 +36,8 @@ export interface PanelConnectionOptions {
   agentVersion: string;
   workloads: WorkloadController;
   routing: RoutingController;
+  /** Reload and canary events to send in `proxy.events` when the panel speaks it. */
+  events?: EventOutbox;
   reconnect: { minMs: number; maxMs: number; healthySessionMs: number; connectTimeoutMs: number };
   overrides?: { agentIdleTimeoutMs?: number; heartbeatIntervalMs?: number };
   logger: Logger;
@@ -88,11 +91,17 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
   private readonly nextId = createIdGenerator('a');
   private readonly outbox: DeployResult[] = [];
   private terminal = false;
+  /** The panel confirmed `proxy.events` in welcome (this session). */
+  private eventsEnabled = false;
+  /** proxy.events in flight: message id → the keys it carries, and when it was sent. */
+  private readonly eventsInFlight = new Map<string, { keys: string[]; at: number }>();
+  private ackTimeoutMs: number = TIMING_DEFAULTS.ackTimeoutMs;
 
   constructor(private readonly options: PanelConnectionOptions) {
     super();
     this.backoff = new Backoff({ initialMs: options.reconnect.minMs, maxMs: options.reconnect.maxMs, random: options.random });
     this.idleTimeoutMs = options.overrides?.agentIdleTimeoutMs ?? TIMING_DEFAULTS.agentIdleTimeoutMs;
+    options.events?.onRecorded(() => this.sendEvents());
   }
 
   get state(): ConnectionState {
@@ -164,7 +173,30 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       containers: observation.containers,
       runtime: runtimeStatus(observation.runtime),
       routing: this.routingStatus(),
+      ...(this.options.events ? { capabilities: [CAPABILITIES.PROXY_EVENTS] } : {}),
     });
+  }
+
+  /**
+   * Sends the events no message in flight carries (and those whose message
+   * went unACKed past the ACK timeout), at most 500 a message. Only to a panel
+   * that confirmed `proxy.events`; an older panel records reloads from
+   * routing.applied instead.
+   */
+  private sendEvents(): void {
+    const socket = this.socket;
+    const outbox = this.options.events;
+    if (!socket || !outbox || !this.eventsEnabled || this.state_ !== 'ready') return;
+    const now = Date.now();
+    for (const [id, sent] of this.eventsInFlight) if (now - sent.at > this.ackTimeoutMs) this.eventsInFlight.delete(id);
+    const carried = new Set([...this.eventsInFlight.values()].flatMap((m) => m.keys));
+    const waiting = outbox.pending().filter((e) => !carried.has(`${e.epoch}:${e.seq}`));
+    for (let i = 0; i < waiting.length; i += 500) {
+      const events = waiting.slice(i, i + 500).map((e) => (e.event === 'reload' ? { ...e, reason: freeText(e.reason) } : e));
+      const id = this.nextId();
+      if (!this.sendOn(socket, { type: 'proxy.events', id, events })) return;
+      this.eventsInFlight.set(id, { keys: events.map((e) => `${e.epoch}:${e.seq}`), at: now });
+    }
   }
 
   private routingStatus(): RoutingStatus {
@@ -198,7 +230,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     const message = result.message as PanelMessage;
     switch (message.type) {
       case 'welcome':
-        return this.onWelcome(socket, message.sessionId, message.timing);
+        return this.onWelcome(socket, message.sessionId, message.timing, message.capabilities ?? []);
       case 'ping':
         this.sendOn(socket, { type: 'pong', id: this.nextId(), ref: message.id });
         return;
@@ -218,8 +250,14 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       case 'error':
         this.options.logger.warn({ code: message.code, ref: message.ref, message: message.message }, 'panel rejected a frame');
         return;
-      case 'ack':
+      case 'ack': {
+        const sent = this.eventsInFlight.get(message.ref);
+        if (sent) {
+          this.eventsInFlight.delete(message.ref);
+          void this.options.events?.acknowledge(sent.keys);
+        }
         return;
+      }
       default:
         this.sendOn(socket, {
           type: 'error',
@@ -231,8 +269,11 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     }
   }
 
-  private onWelcome(socket: WebSocket, sessionId: string, timing: Timing): void {
+  private onWelcome(socket: WebSocket, sessionId: string, timing: Timing, capabilities: readonly string[]): void {
     this.sessionId = sessionId;
+    this.eventsEnabled = capabilities.includes(CAPABILITIES.PROXY_EVENTS);
+    this.eventsInFlight.clear();
+    this.ackTimeoutMs = timing.ackTimeoutMs;
     this.sessionStartedAt = Date.now();
     this.state_ = 'ready';
     this.idleTimeoutMs = this.options.overrides?.agentIdleTimeoutMs ?? timing.agentIdleTimeoutMs;
@@ -247,12 +288,15 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     });
     this.heartbeat.start();
     for (const result of this.outbox.splice(0)) this.sendOn(socket, result);
+    this.sendEvents();
     this.options.logger.info({ sessionId, heartbeatMs, idleTimeoutMs: this.idleTimeoutMs }, 'session ready');
     this.emit('ready', { sessionId, timing });
   }
 
   private async sendHeartbeat(socket: WebSocket): Promise<void> {
     if (socket !== this.socket || this.state_ !== 'ready') return;
+    // Events whose proxy.events went unACKed (the panel's database was down) go again, with the same keys.
+    this.sendEvents();
     const observation = await this.options.workloads.observe();
     this.sendOn(socket, {
       type: 'heartbeat',
@@ -320,6 +364,9 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     void this.heartbeat?.stop();
     this.heartbeat = undefined;
     const sessionId = this.sessionId;
+    this.eventsEnabled = false;
+    // Whatever was in flight is sent again on the next session; the panel's unique key stores it once.
+    this.eventsInFlight.clear();
     const lasted = this.sessionStartedAt ? Date.now() - this.sessionStartedAt : 0;
     this.sessionId = null;
     this.sessionStartedAt = 0;
