@@ -79,6 +79,9 @@ const EnvSchema = Type.Object({
   TETHER_CANARY_UPSTREAM: Type.Optional(Type.String({ minLength: 3, maxLength: 300 })),
   /** Canary: http://host:port where the agent reaches Caddy's canary server; default: 127.0.0.1 (external) or the proxy container's address on Tether's network (container), at TETHER_CANARY_PROXY_PORT. */
   TETHER_CANARY_PROXY_URL: Type.Optional(Type.String({ pattern: '^http://' })),
+  /** Prometheus metrics and /healthz over HTTP: off when unset (0 = a free port, logged). */
+  TETHER_AGENT_METRICS_PORT: Type.Optional(Type.Integer({ minimum: 0, maximum: 65_535 })),
+  TETHER_AGENT_METRICS_HOST: Type.String({ minLength: 1, maxLength: 253, default: '127.0.0.1' }),
 });
 
 /** Every variable this app reads (docs/operations.md lists each; a test checks). */
@@ -91,6 +94,8 @@ export interface AgentConfig {
   stateDir: string;
   logLevel: string;
   overrides: { agentIdleTimeoutMs?: number; heartbeatIntervalMs?: number };
+  /** The metrics endpoint; null = off (the default). */
+  metrics: { host: string; port: number } | null;
   reconnect: { minMs: number; maxMs: number; healthySessionMs: number; connectTimeoutMs: number };
   runtime: {
     kind: 'docker' | 'none';
@@ -162,6 +167,7 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
       ...(e.TETHER_AGENT_IDLE_MS !== undefined ? { agentIdleTimeoutMs: e.TETHER_AGENT_IDLE_MS } : {}),
       ...(e.TETHER_HEARTBEAT_INTERVAL_MS !== undefined ? { heartbeatIntervalMs: e.TETHER_HEARTBEAT_INTERVAL_MS } : {}),
     },
+    metrics: e.TETHER_AGENT_METRICS_PORT === undefined ? null : { host: e.TETHER_AGENT_METRICS_HOST, port: e.TETHER_AGENT_METRICS_PORT },
     reconnect: {
       minMs: e.TETHER_RECONNECT_MIN_MS,
       maxMs: e.TETHER_RECONNECT_MAX_MS,

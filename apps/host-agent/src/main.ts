@@ -6,6 +6,7 @@ import { createAgent, type Agent } from './agent.js';
 import { runMain } from '@tether/common';
 import { loadConfig, type AgentConfig } from './config.js';
 import { startHealthFile } from './health-file.js';
+import { startAgentMetrics } from './metrics/index.js';
 import type { RoutingController, WorkloadController } from './controllers.js';
 import { UnavailableWorkloads } from './null-controllers.js';
 import { EventJournal, createRoutingController, reloadEvent } from './proxy/index.js';
@@ -61,26 +62,23 @@ runMain(
       { ...config, nodeName },
       { logger, onDrop: (event) => void journal?.record(event), ...(config.proxy.kind === 'container' ? { proxyAddress: () => proxy.address?.() ?? Promise.resolve(null) } : {}) },
     );
-    const agent = createAgent(
-      { ...config, nodeName },
-      {
-        logger,
-        ...controllers(config, nodeName, logger, () => ref.agent, journal, canary, (resolve) => (proxy.address = resolve)),
-        ...(journal ? { events: journal } : {}),
-      },
-    );
+    const parts = controllers(config, nodeName, logger, () => ref.agent, journal, canary, (resolve) => (proxy.address = resolve));
+    const agent = createAgent({ ...config, nodeName }, { logger, ...parts, ...(journal ? { events: journal } : {}) });
     ref.agent = agent;
     logger.info({ panel: config.panelUrl, node: nodeName, runtime: config.runtime.kind, proxy: config.proxy.kind }, 'tether agent starting');
     await mkdir(config.stateDir, { recursive: true });
     const session: { id: string | null } = { id: null };
     agent.connection.on('ready', ({ sessionId }) => (session.id = sessionId));
     agent.connection.on('closed', () => (session.id = null));
-    const stopHealth = startHealthFile(config.stateDir, () => ({ connection: agent.connection.state, sessionId: session.id }));
+    const health = () => ({ connection: agent.connection.state, sessionId: session.id });
+    const stopHealth = startHealthFile(config.stateDir, health);
+    const metrics = config.metrics ? await startAgentMetrics(config.metrics, agent, parts.routing, health, logger) : undefined;
     await agent.start();
     return {
       async stop(signal) {
         logger.info({ signal }, 'agent stopping');
         stopHealth();
+        await metrics?.close();
         await agent.stop();
       },
     };

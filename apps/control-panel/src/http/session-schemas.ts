@@ -22,6 +22,7 @@ export const SessionRow = Type.Object({
   pingsSent: Type.Integer(),
   pongs: Type.Integer(),
   missedAcks: Type.Integer(),
+  missedAcks24h: Type.Integer(),
   invalidFrames: Type.Integer(),
   runtime: Nullable(Type.Object({ available: Type.Boolean(), error: NullableString })),
   unreachableSince: NullableTimestamp,
