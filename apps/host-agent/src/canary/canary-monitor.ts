@@ -40,6 +40,8 @@ export interface CanaryMonitorOptions {
 
 interface PendingDrop {
   at: number;
+  /** When the dropped connection had opened. */
+  openedAt: number;
   closeCode: number | null;
   reconnectedAt: number | null;
   unreachableAttempts: number;
@@ -51,6 +53,8 @@ const RELOAD_MEMORY_MS = 10 * 60_000;
 export class CanaryMonitor {
   private socket: WebSocket | null = null;
   private open = false;
+  /** When the current (or last) canary connection opened. */
+  private openedAt = 0;
   private stopped = true;
   private drop: PendingDrop | null = null;
   private reloads: ReloadRecord[] = [];
@@ -162,6 +166,7 @@ export class CanaryMonitor {
     socket.on('open', () => {
       opened = true;
       this.open = true;
+      this.openedAt = Date.now();
       this.failedConnects = 0;
       if (this.drop && this.drop.reconnectedAt === null) {
         this.drop.reconnectedAt = Date.now();
@@ -193,7 +198,7 @@ export class CanaryMonitor {
   private beginDrop(code: number): void {
     // A second drop before the first was decided: decide the first now, with what is known.
     if (this.drop) this.finalize();
-    this.drop = { at: Date.now(), closeCode: code, reconnectedAt: null, unreachableAttempts: 0 };
+    this.drop = { at: Date.now(), openedAt: this.openedAt, closeCode: code, reconnectedAt: null, unreachableAttempts: 0 };
     this.options.logger.warn({ closeCode: code }, 'canary connection through the proxy dropped');
     this.scheduleFinalize();
   }
@@ -211,7 +216,7 @@ export class CanaryMonitor {
     if (!drop) return;
     this.drop = null;
     clearTimeout(this.finalizeTimer);
-    const { cause, reloadReason } = attributeDrop({ at: drop.at, reloads: this.reloads, unreachableAttempts: drop.unreachableAttempts });
+    const { cause, reloadReason } = attributeDrop({ at: drop.at, openedAt: drop.openedAt, reloads: this.reloads, unreachableAttempts: drop.unreachableAttempts });
     const at = new Date(drop.at);
     this.drops += 1;
     void this.options.state.recordDrop(at, cause, reloadReason);
