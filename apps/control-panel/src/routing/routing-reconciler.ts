@@ -1,6 +1,7 @@
 import { createLoop, KeyedSerialQueue, sanitizeText, type Loop, type Logger } from '@tether/common';
 import { CAPABILITIES, createIdGenerator, type AgentMessage, type CanaryStatus, type ReloadKindCounts, type ProxyEvents, type ReloadKind, type RoutingStatus } from '@tether/protocol';
 import type { SessionRegistry } from '../sessions/registry.js';
+import { sameJson } from '../sessions/report.js';
 import type { AgentSession } from '../sessions/session.js';
 import type { RoutingMapContent, RoutingMapSource } from './routing-map.js';
 import { RoutingFrames } from './routing-frames.js';
@@ -259,8 +260,9 @@ export class RoutingReconciler implements RoutingView {
     s.reloadsTotal = routing.reloadsTotal;
     if (s.lastReloadAt !== routing.lastReloadAt) s.lastReloadAt = routing.lastReloadAt;
     if (s.lastReloadReason !== routing.lastReloadReason) s.lastReloadReason = routing.lastReloadReason;
-    s.reloadKinds = routing.reloadKinds ?? null;
-    s.canary = routing.canary ?? null;
+    // Kept when equal, like the strings above: an unchanged heartbeat's objects die young.
+    if (!sameJson(s.reloadKinds, routing.reloadKinds ?? null)) s.reloadKinds = routing.reloadKinds ?? null;
+    if (!sameJson(s.canary, routing.canary ?? null)) s.canary = routing.canary ?? null;
     this.trackMismatch(s);
   }
 
