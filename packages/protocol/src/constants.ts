@@ -34,6 +34,18 @@ export const MAX_INVALID_STREAK = 5;
 export const ACKED_MESSAGE_TYPES = Object.freeze(['deploy', 'workloads', 'routing.map'] as const);
 
 /**
+ * Optional protocol features, announced by the agent in `hello.capabilities`
+ * and confirmed by the panel in `welcome.capabilities`. An end uses one only
+ * when both named it, so a panel and an agent of different releases still
+ * talk; an unknown name is ignored.
+ */
+export const CAPABILITIES = Object.freeze({
+  /** Reload and canary-drop events in their own `proxy.events` message, ACKed once stored. */
+  PROXY_EVENTS: 'proxy.events',
+} as const);
+export type Capability = (typeof CAPABILITIES)[keyof typeof CAPABILITIES];
+
+/**
  * Timing defaults, each configurable on the panel; the panel hands the values the
  * agent must use to it in `welcome`.
  */

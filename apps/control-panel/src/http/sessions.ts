@@ -8,13 +8,15 @@ import { IdParams, authErrors, security } from './schemas.js';
 import { SessionHistory, SessionList } from './session-schemas.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import type { RoutingView } from '../routing/routing-reconciler.js';
-import { sessionRow, type NodeRecord } from './session-rows.js';
+import { sessionRow, type MissedAcks24h, type NodeRecord } from './session-rows.js';
 
 export interface SessionRoutesOptions {
   prisma: Db;
   registry: SessionRegistry;
   /** Desired vs applied routing and reload counters per node. */
   routing: RoutingView;
+  /** ACK timeouts per node in the last 24 h (the fleet directory's count of session events). */
+  missedAcks24h: MissedAcks24h;
   /** Every node, by name; remembered so the list answers during a database outage. */
   nodes: LastGoodRead<NodeRecord[]>;
 }
@@ -48,7 +50,7 @@ export const sessionRoutes: FastifyPluginAsync<SessionRoutesOptions> = async (ap
         if (added.length > 0) nodes = [...nodes, ...added].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
       }
       const now = Date.now();
-      return { sessions: nodes.map((node) => sessionRow(node, opts.registry, opts.routing, now)) };
+      return { sessions: nodes.map((node) => sessionRow(node, opts.registry, opts.routing, now, opts.missedAcks24h)) };
     },
   );
 
@@ -74,7 +76,7 @@ export const sessionRoutes: FastifyPluginAsync<SessionRoutesOptions> = async (ap
         take: request.query.limit ?? 100,
       });
       return {
-        current: sessionRow(node, opts.registry, opts.routing, Date.now()),
+        current: sessionRow(node, opts.registry, opts.routing, Date.now(), opts.missedAcks24h),
         events: events.map((e) => ({ sessionId: e.sessionId, kind: e.kind, at: e.at.toISOString(), reason: e.reason, closeCode: e.closeCode })),
       };
     },

@@ -3,6 +3,7 @@ import type { Logger } from '@tether/common';
 import WebSocket, { type RawData } from 'ws';
 import { Backoff, createLoop, Deadline, errorMessage, sanitizeText, type DeadlineClock, type Loop } from '@tether/common';
 import {
+  CAPABILITIES,
   FIELD_LIMITS,
   FRAME_ERROR_CODES,
   MAX_STATE_FRAME_BYTES,
@@ -19,8 +20,9 @@ import {
   type RuntimeStatus,
   type Timing,
 } from '@tether/protocol';
-import type { DeployOutcome, RoutingController, WorkloadController } from '../controllers.js';
+import type { DeployOutcome, EventOutbox, RoutingController, WorkloadController } from '../controllers.js';
 import { AGENT_ERROR_CODES } from '../errors.js';
+import { EventSender } from './event-sender.js';
 
 // The agent's one session with the panel. Every read runs under a read-idle
 // deadline (90 s by default: three missed panel pings); silence past it means
@@ -35,6 +37,8 @@ export interface PanelConnectionOptions {
   agentVersion: string;
   workloads: WorkloadController;
   routing: RoutingController;
+  /** Reload and canary events to send in `proxy.events` when the panel speaks it. */
+  events?: EventOutbox;
   reconnect: { minMs: number; maxMs: number; healthySessionMs: number; connectTimeoutMs: number };
   overrides?: { agentIdleTimeoutMs?: number; heartbeatIntervalMs?: number };
   logger: Logger;
@@ -88,11 +92,14 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
   private readonly nextId = createIdGenerator('a');
   private readonly outbox: DeployResult[] = [];
   private terminal = false;
+  private readonly events: EventSender | null;
 
   constructor(private readonly options: PanelConnectionOptions) {
     super();
     this.backoff = new Backoff({ initialMs: options.reconnect.minMs, maxMs: options.reconnect.maxMs, random: options.random });
     this.idleTimeoutMs = options.overrides?.agentIdleTimeoutMs ?? TIMING_DEFAULTS.agentIdleTimeoutMs;
+    this.events = options.events ? new EventSender(options.events, this.nextId) : null;
+    options.events?.onRecorded(() => this.sendEvents());
   }
 
   get state(): ConnectionState {
@@ -164,7 +171,15 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       containers: observation.containers,
       runtime: runtimeStatus(observation.runtime),
       routing: this.routingStatus(),
+      ...(this.options.events ? { capabilities: [CAPABILITIES.PROXY_EVENTS] } : {}),
     });
+  }
+
+  /** Reload and canary events to a panel that speaks proxy.events (event-sender.ts). */
+  private sendEvents(): void {
+    const socket = this.socket;
+    if (!socket || this.state_ !== 'ready') return;
+    this.events?.flush((message) => this.sendOn(socket, message));
   }
 
   private routingStatus(): RoutingStatus {
@@ -198,7 +213,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     const message = result.message as PanelMessage;
     switch (message.type) {
       case 'welcome':
-        return this.onWelcome(socket, message.sessionId, message.timing);
+        return this.onWelcome(socket, message.sessionId, message.timing, message.capabilities ?? []);
       case 'ping':
         this.sendOn(socket, { type: 'pong', id: this.nextId(), ref: message.id });
         return;
@@ -219,6 +234,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
         this.options.logger.warn({ code: message.code, ref: message.ref, message: message.message }, 'panel rejected a frame');
         return;
       case 'ack':
+        this.events?.acknowledged(message.ref);
         return;
       default:
         this.sendOn(socket, {
@@ -231,8 +247,9 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     }
   }
 
-  private onWelcome(socket: WebSocket, sessionId: string, timing: Timing): void {
+  private onWelcome(socket: WebSocket, sessionId: string, timing: Timing, capabilities: readonly string[]): void {
     this.sessionId = sessionId;
+    this.events?.sessionReady(capabilities, timing.ackTimeoutMs);
     this.sessionStartedAt = Date.now();
     this.state_ = 'ready';
     this.idleTimeoutMs = this.options.overrides?.agentIdleTimeoutMs ?? timing.agentIdleTimeoutMs;
@@ -247,12 +264,15 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     });
     this.heartbeat.start();
     for (const result of this.outbox.splice(0)) this.sendOn(socket, result);
+    this.sendEvents();
     this.options.logger.info({ sessionId, heartbeatMs, idleTimeoutMs: this.idleTimeoutMs }, 'session ready');
     this.emit('ready', { sessionId, timing });
   }
 
   private async sendHeartbeat(socket: WebSocket): Promise<void> {
     if (socket !== this.socket || this.state_ !== 'ready') return;
+    // Events whose proxy.events went unACKed (the panel's database was down) go again, with the same keys.
+    this.sendEvents();
     const observation = await this.options.workloads.observe();
     this.sendOn(socket, {
       type: 'heartbeat',
@@ -320,6 +340,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     void this.heartbeat?.stop();
     this.heartbeat = undefined;
     const sessionId = this.sessionId;
+    this.events?.sessionClosed();
     const lasted = this.sessionStartedAt ? Date.now() - this.sessionStartedAt : 0;
     this.sessionId = null;
     this.sessionStartedAt = 0;

@@ -54,6 +54,8 @@ export function caddyHostPaths(hostDir: string) {
 export class CaddyContainer implements ProxySupervisor {
   private readonly paths: ReturnType<typeof caddyHostPaths>;
   private inFlight: Promise<void> | null = null;
+  /** A container was created since the controller last asked: its first load is `initial`. */
+  private created = false;
 
   constructor(private readonly options: CaddyContainerOptions) {
     this.paths = caddyHostPaths(options.hostDir);
@@ -102,6 +104,7 @@ export class CaddyContainer implements ProxySupervisor {
     }
     if (!keep) {
       await this.create(spec);
+      this.created = true;
       logger.info({ node: this.options.node }, 'proxy container created');
     } else if (keep.state !== 'running' && keep.state !== 'restarting') {
       await runtime.start(keep.id);
@@ -110,6 +113,24 @@ export class CaddyContainer implements ProxySupervisor {
       return;
     }
     await this.waitReady();
+  }
+
+  takeCreated(): boolean {
+    const created = this.created;
+    this.created = false;
+    return created;
+  }
+
+  /**
+   * The running proxy container's address on Tether's network: how the
+   * canary reaches Caddy's canary server, from the host (Linux routes to a
+   * bridge network's addresses) or from a container on that network, without
+   * publishing a port. Null while no proxy container runs.
+   */
+  async address(): Promise<string | null> {
+    const running = (await this.list()).find((c) => c.state === 'running');
+    if (!running) return null;
+    return (await this.options.runtime.inspect(running.id)).ipAddresses?.[this.options.network] ?? null;
   }
 
   /** Removes the proxy container (decommissioning a node; tests). An agent stop leaves it running. */
@@ -131,6 +152,7 @@ export class CaddyContainer implements ProxySupervisor {
       // HTTP/3, which Caddy serves on its HTTPS port.
       ports[`${CADDY_CONTAINER.httpsPort}/udp`] = [{ HostIp: bindAddress, HostPort: String(httpsPort) }];
     }
+
     const settings = {
       Image: image,
       User: user,

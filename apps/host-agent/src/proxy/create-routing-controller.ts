@@ -11,7 +11,7 @@ import { DisabledRouting } from '../null-controllers.js';
 import { createCaddyAdmin, parseAdminUrl } from './caddy-admin.js';
 import { CaddyContainer, caddyHostPaths } from './caddy-container.js';
 import { CADDY_CONTAINER, CADDY_CONTAINER_ADMIN, ensureCaddyImage } from './caddy-image.js';
-import { CaddyRoutingController } from './routing-controller.js';
+import { CaddyRoutingController, type ReloadRecord } from './routing-controller.js';
 import type { CaddyAdminSettings, ProxyTlsMode } from './render.js';
 
 // One way to build the routing controller per TETHER_PROXY mode. The agent
@@ -27,11 +27,15 @@ export interface ServingOptions {
 
 interface CommonOptions {
   stateDir: string;
+  /** Caddy's canary server (canary/): its port and the endpoint it proxies to; absent when the canary is off. */
+  canary?: { port: number; upstream: string } | null;
   /** Default: stateDir/caddy.json. */
   configPath?: string;
   adminTimeoutMs: number;
   checkIntervalMs: number;
+  fullCheckIntervalMs?: number;
   serving: ServingOptions;
+  onReload?: (reload: ReloadRecord) => void;
   logger: Logger;
   now?: () => Date;
 }
@@ -77,8 +81,11 @@ export function createExternalRoutingController(o: ExternalProxyOptions): CaddyR
   return new CaddyRoutingController({
     ...statePaths(o),
     proxy: createCaddyAdmin({ adminUrl: o.adminUrl, timeoutMs: o.adminTimeoutMs }),
-    render: { admin: adminSettingsFor(o.adminUrl, o.adminListen), ...o.serving },
+    // The operator's Caddy listens for the canary on loopback only.
+    render: { admin: adminSettingsFor(o.adminUrl, o.adminListen), ...o.serving, canary: o.canary ? { listen: `127.0.0.1:${o.canary.port}`, upstream: o.canary.upstream } : null },
     checkIntervalMs: o.checkIntervalMs,
+    ...(o.fullCheckIntervalMs ? { fullCheckIntervalMs: o.fullCheckIntervalMs } : {}),
+    ...(o.onReload ? { onReload: o.onReload } : {}),
     logger: o.logger,
     ...(o.now ? { now: o.now } : {}),
   });
@@ -110,8 +117,17 @@ export function createContainerRoutingController(o: ContainerProxyOptions): { co
     ...statePaths(o),
     proxy,
     // Inside the container Caddy always listens on 80/443; the host ports are Docker's mapping.
-    render: { ...o.serving, admin: CADDY_CONTAINER_ADMIN, httpPort: CADDY_CONTAINER.httpPort, httpsPort: CADDY_CONTAINER.httpsPort },
+    render: {
+      ...o.serving,
+      admin: CADDY_CONTAINER_ADMIN,
+      httpPort: CADDY_CONTAINER.httpPort,
+      httpsPort: CADDY_CONTAINER.httpsPort,
+      // In its own network namespace: reachable at the container's address on Tether's network, no port published.
+      canary: o.canary ? { listen: `:${o.canary.port}`, upstream: o.canary.upstream } : null,
+    },
     checkIntervalMs: o.checkIntervalMs,
+    ...(o.fullCheckIntervalMs ? { fullCheckIntervalMs: o.fullCheckIntervalMs } : {}),
+    ...(o.onReload ? { onReload: o.onReload } : {}),
     supervisor: container,
     logger: o.logger,
     ...(o.now ? { now: o.now } : {}),
@@ -119,22 +135,34 @@ export function createContainerRoutingController(o: ContainerProxyOptions): { co
   return { controller, container };
 }
 
-export function createRoutingController(config: AgentConfig, deps: { logger: Logger; docker?: Docker }): RoutingController {
+export function createRoutingController(
+  config: AgentConfig,
+  deps: {
+    logger: Logger;
+    docker?: Docker;
+    onReload?: (reload: ReloadRecord) => void;
+    /** Given, in container mode, what finds the proxy container's address (the canary's way to Caddy). */
+    proxyAddress?: (resolve: () => Promise<string | null>) => void;
+  },
+): RoutingController {
   const p = config.proxy;
   const common: CommonOptions = {
     stateDir: config.stateDir,
     configPath: p.caddyConfigPath,
     adminTimeoutMs: p.adminTimeoutMs,
     checkIntervalMs: p.checkIntervalMs,
+    fullCheckIntervalMs: p.fullCheckIntervalMs,
     serving: { tls: p.tls, httpPort: p.httpPort, httpsPort: p.httpsPort, acmeEmail: p.acmeEmail ?? null },
     logger: deps.logger,
+    ...(deps.onReload ? { onReload: deps.onReload } : {}),
+    canary: config.canary.intervalMs > 0 ? { port: config.canary.proxyPort, upstream: config.canary.upstream } : null,
   };
   if (p.kind === 'none') return new DisabledRouting();
   if (p.kind === 'external') {
     // loadConfig refuses external mode without an admin URL.
     return createExternalRoutingController({ ...common, adminUrl: p.caddyAdminUrl as string, ...(p.caddyAdminListen ? { adminListen: p.caddyAdminListen } : {}) });
   }
-  return createContainerRoutingController({
+  const { controller, container } = createContainerRoutingController({
     ...common,
     docker: deps.docker ?? createDockerClient(config.runtime.dockerHost),
     dockerTimeoutMs: config.runtime.timing.callTimeoutMs,
@@ -143,5 +171,7 @@ export function createRoutingController(config: AgentConfig, deps: { logger: Log
     ...(p.caddyImage ? { image: p.caddyImage } : {}),
     caddyBinary: p.caddyBinary,
     bindAddress: p.bindAddress,
-  }).controller;
+  });
+  deps.proxyAddress?.(() => container.address());
+  return controller;
 }

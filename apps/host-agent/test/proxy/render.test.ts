@@ -67,15 +67,45 @@ describe('renderCaddyConfig', () => {
     expect(rendered.slice(0, -1).every((r) => r.terminal === true)).toBe(true);
   });
 
+  it('names the config by an id that changes with every rendered byte and with nothing else', () => {
+    const a = renderCaddyConfig([{ domain: 'a.example.com', pathPrefix: null, serviceId: 's1', upstream: 'svc-a:80' }], options);
+    const sameBytes = renderCaddyConfig([{ domain: 'a.example.com', pathPrefix: null, serviceId: 'other', upstream: 'svc-a:80' }], options);
+    const otherUpstream = renderCaddyConfig([{ domain: 'a.example.com', pathPrefix: null, serviceId: 's1', upstream: 'svc-b:80' }], options);
+    const otherPort = renderCaddyConfig([{ domain: 'a.example.com', pathPrefix: null, serviceId: 's1', upstream: 'svc-a:80' }], { ...options, httpPort: 8081 });
+    expect(sameBytes.id).toBe(a.id);
+    expect(new Set([a.id, otherUpstream.id, otherPort.id]).size).toBe(3);
+    // The id sits on the last (catch-all) route only, so GET /id/<id> returns that small object.
+    expect(a.json.split(a.id)).toHaveLength(2);
+    expect(JSON.parse(a.json).apps.http.servers.tether.routes.at(-1)['@id']).toBe(a.id);
+  });
+
+  it('renders the canary its own server (own listen, no automatic HTTPS, only the reserved host) when on, nothing when off', () => {
+    const off = JSON.parse(renderCaddyConfig([], options).json);
+    expect(Object.keys(off.apps.http.servers)).toEqual(['tether']);
+    const on = JSON.parse(renderCaddyConfig([], { ...options, tls: 'auto', canary: { listen: '127.0.0.1:9080', upstream: '127.0.0.1:9081' } }).json);
+    expect(on.apps.http.servers['tether-canary']).toEqual({
+      listen: ['127.0.0.1:9080'],
+      automatic_https: { disable: true },
+      routes: [
+        { match: [{ host: ['canary.tether.internal'] }], handle: [{ handler: 'reverse_proxy', upstreams: [{ dial: '127.0.0.1:9081' }] }], terminal: true },
+        { handle: [{ handler: 'static_response', status_code: 404 }] },
+      ],
+    });
+    // Turning the canary on is a new config (and a new id): one reload, counted as a change of settings.
+    expect(renderCaddyConfig([], { ...options, canary: { listen: '127.0.0.1:9080', upstream: '127.0.0.1:9081' } }).id).not.toBe(renderCaddyConfig([], options).id);
+  });
+
   it('renders an empty map as a valid server that answers 404 to everything', () => {
-    const config = JSON.parse(renderCaddyConfig([], options).json);
+    const rendered = renderCaddyConfig([], options);
+    const config = JSON.parse(rendered.json);
+    expect(rendered.id).toMatch(/^tether-map-[0-9a-f]{32}$/);
     expect(config).toEqual({
       admin: { listen: '127.0.0.1:2019' },
       apps: {
         http: {
           http_port: 8080,
           https_port: 8443,
-          servers: { tether: { automatic_https: { disable: true }, listen: [':8080'], routes: [{ handle: [{ handler: 'static_response', status_code: 404 }] }] } },
+          servers: { tether: { automatic_https: { disable: true }, listen: [':8080'], routes: [{ '@id': rendered.id, handle: [{ handler: 'static_response', status_code: 404 }] }] } },
         },
       },
     });

@@ -32,7 +32,8 @@ describe('reload counters and routing state', () => {
     const controller = make();
     await controller.apply(mapOf([route('a.example.com', 'svc-a:80')]));
     await controller.apply(mapOf([route('b.example.com', 'svc-b:80')]));
-    expect(controller.status()).toMatchObject({ reloadsTotal: 2, reloadsToday: 2, lastReloadAt: '2026-11-29T23:58:00.000Z' });
+    // The first load is 'initial': counted in the total, not in the disruptive reloads of the day.
+    expect(controller.status()).toMatchObject({ reloadsTotal: 2, reloadsToday: 1, lastReloadAt: '2026-11-29T23:58:00.000Z' });
 
     clock = new Date('2026-11-30T00:00:01.000Z');
     expect(controller.status()).toMatchObject({ reloadsTotal: 2, reloadsToday: 0 });
@@ -43,6 +44,27 @@ describe('reload counters and routing state', () => {
     await restarted.start();
     expect(restarted.status()).toEqual(controller.status());
     await restarted.stop();
+  });
+
+  it('the same routes under new settings (the canary turned on): one reload of kind change, not drift', async () => {
+    const { stateDir, proxy } = await setup();
+    const reloads: string[] = [];
+    const make = (canary: boolean) =>
+      new CaddyRoutingController({
+        proxy,
+        render: { admin: { listen: '127.0.0.1:2019' }, httpPort: 80, httpsPort: 443, tls: 'off', canary: canary ? { listen: '127.0.0.1:9080', upstream: '127.0.0.1:9081' } : null },
+        configPath: path.join(stateDir, 'caddy.json'),
+        statePath: path.join(stateDir, 'routing-state.json'),
+        checkIntervalMs: 0,
+        logger: silentLogger,
+        onReload: (r) => reloads.push(`${r.kind}: ${r.reason}`),
+      });
+    const map = mapOf([route('a.example.com', 'svc-a:80')]);
+    await make(false).apply(map);
+    const withCanary = make(true);
+    expect(await withCanary.apply(map)).toMatchObject({ reloaded: true, error: null });
+    expect(await withCanary.apply(map)).toMatchObject({ reloaded: false });
+    expect(reloads).toEqual(['initial: added a.example.com', 'change: proxy settings changed (agent configuration or version)']);
   });
 
   it('writes neither the config nor the state file for an unchanged map (a redeploy: new version, same routes)', async () => {
