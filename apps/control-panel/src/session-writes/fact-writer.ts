@@ -1,5 +1,6 @@
 import type { Db, Tx } from '../db/database.js';
 import type { DurableFact, FactResult, FactWriter } from './facts.js';
+import { applySessionFacts, isSessionFact, type SessionFact } from './session-event-batch.js';
 
 // The SQL behind the session-fact outbox. Every durable fact is idempotent:
 // session events are keyed by (session_id, kind) and reloads by their fact
@@ -22,7 +23,18 @@ export class PrismaFactWriter implements FactWriter {
     if (facts.length === 0) return [];
     return this.prisma.$transaction(async (tx) => {
       const results: FactResult[] = [];
-      for (const fact of facts) results.push(await applyFact(tx, fact));
+      for (let i = 0; i < facts.length; ) {
+        // A run of consecutive session opens and closes goes out as one statement per wave (session-event-batch.ts).
+        let end = i;
+        while (end < facts.length && isSessionFact(facts[end]!)) end++;
+        if (end > i) {
+          await applySessionFacts(tx, facts.slice(i, end) as SessionFact[]);
+          for (; i < end; i++) results.push(undefined);
+          continue;
+        }
+        results.push(await applyFact(tx, facts[i]!));
+        i++;
+      }
       return results;
     }, this.txOptions);
   }
@@ -50,32 +62,10 @@ export class PrismaFactWriter implements FactWriter {
 
 async function applyFact(tx: Tx, fact: DurableFact): Promise<FactResult> {
   switch (fact.kind) {
-    case 'session.opened': {
-      const at = new Date(fact.at);
-      await tx.$executeRaw`
-        WITH ins AS (
-          INSERT INTO session_events (node_id, session_id, kind, at) VALUES (${fact.nodeId}, ${fact.sessionId}, 'opened', ${at})
-          ON CONFLICT (session_id, kind) DO NOTHING RETURNING 1
-        )
-        UPDATE nodes SET unreachable_since = NULL, last_seen_at = GREATEST(last_seen_at, ${at})
-        WHERE id = ${fact.nodeId} AND EXISTS (SELECT 1 FROM ins)`;
+    case 'session.opened':
+    case 'session.closed':
+      await applySessionFacts(tx, [fact]);
       return undefined;
-    }
-    case 'session.closed': {
-      const at = new Date(fact.at);
-      const lastFrameAt = new Date(fact.lastFrameAt);
-      await tx.$executeRaw`
-        WITH ins AS (
-          INSERT INTO session_events (node_id, session_id, kind, reason, close_code, at)
-          VALUES (${fact.nodeId}, ${fact.sessionId}, 'closed', ${fact.reason}, ${fact.code}, ${at})
-          ON CONFLICT (session_id, kind) DO NOTHING RETURNING 1
-        )
-        UPDATE nodes SET last_teardown_at = ${at}, last_teardown_reason = ${fact.reason},
-          unreachable_since = CASE WHEN ${fact.superseded} THEN unreachable_since ELSE ${at} END,
-          last_seen_at = CASE WHEN ${fact.superseded} THEN last_seen_at ELSE GREATEST(last_seen_at, ${lastFrameAt}) END
-        WHERE id = ${fact.nodeId} AND EXISTS (SELECT 1 FROM ins)`;
-      return undefined;
-    }
     case 'sessions.orphaned':
       await closeOrphans(tx, fact.reason, new Date(fact.before));
       return undefined;

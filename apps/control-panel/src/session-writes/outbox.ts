@@ -64,7 +64,8 @@ export class SessionFactOutbox {
 
   constructor(private readonly options: OutboxOptions) {
     this.retryMinMs = options.retryMinMs ?? 100;
-    this.batchSize = options.batchSize ?? 100;
+    // A storm tick of opens is one statement per batch (session-event-batch.ts): batches large enough to take a tick.
+    this.batchSize = options.batchSize ?? 1_000;
   }
 
   /** Loads what a previous run spilled, ahead of anything new, and starts writing. Returns how many facts it replays. */

@@ -1,0 +1,67 @@
+import type { Tx } from '../db/database.js';
+import type { DurableFact } from './facts.js';
+
+// Session opens and closes, many in one statement. A reconnect storm opens
+// thousands of sessions a second; one INSERT + UPDATE per open was a round
+// trip each (and most of an open's database cost). Here a run of consecutive
+// opens and closes is split into waves in which every node appears at most
+// once (a statement cannot update one node row twice), each wave one
+// statement, waves in order: a node's facts keep their order, and a tick of a
+// storm (every node once) is one statement. Idempotent like the single-fact
+// form: the node row moves only for an event row really inserted.
+
+export type SessionFact = Extract<DurableFact, { kind: 'session.opened' | 'session.closed' }>;
+
+export const isSessionFact = (fact: DurableFact): fact is SessionFact => fact.kind === 'session.opened' || fact.kind === 'session.closed';
+
+/** Splits facts into waves, each node at most once per wave, a node's facts in their order across waves. */
+export function sessionWaves(facts: readonly SessionFact[]): SessionFact[][] {
+  const waves: SessionFact[][] = [];
+  const lastWave = new Map<string, number>();
+  for (const fact of facts) {
+    const wave = (lastWave.get(fact.nodeId) ?? -1) + 1;
+    lastWave.set(fact.nodeId, wave);
+    (waves[wave] ??= []).push(fact);
+  }
+  return waves;
+}
+
+/** Writes a run of session facts: one statement per wave. */
+export async function applySessionFacts(tx: Tx, facts: readonly SessionFact[]): Promise<void> {
+  for (const wave of sessionWaves(facts)) await applyWave(tx, wave);
+}
+
+async function applyWave(tx: Tx, wave: readonly SessionFact[]): Promise<void> {
+  const closed = (f: SessionFact) => (f.kind === 'session.closed' ? f : undefined);
+  const kinds = wave.map((f) => (f.kind === 'session.opened' ? 'opened' : 'closed'));
+  const nodeIds = wave.map((f) => f.nodeId);
+  const sessionIds = wave.map((f) => f.sessionId);
+  const reasons = wave.map((f) => closed(f)?.reason ?? null);
+  const codes = wave.map((f) => closed(f)?.code ?? null);
+  const ats = wave.map((f) => f.at);
+  const lastFrames = wave.map((f) => closed(f)?.lastFrameAt ?? null);
+  const superseded = wave.map((f) => closed(f)?.superseded ?? false);
+  // An open clears unreachable and moves last-seen to its time; a close records the teardown, and
+  // unless superseded (the node stays reachable through its newer session) marks the node unreachable.
+  await tx.$executeRaw`
+    WITH v AS (
+      SELECT * FROM unnest(${kinds}::text[], ${nodeIds}::text[], ${sessionIds}::text[], ${reasons}::text[],
+        ${codes}::int[], ${ats}::timestamptz[], ${lastFrames}::timestamptz[], ${superseded}::bool[])
+        AS v(kind, node_id, session_id, reason, close_code, at, last_frame_at, superseded)
+    ), ins AS (
+      INSERT INTO session_events (node_id, session_id, kind, reason, close_code, at)
+      SELECT node_id, session_id, kind::"SessionEventKind", reason, close_code, at FROM v
+      ON CONFLICT (session_id, kind) DO NOTHING
+      RETURNING session_id, kind::text AS kind
+    )
+    UPDATE nodes SET
+      unreachable_since = CASE WHEN v.kind = 'opened' THEN NULL WHEN v.superseded THEN nodes.unreachable_since ELSE v.at END,
+      last_seen_at = CASE
+        WHEN v.kind = 'opened' THEN GREATEST(nodes.last_seen_at, v.at)
+        WHEN v.superseded THEN nodes.last_seen_at
+        ELSE GREATEST(nodes.last_seen_at, v.last_frame_at) END,
+      last_teardown_at = CASE WHEN v.kind = 'closed' THEN v.at ELSE nodes.last_teardown_at END,
+      last_teardown_reason = CASE WHEN v.kind = 'closed' THEN v.reason ELSE nodes.last_teardown_reason END
+    FROM v JOIN ins ON ins.session_id = v.session_id AND ins.kind = v.kind
+    WHERE nodes.id = v.node_id`;
+}
