@@ -2,6 +2,7 @@ import path from 'node:path';
 import websocket from '@fastify/websocket';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { MAX_PAYLOAD_BYTES } from '@tether/protocol';
+import { NodeAuthenticator } from './agent-gateway/authenticate.js';
 import { agentGateway } from './agent-gateway/gateway.js';
 import { createAgentSide, type AgentSide } from './agent-side.js';
 import type { PanelConfig } from './config.js';
@@ -64,6 +65,8 @@ declare module 'fastify' {
     agentSide: AgentSide;
     /** The one ordered writer of session facts, for tests. */
     sessionFacts: SessionFactOutbox;
+    /** The agent upgrade's token check, for tests (its query count). */
+    nodeAuthenticator: NodeAuthenticator;
   }
 }
 
@@ -143,9 +146,13 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   // The agent gateway: GET /v1/agent/connect.
   await app.register(websocket, { options: { maxPayload: MAX_PAYLOAD_BYTES, perMessageDeflate: false } });
   const s = deps.config.sessions;
+  const nodeAuth = new NodeAuthenticator(deps.prisma, s.nodeTokenCacheMs);
+  app.decorate('nodeAuthenticator', nodeAuth);
+  events.on('node.decommissioned', ({ nodeId }) => nodeAuth.forget(nodeId));
   await app.register(agentGateway, {
     prisma: deps.prisma,
     registry: agents.registry,
+    nodeAuth,
     metrics,
     timing: {
       heartbeatIntervalMs: s.heartbeatIntervalMs,

@@ -41,6 +41,7 @@ const EnvSchema = Type.Object({
   TETHER_DB_POOL_SIZE: Type.Integer({ minimum: 1, maximum: 1_000, default: 10 }),
   TETHER_READY_TIMEOUT_MS: Ms(1_000),
   TETHER_TOKEN_CACHE_MS: Ms(300_000, 0),
+  TETHER_NODE_TOKEN_CACHE_MS: Ms(300_000, 0),
   TETHER_OUTBOX_RETRY_MAX_MS: Ms(2_000),
   TETHER_OUTBOX_MAX_PENDING: Type.Integer({ minimum: 100, maximum: 10_000_000, default: 100_000 }),
   /** How often the fleet page and per-node metrics re-read nodes, services and ACK-timeout events. */
@@ -94,6 +95,8 @@ export interface PanelConfig {
     helloTimeoutMs: number;
     lastSeenFlushMs: number;
     sendBufferLimitBytes: number;
+    /** How long a verified node token is honoured without asking the database (0: ask every time). */
+    nodeTokenCacheMs: number;
   };
   routing: {
     reconcileIntervalMs: number;
@@ -141,6 +144,7 @@ export function loadConfig(env: Record<string, string | undefined>): PanelConfig
       helloTimeoutMs: e.TETHER_HELLO_TIMEOUT_MS,
       lastSeenFlushMs: e.TETHER_LAST_SEEN_FLUSH_MS,
       sendBufferLimitBytes: e.TETHER_SEND_BUFFER_LIMIT_BYTES,
+      nodeTokenCacheMs: e.TETHER_NODE_TOKEN_CACHE_MS,
     },
     routing: {
       reconcileIntervalMs: e.TETHER_RECONCILE_INTERVAL_MS,

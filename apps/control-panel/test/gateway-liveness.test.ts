@@ -97,6 +97,19 @@ describe('authentication before the upgrade', () => {
     await panel.prisma.node.update({ where: { id: node.id }, data: { decommissioned: true } });
     expect(await upgrade(node.token)).toBe(403);
   });
+
+  it('checks a warm node token without a query, and forgets it when the node is decommissioned', async () => {
+    const auth = panel.app.nodeAuthenticator;
+    const node = await panel.createNode('warm-1');
+    const cold = auth.queries;
+    (await RawAgent.connect({ url: panel.url, token: node.token })).close();
+    expect(auth.queries).toBe(cold + 1);
+    for (let i = 0; i < 3; i++) (await RawAgent.connect({ url: panel.url, token: node.token })).close();
+    expect(auth.queries).toBe(cold + 1);
+    expect((await panel.api('DELETE', `/v1/nodes/${node.id}`)).status).toBe(200);
+    expect(await upgrade(node.token)).toBe(403);
+    expect(auth.queries).toBe(cold + 2);
+  });
 });
 
 describe('supersede', () => {

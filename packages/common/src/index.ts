@@ -4,6 +4,7 @@ export * from './deadline.js';
 export * from './env.js';
 export * from './errors.js';
 export * from './keyed-serial-queue.js';
+export * from './tick-batcher.js';
 export * from './logger.js';
 export * from './run-main.js';
 export * from './schema.js';

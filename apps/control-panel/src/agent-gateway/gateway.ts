@@ -19,7 +19,7 @@ import type { Db } from '../db/database.js';
 import type { PanelMetrics } from '../panel-metrics.js';
 import { AgentSession, closeHard, type SessionTiming } from '../sessions/session.js';
 import type { SessionRegistry } from '../sessions/registry.js';
-import { authenticateNode, type AuthenticatedNode } from './authenticate.js';
+import { NodeAuthenticator, type AuthenticatedNode } from './authenticate.js';
 
 // GET /v1/agent/connect: authenticate before the upgrade, require `hello`
 // within the hello timeout, answer `welcome`, then hand every valid frame of
@@ -30,6 +30,8 @@ import { authenticateNode, type AuthenticatedNode } from './authenticate.js';
 export interface GatewayOptions {
   prisma: Db;
   registry: SessionRegistry;
+  /** The token check of the upgrade (cached, batched: see NodeAuthenticator). */
+  nodeAuth: NodeAuthenticator;
   metrics?: PanelMetrics;
   timing: Timing & { helloTimeoutMs: number; sendBufferLimitBytes: number };
 }
@@ -42,6 +44,7 @@ declare module 'fastify' {
   interface FastifyRequest {
     agentNode?: AuthenticatedNode;
   }
+
 }
 
 export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts) => {
@@ -70,7 +73,7 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
       websocket: true,
       schema: { hide: true },
       preValidation: async (request) => {
-        request.agentNode = await authenticateNode(opts.prisma, request);
+        request.agentNode = await opts.nodeAuth.authenticate(request);
       },
     },
     (socket, request) => {
