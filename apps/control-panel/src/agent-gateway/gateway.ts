@@ -19,7 +19,7 @@ import type { Db } from '../db/database.js';
 import type { PanelMetrics } from '../panel-metrics.js';
 import { AgentSession, closeHard, type SessionTiming } from '../sessions/session.js';
 import type { SessionRegistry } from '../sessions/registry.js';
-import { NodeAuthenticator, type AuthenticatedNode } from './authenticate.js';
+import type { NodeAuthenticator, AuthenticatedNode } from './authenticate.js';
 
 // GET /v1/agent/connect: authenticate before the upgrade, require `hello`
 // within the hello timeout, answer `welcome`, then hand every valid frame of
