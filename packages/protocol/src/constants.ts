@@ -28,6 +28,22 @@ export const MAX_PAYLOAD_BYTES = 2 * MAX_FRAME_BYTES;
 export const MAX_INVALID_STREAK = 5;
 
 /**
+ * `error` replies the panel sends one session per second at most (a bucket of
+ * this many, refilled at this rate). A rejected frame beyond it is counted but
+ * not answered: a flood of bad frames cannot make the panel write as fast as
+ * the peer sends.
+ */
+export const MAX_ERROR_REPLIES_PER_SECOND = 10;
+
+/**
+ * Bytes of rejected frames the panel reads from one session per second (a
+ * bucket of this many, each rejected frame counting at least 1 KiB). Past it,
+ * the panel stops reading that session until the bucket refills (TCP pushes
+ * back on the sender), so one hostile peer cannot take the loop from others.
+ */
+export const MAX_INVALID_BYTES_PER_SECOND = 1024 * 1024;
+
+/**
  * Panel → agent messages the agent ACKs at once, before the work. No ACK
  * within `ackTimeoutMs` kills the session with ACK_TIMEOUT, whichever it was.
  */

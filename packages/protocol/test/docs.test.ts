@@ -9,6 +9,8 @@ import {
   FIELD_LIMITS,
   FRAME_ERROR_CATALOG,
   MAX_FRAME_BYTES,
+  MAX_ERROR_REPLIES_PER_SECOND,
+  MAX_INVALID_BYTES_PER_SECOND,
   MAX_INVALID_STREAK,
   MAX_PAYLOAD_BYTES,
   MAX_STATE_FRAME_BYTES,
@@ -66,7 +68,7 @@ describe('docs/protocol.md', () => {
   });
 
   it('states every limit with its value', () => {
-    const limits = { MAX_FRAME_BYTES, MAX_STATE_FRAME_BYTES, MAX_PAYLOAD_BYTES, MAX_INVALID_STREAK };
+    const limits = { MAX_FRAME_BYTES, MAX_STATE_FRAME_BYTES, MAX_PAYLOAD_BYTES, MAX_INVALID_STREAK, MAX_ERROR_REPLIES_PER_SECOND, MAX_INVALID_BYTES_PER_SECOND };
     for (const [name, value] of Object.entries(limits)) expect(doc).toMatch(new RegExp(`\\| \`${name}\` \\| ${value} \\|`));
     expect(tableRows('Limits')).toHaveLength(Object.keys(limits).length);
     // The hello section and the error section give the same streak.

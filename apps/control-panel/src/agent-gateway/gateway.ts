@@ -1,4 +1,5 @@
-import type { FastifyPluginAsync } from 'fastify';
+import type { Socket } from 'node:net';
+import type { FastifyBaseLogger, FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { sanitizeText, truncate } from '@tether/common';
 import type { RawData, WebSocket } from 'ws';
 import {
@@ -20,6 +21,7 @@ import type { PanelMetrics } from '../panel-metrics.js';
 import { AgentSession, closeHard, type SessionTiming } from '../sessions/session.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import type { NodeAuthenticator, AuthenticatedNode } from './authenticate.js';
+import { FrameGuard, frameBytes, refuseByHead } from './frame-guard.js';
 
 // GET /v1/agent/connect: authenticate before the upgrade, require `hello`
 // within the hello timeout, answer `welcome`, then hand every valid frame of
@@ -62,8 +64,7 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
     ackTimeoutMs: opts.timing.ackTimeoutMs,
   };
 
-  const reject = (socket: WebSocket, error: FrameError) => {
-    opts.metrics?.invalidFrames.inc({ code: error.code });
+  const replyError = (socket: WebSocket, error: FrameError) => {
     socket.send(encode({ type: 'error', id: nextId(), ref: error.ref, code: error.code, message: truncate(error.message, FIELD_LIMITS.text) }));
   };
 
@@ -79,15 +80,36 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
     (socket, request) => {
       const node = request.agentNode!;
       const peer = `${request.socket.remoteAddress}:${request.socket.remotePort}`;
-      const log = request.log.child({ node: node.name, nodeId: node.id, peer });
+      releaseUpgrade(socket, request);
+      // Made on first use: most sessions never log, and a child logger per session is memory kept for hours.
+      let logger: FastifyBaseLogger | undefined;
+      const log = () => (logger ??= app.log.child({ node: node.name, nodeId: node.id, peer }));
       let session: AgentSession | undefined;
       let preHelloInvalid = 0;
+      const guard = new FrameGuard();
+      let resumeTimer: NodeJS.Timeout | undefined;
 
       const helloTimer = setTimeout(() => {
-        log.warn({ helloTimeoutMs: opts.timing.helloTimeoutMs }, 'no hello in time');
+        log().warn({ helloTimeoutMs: opts.timing.helloTimeoutMs }, 'no hello in time');
         closeHard(socket, CLOSE_CODES.HELLO_TIMEOUT, `no hello within ${opts.timing.helloTimeoutMs} ms`);
       }, opts.timing.helloTimeoutMs);
       helloTimer.unref();
+
+      /** A rejected frame: counted, answered within the reply budget, and paid for from the read budget. */
+      const reject = (error: FrameError, bytes: number) => {
+        opts.metrics?.invalidFrames.inc({ code: error.code });
+        if (guard.mayReply()) replyError(socket, error);
+        const pauseMs = guard.rejected(bytes);
+        if (pauseMs > 0 && !resumeTimer) {
+          // Stop reading this peer until its budget refills: TCP holds the sender back, nobody else waits.
+          socket.pause();
+          resumeTimer = setTimeout(() => {
+            resumeTimer = undefined;
+            socket.resume();
+          }, pauseMs);
+          resumeTimer.unref();
+        }
+      };
 
       const protocolError = (message: string) => {
         if (session) session.teardown(CLOSE_CODES.PROTOCOL_ERROR, message);
@@ -99,7 +121,7 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
 
       const onHello = (hello: Hello) => {
         clearTimeout(helloTimer);
-        if (hello.node !== node.name) log.warn({ reported: hello.node }, 'hello names another node than the token; the token decides');
+        if (hello.node !== node.name) log().warn({ reported: hello.node }, 'hello names another node than the token; the token decides');
         session = new AgentSession(socket, node.id, node.name, peer, hello.agentVersion, sessionTiming, opts.registry.onTeardown);
         session.recordHello(hello.containers, hello.runtime, hello.routing);
         // Agents without the list (older ones) get none and no `capabilities` field, as before.
@@ -118,9 +140,11 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
       };
 
       socket.on('message', (data: RawData, isBinary: boolean) => {
-        const result = decode(data, { binary: isBinary });
+        // After hello, a frame that starts with a type the panel does not take is refused unparsed.
+        const early = session ? refuseByHead(data, isBinary, AGENT_TYPES) : null;
+        const result = early ? ({ ok: false, error: early } as const) : decode(data, { binary: isBinary });
         if (!result.ok) {
-          reject(socket, result.error);
+          reject(result.error, frameBytes(data));
           if (result.error.code === FRAME_ERROR_CODES.UNSUPPORTED_PROTOCOL_VERSION) return protocolError(result.error.message);
           if (session) {
             const streak = session.recordInvalid();
@@ -131,13 +155,13 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
         const message = result.message;
         if (!session) {
           if (message.type === 'hello') return onHello(message);
-          reject(socket, { code: FRAME_ERROR_CODES.UNEXPECTED_MESSAGE, message: `expected hello, got ${message.type}`, ref: message.id });
+          reject({ code: FRAME_ERROR_CODES.UNEXPECTED_MESSAGE, message: `expected hello, got ${message.type}`, ref: message.id }, frameBytes(data));
           return protocolError(`first frame must be hello, got ${message.type}`);
         }
         if (session.closed) return;
         if (!AGENT_TYPES.has(message.type) || (message.type === 'proxy.events' && !session.hasCapability(CAPABILITIES.PROXY_EVENTS))) {
           const streak = session.recordInvalid();
-          reject(socket, { code: FRAME_ERROR_CODES.UNEXPECTED_MESSAGE, message: `${message.type} is not accepted from an agent here`, ref: message.id });
+          reject({ code: FRAME_ERROR_CODES.UNEXPECTED_MESSAGE, message: `${message.type} is not accepted from an agent here`, ref: message.id }, frameBytes(data));
           if (streak >= MAX_INVALID_STREAK) protocolError(`${streak} invalid frames in a row`);
           return;
         }
@@ -154,10 +178,10 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
             s.recordPong();
             break;
           case 'ack':
-            if (!s.acknowledge(message.ref)) log.debug({ ref: message.ref }, 'ack nobody waits for');
+            if (!s.acknowledge(message.ref)) log().debug({ ref: message.ref }, 'ack nobody waits for');
             break;
           case 'error':
-            log.warn({ code: message.code, ref: message.ref, agentMessage: sanitizeText(message.message) }, 'agent rejected a frame');
+            log().warn({ code: message.code, ref: message.ref, agentMessage: sanitizeText(message.message) }, 'agent rejected a frame');
             break;
           default:
             break;
@@ -167,11 +191,25 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
 
       socket.on('close', (code: number, reason: Buffer) => {
         clearTimeout(helloTimer);
+        clearTimeout(resumeTimer);
         // The close reason is the agent's free text and ends up in a session_events row: sanitised, bounded.
         const text = reason.length ? `: ${sanitizeText(reason, { keepNewlines: false, maxLength: 120 })}` : '';
         session?.teardown(code, `closed by agent (${code}${text})`);
       });
-      socket.on('error', (err: Error) => log.warn({ err }, 'agent socket error'));
+      socket.on('error', (err: Error) => log().warn({ err }, 'agent socket error'));
     },
   );
 };
+
+/**
+ * Lets go of what the upgrade request would otherwise keep for the whole
+ * session (hours): @fastify/websocket's error listener holds the Fastify
+ * request and reply, and the TCP socket still points at the HTTP response
+ * (and through it the request, its headers and the upgrade head). The
+ * session's own error listener replaces the first.
+ */
+function releaseUpgrade(socket: WebSocket, request: FastifyRequest): void {
+  socket.removeAllListeners('error');
+  const tcp = request.raw.socket as Socket & { _httpMessage?: { detachSocket(socket: Socket): void } | null };
+  tcp._httpMessage?.detachSocket(tcp);
+}
