@@ -1,4 +1,6 @@
+import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import type { FastifyBaseLogger, FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { sanitizeText, truncate } from '@tether/common';
 import type { RawData, WebSocket } from 'ws';
@@ -68,6 +70,30 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
     socket.send(encode({ type: 'error', id: nextId(), ref: error.ref, code: error.code, message: truncate(error.message, FIELD_LIMITS.text) }));
   };
 
+  // An upgrade socket belongs to nobody until it is a session: when its request is answered with an error
+  // (401, 403, or Fastify's 503 while the panel closes) the server, which allows half-open sockets, leaves it
+  // open; the agent closes its end and the panel's stays in CLOSE-WAIT, which holds the server's close. Seen
+  // as a 30 s shutdown during a reconnect storm. So every upgrade is tracked until it is a session or gone,
+  // those refused while closing are ended, and those still pending a second into the close are destroyed.
+  let closing = false;
+  const pendingUpgrades = new Set<Duplex>();
+  const onUpgrade = (_request: IncomingMessage, socket: Duplex) => {
+    if (closing) {
+      socket.end(); // after the 503 Fastify has just written
+      return;
+    }
+    pendingUpgrades.add(socket);
+    socket.once('close', () => pendingUpgrades.delete(socket));
+  };
+  app.server.on('upgrade', onUpgrade);
+  app.addHook('preClose', async () => {
+    closing = true;
+    setTimeout(() => {
+      for (const socket of pendingUpgrades) socket.destroy();
+    }, 1_000).unref();
+  });
+  app.addHook('onClose', async () => void app.server.off('upgrade', onUpgrade));
+
   app.get(
     '/v1/agent/connect',
     {
@@ -79,6 +105,7 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
     },
     (socket, request) => {
       const node = request.agentNode!;
+      pendingUpgrades.delete(request.raw.socket);
       const peer = `${request.socket.remoteAddress}:${request.socket.remotePort}`;
       releaseUpgrade(socket, request);
       // Made on first use: most sessions never log, and a child logger per session is memory kept for hours.
@@ -121,6 +148,9 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
 
       const onHello = (hello: Hello) => {
         clearTimeout(helloTimer);
+        // The panel began stopping while this upgrade was authenticated: a session opened now would keep the
+        // server from closing (its socket counts as a connection) and outlive the panel.
+        if (opts.registry.isStopping) return closeHard(socket, CLOSE_CODES.GOING_AWAY, 'panel shutting down');
         if (hello.node !== node.name) log().warn({ reported: hello.node }, 'hello names another node than the token; the token decides');
         session = new AgentSession(socket, node.id, node.name, peer, hello.agentVersion, sessionTiming, opts.registry.onTeardown);
         session.recordHello(hello.containers, hello.runtime, hello.routing);

@@ -60,8 +60,16 @@ export class SessionRegistry extends EventEmitter<RegistryEvents> {
     this.flushLoop.start();
   }
 
+  /** Set by stop(): no session opens any more (an upgrade authenticated just before would otherwise outlive the panel). */
+  private stopping = false;
+
+  get isStopping(): boolean {
+    return this.stopping;
+  }
+
   /** Closes every session (GOING_AWAY) and flushes what is pending. */
   async stop(): Promise<void> {
+    this.stopping = true;
     await this.pingLoop.stop();
     await this.flushLoop.stop();
     for (const session of [...this.sessions.values()]) session.teardown(CLOSE_CODES.GOING_AWAY, 'panel shutting down');
