@@ -39,7 +39,11 @@ let closed: number | null = null;
 const heartbeat = () => encode({ type: 'heartbeat', id: nextId(), seq: seq++, containers: [], runtime, routing });
 
 socket.on('message', (data) => {
-  if (String(data).includes('"type":"error"')) errors++;
+  const text = String(data);
+  if (text.includes('"type":"error"')) errors++;
+  // ACKs what must be ACKed (its workloads and map), like any agent: only its other frames are hostile.
+  const acked = /^\{"type":"(workloads|routing\.map|deploy)","id":"([^"]+)"/.exec(text);
+  if (acked) socket.send(encode({ type: 'ack', id: nextId(), ref: acked[2]! }));
 });
 socket.on('close', (code) => (closed = code));
 socket.on('error', () => undefined);

@@ -22,6 +22,7 @@
 // BENCH_PANEL_NODE_ARGS adds node flags. Figures go to docs/benchmarks.md.
 import { fork, spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -85,7 +86,9 @@ interface Panel {
 
 async function main(): Promise<void> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'tether-fleet-'));
-  const db = await startEmbeddedPostgres({ dataDir: path.join(dir, 'pg'), persistent: false, onLog: () => undefined });
+  // BENCH_PG_LOG=<file>: PostgreSQL's log (with every statement: log_statement=all) goes there.
+  const pgLog = process.env.BENCH_PG_LOG ? createWriteStream(process.env.BENCH_PG_LOG) : undefined;
+  const db = await startEmbeddedPostgres({ dataDir: path.join(dir, 'pg'), persistent: false, onLog: (line) => pgLog?.write(line) });
   const dbUrl = await db.createDatabase('tether');
   const adminToken = `tth_op_${randomBytes(24).toString('base64url')}`;
   const port = await freeTcpPort();
@@ -150,8 +153,9 @@ async function main(): Promise<void> {
 
   try {
     const client = new pg.Client({ connectionString: dbUrl });
-    panel = await startPanel();
     await client.connect();
+    if (pgLog) await client.query(`ALTER SYSTEM SET log_statement = 'all'`).then(() => client.query('SELECT pg_reload_conf()'));
+    panel = await startPanel();
     const tokens = Array.from({ length: N + 1 }, (_, i) => `tth_node_bench_${i}_${randomBytes(12).toString('base64url')}`);
     for (let i = 0; i < tokens.length; i += 5000) {
       const slice = tokens.slice(i, i + 5000);
@@ -291,6 +295,10 @@ async function main(): Promise<void> {
     // (no backoff): what the panel itself can open per second.
     const storm = async (label: string, fixedRetryMs?: number) => {
       for (const c of fleet) c.send({ type: 'mark', fixedRetryMs });
+      // Transactions the database committed (each statement outside a transaction is one): before the stop, after the storm.
+      const xacts = async () =>
+        Number((await client.query<{ n: string }>('SELECT xact_commit + xact_rollback AS n FROM pg_stat_database WHERE datname = current_database()')).rows[0]!.n);
+      const x0 = await xacts();
       const stopAt = Date.now();
       await stopPanel(panel!);
       log(`${label}: panel stopped in ${Date.now() - stopAt} ms; down ${values.down} s`);
@@ -307,6 +315,8 @@ async function main(): Promise<void> {
           `(${(back / all).toFixed(0)} opens/s); the successful connect attempts started up to ${Math.max(...attempts).toFixed(1)} s after listening; ` +
           `connect errors after listening ${JSON.stringify(merge(rs, 'errorsSince'))}; over the whole phase ${JSON.stringify(merge(rs, 'errors'))}; sessions closed ${JSON.stringify(merge(rs, 'closes'))}; load ${load()}`,
       );
+      await sleep(1_500); // the statistics collector lags
+      log(`${label}: ${(await xacts()) - x0} database transactions from the stop to the last session back (${N} sessions closed and opened)`);
       const busy = times.map((t, i) => t - Math.max(0, attempts[i]!));
       log(`${label}: per agent, successful attempt → welcome + workloads + map: p50 ${pct(busy, 50).toFixed(2)} s, p99 ${pct(busy, 99).toFixed(2)} s, max ${Math.max(...busy).toFixed(2)} s`);
     };

@@ -1,17 +1,21 @@
 /**
- * Coalesces lookups made in the same turn of the event loop into one call of
- * `loadMany` (one query instead of one per caller). A reconnect storm
- * upgrades hundreds of sockets per poll phase; each asked the database
- * alone. Keys asked twice in a batch are loaded once; a batch never holds
- * more than `maxBatch` keys (the rest go in the next one).
+ * Coalesces lookups into few calls of `loadMany` (one query instead of one
+ * per caller). A reconnect storm opens hundreds of sessions a second and each
+ * asked the database alone. Keys asked in the same turn of the loop go in one
+ * batch; while `maxInFlight` batches are loading, new keys wait and join the
+ * next one, so the busier the database, the larger the batches (and an idle
+ * panel adds no delay). Keys asked twice in a batch are loaded once; a batch
+ * holds at most `maxBatch` keys.
  */
 export class TickBatcher<K, V> {
   private pending = new Map<K, { resolve: (v: V | undefined) => void; reject: (err: unknown) => void }[]>();
   private scheduled = false;
+  private inFlight = 0;
 
   constructor(
     private readonly loadMany: (keys: K[]) => Promise<ReadonlyMap<K, V>>,
     private readonly maxBatch = 1_000,
+    private readonly maxInFlight = 2,
   ) {}
 
   /** Resolves with what `loadMany` found for the key (undefined: nothing), or rejects with its error. */
@@ -20,33 +24,46 @@ export class TickBatcher<K, V> {
       const waiters = this.pending.get(key);
       if (waiters) waiters.push({ resolve, reject });
       else this.pending.set(key, [{ resolve, reject }]);
-      if (this.pending.size >= this.maxBatch) this.flush();
-      else if (!this.scheduled) {
+      if (!this.scheduled) {
         this.scheduled = true;
-        // setImmediate: after the I/O callbacks of this poll phase, so every upgrade read in it joins.
-        setImmediate(() => this.flush());
+        // setImmediate: after the I/O callbacks of this poll phase, so every caller in it joins.
+        setImmediate(() => {
+          this.scheduled = false;
+          this.flush();
+        });
       }
     });
   }
 
   private flush(): void {
-    this.scheduled = false;
-    if (this.pending.size === 0) return;
-    const batch = this.pending;
-    this.pending = new Map();
-    let loading: Promise<ReadonlyMap<K, V>>;
-    try {
-      loading = this.loadMany([...batch.keys()]);
-    } catch (err) {
-      loading = Promise.reject(err);
+    while (this.pending.size > 0 && this.inFlight < this.maxInFlight) {
+      const batch = new Map<K, { resolve: (v: V | undefined) => void; reject: (err: unknown) => void }[]>();
+      for (const [key, waiters] of this.pending) {
+        if (batch.size >= this.maxBatch) break;
+        batch.set(key, waiters);
+      }
+      for (const key of batch.keys()) this.pending.delete(key);
+      this.inFlight++;
+      let loading: Promise<ReadonlyMap<K, V>>;
+      try {
+        loading = this.loadMany([...batch.keys()]);
+      } catch (err) {
+        loading = Promise.reject(err);
+      }
+      loading
+        .then(
+          (found) => {
+            for (const [key, waiters] of batch) for (const w of waiters) w.resolve(found.get(key));
+          },
+          (err: unknown) => {
+            for (const waiters of batch.values()) for (const w of waiters) w.reject(err);
+          },
+        )
+        .finally(() => {
+          this.inFlight--;
+          // Keys that arrived while this batch loaded.
+          this.flush();
+        });
     }
-    loading.then(
-      (found) => {
-        for (const [key, waiters] of batch) for (const w of waiters) w.resolve(found.get(key));
-      },
-      (err: unknown) => {
-        for (const waiters of batch.values()) for (const w of waiters) w.reject(err);
-      },
-    );
   }
 }

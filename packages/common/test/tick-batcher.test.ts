@@ -22,9 +22,37 @@ describe('TickBatcher', () => {
       sizes.push(keys.length);
       if (keys.includes(4)) throw new Error('down');
       return new Map(keys.map((k) => [k, k]));
-    }, 3);
+    }, 3, 5);
     const results = await Promise.allSettled([0, 1, 2, 3, 4].map((k) => batcher.load(k)));
     expect(sizes).toEqual([3, 2]);
     expect(results.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled', 'rejected', 'rejected']);
+  });
+
+  it('while a batch loads, keys asked in later turns wait and go together in the next one', async () => {
+    const calls: number[][] = [];
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const batcher = new TickBatcher<number, number>(
+      async (keys) => {
+        calls.push(keys);
+        if (calls.length === 1) await gate;
+        return new Map(keys.map((k) => [k, k * 10]));
+      },
+      100,
+      1,
+    );
+    const first = batcher.load(1);
+    await new Promise((r) => setImmediate(r));
+    // Three more turns of the loop while the first batch is still loading.
+    const later: Promise<number | undefined>[] = [];
+    for (const k of [2, 3, 4]) {
+      later.push(batcher.load(k));
+      await new Promise((r) => setImmediate(r));
+    }
+    expect(calls).toEqual([[1]]);
+    release();
+    expect(await first).toBe(10);
+    expect(await Promise.all(later)).toEqual([20, 30, 40]);
+    expect(calls).toEqual([[1], [2, 3, 4]]);
   });
 });

@@ -1,6 +1,6 @@
 import type { Db, Tx } from '../db/database.js';
 import type { DurableFact, FactResult, FactWriter } from './facts.js';
-import { applySessionFacts, isSessionFact, type SessionFact } from './session-event-batch.js';
+import { applySessionFacts, isSessionFact, sessionWaves, type SessionFact } from './session-event-batch.js';
 
 // The SQL behind the session-fact outbox. Every durable fact is idempotent:
 // session events are keyed by (session_id, kind) and reloads by their fact
@@ -21,6 +21,12 @@ export class PrismaFactWriter implements FactWriter {
 
   async apply(facts: readonly DurableFact[]): Promise<FactResult[]> {
     if (facts.length === 0) return [];
+    // Only session opens and closes, each node once (a storm tick): one statement, atomic by itself, with no
+    // BEGIN and COMMIT round trips around it.
+    if (facts.every(isSessionFact) && sessionWaves(facts).length === 1) {
+      await applySessionFacts(this.prisma, facts);
+      return facts.map(() => undefined);
+    }
     return this.prisma.$transaction(async (tx) => {
       const results: FactResult[] = [];
       for (let i = 0; i < facts.length; ) {

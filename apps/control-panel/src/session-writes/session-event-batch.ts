@@ -1,4 +1,4 @@
-import type { Tx } from '../db/database.js';
+import type { Db, Tx } from '../db/database.js';
 import type { DurableFact } from './facts.js';
 
 // Session opens and closes, many in one statement. A reconnect storm opens
@@ -27,11 +27,11 @@ export function sessionWaves(facts: readonly SessionFact[]): SessionFact[][] {
 }
 
 /** Writes a run of session facts: one statement per wave. */
-export async function applySessionFacts(tx: Tx, facts: readonly SessionFact[]): Promise<void> {
+export async function applySessionFacts(tx: Tx | Db, facts: readonly SessionFact[]): Promise<void> {
   for (const wave of sessionWaves(facts)) await applyWave(tx, wave);
 }
 
-async function applyWave(tx: Tx, wave: readonly SessionFact[]): Promise<void> {
+async function applyWave(tx: Tx | Db, wave: readonly SessionFact[]): Promise<void> {
   const closed = (f: SessionFact) => (f.kind === 'session.closed' ? f : undefined);
   const kinds = wave.map((f) => (f.kind === 'session.opened' ? 'opened' : 'closed'));
   const nodeIds = wave.map((f) => f.nodeId);

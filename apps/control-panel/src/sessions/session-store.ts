@@ -1,3 +1,4 @@
+import { TickBatcher } from '@tether/common';
 import type { Workload } from '@tether/protocol';
 import type { Db } from '../db/database.js';
 import type { ServiceSpec } from '../db/deployment-spec.js';
@@ -52,6 +53,11 @@ export interface SessionStore {
 }
 
 export class OutboxSessionStore implements SessionStore {
+  // Reads a session open makes, shared by every open of one turn of the loop: a reconnect storm opens
+  // hundreds of sessions at once, and a query each was most of an open's cost.
+  private readonly delivered = new TickBatcher<string, string[]>((nodeIds) => this.loadDelivered(nodeIds), 500);
+  private readonly workloads = new TickBatcher<string, Workload[]>((nodeIds) => this.loadWorkloads(nodeIds), 500);
+
   constructor(
     private readonly prisma: Db,
     private readonly outbox: SessionFactOutbox,
@@ -105,31 +111,43 @@ export class OutboxSessionStore implements SessionStore {
   }
 
   async deliveredDeployments(nodeId: string): Promise<string[]> {
-    const rows = await this.prisma.deployment.findMany({ where: { nodeId, status: 'delivered' }, select: { id: true } });
-    return rows.map((r) => r.id);
+    return (await this.delivered.load(nodeId)) ?? [];
   }
 
   async desiredWorkloads(nodeId: string): Promise<Workload[]> {
+    return (await this.workloads.load(nodeId)) ?? [];
+  }
+
+  private async loadDelivered(nodeIds: string[]): Promise<Map<string, string[]>> {
+    const rows = await this.prisma.deployment.findMany({ where: { nodeId: { in: nodeIds }, status: 'delivered' }, select: { id: true, nodeId: true } });
+    const byNode = new Map<string, string[]>();
+    for (const r of rows) byNode.set(r.nodeId, [...(byNode.get(r.nodeId) ?? []), r.id]);
+    return byNode;
+  }
+
+  private async loadWorkloads(nodeIds: string[]): Promise<Map<string, Workload[]>> {
     const services = await this.prisma.service.findMany({
-      where: { nodeId },
+      where: { nodeId: { in: nodeIds } },
       orderBy: { id: 'asc' },
       select: {
         id: true,
         name: true,
+        nodeId: true,
         deployments: {
-          // Only deployments made for this node: a service moved here runs once it is deployed here.
-          where: { nodeId, status: { in: ['delivered', 'running'] } },
+          where: { nodeId: { in: nodeIds }, status: { in: ['delivered', 'running'] } },
           orderBy: { createdAt: 'desc' },
-          take: 1,
-          select: { id: true, spec: true },
+          select: { id: true, nodeId: true, spec: true },
         },
       },
     });
-    const workloads: Workload[] = [];
+    const byNode = new Map<string, Workload[]>();
     for (const service of services) {
-      const current = service.deployments[0];
+      if (!service.nodeId) continue;
+      // Only deployments made for this node: a service moved here runs once it is deployed here.
+      const current = service.deployments.find((d) => d.nodeId === service.nodeId);
       if (!current) continue;
       const spec = current.spec as unknown as ServiceSpec;
+      const workloads = byNode.get(service.nodeId) ?? [];
       workloads.push({
         serviceId: service.id,
         serviceName: service.name,
@@ -139,7 +157,8 @@ export class OutboxSessionStore implements SessionStore {
         port: spec.internalPort,
         replicas: spec.replicas,
       });
+      byNode.set(service.nodeId, workloads);
     }
-    return workloads;
+    return byNode;
   }
 }
