@@ -32,6 +32,8 @@ import { PanelEvents } from './panel-events.js';
 import { createMetrics, type PanelMetrics } from './panel-metrics.js';
 import type { RoutingMapSource } from './routing/routing-map.js';
 import type { DeploymentDispatcher } from './sessions/session-dispatcher.js';
+import { PanelCluster } from './ownership/cluster.js';
+import { ClusterDispatcher } from './ownership/cluster-dispatcher.js';
 import { PrismaFactWriter } from './session-writes/fact-writer.js';
 import { ORPHANED_REASON } from './session-writes/facts.js';
 import { SessionFactOutbox } from './session-writes/outbox.js';
@@ -56,6 +58,8 @@ export interface AppDependencies {
   wrapSessionStore?: (store: SessionStore) => SessionStore;
   /** Where routing maps come from; the database when absent (bench/routing-panel.ts gives every node one map). */
   routingMaps?: RoutingMapSource;
+  /** The database's URL for the lease and LISTEN connections (config.databaseUrl when absent; none: no claims, one panel). */
+  databaseUrl?: string;
 }
 
 declare module 'fastify' {
@@ -64,6 +68,8 @@ declare module 'fastify' {
     agentSide: AgentSide;
     /** The one ordered writer of session facts, for tests. */
     sessionFacts: SessionFactOutbox;
+    /** This panel among the panels sharing the database (undefined without a database URL). */
+    cluster: PanelCluster | undefined;
   }
 }
 
@@ -121,11 +127,51 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     ...(deps.routingMaps ? { maps: deps.routingMaps } : {}),
   });
   app.decorate('agentSide', agents);
+  // Several panels on one database: lease, claims before welcome, signals, shared reports, dispatch across panels.
+  const databaseUrl = deps.databaseUrl ?? deps.config.databaseUrl;
+  let dispatcher: DeploymentDispatcher = deps.dispatcher ?? agents.dispatcher;
+  let cluster: PanelCluster | undefined;
+  if (databaseUrl) {
+    // The dispatcher is made after the cluster; the cluster calls it only once started.
+    const made: PanelCluster = new PanelCluster({
+      prisma: deps.prisma,
+      databaseUrl,
+      panelId: deps.config.panel.id,
+      internalUrl: deps.config.panel.internalUrl,
+      leaseMs: deps.config.panel.leaseMs,
+      connectTimeoutMs: db.connectTimeoutMs,
+      queryTimeoutMs: db.queryTimeoutMs,
+      registry: agents.registry,
+      events,
+      outbox,
+      logger: app.log,
+      onDeployRequest: (id) => void cross.requested(id),
+      onDeployed: (id) => cross.answered(id),
+      onRescan: () => void cross.rescan().catch((err: unknown) => app.log.warn({ err }, 'deployment rescan failed')),
+    });
+    cluster = made;
+    const cross = new ClusterDispatcher({
+      local: dispatcher,
+      registry: agents.registry,
+      lease: made.lease,
+      signals: made.signals,
+      prisma: deps.prisma,
+      store,
+      ackTimeoutMs: deps.config.sessions.ackTimeoutMs,
+      logger: app.log,
+    });
+    dispatcher = cross;
+    agents.registry.generationOf = (sessionId) => made.generationOf(sessionId);
+  }
+  app.decorate('cluster', cluster);
   const nodes = new LastGoodRead(() => deps.prisma.node.findMany({ orderBy: { name: 'asc' } }), healthOf(deps.prisma));
   app.addHook('onReady', async () => {
     // What a previous run spilled is written first, then the sessions it left open are closed, then this run's facts.
     outbox.start();
-    outbox.submit({ kind: 'sessions.orphaned', reason: ORPHANED_REASON, before: new Date().toISOString() }).catch(() => {});
+    const orphaned = { kind: 'sessions.orphaned', reason: ORPHANED_REASON, before: new Date().toISOString() } as const;
+    outbox.submit(cluster ? { ...orphaned, panelId: cluster.panelId } : orphaned).catch(() => {});
+    // The lease's first renewal is awaited (a database that is out leaves it unheld: no claims until it answers).
+    await cluster?.start();
     // Remembered for GET /v1/sessions during an outage; a database that is out now just leaves it empty.
     await withDeadline(nodes.read(), db.queryTimeoutMs, 'the database').catch(() => {});
     agents.start();
@@ -133,6 +179,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   // preClose: sessions get GOING_AWAY before the server stops accepting; their closes are written or spilled.
   app.addHook('preClose', async () => {
     await agents.stop();
+    await cluster?.stop();
     await outbox.stop(db.connectTimeoutMs + db.queryTimeoutMs);
   });
   // The fleet page and the per-node metrics: rows from the connected map plus cached database facts.
@@ -147,6 +194,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     prisma: deps.prisma,
     registry: agents.registry,
     metrics,
+    ...(cluster ? { claim: (nodeId: string, sessionId: string) => cluster.claim(nodeId, sessionId) } : {}),
     timing: {
       heartbeatIntervalMs: s.heartbeatIntervalMs,
       pingIntervalMs: s.pingIntervalMs,
@@ -163,10 +211,12 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     // Its own short deadline: a frozen database makes /readyz 503 in time, never a hang.
     checkReady: async () => {
       await withDeadline(deps.prisma.$queryRaw`SELECT 1`, db.readyTimeoutMs, 'the database');
+      // A panel without its lease claims nothing and dispatches nothing: a load balancer drains it.
+      if (cluster && !cluster.lease.held) throw new Error(`panel ${cluster.panelId} does not hold its lease`);
     },
   });
   await app.register(metricsRoutes, { metrics });
-  const api: ApiDeps = { prisma: deps.prisma, events, dispatcher: deps.dispatcher ?? agents.dispatcher };
+  const api: ApiDeps = { prisma: deps.prisma, events, dispatcher };
   await app.register(teamRoutes, { prefix: '/v1', ...api });
   await app.register(tokenRoutes, { prefix: '/v1', ...api });
   await app.register(nodeRoutes, { prefix: '/v1', ...api });
@@ -182,7 +232,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     nodes,
   });
   await app.register(reloadRoutes, { prefix: '/v1', prisma: deps.prisma, routing: agents.routing });
-  await app.register(statusRoutes, { prefix: '/v1', prisma: deps.prisma, registry: agents.registry });
+  await app.register(statusRoutes, { prefix: '/v1', prisma: deps.prisma, registry: agents.registry, ...(cluster ? { cluster } : {}) });
   await app.register(dashboardRoutes, { prisma: deps.prisma, fleet, publicUrl: deps.config.publicUrl, dbDeadlineMs: deps.config.dashboard.dbDeadlineMs });
   return app;
 }

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import Type from 'typebox';
 import { ConfigError, parseEnv } from '@tether/common';
@@ -52,6 +53,12 @@ const EnvSchema = Type.Object({
   TETHER_DASHBOARD_STREAM_BUFFER_BYTES: Type.Integer({ minimum: 65_536, default: 32 * 1024 * 1024 }),
   /** Fleet-page reads of the database (node history, sign-in of a token not yet cached) give up after this. */
   TETHER_DASHBOARD_DB_DEADLINE_MS: Ms(5_000, 100),
+  /** This panel's id among the panels sharing the database (generated per process when unset). */
+  TETHER_PANEL_ID: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9._-]{1,64}$' })),
+  /** Where other panels reach this one (defaults to the public URL). */
+  TETHER_PANEL_INTERNAL_URL: Type.Optional(Type.String({ pattern: '^https?://' })),
+  /** The panel's lease on its sessions, renewed at a third of it. */
+  TETHER_PANEL_LEASE_MS: Ms(10_000, 300),
 });
 
 /** Every variable this app reads (docs/operations.md lists each; a test checks). */
@@ -99,6 +106,12 @@ export interface PanelConfig {
     reconcileIntervalMs: number;
     debounceMs: number;
   };
+  panel: {
+    /** Generated per process when TETHER_PANEL_ID is unset. */
+    id: string;
+    internalUrl: string | undefined;
+    leaseMs: number;
+  };
   dashboard: {
     fleetRefreshMs: number;
     secret: string | undefined;
@@ -145,6 +158,11 @@ export function loadConfig(env: Record<string, string | undefined>): PanelConfig
     routing: {
       reconcileIntervalMs: e.TETHER_RECONCILE_INTERVAL_MS,
       debounceMs: e.TETHER_ROUTING_DEBOUNCE_MS,
+    },
+    panel: {
+      id: e.TETHER_PANEL_ID ?? `panel-${randomBytes(6).toString('hex')}`,
+      internalUrl: e.TETHER_PANEL_INTERNAL_URL ?? e.TETHER_PUBLIC_URL,
+      leaseMs: e.TETHER_PANEL_LEASE_MS,
     },
     dashboard: {
       fleetRefreshMs: e.TETHER_FLEET_REFRESH_MS,

@@ -34,6 +34,7 @@ export const ERROR_CATALOG = defineErrorCatalog({
   INTERNAL: { status: 500, message: 'internal error' },
   NODE_UNREACHABLE: { status: 503, message: 'the node is unreachable until it rejoins' },
   NOT_READY: { status: 503, message: 'the panel is not ready' },
+  PANEL_LEASE_LOST: { status: 503, message: 'this panel does not hold its lease on the database; use another panel' },
   DATABASE_UNAVAILABLE: { status: 503, message: 'the database is unavailable; retry later' },
   ACK_TIMEOUT: { status: 504, message: 'the node did not acknowledge in time' },
 } as const satisfies Record<string, { status: number; message: string }>);

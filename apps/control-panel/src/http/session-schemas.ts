@@ -83,9 +83,17 @@ export const ServiceStatusSchema = Type.Object({
   runningReplicas: NullableInt,
   reason: Type.String(),
   containers: Type.Array(Container),
-  evidence: Nullable(Type.Object({ sessionId: Type.String(), lastFrameAgeMs: Type.Integer(), reportAgeMs: Type.Integer() }), {
-    description: 'null when no live session proves the state (it is then unknown)',
-  }),
+  evidence: Nullable(
+    Type.Object({
+      sessionId: Type.String(),
+      lastFrameAgeMs: Type.Integer(),
+      reportAgeMs: Type.Integer(),
+      panelId: Type.Optional(Type.String({ description: 'the panel that holds the session (several panels on one database)' })),
+    }),
+    {
+      description: 'null when no live session proves the state (it is then unknown)',
+    },
+  ),
 });
 
 export const StatusList = Type.Object({ services: Type.Array(ServiceStatusSchema) });

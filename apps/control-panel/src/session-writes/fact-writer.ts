@@ -1,3 +1,4 @@
+import { Prisma } from '../generated/prisma/client.js';
 import type { Db, Tx } from '../db/database.js';
 import type { DurableFact, FactResult, FactWriter } from './facts.js';
 
@@ -58,7 +59,7 @@ async function applyFact(tx: Tx, fact: DurableFact): Promise<FactResult> {
           ON CONFLICT (session_id, kind) DO NOTHING RETURNING 1
         )
         UPDATE nodes SET unreachable_since = NULL, last_seen_at = GREATEST(last_seen_at, ${at})
-        WHERE id = ${fact.nodeId} AND EXISTS (SELECT 1 FROM ins)`;
+        WHERE id = ${fact.nodeId} AND EXISTS (SELECT 1 FROM ins) AND ${fenced(fact.nodeId, fact.generation)}`;
       return undefined;
     }
     case 'session.closed': {
@@ -73,11 +74,11 @@ async function applyFact(tx: Tx, fact: DurableFact): Promise<FactResult> {
         UPDATE nodes SET last_teardown_at = ${at}, last_teardown_reason = ${fact.reason},
           unreachable_since = CASE WHEN ${fact.superseded} THEN unreachable_since ELSE ${at} END,
           last_seen_at = CASE WHEN ${fact.superseded} THEN last_seen_at ELSE GREATEST(last_seen_at, ${lastFrameAt}) END
-        WHERE id = ${fact.nodeId} AND EXISTS (SELECT 1 FROM ins)`;
+        WHERE id = ${fact.nodeId} AND EXISTS (SELECT 1 FROM ins) AND ${fenced(fact.nodeId, fact.generation)}`;
       return undefined;
     }
     case 'sessions.orphaned':
-      await closeOrphans(tx, fact.reason, new Date(fact.before));
+      await closeOrphans(tx, fact.reason, new Date(fact.before), fact.panelId ?? null, fact.expiredOwnersOnly === true);
       return undefined;
     case 'deployment.dispatched':
       await tx.deployment.updateMany({ where: { id: fact.deploymentId }, data: { sessionId: fact.sessionId, dispatchedAt: new Date(fact.at) } });
@@ -97,6 +98,14 @@ async function applyFact(tx: Tx, fact: DurableFact): Promise<FactResult> {
         ON CONFLICT (fact_key) DO NOTHING`;
       return undefined;
   }
+}
+
+/**
+ * The node row follows a session only while its generation is the node's current claim: an owner that was
+ * superseded (on any panel) cannot mark the node unreachable or reachable. Unfenced without a generation.
+ */
+function fenced(nodeId: string, generation: number | undefined) {
+  return Prisma.sql`(${generation ?? null}::bigint IS NULL OR EXISTS (SELECT 1 FROM node_owners w WHERE w.node_id = ${nodeId} AND w.generation = ${generation ?? null}::bigint))`;
 }
 
 async function finishDeployment(tx: Tx, fact: Extract<DurableFact, { kind: 'deployment.finished' }>): Promise<boolean> {
@@ -124,7 +133,7 @@ async function finishDeployment(tx: Tx, fact: Extract<DurableFact, { kind: 'depl
  * never after the node's next session opened), and the node row says so when
  * that session was its latest.
  */
-async function closeOrphans(tx: Tx, reason: string, before: Date): Promise<void> {
+async function closeOrphans(tx: Tx, reason: string, before: Date, panelId: string | null, expiredOwnersOnly: boolean): Promise<void> {
   await tx.$executeRaw`
     WITH orphans AS (
       SELECT o.node_id, o.session_id,
@@ -135,6 +144,16 @@ async function closeOrphans(tx: Tx, reason: string, before: Date): Promise<void>
       FROM session_events o JOIN nodes n ON n.id = o.node_id
       WHERE o.kind = 'opened' AND o.at < ${before}
         AND NOT EXISTS (SELECT 1 FROM session_events c WHERE c.session_id = o.session_id AND c.kind = 'closed')
+        -- A session another panel owns under a live lease is not an orphan.
+        AND NOT EXISTS (
+          SELECT 1 FROM node_owners w JOIN panels p ON p.id = w.panel_id
+          WHERE w.session_id = o.session_id AND p.lease_until > now() AND p.id IS DISTINCT FROM ${panelId}::text
+        )
+        -- The periodic sweep: only sessions whose owner's lease expired.
+        AND (NOT ${expiredOwnersOnly}::boolean OR EXISTS (
+          SELECT 1 FROM node_owners w LEFT JOIN panels p ON p.id = w.panel_id
+          WHERE w.session_id = o.session_id AND (p.lease_until IS NULL OR p.lease_until <= now())
+        ))
     ), ins AS (
       INSERT INTO session_events (node_id, session_id, kind, reason, at)
       SELECT node_id, session_id, 'closed'::"SessionEventKind", ${reason}, closed_at FROM orphans

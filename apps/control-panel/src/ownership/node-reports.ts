@@ -1,0 +1,198 @@
+import type { Logger } from '@tether/common';
+import type { ContainerState, RoutingStatus, RuntimeStatus } from '@tether/protocol';
+import type { Db } from '../db/database.js';
+import type { AgentSession } from '../sessions/session.js';
+
+// Shared truth between panels: the owner of a node's session writes a report
+// row (state, containers, runtime, routing) when it changes, at most once a
+// second for all changed nodes in one statement, fenced by the session's
+// generation, and signals the node ids. Other panels answer status from these
+// rows, and only while the owner's lease is live (PostgreSQL's now()) and the
+// row's generation is the node's current one: never a stale "running".
+
+export interface RemoteReport {
+  nodeId: string;
+  panelId: string;
+  sessionId: string;
+  generation: number;
+  state: 'connected' | 'closed';
+  lastFrameAt: number;
+  updatedAt: number;
+  containers: ContainerState[];
+  runtime: RuntimeStatus | null;
+  routing: RoutingStatus | null;
+  /** The owner's lease is live and this row is of the node's current claim. */
+  live: boolean;
+}
+
+interface Pending {
+  nodeId: string;
+  sessionId: string;
+  generation: number;
+  state: 'connected' | 'closed';
+  lastFrameAt: number;
+  report: unknown;
+}
+
+/** A written report's identity: the session's report objects are kept while their content is unchanged (report.ts). */
+interface Written {
+  sessionId: string;
+  containers: unknown;
+  runtime: unknown;
+  routing: unknown;
+  lastFrameAt: number;
+}
+
+export class NodeReportWriter {
+  private readonly dirty = new Map<string, Pending>();
+  private readonly written = new Map<string, Written>();
+  private timer: NodeJS.Timeout | undefined;
+  private flushing: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly options: {
+      prisma: Db;
+      panelId: string;
+      flushMs: number;
+      /** Re-write an unchanged connected report this often, so other panels' frame ages stay near. */
+      refreshMs: number;
+      generationOf: (sessionId: string) => number | undefined;
+      signal: (nodeIds: string[]) => Promise<void>;
+      logger: Logger;
+    },
+  ) {}
+
+  /** The session's current state, written if it changed since the last write. */
+  observe(session: AgentSession, state: 'connected' | 'closed'): void {
+    const generation = this.options.generationOf(session.id);
+    if (generation === undefined) return;
+    const r = session.report;
+    const last = this.written.get(session.nodeId);
+    if (
+      state === 'connected' &&
+      last &&
+      last.sessionId === session.id &&
+      r &&
+      last.containers === r.containers &&
+      last.runtime === r.runtime &&
+      last.routing === r.routing &&
+      session.lastFrameAt - last.lastFrameAt < this.options.refreshMs
+    ) {
+      return;
+    }
+    this.written.set(session.nodeId, { sessionId: session.id, containers: r?.containers, runtime: r?.runtime, routing: r?.routing, lastFrameAt: session.lastFrameAt });
+    if (state === 'closed') this.written.delete(session.nodeId);
+    this.dirty.set(session.nodeId, {
+      nodeId: session.nodeId,
+      sessionId: session.id,
+      generation,
+      state,
+      lastFrameAt: session.lastFrameAt,
+      report: {
+        containers: r?.containers ?? [],
+        runtime: r?.runtime ?? null,
+        routing: r?.routing ?? null,
+        heartbeats: session.heartbeats,
+        missedAcks: session.missedAcks,
+        agentVersion: session.agentVersion,
+        peer: session.peer,
+        openedAt: session.openedAt,
+      },
+    });
+    if (!this.timer) {
+      this.timer = setTimeout(() => {
+        this.timer = undefined;
+        this.flushing = this.flush();
+      }, this.options.flushMs);
+      this.timer.unref();
+    }
+  }
+
+  async stop(): Promise<void> {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    await this.flushing;
+    await this.flush();
+  }
+
+  private async flush(): Promise<void> {
+    if (this.dirty.size === 0) return;
+    const rows = [...this.dirty.values()];
+    this.dirty.clear();
+    const json = JSON.stringify(
+      rows.map((r) => ({
+        node_id: r.nodeId,
+        session_id: r.sessionId,
+        generation: r.generation,
+        state: r.state,
+        last_frame_at: new Date(r.lastFrameAt).toISOString(),
+        report: r.report,
+      })),
+    );
+    try {
+      await this.options.prisma.$executeRaw`
+        INSERT INTO node_reports (node_id, panel_id, session_id, generation, state, last_frame_at, report, updated_at)
+        SELECT r.node_id, ${this.options.panelId}::text, r.session_id, r.generation, r.state, r.last_frame_at, r.report, now()
+        FROM jsonb_to_recordset(${json}::jsonb) AS r(node_id text, session_id text, generation bigint, state text, last_frame_at timestamptz, report jsonb)
+        WHERE EXISTS (SELECT 1 FROM node_owners w WHERE w.node_id = r.node_id AND w.generation = r.generation)
+        ON CONFLICT (node_id) DO UPDATE SET panel_id = EXCLUDED.panel_id, session_id = EXCLUDED.session_id,
+          generation = EXCLUDED.generation, state = EXCLUDED.state, last_frame_at = EXCLUDED.last_frame_at,
+          report = EXCLUDED.report, updated_at = now()
+        WHERE node_reports.generation <= EXCLUDED.generation`;
+      await this.options.signal(rows.map((r) => r.nodeId));
+    } catch (err) {
+      // Put back what is not newer already; the next change (or the refresh) retries.
+      for (const r of rows) if (!this.dirty.has(r.nodeId)) this.dirty.set(r.nodeId, r);
+      for (const r of rows) this.written.delete(r.nodeId);
+      this.options.logger.warn({ err, rows: rows.length }, 'node reports not written');
+      if (!this.timer) {
+        this.timer = setTimeout(() => {
+          this.timer = undefined;
+          this.flushing = this.flush();
+        }, this.options.flushMs);
+        this.timer.unref();
+      }
+    }
+  }
+}
+
+interface ReportRow {
+  node_id: string;
+  panel_id: string;
+  session_id: string;
+  generation: bigint;
+  state: string;
+  last_frame_at: Date;
+  updated_at: Date;
+  report: { containers?: ContainerState[]; runtime?: RuntimeStatus | null; routing?: RoutingStatus | null };
+  live: boolean;
+}
+
+/** Reports of these nodes (all when `nodeIds` is undefined), with whether each is live evidence. */
+export async function readReports(prisma: Db, nodeIds: readonly string[] | undefined): Promise<Map<string, RemoteReport>> {
+  const rows = nodeIds
+    ? await prisma.$queryRaw<ReportRow[]>`
+        SELECT r.*, (p.lease_until > now() AND w.generation = r.generation) AS live
+        FROM node_reports r LEFT JOIN panels p ON p.id = r.panel_id LEFT JOIN node_owners w ON w.node_id = r.node_id
+        WHERE r.node_id = ANY(${[...nodeIds]}::text[])`
+    : await prisma.$queryRaw<ReportRow[]>`
+        SELECT r.*, (p.lease_until > now() AND w.generation = r.generation) AS live
+        FROM node_reports r LEFT JOIN panels p ON p.id = r.panel_id LEFT JOIN node_owners w ON w.node_id = r.node_id`;
+  const out = new Map<string, RemoteReport>();
+  for (const r of rows) {
+    out.set(r.node_id, {
+      nodeId: r.node_id,
+      panelId: r.panel_id,
+      sessionId: r.session_id,
+      generation: Number(r.generation),
+      state: r.state === 'connected' ? 'connected' : 'closed',
+      lastFrameAt: r.last_frame_at.getTime(),
+      updatedAt: r.updated_at.getTime(),
+      containers: r.report.containers ?? [],
+      runtime: r.report.runtime ?? null,
+      routing: r.report.routing ?? null,
+      live: r.live === true,
+    });
+  }
+  return out;
+}

@@ -1,0 +1,197 @@
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CLOSE_CODES } from '@tether/protocol';
+import { spawnProcess, startTestPostgres, waitFor, type TestPostgres } from '@tether/testkit';
+import { EXPIRED_OWNER_REASON } from '../src/session-writes/facts.js';
+import { startPanel, type Panel } from './helpers/panel-harness.js';
+import { RawAgent } from './helpers/raw-agent.js';
+
+// Several panels on one PostgreSQL (issue 10), each a real HTTP/WebSocket
+// server with its own pool, lease and LISTEN connection: deploys dispatched
+// across panels, status read from any panel, supersede across panels, and a
+// panel killed with SIGKILL (a real process) whose nodes read unknown on the
+// others within lease + 2 s and whose agents rejoin another panel.
+
+const LEASE_MS = 1_500;
+const ACK_MS = 600;
+const PANEL_MAIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'dist', 'main.js');
+const env = {
+  TETHER_PANEL_LEASE_MS: String(LEASE_MS),
+  TETHER_ACK_TIMEOUT_MS: String(ACK_MS),
+  TETHER_SESSION_IDLE_MS: '5000',
+  TETHER_PING_INTERVAL_MS: '1000',
+};
+
+let pg: TestPostgres;
+let databaseUrl: string;
+let a: Panel;
+let b: Panel;
+let c: Panel;
+const cleanup: (() => Promise<unknown> | unknown)[] = [];
+
+beforeAll(async () => {
+  pg = await startTestPostgres();
+  databaseUrl = await pg.createDatabase();
+  [a, b, c] = await Promise.all(['a', 'b', 'c'].map((id) => startPanel({ databaseUrl, env: { ...env, TETHER_PANEL_ID: `panel-${id}` } })));
+}, 60_000);
+afterAll(async () => {
+  for (const f of cleanup.reverse()) await f();
+  await Promise.all([a, b, c].map((p) => p?.close()));
+  await pg?.stop();
+});
+
+type Status = { state: string; runningReplicas: number | null; evidence: { sessionId: string; panelId?: string } | null; containers: unknown[] };
+const statusOn = async (panel: Panel, serviceId: string) => (await panel.api('GET', `/v1/services/${serviceId}/status`)).body as Status;
+
+const running = (serviceId: string, deploymentId: string) => [
+  { containerId: 'c1', serviceId, deploymentId, name: 'x', state: 'running' as const, exitCode: null, health: 'none' as const, restartCount: 0, since: new Date().toISOString() },
+];
+
+describe('several panels on one database', () => {
+  it('deploy through A to a node owned by B answers 202; C and A read the status B reports, naming B', async () => {
+    const node = await a.createNode('mp-deploy');
+    const service = await a.createService(node.id);
+    // No periodic heartbeats: the one sent below (with the container) stays the report; pongs keep the session alive.
+    const agent = await RawAgent.connect({ url: b.url, token: node.token, node: node.name });
+    cleanup.push(() => agent.close());
+    const owner = await a.prisma.nodeOwner.findUniqueOrThrow({ where: { nodeId: node.id } });
+    expect(owner).toMatchObject({ panelId: 'panel-b', sessionId: agent.welcome.sessionId });
+
+    const res = await a.api('POST', `/v1/services/${service.id}/deployments`, {});
+    expect(res.status).toBe(202);
+    expect(res.body).toMatchObject({ status: 'delivered', sessionId: agent.welcome.sessionId });
+    const sent = await agent.waitFor((m) => m.type === 'deploy');
+    expect(sent).toMatchObject({ workload: { deploymentId: res.body.id } });
+
+    // The agent reports the container on its session with B; A and C answer from B's report row.
+    agent.heartbeat(running(service.id, res.body.id));
+    const onB = await waitFor(async () => {
+      const s = await statusOn(b, service.id);
+      return s.state === 'running' ? s : undefined;
+    });
+    for (const panel of [a, c]) {
+      const s = await waitFor(async () => {
+        const got = await statusOn(panel, service.id);
+        return got.state === 'running' ? got : undefined;
+      }, { timeoutMs: 3_000 });
+      expect(s.evidence).toMatchObject({ sessionId: agent.welcome.sessionId, panelId: 'panel-b' });
+      expect(s.containers).toEqual(onB.containers);
+    }
+  });
+
+  it('an owner that does not get the ACK answers 504 ACK_TIMEOUT through A; no owner at all answers 503 at once', async () => {
+    const node = await a.createNode('mp-noack');
+    const service = await a.createService(node.id);
+    const agent = await RawAgent.connect({ url: b.url, token: node.token, node: node.name, ack: ['workloads', 'routing.map'] });
+    cleanup.push(() => agent.close());
+    const res = await a.api('POST', `/v1/services/${service.id}/deployments`, {});
+    expect(res.status).toBe(504);
+    expect(res.body.error.code).toBe('ACK_TIMEOUT');
+    expect(res.ms).toBeGreaterThanOrEqual(ACK_MS - 50);
+    expect(res.ms).toBeLessThan(ACK_MS + 1_000);
+    expect((await a.prisma.deployment.findUniqueOrThrow({ where: { id: res.body.error.details?.deploymentId ?? '' } }).catch(() => null))?.status ?? 'ack_timeout').toBe('ack_timeout');
+    await agent.waitClosed();
+
+    const lonely = await a.createNode('mp-never');
+    const svc = await a.createService(lonely.id);
+    const none = await c.api('POST', `/v1/services/${svc.id}/deployments`, {});
+    expect(none.status).toBe(503);
+    expect(none.body.error.code).toBe('NODE_UNREACHABLE');
+    expect(none.ms).toBeLessThan(300);
+  });
+
+  it('supersede across panels: the node reconnects to C; B closes its session as superseded within 1 s; never shown twice', async () => {
+    const node = await a.createNode('mp-move');
+    const service = await a.createService(node.id);
+    const old = await RawAgent.connect({ url: b.url, token: node.token, node: node.name, heartbeatMs: 100 });
+    cleanup.push(() => old.close());
+    const fresh = await RawAgent.connect({ url: c.url, token: node.token, node: node.name, heartbeatMs: 100 });
+    cleanup.push(() => fresh.close());
+    const welcomedAt = Date.now();
+    const closed = await old.waitClosed(2_000);
+    expect(closed.code).toBe(CLOSE_CODES.SUPERSEDED);
+    expect(closed.at - welcomedAt).toBeLessThan(1_000);
+    expect(b.app.agentSide.registry.get(node.id)).toBeUndefined();
+    expect(c.app.agentSide.registry.get(node.id)?.id).toBe(fresh.welcome.sessionId);
+    // The node row stays reachable (B's close was fenced out), and every panel names C's session.
+    await c.settled();
+    await b.settled();
+    const row = await a.prisma.node.findUniqueOrThrow({ where: { id: node.id } });
+    expect(row.unreachableSince).toBeNull();
+    for (const panel of [a, b, c]) {
+      const s = await waitFor(async () => {
+        const got = await statusOn(panel, service.id);
+        return got.evidence?.sessionId === fresh.welcome.sessionId ? got : undefined;
+      }, { timeoutMs: 3_000 });
+      expect(s.evidence?.panelId).toBe('panel-c');
+    }
+    // Deploys through B (the old owner) reach the node on C.
+    const res = await b.api('POST', `/v1/services/${service.id}/deployments`, {});
+    expect(res.status).toBe(202);
+    await fresh.waitFor((m) => m.type === 'deploy');
+  });
+
+  it('a route created through C reaches the owner B, which pushes the node its map', async () => {
+    const node = await a.createNode('mp-route');
+    const service = await a.createService(node.id);
+    const agent = await RawAgent.connect({ url: b.url, token: node.token, node: node.name });
+    cleanup.push(() => agent.close());
+    await a.api('POST', `/v1/services/${service.id}/deployments`, {});
+    const before = agent.received.filter((m) => m.type === 'routing.map').length;
+    const route = await c.api('POST', '/v1/routes', { domain: 'mp-route.example.test', serviceId: service.id });
+    expect(route.status).toBe(201);
+    const map = await agent.waitFor((m) => m.type === 'routing.map' && JSON.stringify(m).includes('mp-route.example.test'), 3_000);
+    expect(map).toBeDefined();
+    expect(agent.received.filter((m) => m.type === 'routing.map').length).toBeGreaterThan(before);
+  });
+});
+
+describe('a panel killed with SIGKILL', () => {
+  it('its nodes read unknown on the others within lease + 2 s, deploys through them settle, and its agents rejoin another panel', async () => {
+    if (!existsSync(PANEL_MAIN)) throw new Error(`build the panel first: ${PANEL_MAIN} is missing`);
+    const dataDir = await mkdtemp(path.join(os.tmpdir(), 'tether-mp-'));
+    cleanup.push(() => rm(dataDir, { recursive: true, force: true }));
+    const node = await a.createNode('mp-killed');
+    const service = await a.createService(node.id);
+    const child = spawnProcess(process.execPath, [PANEL_MAIN], {
+      env: { ...env, DATABASE_URL: databaseUrl, TETHER_DATA_DIR: dataDir, TETHER_PORT: '0', TETHER_LOG_LEVEL: 'warn', TETHER_PANEL_ID: 'panel-k', TETHER_ADMIN_TOKEN: 'multi-panel-test-operator-token' },
+    });
+    cleanup.push(() => child.stop(1_000));
+    const [, killedUrl] = await child.waitForOutput(/listening on (http:\/\/\S+)/, 30_000);
+    const agent = await RawAgent.connect({ url: killedUrl!, token: node.token, node: node.name });
+    cleanup.push(() => agent.close());
+    const deployed = await a.api('POST', `/v1/services/${service.id}/deployments`, {});
+    expect(deployed.status).toBe(202);
+    agent.heartbeat(running(service.id, deployed.body.id));
+    await waitFor(async () => (await statusOn(c, service.id)).state === 'running', { timeoutMs: 3_000 });
+
+    child.child.kill('SIGKILL');
+    const killedAt = Date.now();
+    // A deploy through A right away: the dead owner's lease still looks live, so A signals it, waits ACK + 2 s, settles.
+    const orphanDeploy = await a.api('POST', `/v1/services/${service.id}/deployments`, {});
+    await agent.waitClosed();
+    const unknownOn = async (panel: Panel) =>
+      waitFor(async () => ((await statusOn(panel, service.id)).state === 'unknown' ? Date.now() : undefined), { timeoutMs: LEASE_MS + 3_000, intervalMs: 50 });
+    const [onA, onC] = await Promise.all([unknownOn(a), unknownOn(c)]);
+    expect(Math.max(onA, onC) - killedAt).toBeLessThan(LEASE_MS + 2_000);
+    expect(orphanDeploy.status).toBe(503);
+    expect(orphanDeploy.body.error.code).toBe('NODE_UNREACHABLE');
+    expect(orphanDeploy.ms).toBeLessThan(ACK_MS + 2_000 + 1_000);
+    // No deployment is left pending.
+    expect(await a.prisma.deployment.count({ where: { serviceId: service.id, status: 'pending' } })).toBe(0);
+    // The sweep on a live panel closes the dead panel's session in the history.
+    await waitFor(async () => (await a.prisma.sessionEvent.findFirst({ where: { sessionId: agent.welcome.sessionId, kind: 'closed' } }))?.reason === EXPIRED_OWNER_REASON, { timeoutMs: LEASE_MS * 2 });
+
+    // The agent rejoins another panel; status is running again from that session, and deploys work.
+    const rejoined = await RawAgent.connect({ url: c.url, token: node.token, node: node.name });
+    cleanup.push(() => rejoined.close());
+    rejoined.heartbeat(running(service.id, deployed.body.id));
+    await waitFor(async () => (await statusOn(a, service.id)).state === 'running', { timeoutMs: 3_000 });
+    const again = await a.api('POST', `/v1/services/${service.id}/deployments`, {});
+    expect(again.status).toBe(202);
+  }, 60_000);
+});
