@@ -36,7 +36,8 @@ const cleanup: (() => Promise<unknown> | unknown)[] = [];
 beforeAll(async () => {
   pg = await startTestPostgres();
   databaseUrl = await pg.createDatabase();
-  [a, b, c] = await Promise.all(['a', 'b', 'c'].map((id) => startPanel({ databaseUrl, env: { ...env, TETHER_PANEL_ID: `panel-${id}` } })));
+  const start = (id: string) => startPanel({ databaseUrl, env: { ...env, TETHER_PANEL_ID: `panel-${id}` } });
+  [a, b, c] = await Promise.all([start('a'), start('b'), start('c')]);
 }, 60_000);
 afterAll(async () => {
   for (const f of cleanup.reverse()) await f();

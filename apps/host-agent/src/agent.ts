@@ -14,7 +14,7 @@ export interface Agent {
 /** Composes the agent from its config and the two controllers it drives. */
 export function createAgent(config: AgentConfig & { nodeName: string }, deps: { logger: Logger; workloads: WorkloadController; routing: RoutingController; events?: EventOutbox }): Agent {
   const connection = new PanelConnection({
-    panelUrl: config.panelUrl,
+    panelUrl: config.panelUrls,
     token: config.nodeToken,
     nodeName: config.nodeName,
     agentVersion: AGENT_VERSION,

@@ -17,7 +17,8 @@ const R = DEFAULT_RESTART_POLICY;
 const HOST_PORT = '^([A-Za-z0-9.-]+|\\[[0-9A-Fa-f:.]+\\]):[0-9]{1,5}$';
 
 const EnvSchema = Type.Object({
-  TETHER_PANEL_URL: Type.String({ pattern: '^(https?|wss?)://' }),
+  /** One URL, or several separated by commas (several panels): tried in shuffled order. */
+  TETHER_PANEL_URL: Type.String({ pattern: '^(https?|wss?)://', maxLength: 4096 }),
   TETHER_NODE_TOKEN: Type.String({ minLength: 16, maxLength: 256 }),
   TETHER_NODE_NAME: Type.Optional(Type.String({ minLength: 1, maxLength: 253 })),
   TETHER_STATE_DIR: Type.String({ minLength: 1, default: DEFAULT_STATE_DIR }),
@@ -91,7 +92,8 @@ const EnvSchema = Type.Object({
 export const ENV_VARS: readonly string[] = Object.keys(EnvSchema.properties);
 
 export interface AgentConfig {
-  panelUrl: string;
+  /** The panel's URL, or several panels' URLs (TETHER_PANEL_URL separated by commas). */
+  panelUrls: string[];
   nodeToken: string;
   nodeName: string | undefined;
   stateDir: string;
@@ -138,6 +140,22 @@ const MAX_SOCKET_PATH = 107;
 
 export { ConfigError };
 
+/** TETHER_PANEL_URL: one URL or a comma-separated list, each http(s) or ws(s) and parseable. */
+function parsePanelUrls(value: string, problems: string[]): string[] {
+  const urls = value.split(',').map((u) => u.trim()).filter((u) => u.length > 0);
+  for (const u of urls) {
+    let ok = /^(https?|wss?):\/\//.test(u);
+    try {
+      new URL(u);
+    } catch {
+      ok = false;
+    }
+    if (!ok) problems.push(`TETHER_PANEL_URL: ${JSON.stringify(u.slice(0, 200))} is not an http(s) or ws(s) URL`);
+  }
+  if (urls.length === 0) problems.push('TETHER_PANEL_URL: no URL given');
+  return urls;
+}
+
 /** Only the state folder (the HEALTHCHECK needs no more, and must not fail on the rest). */
 export function loadStateDir(env: Record<string, string | undefined>): string {
   return path.resolve(env.TETHER_STATE_DIR || DEFAULT_STATE_DIR);
@@ -159,9 +177,10 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
   if (e.TETHER_PROXY === 'container' && path.join(stateDir, 'caddy', 'run', 'admin.sock').length > MAX_SOCKET_PATH) {
     problems.push(`TETHER_STATE_DIR: too long for the Caddy admin socket under it (max ${MAX_SOCKET_PATH - 'caddy/run/admin.sock'.length - 1} characters)`);
   }
+  const panelUrls = parsePanelUrls(e.TETHER_PANEL_URL, problems);
   if (problems.length > 0) throw new ConfigError(problems);
   return {
-    panelUrl: e.TETHER_PANEL_URL,
+    panelUrls,
     nodeToken: e.TETHER_NODE_TOKEN,
     nodeName: e.TETHER_NODE_NAME,
     stateDir,

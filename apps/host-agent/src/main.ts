@@ -65,7 +65,7 @@ runMain(
     const parts = controllers(config, nodeName, logger, () => ref.agent, journal, canary, (resolve) => (proxy.address = resolve));
     const agent = createAgent({ ...config, nodeName }, { logger, ...parts, ...(journal ? { events: journal } : {}) });
     ref.agent = agent;
-    logger.info({ panel: config.panelUrl, node: nodeName, runtime: config.runtime.kind, proxy: config.proxy.kind }, 'tether agent starting');
+    logger.info({ panels: config.panelUrls, node: nodeName, runtime: config.runtime.kind, proxy: config.proxy.kind }, 'tether agent starting');
     await mkdir(config.stateDir, { recursive: true });
     const session: { id: string | null } = { id: null };
     agent.connection.on('ready', ({ sessionId }) => (session.id = sessionId));

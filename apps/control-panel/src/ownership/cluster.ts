@@ -1,5 +1,4 @@
 import type { EventEmitter } from 'node:events';
-import type { Logger } from '@tether/common';
 import { CLOSE_CODES } from '@tether/protocol';
 import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
@@ -11,7 +10,7 @@ import type { SessionFactOutbox } from '../session-writes/outbox.js';
 import { withDeadline } from '../db/db-faults.js';
 import type { ClusterView } from '../sessions/service-status.js';
 import { NodeReportWriter, readReports, type RemoteReport } from './node-reports.js';
-import { PanelLease } from './panel-lease.js';
+import { PanelLease, type PanelLeaseOptions } from './panel-lease.js';
 import { PanelSignals, type Signal } from './panel-signals.js';
 
 // Several panels on one PostgreSQL (issue 10). This panel's lease, its claims
@@ -20,18 +19,12 @@ import { PanelSignals, type Signal } from './panel-signals.js';
 // panel reads, and the sweep that closes sessions of panels whose lease
 // expired. The gateway calls `claim`; everything else is wired in `start`.
 
-export interface ClusterOptions {
+/** The lease's settings, plus what the cluster wires together. */
+export interface ClusterOptions extends PanelLeaseOptions {
   prisma: Db;
-  databaseUrl: string;
-  panelId: string;
-  internalUrl: string | undefined;
-  leaseMs: number;
-  connectTimeoutMs: number;
-  queryTimeoutMs: number;
   registry: SessionRegistry;
   events: PanelEvents;
   outbox: SessionFactOutbox;
-  logger: Logger;
   /** A deployment another panel asked this one to send (its owner). */
   onDeployRequest: (deploymentId: string) => void;
   /** A deployment this panel asked another to send reached its next state. */
@@ -51,15 +44,7 @@ export class PanelCluster {
 
   constructor(private readonly options: ClusterOptions) {
     const { prisma, databaseUrl, panelId, logger } = options;
-    this.lease = new PanelLease({
-      databaseUrl,
-      panelId,
-      internalUrl: options.internalUrl,
-      leaseMs: options.leaseMs,
-      connectTimeoutMs: options.connectTimeoutMs,
-      queryTimeoutMs: options.queryTimeoutMs,
-      logger,
-    });
+    this.lease = new PanelLease(options);
     this.signals = new PanelSignals({ databaseUrl, prisma, connectTimeoutMs: options.connectTimeoutMs, logger, panelId });
     this.reports = new NodeReportWriter({
       prisma,

@@ -99,13 +99,16 @@ export class NodeReportWriter {
         openedAt: session.openedAt,
       },
     });
-    if (!this.timer) {
-      this.timer = setTimeout(() => {
-        this.timer = undefined;
-        this.flushing = this.flush();
-      }, this.options.flushMs);
-      this.timer.unref();
-    }
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (this.timer) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.flushing = this.flush();
+    }, this.options.flushMs);
+    this.timer.unref();
   }
 
   async stop(): Promise<void> {
@@ -145,13 +148,7 @@ export class NodeReportWriter {
       for (const r of rows) if (!this.dirty.has(r.nodeId)) this.dirty.set(r.nodeId, r);
       for (const r of rows) this.written.delete(r.nodeId);
       this.options.logger.warn({ err, rows: rows.length }, 'node reports not written');
-      if (!this.timer) {
-        this.timer = setTimeout(() => {
-          this.timer = undefined;
-          this.flushing = this.flush();
-        }, this.options.flushMs);
-        this.timer.unref();
-      }
+      this.schedule();
     }
   }
 }

@@ -31,7 +31,8 @@ import { EventSender } from './event-sender.js';
 // human and no restart.
 
 export interface PanelConnectionOptions {
-  panelUrl: string;
+  /** One panel, or several sharing a database: each connect takes the next of them in a shuffled order. */
+  panelUrl: string | readonly string[];
   token: string;
   nodeName: string;
   agentVersion: string;
@@ -93,12 +94,17 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
   private readonly outbox: DeployResult[] = [];
   private terminal = false;
   private readonly events: EventSender | null;
+  private readonly panelUrls: readonly string[];
+  /** Panels still to try in this round; reshuffled when empty, so a fleet spreads over the panels. */
+  private untried: string[] = [];
 
   constructor(private readonly options: PanelConnectionOptions) {
     super();
     this.backoff = new Backoff({ initialMs: options.reconnect.minMs, maxMs: options.reconnect.maxMs, random: options.random });
     this.idleTimeoutMs = options.overrides?.agentIdleTimeoutMs ?? TIMING_DEFAULTS.agentIdleTimeoutMs;
     this.events = options.events ? new EventSender(options.events, this.nextId) : null;
+    this.panelUrls = typeof options.panelUrl === 'string' ? [options.panelUrl] : [...options.panelUrl];
+    if (this.panelUrls.length === 0) throw new Error('no panel URL');
     options.events?.onRecorded(() => this.sendEvents());
   }
 
@@ -131,7 +137,9 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     this.state_ = 'connecting';
     this.terminal = false;
     const log = this.options.logger;
-    const socket = new WebSocket(agentConnectUrl(this.options.panelUrl), {
+    const panelUrl = this.nextPanelUrl();
+    log.debug({ panel: panelUrl }, 'connecting');
+    const socket = new WebSocket(agentConnectUrl(panelUrl), {
       headers: { authorization: `Bearer ${this.options.token}` },
       handshakeTimeout: this.options.reconnect.connectTimeoutMs,
       maxPayload: MAX_STATE_FRAME_BYTES,
@@ -155,6 +163,20 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     socket.on('message', (data: RawData, isBinary: boolean) => this.onFrame(socket, data, isBinary));
     socket.on('error', (err) => log.warn({ err }, 'panel socket error'));
     socket.on('close', (code, reason) => this.onClose(socket, code, reason.toString('utf8')));
+  }
+
+  /** The next panel of a shuffled round (Fisher–Yates with the connection's random source). */
+  private nextPanelUrl(): string {
+    if (this.untried.length === 0) {
+      const order = [...this.panelUrls];
+      const random = this.options.random ?? Math.random;
+      for (let i = order.length - 1; i > 0; i--) {
+        const j = Math.floor(random() * (i + 1));
+        [order[i], order[j]] = [order[j]!, order[i]!];
+      }
+      this.untried = order;
+    }
+    return this.untried.shift()!;
   }
 
   private async sendHello(socket: WebSocket): Promise<void> {
