@@ -230,6 +230,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     routing: agents.routing,
     missedAcks24h: (nodeId) => fleet.directory.snapshot.missedAcks24h.get(nodeId) ?? 0,
     nodes,
+    ...(cluster ? { cluster } : {}),
   });
   await app.register(reloadRoutes, { prefix: '/v1', prisma: deps.prisma, routing: agents.routing });
   await app.register(statusRoutes, { prefix: '/v1', prisma: deps.prisma, registry: agents.registry, ...(cluster ? { cluster } : {}) });

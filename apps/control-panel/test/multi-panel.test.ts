@@ -81,6 +81,10 @@ describe('several panels on one database', () => {
       }, { timeoutMs: 3_000 });
       expect(s.evidence).toMatchObject({ sessionId: agent.welcome.sessionId, panelId: 'panel-b' });
       expect(s.containers).toEqual(onB.containers);
+      // Session health names the same session and panel, once.
+      const rows = (await panel.api('GET', '/v1/sessions')).body.sessions.filter((r: { nodeId: string }) => r.nodeId === node.id);
+      expect(rows).toHaveLength(1);
+      expect(rows[0]).toMatchObject({ state: 'connected', sessionId: agent.welcome.sessionId, panelId: 'panel-b', agentVersion: 'test' });
     }
   });
 
@@ -94,7 +98,8 @@ describe('several panels on one database', () => {
     expect(res.body.error.code).toBe('ACK_TIMEOUT');
     expect(res.ms).toBeGreaterThanOrEqual(ACK_MS - 50);
     expect(res.ms).toBeLessThan(ACK_MS + 1_000);
-    expect((await a.prisma.deployment.findUniqueOrThrow({ where: { id: res.body.error.details?.deploymentId ?? '' } }).catch(() => null))?.status ?? 'ack_timeout').toBe('ack_timeout');
+    const row = await a.prisma.deployment.findFirstOrThrow({ where: { serviceId: service.id }, orderBy: { createdAt: 'desc' } });
+    expect(row.status).toBe('ack_timeout');
     await agent.waitClosed();
 
     const lonely = await a.createNode('mp-never');
@@ -178,6 +183,8 @@ describe('a panel killed with SIGKILL', () => {
     const unknownOn = async (panel: Panel) =>
       waitFor(async () => ((await statusOn(panel, service.id)).state === 'unknown' ? Date.now() : undefined), { timeoutMs: LEASE_MS + 3_000, intervalMs: 50 });
     const [onA, onC] = await Promise.all([unknownOn(a), unknownOn(c)]);
+    const row = (await a.api('GET', '/v1/sessions')).body.sessions.find((r: { nodeId: string }) => r.nodeId === node.id);
+    expect(row.state).not.toBe('connected');
     expect(Math.max(onA, onC) - killedAt).toBeLessThan(LEASE_MS + 2_000);
     expect(orphanDeploy.status).toBe(503);
     expect(orphanDeploy.body.error.code).toBe('NODE_UNREACHABLE');

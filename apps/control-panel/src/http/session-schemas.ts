@@ -44,6 +44,8 @@ export const SessionRow = Type.Object({
   /** Routing maps pushed to the node since this panel started. */
   pushes: Type.Object({ sent: Type.Integer(), applied: Type.Integer(), failed: Type.Integer() }),
   lastTeardown: Nullable(Type.Object({ at: Timestamp, reason: NullableString, code: NullableInt })),
+  /** The panel holding the live session (several panels on one database); null without one. */
+  panelId: Type.Optional(NullableString),
 });
 
 export const SessionList = Type.Object({ sessions: Type.Array(SessionRow) });

@@ -1,6 +1,6 @@
 import type { EventEmitter } from 'node:events';
 import { CLOSE_CODES } from '@tether/protocol';
-import type { Db } from '../db/database.js';
+import { healthOf, type Db } from '../db/database.js';
 import { AppError } from '../errors.js';
 import type { PanelEvents } from '../panel-events.js';
 import type { SessionRegistry } from '../sessions/registry.js';
@@ -93,7 +93,8 @@ export class PanelCluster {
   /** What status answers need: this panel's lease, and other panels' reports of these nodes (none if the database cannot say). */
   async view(nodeIds: readonly string[]): Promise<ClusterView> {
     let remote: ReadonlyMap<string, RemoteReport> = new Map();
-    if (nodeIds.length > 0) {
+    // A database known down right now is not asked again (no full deadline per read): other panels' nodes read unknown.
+    if (nodeIds.length > 0 && !healthOf(this.options.prisma).recentlyDown) {
       try {
         remote = await withDeadline(readReports(this.options.prisma, nodeIds), this.options.queryTimeoutMs, 'the database');
       } catch (err) {

@@ -21,6 +21,8 @@ export interface RemoteReport {
   containers: ContainerState[];
   runtime: RuntimeStatus | null;
   routing: RoutingStatus | null;
+  /** Session counters and identity as the owner last wrote them. */
+  extra: { peer: string | null; agentVersion: string | null; openedAt: number | null; heartbeats: number; missedAcks: number };
   /** The owner's lease is live and this row is of the node's current claim. */
   live: boolean;
 }
@@ -161,7 +163,16 @@ interface ReportRow {
   state: string;
   last_frame_at: Date;
   updated_at: Date;
-  report: { containers?: ContainerState[]; runtime?: RuntimeStatus | null; routing?: RoutingStatus | null };
+  report: {
+    containers?: ContainerState[];
+    runtime?: RuntimeStatus | null;
+    routing?: RoutingStatus | null;
+    peer?: string;
+    agentVersion?: string;
+    openedAt?: number;
+    heartbeats?: number;
+    missedAcks?: number;
+  };
   live: boolean;
 }
 
@@ -188,6 +199,13 @@ export async function readReports(prisma: Db, nodeIds: readonly string[] | undef
       containers: r.report.containers ?? [],
       runtime: r.report.runtime ?? null,
       routing: r.report.routing ?? null,
+      extra: {
+        peer: r.report.peer ?? null,
+        agentVersion: r.report.agentVersion ?? null,
+        openedAt: r.report.openedAt ?? null,
+        heartbeats: r.report.heartbeats ?? 0,
+        missedAcks: r.report.missedAcks ?? 0,
+      },
       live: r.live === true,
     });
   }
