@@ -1,4 +1,4 @@
-import type { RemoteReport } from '../ownership/node-reports.js';
+import type { RemoteReport } from '../sessions/remote-report.js';
 import type { RoutingView } from '../routing/routing-reconciler.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import type { ClusterView } from '../sessions/service-status.js';

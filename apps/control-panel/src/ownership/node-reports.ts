@@ -1,7 +1,10 @@
 import type { Logger } from '@tether/common';
 import type { ContainerState, RoutingStatus, RuntimeStatus } from '@tether/protocol';
 import type { Db } from '../db/database.js';
+import type { RemoteReport } from '../sessions/remote-report.js';
 import type { AgentSession } from '../sessions/session.js';
+
+export type { RemoteReport };
 
 // Shared truth between panels: the owner of a node's session writes a report
 // row (state, containers, runtime, routing) when it changes, at most once a
@@ -10,22 +13,6 @@ import type { AgentSession } from '../sessions/session.js';
 // rows, and only while the owner's lease is live (PostgreSQL's now()) and the
 // row's generation is the node's current one: never a stale "running".
 
-export interface RemoteReport {
-  nodeId: string;
-  panelId: string;
-  sessionId: string;
-  generation: number;
-  state: 'connected' | 'closed';
-  lastFrameAt: number;
-  updatedAt: number;
-  containers: ContainerState[];
-  runtime: RuntimeStatus | null;
-  routing: RoutingStatus | null;
-  /** Session counters and identity as the owner last wrote them. */
-  extra: { peer: string | null; agentVersion: string | null; openedAt: number | null; heartbeats: number; missedAcks: number };
-  /** The owner's lease is live and this row is of the node's current claim. */
-  live: boolean;
-}
 
 interface Pending {
   nodeId: string;

@@ -1,5 +1,5 @@
 import type { ContainerState } from '@tether/protocol';
-import type { RemoteReport } from '../ownership/node-reports.js';
+import type { RemoteReport } from './remote-report.js';
 import type { SessionRegistry } from './registry.js';
 
 // Status is computed from live sessions only. Every answer carries its
