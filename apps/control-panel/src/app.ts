@@ -8,6 +8,7 @@ import type { Db } from './db/database.js';
 import type { ApiDeps } from './domain/api-deps.js';
 import { ErrorBodySchema } from './errors.js';
 import { authPlugin } from './http/auth.js';
+import { deploymentEventRoutes } from './http/deployment-events.js';
 import { deploymentRoutes } from './http/deployments.js';
 import { edgeServerOptions, installJsonBodyParser, refuseContentEncodings } from './http/edges.js';
 import { installErrorHandler } from './http/error-handler.js';
@@ -126,7 +127,8 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   await app.register(nodeRoutes, { prefix: '/v1', ...api });
   await app.register(serviceRoutes, { prefix: '/v1', ...api });
   await app.register(routeRoutes, { prefix: '/v1', ...api });
-  await app.register(deploymentRoutes, { prefix: '/v1', ...api });
+  await app.register(deploymentRoutes, { prefix: '/v1', ...api, watchPollMs: deps.config.deployments.watchPollMs });
+  await app.register(deploymentEventRoutes, { prefix: '/v1', prisma: deps.prisma, pollMs: deps.config.deployments.watchPollMs });
   await app.register(sessionRoutes, { prefix: '/v1', prisma: deps.prisma, registry: agents.registry, routing: agents.routing });
   await app.register(reloadRoutes, { prefix: '/v1', prisma: deps.prisma, routing: agents.routing });
   await app.register(statusRoutes, { prefix: '/v1', prisma: deps.prisma, registry: agents.registry });

@@ -34,6 +34,8 @@ const EnvSchema = Type.Object({
   TETHER_ROUTING_DEBOUNCE_MS: Ms(250, 0),
   TETHER_LAST_SEEN_FLUSH_MS: Ms(10_000),
   TETHER_TOKEN_LAST_USED_FLUSH_MS: Ms(10_000),
+  /** How often a deployment being waited on (?wait=, /events) is read again. */
+  TETHER_DEPLOYMENT_WATCH_MS: Ms(250),
   TETHER_SEND_BUFFER_LIMIT_BYTES: Type.Integer({ minimum: 1024, default: 8 * 1024 * 1024 }),
 });
 
@@ -67,6 +69,9 @@ export interface PanelConfig {
     reconcileIntervalMs: number;
     debounceMs: number;
   };
+  deployments: {
+    watchPollMs: number;
+  };
 }
 
 export { ConfigError };
@@ -98,6 +103,9 @@ export function loadConfig(env: Record<string, string | undefined>): PanelConfig
     routing: {
       reconcileIntervalMs: e.TETHER_RECONCILE_INTERVAL_MS,
       debounceMs: e.TETHER_ROUTING_DEBOUNCE_MS,
+    },
+    deployments: {
+      watchPollMs: e.TETHER_DEPLOYMENT_WATCH_MS,
     },
   };
 }
