@@ -8,6 +8,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { URLSearchParams, fileURLToPath } from 'node:url';
@@ -129,9 +130,53 @@ panel.stdout.on('data', (chunk) => {
   });
 });
 
+/** A TCP port nobody listens on now, on 127.0.0.1. */
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * The local proxy: the agent's Caddy container (TLS off: with automatic HTTPS,
+ * Caddy would redirect a local name to 443) on two local ports chosen once and
+ * kept in the data directory, so later starts find the same container. Says
+ * which part is missing when it cannot run.
+ */
+async function localProxy(engine) {
+  if (process.env.TETHER_PROXY) return { env: {}, missing: null, httpPort: null };
+  if (!engine.available) return { env: { TETHER_PROXY: 'none' }, missing: `no proxy: ${engine.why}`, httpPort: null };
+  const caddyBinary = process.env.TETHER_CADDY_BINARY ?? '/usr/bin/caddy';
+  if (!process.env.TETHER_CADDY_IMAGE && !existsSync(caddyBinary)) {
+    return { env: { TETHER_PROXY: 'none' }, missing: `no proxy: Caddy is not installed (${caddyBinary} is missing; apt-get install caddy, or set TETHER_CADDY_IMAGE to a Caddy image)`, httpPort: null };
+  }
+  const file = path.join(dataDir, 'proxy-ports.json');
+  const ports = existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')) : { http: await freePort(), https: await freePort() };
+  writeFileSync(file, JSON.stringify(ports));
+  return {
+    env: {
+      TETHER_PROXY: 'container',
+      TETHER_PROXY_TLS: 'off',
+      TETHER_PROXY_BIND_ADDRESS: '127.0.0.1',
+      TETHER_PROXY_HTTP_PORT: String(ports.http),
+      TETHER_PROXY_HTTPS_PORT: String(ports.https),
+    },
+    missing: null,
+    httpPort: ports.http,
+  };
+}
+
+let proxy = { env: {}, missing: null, httpPort: null };
+
 async function startAgent(url) {
   const token = await localNodeToken(url);
   const engine = await dockerStatus();
+  proxy = await localProxy(engine);
   const agentEnv = {
     ...process.env,
     TETHER_PANEL_URL: url,
@@ -139,7 +184,7 @@ async function startAgent(url) {
     TETHER_NODE_NAME: 'local',
     TETHER_STATE_DIR: path.join(dataDir, 'agent'),
     TETHER_RUNTIME: process.env.TETHER_RUNTIME ?? (engine.available ? 'docker' : 'none'),
-    TETHER_PROXY: process.env.TETHER_PROXY ?? 'none',
+    ...proxy.env,
   };
   const agent = spawn(process.execPath, [path.join(root, 'apps', 'host-agent', 'dist', 'main.js')], {
     cwd: root,
@@ -157,7 +202,7 @@ async function startAgent(url) {
       ` Tether control panel: ${url}`,
       ` API docs (OpenAPI):   ${url}/docs`,
       ` Operator token:       ${adminToken}`,
-      ` Local agent:          node "local", runtime ${agentEnv.TETHER_RUNTIME}`,
+      ` Local agent:          node "local", runtime ${agentEnv.TETHER_RUNTIME}, proxy ${agentEnv.TETHER_PROXY ?? 'none'}${proxy.httpPort ? ` (Caddy on 127.0.0.1:${proxy.httpPort})` : ''}`,
       ` Try: curl -H "Authorization: Bearer ${adminToken}" ${url}/v1/sessions`,
       '────────────────────────────────────────────────────────────',
       '',
@@ -283,11 +328,41 @@ async function sampleService(url) {
   });
   const container = await docker('GET', `/containers/${status.containers[0].containerId}/json`);
   const address = Object.values(container.json?.NetworkSettings?.Networks ?? {}).find((n) => n.IPAddress)?.IPAddress;
-  box([
-    `Sample service "hello" (team local, node local): ${status.reason}`,
-    address
-      ? `  Reach it:  curl http://${address}:${SAMPLE_PORT}/   (its address on Docker network ${process.env.TETHER_DOCKER_NETWORK ?? 'tether'})`
-      : `  It has no address on a Docker network yet; see its status.`,
-    `  Status:    curl -H "Authorization: Bearer ${adminToken}" ${url}/v1/services/${serviceId}/status`,
-  ]);
+  const direct = address
+    ? `curl http://${address}:${SAMPLE_PORT}/   (its address on Docker network ${process.env.TETHER_DOCKER_NETWORK ?? 'tether'}, this machine only)`
+    : 'it has no address on a Docker network yet; see its status';
+  const lines = [`Sample service "hello" (team local, node local): ${status.reason}`];
+  if (proxy.httpPort) {
+    await sampleRoute(url, serviceId);
+    const through = await poll(`the proxy answering for ${SAMPLE_DOMAIN}`, 30_000, () => proxyAnswers(proxy.httpPort)).catch((err) => err);
+    if (through === true) lines.push(`  Reach it through the proxy:  curl -H 'Host: ${SAMPLE_DOMAIN}' http://127.0.0.1:${proxy.httpPort}/`, `  (or open http://${SAMPLE_DOMAIN}:${proxy.httpPort}/ in a browser on this machine)`);
+    else lines.push(`  The proxy does not answer for ${SAMPLE_DOMAIN} yet (${through.message}); see the agent's log above.`, `  Directly: ${direct}`);
+  } else {
+    lines.push(`  Reach it:  ${direct}`);
+    if (proxy.missing) lines.push(`  Not through a proxy: ${proxy.missing}.`);
+  }
+  lines.push(`  Status:    curl -H "Authorization: Bearer ${adminToken}" ${url}/v1/services/${serviceId}/status`);
+  box(lines);
+}
+
+const SAMPLE_DOMAIN = 'hello.localhost';
+
+/** The route hello.localhost → hello, created once. */
+async function sampleRoute(url, serviceId) {
+  const routes = (await api(url, 'GET', `/v1/routes?serviceId=${serviceId}`)).body ?? [];
+  if (routes.some((r) => r.domain === SAMPLE_DOMAIN)) return;
+  const res = await api(url, 'POST', '/v1/routes', { domain: SAMPLE_DOMAIN, serviceId });
+  if (res.status !== 201) throw new Error(`attaching ${SAMPLE_DOMAIN} failed: ${res.status} ${JSON.stringify(res.body)}`);
+}
+
+/** Whether Caddy on 127.0.0.1:port answers 200 for the sample's name. */
+function proxyAnswers(port) {
+  return new Promise((resolve) => {
+    const req = http.get({ host: '127.0.0.1', port, path: '/', headers: { host: SAMPLE_DOMAIN }, timeout: 2_000 }, (res) => {
+      res.resume();
+      resolve(res.statusCode === 200);
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve(false));
+  });
 }

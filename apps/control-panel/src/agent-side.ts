@@ -1,11 +1,12 @@
+import type { Logger } from '@tether/common';
 import type { EventEmitter } from 'node:events';
-import type { FastifyBaseLogger } from 'fastify';
 import { CLOSE_CODES, closeCodeName } from '@tether/protocol';
 import type { PanelConfig } from './config.js';
 import type { Db } from './db/database.js';
 import type { PanelEvents } from './panel-events.js';
-import type { PanelMetrics } from './panel-metrics.js';
+import type { PanelMetrics, ReloadKind } from './panel-metrics.js';
 import { PrismaReloadRecorder } from './routing/reload-store.js';
+import type { ReloadRecorder } from './routing/routing-reconciler.js';
 import { PrismaRoutingMapSource, type RoutingMapSource } from './routing/routing-map.js';
 import { RoutingReconciler } from './routing/routing-reconciler.js';
 import { SessionRegistry } from './sessions/registry.js';
@@ -55,6 +56,20 @@ export function wireRouting(registry: SessionRegistry, events: PanelEvents, rout
   return () => off.forEach((f) => f());
 }
 
+const RELOAD_KINDS: readonly ReloadKind[] = ['routing_change', 'no_routing_change'];
+
+/** Counts every reload an agent reports, by whether its routing hash changed, then records it. */
+function countedReloads(inner: ReloadRecorder, registry: SessionRegistry, metrics: PanelMetrics): ReloadRecorder {
+  return {
+    reloaded(record) {
+      const node = registry.get(record.nodeId)?.nodeName;
+      const kind: ReloadKind = record.hashBefore === record.hashAfter ? 'no_routing_change' : 'routing_change';
+      if (node) metrics.nodeProxyReloads.inc({ node, kind });
+      return inner.reloaded(record);
+    },
+  };
+}
+
 export function createAgentSide(deps: {
   config: PanelConfig;
   prisma: Db;
@@ -62,7 +77,7 @@ export function createAgentSide(deps: {
   maps?: RoutingMapSource;
   events: PanelEvents;
   metrics: PanelMetrics;
-  logger: FastifyBaseLogger;
+  logger: Logger;
 }): AgentSide {
   const { config, store, events, metrics, logger } = deps;
   const registry = new SessionRegistry({
@@ -76,7 +91,7 @@ export function createAgentSide(deps: {
   const routing = new RoutingReconciler({
     sessions: registry,
     maps: deps.maps ?? new PrismaRoutingMapSource(deps.prisma),
-    reloads: new PrismaReloadRecorder(deps.prisma),
+    reloads: countedReloads(new PrismaReloadRecorder(deps.prisma), registry, metrics),
     logger,
     intervalMs: config.routing.reconcileIntervalMs,
     debounceMs: config.routing.debounceMs,
@@ -95,13 +110,19 @@ export function createAgentSide(deps: {
       registry.close(nodeId, CLOSE_CODES.DECOMMISSIONED, 'node decommissioned by an operator');
     }),
     // Metrics.
-    listen(registry, 'opened', () => {
+    listen(registry, 'opened', (session) => {
       metrics.sessionsOpened.inc();
       metrics.sessionsConnected.set(registry.size);
+      const node = session.nodeName;
+      metrics.nodeSessionsOpened.inc({ node });
+      // Per-node counters exist from the first session on, so increase() sees their first event.
+      metrics.nodeAckTimeouts.inc({ node }, 0);
+      for (const kind of RELOAD_KINDS) metrics.nodeProxyReloads.inc({ node, kind }, 0);
     }),
-    listen(registry, 'closed', (_session, teardown) => {
+    listen(registry, 'closed', (session, teardown) => {
       metrics.sessionsConnected.set(registry.size);
       metrics.sessionTeardowns.inc({ reason: closeCodeName(teardown.code) ?? String(teardown.code) });
+      if (teardown.code === CLOSE_CODES.ACK_TIMEOUT) metrics.nodeAckTimeouts.inc({ node: session.nodeName });
     }),
     listen(registry, 'message', (_session, message) => metrics.framesReceived.inc({ type: message.type })),
   ];

@@ -9,6 +9,8 @@ import type { ApiDeps } from './domain/api-deps.js';
 import { ErrorBodySchema } from './errors.js';
 import { authPlugin } from './http/auth.js';
 import { deploymentEventRoutes } from './http/deployment-events.js';
+import { createFleet } from './dashboard/fleet.js';
+import { dashboardRoutes } from './http/dashboard.js';
 import { deploymentRoutes } from './http/deployments.js';
 import { edgeServerOptions, installJsonBodyParser, refuseContentEncodings } from './http/edges.js';
 import { installErrorHandler } from './http/error-handler.js';
@@ -95,6 +97,10 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   app.addHook('onReady', async () => agents.start());
   // preClose: sessions get GOING_AWAY before the server stops accepting.
   app.addHook('preClose', async () => agents.stop());
+  // The fleet page and the per-node metrics: rows from the connected map plus cached database facts.
+  const fleet = createFleet({ config: deps.config, prisma: deps.prisma, registry: agents.registry, routing: agents.routing, metrics, logger: app.log });
+  app.addHook('onReady', async () => fleet.start());
+  app.addHook('preClose', async () => fleet.stop());
 
   // The agent gateway: GET /v1/agent/connect.
   await app.register(websocket, { options: { maxPayload: MAX_PAYLOAD_BYTES, perMessageDeflate: false } });
@@ -132,5 +138,6 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   await app.register(sessionRoutes, { prefix: '/v1', prisma: deps.prisma, registry: agents.registry, routing: agents.routing });
   await app.register(reloadRoutes, { prefix: '/v1', prisma: deps.prisma, routing: agents.routing });
   await app.register(statusRoutes, { prefix: '/v1', prisma: deps.prisma, registry: agents.registry });
+  await app.register(dashboardRoutes, { prisma: deps.prisma, fleet, publicUrl: deps.config.publicUrl });
   return app;
 }

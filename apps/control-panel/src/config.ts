@@ -37,6 +37,13 @@ const EnvSchema = Type.Object({
   /** How often a deployment being waited on (?wait=, /events) is read again. */
   TETHER_DEPLOYMENT_WATCH_MS: Ms(250),
   TETHER_SEND_BUFFER_LIMIT_BYTES: Type.Integer({ minimum: 1024, default: 8 * 1024 * 1024 }),
+  /** How often the fleet page and per-node metrics re-read nodes, services and ACK-timeout events. */
+  TETHER_FLEET_REFRESH_MS: Ms(5_000, 100),
+  /** Key of the fleet page's signed cookies; panels sharing a database must share it (random per process when unset). */
+  TETHER_DASHBOARD_SECRET: Type.Optional(Type.String({ minLength: 32, maxLength: 512 })),
+  TETHER_DASHBOARD_COOKIE_TTL_MS: Ms(12 * 3_600_000, 60_000),
+  /** A fleet-page stream with more than this unsent is dropped (the browser reconnects and gets a fresh snapshot). */
+  TETHER_DASHBOARD_STREAM_BUFFER_BYTES: Type.Integer({ minimum: 65_536, default: 32 * 1024 * 1024 }),
 });
 
 /** Every variable this app reads (docs/operations.md lists each; a test checks). */
@@ -72,6 +79,12 @@ export interface PanelConfig {
   deployments: {
     watchPollMs: number;
   };
+  dashboard: {
+    fleetRefreshMs: number;
+    secret: string | undefined;
+    cookieTtlMs: number;
+    streamBufferBytes: number;
+  };
 }
 
 export { ConfigError };
@@ -106,6 +119,12 @@ export function loadConfig(env: Record<string, string | undefined>): PanelConfig
     },
     deployments: {
       watchPollMs: e.TETHER_DEPLOYMENT_WATCH_MS,
+    },
+    dashboard: {
+      fleetRefreshMs: e.TETHER_FLEET_REFRESH_MS,
+      secret: e.TETHER_DASHBOARD_SECRET,
+      cookieTtlMs: e.TETHER_DASHBOARD_COOKIE_TTL_MS,
+      streamBufferBytes: e.TETHER_DASHBOARD_STREAM_BUFFER_BYTES,
     },
   };
 }

@@ -1,9 +1,15 @@
-// Every error the API answers with is defined here, once: a stable code, its
-// HTTP status and a default message. Domain code throws `AppError`s made from
-// this catalog; the error handler in lib/error-handler.ts maps them to
-// `{ "error": { "code", "message" } }`. docs/api.md lists every code.
+import { CodedError, defineErrorCatalog, mergeErrorCatalogs } from '@tether/common';
 
-export const ERROR_CATALOG = {
+// Every error code of the panel is defined here, once. ERROR_CATALOG: what
+// the API answers, with the HTTP status and a default message; domain code
+// throws `AppError`s made from it, and http/error-handler.ts (with
+// http/edges.ts for what never reaches a route) maps them to
+// `{ "error": { "code", "message" } }`. docs/api.md lists every code.
+// PANEL_ERROR_CATALOG: failures inside the panel that are not answers
+// themselves (docs/operations.md lists them). Both build on common's
+// CodedError (`code`, `message`, `cause`).
+
+export const ERROR_CATALOG = defineErrorCatalog({
   VALIDATION_FAILED: { status: 400, message: 'the request is invalid' },
   INVALID_URL: { status: 400, message: 'the URL is not valid (bad percent-encoding)' },
   MALFORMED_REQUEST: { status: 400, message: 'the request is not valid HTTP/1.1' },
@@ -28,26 +34,42 @@ export const ERROR_CATALOG = {
   NODE_UNREACHABLE: { status: 503, message: 'the node is unreachable until it rejoins' },
   NOT_READY: { status: 503, message: 'the panel is not ready' },
   ACK_TIMEOUT: { status: 504, message: 'the node did not acknowledge in time' },
-} as const satisfies Record<string, { status: number; message: string }>;
+} as const satisfies Record<string, { status: number; message: string }>);
 
 export type ErrorCode = keyof typeof ERROR_CATALOG;
 
-export class AppError extends Error {
-  readonly code: ErrorCode;
+/** An answer of the API: a catalogued code, its HTTP status, a message for people, optional details. */
+export class AppError extends CodedError<ErrorCode> {
   readonly statusCode: number;
   readonly details: Record<string, unknown> | undefined;
 
-  constructor(code: ErrorCode, message?: string, details?: Record<string, unknown>) {
-    super(message ?? ERROR_CATALOG[code].message);
-    this.name = 'AppError';
-    this.code = code;
+  constructor(code: ErrorCode, message?: string, details?: Record<string, unknown>, options?: { cause?: unknown }) {
+    super(code, message ?? ERROR_CATALOG[code].message, options);
     this.statusCode = ERROR_CATALOG[code].status;
     this.details = details;
   }
 }
 
-export const appError = (code: ErrorCode, message?: string, details?: Record<string, unknown>) =>
-  new AppError(code, message, details);
+export const PANEL_ERROR_CATALOG = defineErrorCatalog({
+  /** SessionClosedError: the session ended before a message was ACKed (dispatch answers NODE_UNREACHABLE). */
+  SESSION_CLOSED: 'the agent session closed before the message was acknowledged',
+  /** AckTimeoutError: no ACK within the ACK timeout; the session is killed (dispatch answers ACK_TIMEOUT, the API's code). */
+  SESSION_ACK_TIMEOUT: 'the agent did not acknowledge a message within the ACK timeout',
+  /** MigrationError: the panel does not start. */
+  MIGRATION_FAILED: 'a SQL migration failed, or an earlier failed one is not resolved',
+  /** The panel does not start. */
+  ADMIN_TOKEN_CONFLICT: 'TETHER_ADMIN_TOKEN is already in use as a customer token',
+  /** ConfigError (common): the panel does not start; every bad variable is named. */
+  INVALID_CONFIG: 'an environment variable is missing or invalid',
+});
+
+export type PanelErrorCode = keyof typeof PANEL_ERROR_CATALOG;
+
+/** A failure inside the panel, with a code from PANEL_ERROR_CATALOG. */
+export class PanelError<C extends PanelErrorCode = PanelErrorCode> extends CodedError<C> {}
+
+/** Every code the panel uses; importing this module fails if one were defined twice. */
+export const PANEL_CODES = mergeErrorCatalogs(ERROR_CATALOG, PANEL_ERROR_CATALOG);
 
 /** JSON schema of the error body, for route response schemas and OpenAPI. */
 export const ErrorBodySchema = {

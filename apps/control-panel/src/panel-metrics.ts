@@ -1,7 +1,22 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { dropNonConventionalDefaults } from '@tether/common';
 
 // Prometheus metrics, on a registry made per app (no global registry bound at
-// import), served at GET /metrics.
+// import), served at GET /metrics. Names follow the Prometheus conventions
+// (`tether_` prefix, base units, `_total` only on counters; `promtool check
+// metrics` runs on a live panel's output in CI). Per-node series carry the
+// node's name as `node`: bounded by the fleet size, never a session id.
+// docs/operations.md lists every metric.
+
+export const PANEL_METRICS_PREFIX = 'tether_panel_';
+
+/** What the per-node gauges read at scrape time (the fleet page's rows). */
+export interface FleetGaugeSource {
+  nodes(): Iterable<{ name: string; state: 'reachable' | 'unreachable' | 'never_connected' | 'decommissioned'; drifting: boolean }>;
+}
+
+/** The kinds of proxy reload the panel counts: a reload that did not change the routing hash is incident 2's symptom. */
+export type ReloadKind = 'routing_change' | 'no_routing_change';
 
 export interface PanelMetrics {
   registry: Registry;
@@ -12,34 +27,111 @@ export interface PanelMetrics {
   invalidFrames: Counter<'code'>;
   deployDispatches: Counter<'outcome'>;
   ackWait: Histogram;
+  nodeSessionsOpened: Counter<'node'>;
+  nodeAckTimeouts: Counter<'node'>;
+  nodeProxyReloads: Counter<'node' | 'kind'>;
+  dashboardStreams: Gauge;
+  dashboardStreamsDropped: Counter<'reason'>;
+  /** Where the per-node gauges read from (the fleet view); no per-node gauges until set. */
+  setFleetSource(source: FleetGaugeSource): void;
 }
 
 export function createMetrics(options: { defaultMetrics?: boolean } = {}): PanelMetrics {
   const registry = new Registry();
-  if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: 'tether_panel_' });
+  if (options.defaultMetrics ?? true) {
+    collectDefaultMetrics({ register: registry, prefix: PANEL_METRICS_PREFIX });
+    dropNonConventionalDefaults(registry, PANEL_METRICS_PREFIX);
+  }
+  let fleet: FleetGaugeSource | undefined;
+  const registers = [registry];
+  new Gauge({
+    name: 'tether_nodes',
+    help: 'Nodes by state (reachable = a live session in this panel\'s connected map)',
+    labelNames: ['state'],
+    registers,
+    collect() {
+      this.reset();
+      if (!fleet) return;
+      const counts = { reachable: 0, unreachable: 0, never_connected: 0, decommissioned: 0 };
+      for (const n of fleet.nodes()) counts[n.state]++;
+      for (const [state, n] of Object.entries(counts)) this.set({ state }, n);
+    },
+  });
+  new Gauge({
+    name: 'tether_node_reachable',
+    help: '1 while the node has a live session, 0 while it is unreachable (nodes that never connected or are decommissioned are left out)',
+    labelNames: ['node'],
+    registers,
+    collect() {
+      this.reset();
+      if (!fleet) return;
+      for (const n of fleet.nodes()) {
+        if (n.state === 'reachable' || n.state === 'unreachable') this.set({ node: n.name }, n.state === 'reachable' ? 1 : 0);
+      }
+    },
+  });
+  new Gauge({
+    name: 'tether_node_routing_drifting',
+    help: '1 while the node\'s applied routing hash has differed from the desired one for longer than one push cycle',
+    labelNames: ['node'],
+    registers,
+    collect() {
+      this.reset();
+      if (!fleet) return;
+      for (const n of fleet.nodes()) if (n.state === 'reachable') this.set({ node: n.name }, n.drifting ? 1 : 0);
+    },
+  });
   return {
     registry,
-    sessionsConnected: new Gauge({ name: 'tether_sessions_connected', help: 'Agent sessions in the connected map', registers: [registry] }),
-    sessionsOpened: new Counter({ name: 'tether_sessions_opened_total', help: 'Agent sessions opened', registers: [registry] }),
+    setFleetSource(source) {
+      fleet = source;
+    },
+    sessionsConnected: new Gauge({ name: 'tether_sessions_connected', help: 'Agent sessions in the connected map', registers }),
+    sessionsOpened: new Counter({ name: 'tether_sessions_opened_total', help: 'Agent sessions opened', registers }),
     sessionTeardowns: new Counter({
       name: 'tether_session_teardowns_total',
       help: 'Agent sessions closed, by close reason',
       labelNames: ['reason'],
-      registers: [registry],
+      registers,
     }),
-    framesReceived: new Counter({ name: 'tether_frames_received_total', help: 'Valid agent frames', labelNames: ['type'], registers: [registry] }),
-    invalidFrames: new Counter({ name: 'tether_invalid_frames_total', help: 'Rejected agent frames', labelNames: ['code'], registers: [registry] }),
+    framesReceived: new Counter({ name: 'tether_frames_received_total', help: 'Valid agent frames', labelNames: ['type'], registers }),
+    invalidFrames: new Counter({ name: 'tether_invalid_frames_total', help: 'Rejected agent frames', labelNames: ['code'], registers }),
     deployDispatches: new Counter({
       name: 'tether_deploy_dispatches_total',
       help: 'Deployments dispatched, by outcome',
       labelNames: ['outcome'],
-      registers: [registry],
+      registers,
     }),
     ackWait: new Histogram({
       name: 'tether_deploy_ack_seconds',
       help: 'Time from sending a deploy to its ACK',
       buckets: [0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10],
-      registers: [registry],
+      registers,
+    }),
+    nodeSessionsOpened: new Counter({
+      name: 'tether_node_sessions_opened_total',
+      help: 'Agent sessions opened, per node (many per hour = a flapping session)',
+      labelNames: ['node'],
+      registers,
+    }),
+    nodeAckTimeouts: new Counter({
+      name: 'tether_node_ack_timeouts_total',
+      help: 'Sessions killed because a deploy, workloads or routing.map frame was not ACKed in time, per node',
+      labelNames: ['node'],
+      registers,
+    }),
+    nodeProxyReloads: new Counter({
+      name: 'tether_node_proxy_reloads_total',
+      help: 'Proxy (Caddy) reloads an agent reported, per node, by whether the routing hash changed',
+      labelNames: ['node', 'kind'],
+      registers,
+    }),
+    dashboardStreams: new Gauge({ name: 'tether_dashboard_streams', help: 'Open fleet-page event streams', registers }),
+    dashboardStreamsDropped: new Counter({
+      name: 'tether_dashboard_streams_dropped_total',
+      help: 'Fleet-page event streams the panel ended, by reason (slow_client, signed_out)',
+      labelNames: ['reason'],
+      registers,
     }),
   };
 }

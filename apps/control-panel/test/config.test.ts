@@ -1,7 +1,9 @@
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { undocumentedEnvVars } from '@tether/testkit';
 import { ConfigError, ENV_VARS, loadConfig } from '../src/config.js';
+import { PANEL_ERROR_CATALOG } from '../src/errors.js';
 
 describe('panel config', () => {
   it('applies the documented defaults', () => {
@@ -44,5 +46,11 @@ describe('docs/operations.md', () => {
   it('lists every environment variable this app reads', () => {
     expect(undocumentedEnvVars(ENV_VARS)).toEqual([]);
     expect(ENV_VARS.length).toBeGreaterThan(10);
+  });
+
+  it('lists every panel error code outside the API', () => {
+    const text = readFileSync(path.resolve(import.meta.dirname, '../../../docs/operations.md'), 'utf8');
+    for (const code of Object.keys(PANEL_ERROR_CATALOG)) expect(text, code).toMatch(new RegExp(`\\|\\s*\`${code}\`\\s*\\|`));
+    expect(new ConfigError(['x']).code).toBe('INVALID_CONFIG');
   });
 });

@@ -6,6 +6,8 @@ import { DEFAULT_RESTART_POLICY, DEFAULT_RUNTIME_TIMING, type RestartPolicy, typ
 // The one place the agent reads process.env. Every variable is listed, with
 // its default, in docs/operations.md.
 
+const DEFAULT_STATE_DIR = '.tether-agent';
+
 const Ms = (def: number, min = 10) => Type.Integer({ minimum: min, maximum: 86_400_000, default: def });
 /** Runtime settings take their defaults from runtime/settings.ts, the one place they are set. */
 const T = DEFAULT_RUNTIME_TIMING;
@@ -15,7 +17,7 @@ const EnvSchema = Type.Object({
   TETHER_PANEL_URL: Type.String({ pattern: '^(https?|wss?)://' }),
   TETHER_NODE_TOKEN: Type.String({ minLength: 16, maxLength: 256 }),
   TETHER_NODE_NAME: Type.Optional(Type.String({ minLength: 1, maxLength: 253 })),
-  TETHER_STATE_DIR: Type.String({ minLength: 1, default: '.tether-agent' }),
+  TETHER_STATE_DIR: Type.String({ minLength: 1, default: DEFAULT_STATE_DIR }),
   TETHER_LOG_LEVEL: Type.Union(
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)),
     { default: 'info' },
@@ -106,6 +108,11 @@ export interface AgentConfig {
 const MAX_SOCKET_PATH = 107;
 
 export { ConfigError };
+
+/** Only the state folder (the HEALTHCHECK needs no more, and must not fail on the rest). */
+export function loadStateDir(env: Record<string, string | undefined>): string {
+  return path.resolve(env.TETHER_STATE_DIR || DEFAULT_STATE_DIR);
+}
 
 export function loadConfig(env: Record<string, string | undefined>): AgentConfig {
   const e = parseEnv(EnvSchema, env);

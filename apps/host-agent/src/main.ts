@@ -1,8 +1,10 @@
+import { mkdir } from 'node:fs/promises';
 import os from 'node:os';
 import { pino, type Logger } from 'pino';
 import { createAgent, type Agent } from './agent.js';
 import { runMain } from '@tether/common';
 import { loadConfig, type AgentConfig } from './config.js';
+import { startHealthFile } from './health-file.js';
 import type { RoutingController, WorkloadController } from './controllers.js';
 import { UnavailableWorkloads } from './null-controllers.js';
 import { createRoutingController } from './proxy/index.js';
@@ -32,10 +34,16 @@ runMain(
     const agent = createAgent({ ...config, nodeName }, { logger, ...controllers(config, nodeName, logger, () => ref.agent) });
     ref.agent = agent;
     logger.info({ panel: config.panelUrl, node: nodeName, runtime: config.runtime.kind, proxy: config.proxy.kind }, 'tether agent starting');
+    await mkdir(config.stateDir, { recursive: true });
+    const session: { id: string | null } = { id: null };
+    agent.connection.on('ready', ({ sessionId }) => (session.id = sessionId));
+    agent.connection.on('closed', () => (session.id = null));
+    const stopHealth = startHealthFile(config.stateDir, () => ({ connection: agent.connection.state, sessionId: session.id }));
     await agent.start();
     return {
       async stop(signal) {
         logger.info({ signal }, 'agent stopping');
+        stopHealth();
         await agent.stop();
       },
     };

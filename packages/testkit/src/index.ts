@@ -9,4 +9,5 @@ export * from './process.js';
 export * from './images.js';
 export * from './second-daemon.js';
 export * from './inbox.js';
+export * from './tools.js';
 export * from './manual-clock.js';

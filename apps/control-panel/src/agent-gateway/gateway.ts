@@ -1,9 +1,10 @@
 import type { FastifyPluginAsync } from 'fastify';
-import { sanitizeText } from '@tether/common';
+import { sanitizeText, truncate } from '@tether/common';
 import type { RawData, WebSocket } from 'ws';
 import {
   CLOSE_CODES,
   FRAME_ERROR_CODES,
+  FIELD_LIMITS,
   MAX_INVALID_STREAK,
   createIdGenerator,
   decode,
@@ -57,7 +58,7 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
 
   const reject = (socket: WebSocket, error: FrameError) => {
     opts.metrics?.invalidFrames.inc({ code: error.code });
-    socket.send(encode({ type: 'error', id: nextId(), ref: error.ref, code: error.code, message: error.message.slice(0, 4000) }));
+    socket.send(encode({ type: 'error', id: nextId(), ref: error.ref, code: error.code, message: truncate(error.message, FIELD_LIMITS.text) }));
   };
 
   app.get(
@@ -77,7 +78,7 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
       let preHelloInvalid = 0;
 
       const helloTimer = setTimeout(() => {
-        log.warn('no hello in time');
+        log.warn({ helloTimeoutMs: opts.timing.helloTimeoutMs }, 'no hello in time');
         closeHard(socket, CLOSE_CODES.HELLO_TIMEOUT, `no hello within ${opts.timing.helloTimeoutMs} ms`);
       }, opts.timing.helloTimeoutMs);
       helloTimer.unref();

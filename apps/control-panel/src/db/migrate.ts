@@ -2,6 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import pg from 'pg';
+import { PanelError } from '../errors.js';
 
 // Applies the SQL migrations in prisma/migrations at start. Prisma's own
 // `migrate deploy` needs a native engine that cannot be downloaded everywhere,
@@ -18,11 +19,9 @@ export interface MigrationResult {
   alreadyApplied: string[];
 }
 
-export class MigrationError extends Error {
-  readonly code = 'MIGRATION_FAILED';
+export class MigrationError extends PanelError<'MIGRATION_FAILED'> {
   constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'MigrationError';
+    super('MIGRATION_FAILED', message, options);
   }
 }
 

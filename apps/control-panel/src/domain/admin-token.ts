@@ -1,4 +1,5 @@
 import type { Db } from '../db/database.js';
+import { PanelError } from '../errors.js';
 import { generateToken, hashToken } from './tokens.js';
 
 // The first operator token. With TETHER_ADMIN_TOKEN set, that token is made
@@ -24,7 +25,7 @@ export async function ensureAdminToken(prisma: Db, configured: string | undefine
     if (configured) {
       const tokenHash = hashToken(configured);
       const same = await tx.apiToken.findUnique({ where: { tokenHash } });
-      if (same && same.role !== 'operator') throw new Error('TETHER_ADMIN_TOKEN is already in use as a customer token; choose another');
+      if (same && same.role !== 'operator') throw new PanelError('ADMIN_TOKEN_CONFLICT', 'TETHER_ADMIN_TOKEN is already in use as a customer token; choose another');
       if (same) {
         if (same.revokedAt) await tx.apiToken.update({ where: { id: same.id }, data: { revokedAt: null } });
         return { kind: 'configured' };

@@ -1,3 +1,4 @@
+import { errorMessage, sanitizeText, truncate } from '@tether/common';
 import type { Workload } from '@tether/protocol';
 import { AppError } from '../errors.js';
 import type { Deployment } from '../generated/prisma/client.js';
@@ -63,7 +64,7 @@ export async function createDeployment({ prisma, dispatcher }: ApiDeps, auth: Au
     if (!(err instanceof AppError)) {
       await prisma.deployment.updateMany({
         where: { id: deployment.id, status: 'pending' },
-        data: { status: 'failed', reason: `dispatch failed: ${(err as Error).message}`.slice(0, 1000), finishedAt: new Date() },
+        data: { status: 'failed', reason: truncate(sanitizeText(`dispatch failed: ${errorMessage(err)}`), 1000), finishedAt: new Date() },
       });
     }
     throw err;

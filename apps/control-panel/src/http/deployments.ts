@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Nullable } from '@tether/common';
 import Type from 'typebox';
 import { DeploymentStatus } from '../generated/prisma/enums.js';
 import { authOf, requireAuth } from './auth.js';
@@ -16,7 +17,7 @@ const DeploymentSchema = Type.Object({
       name: Type.String(),
       image: Type.String(),
       env: Type.Record(Type.String(), Type.String()),
-      internalPort: Type.Union([Type.Integer(), Type.Null()]),
+      internalPort: Nullable(Type.Integer()),
       replicas: Type.Integer(),
     },
     { description: 'the service spec as it was when the deployment was made' },
@@ -26,8 +27,8 @@ const DeploymentSchema = Type.Object({
     enum: Object.values(DeploymentStatus),
     description: 'pending until sent; delivered (ACKed), running or failed (reported by the agent), ack_timeout, unreachable, superseded',
   }),
-  reason: Type.Union([Type.String(), Type.Null()]),
-  sessionId: Type.Union([Type.String(), Type.Null()], { description: 'the agent session the deployment was sent on' }),
+  reason: Nullable(Type.String()),
+  sessionId: Nullable(Type.String(), { description: 'the agent session the deployment was sent on' }),
   createdAt: Timestamp,
   dispatchedAt: NullableTimestamp,
   ackedAt: NullableTimestamp,

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Nullable } from '@tether/common';
 import Type from 'typebox';
 import { requireOperator } from './auth.js';
 import { authErrors, IdParams, labelName, NullableTimestamp, security, Timestamp } from './schemas.js';
@@ -13,7 +14,7 @@ export const NodeSchema = Type.Object({
   decommissioned: Type.Boolean(),
   decommissionedAt: NullableTimestamp,
   createdAt: Timestamp,
-  lastSeenAt: Type.Union([Timestamp, Type.Null()], {
+  lastSeenAt: Nullable(Timestamp, {
     description: 'last inbound frame as last flushed to the database; history, not evidence of reachability',
   }),
   services: Type.Integer({ description: 'services placed on the node' }),

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsync } from 'fastify';
+import { Nullable } from '@tether/common';
 import Type from 'typebox';
 import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
@@ -6,7 +7,7 @@ import { requireOperator } from './auth.js';
 import { IdParams, NullableTimestamp, Timestamp, authErrors, security } from './schemas.js';
 import type { RoutingView } from '../routing/routing-reconciler.js';
 
-const NullableString = Type.Union([Type.String(), Type.Null()]);
+const NullableString = Nullable(Type.String());
 
 const ReloadList = Type.Object({
   nodeId: Type.String(),

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Nullable } from '@tether/common';
 import Type from 'typebox';
 import { authOf, requireAuth } from './auth.js';
 import { MAX_DOMAIN_LENGTH, MAX_PATH_PREFIX_LENGTH, PATH_PREFIX_PATTERN } from '../domain/host-names.js';
@@ -9,7 +10,7 @@ import { attachRoute, detachRoute, getRoute, listRoutes } from '../domain/routes
 const RouteSchema = Type.Object({
   id: Type.String(),
   domain: Type.String(),
-  pathPrefix: Type.Union([Type.String(), Type.Null()]),
+  pathPrefix: Nullable(Type.String()),
   serviceId: Type.String(),
   createdAt: Timestamp,
 });

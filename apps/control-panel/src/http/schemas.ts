@@ -1,3 +1,4 @@
+import { Nullable } from '@tether/common';
 import Type, { type TSchema } from 'typebox';
 
 // Building blocks shared by the /v1 route schemas. Every object schema is
@@ -20,7 +21,7 @@ export const labelName = (description?: string) =>
 export const TokenName = Type.String({ minLength: 1, maxLength: 100, pattern: '^[^\\u0000-\\u001f\\u007f]*$' });
 
 export const Timestamp = Type.String({ format: 'date-time' });
-export const NullableTimestamp = Type.Union([Timestamp, Type.Null()]);
+export const NullableTimestamp = Nullable(Timestamp);
 
 export const ErrorBody = Type.Unsafe<{ error: { code: string; message: string } }>({ $ref: 'ErrorBody#' });
 

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Nullable } from '@tether/common';
 import Type from 'typebox';
 import { authOf, requireAuth } from './auth.js';
 import { IMAGE_REFERENCE_PATTERN, MAX_IMAGE_LENGTH } from '../domain/image-reference.js';
@@ -25,7 +26,7 @@ const Env = Type.Record(
     description: `environment variables (a PATCH replaces all of them): names match ^[A-Za-z_][A-Za-z0-9_]*$ (at most 256 characters), values are strings; at most ${MAX_ENV_VARS}`,
   },
 );
-const InternalPort = Type.Union([Type.Integer({ minimum: 1, maximum: 65_535 }), Type.Null()], {
+const InternalPort = Nullable(Type.Integer({ minimum: 1, maximum: 65_535 }), {
   description: 'port the container listens on (routes point at it); null for none',
 });
 const Replicas = Type.Integer({ minimum: 0, maximum: 20 });
@@ -36,7 +37,7 @@ const ServiceSchema = Type.Object({
   name: Type.String(),
   image: Type.String(),
   env: Type.Record(Type.String(), Type.String()),
-  internalPort: Type.Union([Type.Integer(), Type.Null()]),
+  internalPort: Nullable(Type.Integer()),
   replicas: Type.Integer(),
   nodeId: Type.String(),
   nodeName: Type.String(),

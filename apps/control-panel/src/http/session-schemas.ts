@@ -1,17 +1,18 @@
+import { Nullable } from '@tether/common';
 import Type from 'typebox';
 import { NullableTimestamp, Timestamp } from './schemas.js';
 
 // Response schemas of the session health and status routes (OpenAPI and
 // fast serialisation). Ages are in milliseconds at the time of the answer.
 
-const NullableString = Type.Union([Type.String(), Type.Null()]);
-const NullableInt = Type.Union([Type.Integer(), Type.Null()]);
+const NullableString = Nullable(Type.String());
+const NullableInt = Nullable(Type.Integer());
 
 export const SessionRow = Type.Object({
   nodeId: Type.String(),
   nodeName: Type.String(),
   state: Type.Union(['connected', 'unreachable', 'never_connected', 'decommissioned'].map((s) => Type.Literal(s))),
-  sessionId: NullableString,
+  sessionId: Nullable(Type.String(), { description: 'the live session; null when the node has none (unreachable, never connected, decommissioned)' }),
   peer: NullableString,
   agentVersion: NullableString,
   connectedSince: NullableTimestamp,
@@ -22,12 +23,12 @@ export const SessionRow = Type.Object({
   pongs: Type.Integer(),
   missedAcks: Type.Integer(),
   invalidFrames: Type.Integer(),
-  runtime: Type.Union([Type.Object({ available: Type.Boolean(), error: NullableString }), Type.Null()]),
+  runtime: Nullable(Type.Object({ available: Type.Boolean(), error: NullableString })),
   unreachableSince: NullableTimestamp,
   lastSeenAt: NullableTimestamp,
   routing: Type.Object({ desiredHash: NullableString, appliedHash: NullableString, drifting: Type.Boolean() }),
   reloads: Type.Object({ today: Type.Integer(), total: Type.Integer(), lastAt: NullableString, lastReason: NullableString }),
-  lastTeardown: Type.Union([Type.Object({ at: Timestamp, reason: NullableString, code: NullableInt }), Type.Null()]),
+  lastTeardown: Nullable(Type.Object({ at: Timestamp, reason: NullableString, code: NullableInt })),
 });
 
 export const SessionList = Type.Object({ sessions: Type.Array(SessionRow) });
@@ -67,10 +68,9 @@ export const ServiceStatusSchema = Type.Object({
   runningReplicas: NullableInt,
   reason: Type.String(),
   containers: Type.Array(Container),
-  evidence: Type.Union([
-    Type.Object({ sessionId: Type.String(), lastFrameAgeMs: Type.Integer(), reportAgeMs: Type.Integer() }),
-    Type.Null(),
-  ]),
+  evidence: Nullable(Type.Object({ sessionId: Type.String(), lastFrameAgeMs: Type.Integer(), reportAgeMs: Type.Integer() }), {
+    description: 'null when no live session proves the state (it is then unknown)',
+  }),
 });
 
 export const StatusList = Type.Object({ services: Type.Array(ServiceStatusSchema) });

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Nullable } from '@tether/common';
 import Type from 'typebox';
 import { TokenRole } from '../generated/prisma/enums.js';
 import { requireOperator } from './auth.js';
@@ -10,9 +11,9 @@ const TokenSchema = Type.Object({
   id: Type.String(),
   name: Type.String(),
   role: Type.Unsafe<TokenRole>({ type: 'string', enum: Object.values(TokenRole) }),
-  teamId: Type.Union([Type.String(), Type.Null()]),
+  teamId: Nullable(Type.String()),
   createdAt: Timestamp,
-  lastUsedAt: Type.Union([Timestamp, Type.Null()], { description: 'written in batches, so up to a flush interval old' }),
+  lastUsedAt: Nullable(Timestamp, { description: 'written in batches, so up to a flush interval old' }),
   revokedAt: NullableTimestamp,
 });
 

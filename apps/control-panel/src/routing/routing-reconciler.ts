@@ -1,5 +1,4 @@
-import type { FastifyBaseLogger } from 'fastify';
-import { createLoop, sanitizeText, type Loop } from '@tether/common';
+import { createLoop, KeyedSerialQueue, sanitizeText, type Loop, type Logger } from '@tether/common';
 import { createIdGenerator, type AgentMessage, type RoutingStatus } from '@tether/protocol';
 import type { SessionRegistry } from '../sessions/registry.js';
 import type { AgentSession } from '../sessions/session.js';
@@ -34,7 +33,7 @@ export interface RoutingReconcilerOptions {
   sessions: SessionRegistry;
   maps: RoutingMapSource;
   reloads: ReloadRecorder;
-  logger: FastifyBaseLogger;
+  logger: Logger;
   intervalMs: number;
   debounceMs: number;
   /** Periodic pushes land at interval × [1 - jitter, 1 + jitter). */
@@ -67,7 +66,7 @@ export class RoutingReconciler implements RoutingView {
   private readonly jitter: number;
   private readonly random: () => number;
   /** Per node, pushes go out in order; a newer map never overtakes an older one. */
-  private readonly chains = new Map<string, Promise<void>>();
+  private readonly pushes = new KeyedSerialQueue<string>();
   /** Each desired map serialized once, however many pushes and nodes carry it. */
   readonly frames = new RoutingFrames();
 
@@ -89,7 +88,7 @@ export class RoutingReconciler implements RoutingView {
   async stop(): Promise<void> {
     clearTimeout(this.debounceTimer);
     await this.loop.stop();
-    await Promise.allSettled([...this.chains.values()]);
+    await this.pushes.idle();
   }
 
   /** A session opened: what the agent said in hello is in place until its first heartbeat; push the map now. */
@@ -177,11 +176,7 @@ export class RoutingReconciler implements RoutingView {
     const s = this.state(nodeId);
     // Schedule the next periodic push now, so a slow push is never queued twice by the tick.
     s.nextPushAt = Date.now() + this.nextDelay();
-    const next = (this.chains.get(nodeId) ?? Promise.resolve()).then(() => this.push(nodeId, reason));
-    this.chains.set(nodeId, next);
-    void next.finally(() => {
-      if (this.chains.get(nodeId) === next) this.chains.delete(nodeId);
-    });
+    void this.pushes.run(nodeId, () => this.push(nodeId, reason));
   }
 
   private async push(nodeId: string, reason: string): Promise<void> {

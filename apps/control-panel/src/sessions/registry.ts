@@ -1,6 +1,5 @@
 import { EventEmitter } from 'node:events';
-import type { FastifyBaseLogger } from 'fastify';
-import { createLoop, type Loop } from '@tether/common';
+import { createLoop, KeyedSerialQueue, type Loop, type Logger } from '@tether/common';
 import { CLOSE_CODES, createIdGenerator, type AgentMessage } from '@tether/protocol';
 import type { AgentSession } from './session.js';
 import type { SessionStore } from './session-store.js';
@@ -11,7 +10,7 @@ import type { SessionStore } from './session-store.js';
 
 export interface RegistryOptions {
   store: SessionStore;
-  logger: FastifyBaseLogger;
+  logger: Logger;
   pingIntervalMs: number;
   lastSeenFlushMs: number;
 }
@@ -35,13 +34,13 @@ export class SessionRegistry extends EventEmitter<RegistryEvents> {
   private readonly sessions = new Map<string, AgentSession>();
   private readonly teardowns = new Map<string, Teardown>();
   /** Per node, the store writes in the order they were decided (open/close must not swap). */
-  private readonly writeChains = new Map<string, Promise<void>>();
+  private readonly writes = new KeyedSerialQueue<string>();
   private readonly flushed = new Map<string, number>();
   private readonly nextId = createIdGenerator('p');
   private readonly pingLoop: Loop;
   private readonly flushLoop: Loop;
   private readonly store: SessionStore;
-  private readonly logger: FastifyBaseLogger;
+  private readonly logger: Logger;
 
   constructor(private readonly options: RegistryOptions) {
     super();
@@ -69,7 +68,7 @@ export class SessionRegistry extends EventEmitter<RegistryEvents> {
     await this.flushLoop.stop();
     for (const session of [...this.sessions.values()]) session.teardown(CLOSE_CODES.GOING_AWAY, 'panel shutting down');
     await this.flushLastSeen();
-    await Promise.allSettled([...this.writeChains.values()]);
+    await this.writes.idle();
   }
 
   get size(): number {
@@ -135,14 +134,7 @@ export class SessionRegistry extends EventEmitter<RegistryEvents> {
   }
 
   private write(nodeId: string, op: () => Promise<void>): void {
-    const previous = this.writeChains.get(nodeId) ?? Promise.resolve();
-    const next = previous
-      .then(op)
-      .catch((err: unknown) => this.logger.error({ err, nodeId }, 'session store write failed'))
-      .finally(() => {
-        if (this.writeChains.get(nodeId) === next) this.writeChains.delete(nodeId);
-      });
-    this.writeChains.set(nodeId, next);
+    void this.writes.run(nodeId, op).catch((err: unknown) => this.logger.error({ err, nodeId }, 'session store write failed'));
   }
 
   private pingDue(): void {

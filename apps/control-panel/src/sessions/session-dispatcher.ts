@@ -1,5 +1,4 @@
-import type { FastifyBaseLogger } from 'fastify';
-import { sanitizeText } from '@tether/common';
+import { sanitizeText, type Logger } from '@tether/common';
 import { createIdGenerator, type AgentMessage, type Workload } from '@tether/protocol';
 import { AppError } from '../errors.js';
 import type { PanelEvents } from '../panel-events.js';
@@ -46,10 +45,10 @@ export class SessionDispatcher implements DeploymentDispatcher {
   private readonly registry: SessionRegistry;
   private readonly store: SessionStore;
   private readonly events: PanelEvents;
-  private readonly logger: FastifyBaseLogger;
+  private readonly logger: Logger;
   private readonly metrics: PanelMetrics | undefined;
 
-  constructor(deps: { registry: SessionRegistry; store: SessionStore; events: PanelEvents; logger: FastifyBaseLogger; metrics?: PanelMetrics }) {
+  constructor(deps: { registry: SessionRegistry; store: SessionStore; events: PanelEvents; logger: Logger; metrics?: PanelMetrics }) {
     this.registry = deps.registry;
     this.store = deps.store;
     this.events = deps.events;

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { WebSocket } from 'ws';
-import { Deadline, type DeadlineClock } from '@tether/common';
+import { Deadline, truncate, type DeadlineClock } from '@tether/common';
 import { CLOSE_CODES, encode, type ContainerState, type PanelMessage, type RoutingStatus, type RuntimeStatus } from '@tether/protocol';
+import { PanelError } from '../errors.js';
 import { nextReport, type NodeReport } from './report.js';
 
 // One agent's WebSocket session. Its reads run under a read-idle deadline: any
@@ -23,17 +24,15 @@ export interface PreparedFrame {
   tail: Buffer;
 }
 
-export class SessionClosedError extends Error {
+export class SessionClosedError extends PanelError<'SESSION_CLOSED'> {
   constructor(readonly closeCode: number, reason: string) {
-    super(reason);
-    this.name = 'SessionClosedError';
+    super('SESSION_CLOSED', reason);
   }
 }
 
-export class AckTimeoutError extends Error {
+export class AckTimeoutError extends PanelError<'SESSION_ACK_TIMEOUT'> {
   constructor(readonly ref: string, readonly timeoutMs: number) {
-    super(`no ack for ${ref} within ${timeoutMs} ms`);
-    this.name = 'AckTimeoutError';
+    super('SESSION_ACK_TIMEOUT', `no ack for ${ref} within ${timeoutMs} ms`);
   }
 }
 
@@ -52,7 +51,8 @@ export type TeardownListener = (session: AgentSession, code: number, reason: str
  */
 export function closeHard(socket: WebSocket, code: number, reason: string): void {
   try {
-    socket.close(code, reason.slice(0, 120));
+    // A close reason is at most 123 bytes of UTF-8.
+    socket.close(code, truncate(reason, 120));
   } catch {
     /* socket already unusable */
   }

@@ -1,4 +1,4 @@
-import type { FastifyBaseLogger } from 'fastify';
+import { KeyedSerialQueue, type Logger } from '@tether/common';
 import { createIdGenerator } from '@tether/protocol';
 import type { SessionRegistry } from './registry.js';
 import type { AgentSession } from './session.js';
@@ -11,12 +11,12 @@ import type { SessionStore } from './session-store.js';
 export class WorkloadSync {
   private readonly nextId = createIdGenerator('p');
   /** Sends to one session in order, so a slower read can never overtake a newer set. */
-  private readonly chains = new Map<AgentSession, Promise<void>>();
+  private readonly sends = new KeyedSerialQueue<AgentSession>();
 
   constructor(
     private readonly registry: SessionRegistry,
     private readonly store: SessionStore,
-    private readonly logger: FastifyBaseLogger,
+    private readonly logger: Logger,
   ) {}
 
   /** A session opened: send it the whole set. */
@@ -32,15 +32,11 @@ export class WorkloadSync {
 
   /** Waits for the sends in flight (the registry closes the sessions). */
   async stop(): Promise<void> {
-    await Promise.allSettled([...this.chains.values()]);
+    await this.sends.idle();
   }
 
   private enqueue(session: AgentSession, reason: string): void {
-    const next = (this.chains.get(session) ?? Promise.resolve()).then(() => this.send(session, reason));
-    this.chains.set(session, next);
-    void next.finally(() => {
-      if (this.chains.get(session) === next) this.chains.delete(session);
-    });
+    void this.sends.run(session, () => this.send(session, reason));
   }
 
   private async send(session: AgentSession, reason: string): Promise<void> {

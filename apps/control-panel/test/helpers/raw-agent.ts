@@ -32,6 +32,8 @@ export class RawAgent {
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private seq = 0;
   silent = false;
+  /** The routing hash hello and heartbeats report as applied (tests set it to look in sync). */
+  appliedHash: string | null = null;
 
   private constructor(private readonly options: RawAgentOptions) {
     const url = new URL(options.url);
@@ -76,7 +78,7 @@ export class RawAgent {
       protocolVersion: PROTOCOL_VERSION,
       containers: [],
       runtime: { available: true, error: null },
-      routing: { appliedHash: null, reloadsTotal: 0, reloadsToday: 0, lastReloadAt: null, lastReloadReason: null },
+      routing: { appliedHash: this.appliedHash, reloadsTotal: 0, reloadsToday: 0, lastReloadAt: null, lastReloadReason: null },
     };
   }
 
@@ -88,7 +90,7 @@ export class RawAgent {
       seq: this.seq++,
       containers,
       runtime: { available: true, error: null },
-      routing: { appliedHash: null, reloadsTotal: 0, reloadsToday: 0, lastReloadAt: null, lastReloadReason: null },
+      routing: { appliedHash: this.appliedHash, reloadsTotal: 0, reloadsToday: 0, lastReloadAt: null, lastReloadReason: null },
     });
   }
 

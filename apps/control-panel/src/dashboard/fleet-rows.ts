@@ -1,0 +1,93 @@
+import { CLOSE_CODES, closeCodeName } from '@tether/protocol';
+import type { RoutingView } from '../routing/routing-reconciler.js';
+import type { SessionRegistry } from '../sessions/registry.js';
+import type { FleetRow, FleetState, UnreachableReason } from './fleet-wire.js';
+import type { DirectoryNode, DirectorySnapshot } from './node-directory.js';
+
+// One fleet-page row per node: reachability comes from the connected map only
+// (the directory is history: who exists, why it last went away), every other
+// column from what the live session reported. Times are ms since epoch so the
+// browser can tick ages itself.
+
+export type { FleetRow, FleetState, UnreachableReason } from './fleet-wire.js';
+
+export function reasonOf(code: number | null): UnreachableReason | null {
+  if (code === null) return null;
+  if (code === CLOSE_CODES.IDLE_TIMEOUT) return 'idle timeout';
+  if (code === CLOSE_CODES.ACK_TIMEOUT) return 'ACK timeout';
+  if (code === CLOSE_CODES.SUPERSEDED) return 'superseded';
+  return 'closed';
+}
+
+export interface RowSources {
+  registry: SessionRegistry;
+  routing: RoutingView;
+  heartbeatMs: number;
+}
+
+export function fleetRow(node: DirectoryNode, dir: DirectorySnapshot, src: RowSources): FleetRow {
+  const session = node.decommissioned ? undefined : src.registry.get(node.id);
+  const teardown = src.registry.lastTeardown(node.id);
+  const desired = dir.services.get(node.id) ?? [];
+  const routing = src.routing.forNode(node.id);
+  let state: FleetState;
+  if (node.decommissioned) state = 'decommissioned';
+  else if (session) state = 'reachable';
+  else if (teardown || node.lastSeenAt !== null || node.lastTeardownAt !== null) state = 'unreachable';
+  else state = 'never_connected';
+
+  let running: number | null = null;
+  const report = session?.report;
+  if (report?.runtime.available) {
+    running = 0;
+    for (const service of desired) {
+      let up = 0;
+      for (const c of report.containers) if (c.serviceId === service.id && c.state === 'running' && c.health !== 'unhealthy') up++;
+      if (up >= service.replicas) running++;
+    }
+  }
+  const unreachable = state === 'unreachable';
+  const code = teardown?.code ?? node.lastCloseCode;
+  const detail = teardown ? `${closeCodeName(teardown.code) ?? teardown.code}: ${teardown.reason}` : node.lastTeardownReason;
+  return {
+    id: node.id,
+    name: node.name,
+    state,
+    since: unreachable ? (teardown?.at ?? node.unreachableSince ?? node.lastTeardownAt) : null,
+    reason: unreachable ? (reasonOf(code) ?? 'closed') : null,
+    reasonDetail: unreachable ? detail : null,
+    sessionId: session?.id ?? null,
+    connectedSince: session?.openedAt ?? null,
+    lastFrameAt: session?.lastFrameAt ?? node.lastSeenAt,
+    heartbeatMs: session ? src.heartbeatMs : null,
+    missedAcks24h: dir.missedAcks24h.get(node.id) ?? 0,
+    services: { running, desired: desired.length },
+    runtime: report ? { available: report.runtime.available, error: report.runtime.error } : null,
+    reloadsToday: routing.reloadsToday,
+    lastReloadReason: routing.lastReloadReason,
+    routing: { desiredHash: routing.desiredHash, appliedHash: routing.appliedHash, drifting: routing.drifting },
+  };
+}
+
+/** Every node's row, in the directory's order; nodes connected but not yet in the directory are added. */
+export function fleetRows(dir: DirectorySnapshot, src: RowSources): FleetRow[] {
+  const rows = dir.nodes.map((n) => fleetRow(n, dir, src));
+  if (src.registry.size > 0) {
+    const known = new Set(dir.nodes.map((n) => n.id));
+    for (const session of src.registry.list()) {
+      if (known.has(session.nodeId)) continue;
+      const node: DirectoryNode = {
+        id: session.nodeId,
+        name: session.nodeName,
+        decommissioned: false,
+        lastSeenAt: null,
+        unreachableSince: null,
+        lastTeardownAt: null,
+        lastTeardownReason: null,
+        lastCloseCode: null,
+      };
+      rows.push(fleetRow(node, dir, src));
+    }
+  }
+  return rows;
+}

@@ -1,0 +1,85 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { PanelConfig } from '../config.js';
+import type { Db } from '../db/database.js';
+import type { PanelMetrics } from '../panel-metrics.js';
+import type { RoutingView } from '../routing/routing-reconciler.js';
+import type { SessionRegistry } from '../sessions/registry.js';
+import { CookieSessions } from './cookie-session.js';
+import { FleetFeed } from './fleet-feed.js';
+import { fleetRows, type FleetRow, type RowSources } from './fleet-rows.js';
+import { NodeDirectory } from './node-directory.js';
+import { OperatorTokens } from './operator-tokens.js';
+
+// Session health for people and for Prometheus, made in one place: the node
+// directory (database facts, cached), the rows (directory + connected map),
+// the live feed, the cookie sessions and the cached operator tokens. The
+// per-node metrics read the same rows as the page.
+
+export interface Fleet {
+  directory: NodeDirectory;
+  tokens: OperatorTokens;
+  cookies: CookieSessions;
+  feed: FleetFeed;
+  sources: RowSources;
+  rows(): FleetRow[];
+  start(): void;
+  stop(): Promise<void>;
+}
+
+/** Rows are computed at most this often; a scrape and a batch in the same moment share them. */
+const ROWS_CACHE_MS = 200;
+
+export function createFleet(deps: {
+  config: PanelConfig;
+  prisma: Db;
+  registry: SessionRegistry;
+  routing: RoutingView;
+  metrics: PanelMetrics;
+  logger: FastifyBaseLogger;
+}): Fleet {
+  const { config, metrics } = deps;
+  const d = config.dashboard;
+  const directory = new NodeDirectory(deps.prisma, deps.logger, d.fleetRefreshMs);
+  const tokens = new OperatorTokens(deps.prisma, deps.logger, d.fleetRefreshMs);
+  const publicUrl = config.publicUrl ?? `http://${config.host}:${config.port}`;
+  const cookies = new CookieSessions({ secret: d.secret, ttlMs: d.cookieTtlMs, secure: publicUrl.startsWith('https:') });
+  const sources: RowSources = { registry: deps.registry, routing: deps.routing, heartbeatMs: config.sessions.heartbeatIntervalMs };
+  let cached: { at: number; rows: FleetRow[] } | null = null;
+  const rows = () => {
+    const now = Date.now();
+    if (!cached || now - cached.at >= ROWS_CACHE_MS) cached = { at: now, rows: fleetRows(directory.snapshot, sources) };
+    return cached.rows;
+  };
+  // Sessions opening and closing change rows at once; the cache must not hide that from the next batch.
+  const invalidate = () => {
+    cached = null;
+  };
+  const feed = new FleetFeed({
+    rows,
+    maxBufferedBytes: d.streamBufferBytes,
+    onDrop: (reason) => metrics.dashboardStreamsDropped.inc({ reason }),
+    onCount: (open) => metrics.dashboardStreams.set(open),
+  });
+  metrics.setFleetSource({ nodes: () => rows().map((r) => ({ name: r.name, state: r.state, drifting: r.routing.drifting })) });
+  return {
+    directory,
+    tokens,
+    cookies,
+    feed,
+    sources,
+    rows,
+    start() {
+      deps.registry.on('opened', invalidate);
+      deps.registry.on('closed', invalidate);
+      directory.start();
+      tokens.start();
+    },
+    async stop() {
+      deps.registry.off('opened', invalidate);
+      deps.registry.off('closed', invalidate);
+      await feed.stop();
+      await directory.stop();
+      await tokens.stop();
+    },
+  };
+}

@@ -1,0 +1,125 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Loop } from '@tether/common';
+import { CLOSE_CODES } from '@tether/protocol';
+import type { Db } from '../db/database.js';
+import { cachedRead } from './cached-read.js';
+
+// What the fleet page and the per-node metrics need from the database, read
+// in a few whole-fleet queries every refresh (never one query per row) and
+// kept in memory: the page and /metrics keep answering from the last good
+// read while the database is down. Liveness never comes from here: the
+// connected map says who is reachable; this says who exists and what the
+// history says.
+
+export interface DirectoryNode {
+  id: string;
+  name: string;
+  decommissioned: boolean;
+  lastSeenAt: number | null;
+  unreachableSince: number | null;
+  lastTeardownAt: number | null;
+  lastTeardownReason: string | null;
+  /** Close code of the node's last non-superseded teardown, as persisted (null before any). */
+  lastCloseCode: number | null;
+}
+
+export interface DesiredService {
+  id: string;
+  name: string;
+  replicas: number;
+}
+
+export interface DirectorySnapshot {
+  /** Sorted by name. */
+  nodes: DirectoryNode[];
+  /** Per node: the services it should run (placed there, with a delivered or running deployment there). */
+  services: Map<string, DesiredService[]>;
+  /** Per node: sessions killed by a missing ACK in the last 24 h (ACK-timeout session events). */
+  missedAcks24h: Map<string, number>;
+  /** When this snapshot was read (ms since epoch); 0 before the first read. */
+  at: number;
+}
+
+const EMPTY: DirectorySnapshot = { nodes: [], services: new Map(), missedAcks24h: new Map(), at: 0 };
+
+export class NodeDirectory {
+  private current: DirectorySnapshot = EMPTY;
+  private readonly loop: Loop;
+
+  constructor(
+    private readonly prisma: Db,
+    logger: FastifyBaseLogger,
+    refreshMs: number,
+  ) {
+    this.loop = cachedRead({ name: 'node-directory', what: 'fleet directory', refreshMs, logger, read: () => this.refresh() });
+  }
+
+  get snapshot(): DirectorySnapshot {
+    return this.current;
+  }
+
+  start(): void {
+    this.loop.start();
+  }
+
+  stop(): Promise<void> {
+    return this.loop.stop();
+  }
+
+  /** Reads now (a node just created shows without waiting a refresh). */
+  trigger(): Promise<void> {
+    return this.loop.trigger();
+  }
+
+  async refresh(): Promise<void> {
+    const [nodes, lastCloses, services, acks] = await Promise.all([
+      this.prisma.node.findMany({
+        orderBy: { name: 'asc' },
+        select: {
+          id: true,
+          name: true,
+          decommissioned: true,
+          lastSeenAt: true,
+          unreachableSince: true,
+          lastTeardownAt: true,
+          lastTeardownReason: true,
+        },
+      }),
+      // The close code of each node's last real teardown (superseded closes leave the node reachable).
+      this.prisma.$queryRaw<{ node_id: string; close_code: number | null }[]>`
+        SELECT DISTINCT ON (node_id) node_id, close_code FROM session_events
+        WHERE kind = 'closed' AND close_code IS DISTINCT FROM ${CLOSE_CODES.SUPERSEDED}
+        ORDER BY node_id, at DESC, id DESC`,
+      this.prisma.$queryRaw<{ id: string; name: string; node_id: string; replicas: number }[]>`
+        SELECT s.id, s.name, s.node_id, s.replicas FROM services s
+        WHERE EXISTS (SELECT 1 FROM deployments d WHERE d.service_id = s.id AND d.node_id = s.node_id AND d.status IN ('delivered', 'running'))
+        ORDER BY s.node_id, s.name`,
+      this.prisma.$queryRaw<{ node_id: string; n: number }[]>`
+        SELECT node_id, count(*)::int AS n FROM session_events
+        WHERE kind = 'closed' AND close_code = ${CLOSE_CODES.ACK_TIMEOUT} AND at > now() - interval '24 hours'
+        GROUP BY node_id`,
+    ]);
+    const codes = new Map(lastCloses.map((r) => [r.node_id, r.close_code]));
+    const byNode = new Map<string, DesiredService[]>();
+    for (const s of services) {
+      const list = byNode.get(s.node_id) ?? [];
+      list.push({ id: s.id, name: s.name, replicas: s.replicas });
+      byNode.set(s.node_id, list);
+    }
+    this.current = {
+      nodes: nodes.map((n) => ({
+        id: n.id,
+        name: n.name,
+        decommissioned: n.decommissioned,
+        lastSeenAt: n.lastSeenAt?.getTime() ?? null,
+        unreachableSince: n.unreachableSince?.getTime() ?? null,
+        lastTeardownAt: n.lastTeardownAt?.getTime() ?? null,
+        lastTeardownReason: n.lastTeardownReason,
+        lastCloseCode: codes.get(n.id) ?? null,
+      })),
+      services: byNode,
+      missedAcks24h: new Map(acks.map((r) => [r.node_id, r.n])),
+      at: Date.now(),
+    };
+  }
+}

@@ -1,0 +1,197 @@
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import Type from 'typebox';
+import type { Db } from '../db/database.js';
+import { fleetRow } from '../dashboard/fleet-rows.js';
+import type { Fleet } from '../dashboard/fleet.js';
+import type { Claim } from '../dashboard/cookie-session.js';
+import { sse, type StreamClient } from '../dashboard/fleet-feed.js';
+import { dashboardDist, loadStaticFiles } from '../dashboard/static-files.js';
+import { hashToken } from '../domain/tokens.js';
+import { AppError } from '../errors.js';
+import { serviceStatus } from '../sessions/service-status.js';
+
+// The fleet page (operators): static files, cookie sign-in and sign-out, the
+// live stream and node detail, all under /dashboard. The cookie is accepted
+// here only; /v1 reads bearer tokens and nothing else. Every non-GET must come
+// from the page's own origin; every answer forbids framing.
+
+export interface DashboardOptions {
+  prisma: Db;
+  fleet: Fleet;
+  /** The panel's public URL (an allowed Origin besides the request's own host). */
+  publicUrl: string | undefined;
+  /** Where the built page is; the dashboard package's dist when absent. */
+  distDir?: string;
+}
+
+const CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "font-src 'self'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+].join('; ');
+
+const SECURITY_HEADERS: Record<string, string> = {
+  'content-security-policy': CSP,
+  'x-frame-options': 'DENY',
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'cross-origin-opener-policy': 'same-origin',
+};
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The signed-in operator's claim on /dashboard/api routes. */
+    dashboardClaim: Claim | null;
+  }
+}
+
+const SignInBody = Type.Object({ token: Type.String({ minLength: 1, maxLength: 512 }) }, { additionalProperties: false });
+const NodeParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
+
+export const dashboardRoutes: FastifyPluginAsync<DashboardOptions> = async (app, opts) => {
+  const { fleet, prisma } = opts;
+  const files = loadStaticFiles(opts.distDir ?? dashboardDist());
+  const allowedOrigins = new Set<string>();
+  if (opts.publicUrl) allowedOrigins.add(new URL(opts.publicUrl).origin);
+
+  app.decorateRequest('dashboardClaim', null);
+  app.addHook('onSend', async (_request, reply, payload) => {
+    for (const [k, v] of Object.entries(SECURITY_HEADERS)) void reply.header(k, v);
+    if (!reply.getHeader('cache-control')) void reply.header('cache-control', 'no-store');
+    return payload;
+  });
+  // Cross-site request forgery: a browser says where a request comes from; anything but this page is refused.
+  app.addHook('onRequest', async (request) => {
+    if (request.method === 'GET' || request.method === 'HEAD') return;
+    const site = request.headers['sec-fetch-site'];
+    const origin = request.headers.origin;
+    const own = `${request.protocol}://${request.headers.host ?? ''}`;
+    if (site !== undefined && site !== 'same-origin') throw new AppError('FORBIDDEN', `cross-site request refused (Sec-Fetch-Site: ${String(site).slice(0, 40)})`);
+    if (!origin || (origin !== own && !allowedOrigins.has(origin))) throw new AppError('FORBIDDEN', 'cross-origin request refused: the Origin must be this panel');
+  });
+
+  const claimOf = (request: FastifyRequest): Claim | null => {
+    const claim = fleet.cookies.verify(fleet.cookies.read(request.headers.cookie));
+    return claim && fleet.tokens.valid(claim.tokenId) ? claim : null;
+  };
+  const requireCookie = async (request: FastifyRequest) => {
+    request.dashboardClaim = claimOf(request);
+    if (!request.dashboardClaim) throw new AppError('UNAUTHORIZED', 'sign in with an operator token');
+  };
+
+  // The page: one document for every client-side path, the assets by name.
+  const page = (reply: FastifyReply) => {
+    const index = files.get('index.html');
+    if (!index) throw new AppError('NOT_READY', 'the dashboard is not built (run the build)');
+    return reply.type(index.type).send(index.body);
+  };
+  const hidden = { schema: { hide: true } };
+  app.get('/dashboard', hidden, async (_request, reply) => page(reply));
+  app.get('/dashboard/', hidden, async (_request, reply) => page(reply));
+  app.get('/dashboard/nodes/:id', hidden, async (_request, reply) => page(reply));
+  app.get<{ Params: { '*': string } }>('/dashboard/assets/*', hidden, async (request, reply) => {
+    const file = files.get(`assets/${request.params['*']}`);
+    if (!file) throw new AppError('NOT_FOUND', 'no such asset');
+    if (file.immutable) void reply.header('cache-control', 'public, max-age=31536000, immutable');
+    return reply.type(file.type).send(file.body);
+  });
+
+  app.post<{ Body: { token: string } }>('/dashboard/api/sign-in', { schema: { hide: true, body: SignInBody } }, async (request, reply) => {
+    const hash = hashToken(request.body.token);
+    let tokenId = fleet.tokens.idOf(hash);
+    if (!tokenId) {
+      // Not in the cached list: a token made since the last refresh, or one that may not sign in.
+      const [token, node] = await Promise.all([
+        prisma.apiToken.findUnique({ where: { tokenHash: hash }, select: { id: true, role: true, revokedAt: true } }),
+        prisma.node.findUnique({ where: { tokenHash: hash }, select: { id: true } }),
+      ]).catch((err: unknown) => {
+        throw new AppError('NOT_READY', `cannot check the token now: ${(err as Error).message}`);
+      });
+      if (node) throw new AppError('FORBIDDEN', 'node tokens cannot sign in to the dashboard');
+      if (!token || token.revokedAt) throw new AppError('UNAUTHORIZED', 'the token is unknown or revoked');
+      if (token.role !== 'operator') throw new AppError('FORBIDDEN', 'only operator tokens can sign in to the dashboard');
+      await fleet.tokens.refresh().catch(() => undefined);
+      tokenId = token.id;
+      if (!fleet.tokens.valid(tokenId)) throw new AppError('NOT_READY', 'the token list could not be refreshed; try again');
+    }
+    const { value, claim } = fleet.cookies.sign(tokenId);
+    void reply.header('set-cookie', fleet.cookies.setCookie(value));
+    return { expiresAt: new Date(claim.expiresAt * 1000).toISOString() };
+  });
+
+  app.post('/dashboard/api/sign-out', hidden, async (_request, reply) => {
+    void reply.header('set-cookie', fleet.cookies.clearCookie());
+    return reply.code(204).send();
+  });
+
+  // 200 either way: the page asks at load whether it is signed in, and a 401 would be a console error on every visit.
+  app.get('/dashboard/api/me', hidden, async (request) => {
+    const claim = claimOf(request);
+    return claim ? { signedIn: true, expiresAt: new Date(claim.expiresAt * 1000).toISOString() } : { signedIn: false, expiresAt: null };
+  });
+
+  app.get('/dashboard/api/stream', { ...hidden, onRequest: requireCookie }, async (request, reply) => {
+    const raw = reply.raw;
+    reply.hijack();
+    raw.writeHead(200, {
+      ...SECURITY_HEADERS,
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-store',
+      connection: 'keep-alive',
+      'x-accel-buffering': 'no',
+    });
+    raw.write('retry: 2000\n\n');
+    const claim = request.dashboardClaim!;
+    const client: StreamClient = {
+      write: (chunk) => void raw.write(chunk),
+      get buffered() {
+        return raw.writableLength;
+      },
+      allowed: () => claim.expiresAt * 1000 > Date.now() && fleet.tokens.valid(claim.tokenId),
+      end: (reason) => {
+        if (reason === 'slow_client') raw.destroy();
+        else raw.end(reason === 'signed_out' ? sse('signed-out', { reason: 'the sign-in expired or its token was revoked' }) : undefined);
+      },
+    };
+    raw.on('close', () => fleet.feed.remove(client));
+    fleet.feed.add(client);
+  });
+
+  app.get<{ Params: { id: string } }>(
+    '/dashboard/api/nodes/:id',
+    { schema: { hide: true, params: NodeParams }, onRequest: requireCookie },
+    async (request) => {
+      const id = request.params.id;
+      const snapshot = fleet.directory.snapshot;
+      let node = snapshot.nodes.find((n) => n.id === id);
+      if (!node) {
+        await fleet.directory.trigger();
+        node = fleet.directory.snapshot.nodes.find((n) => n.id === id);
+      }
+      if (!node) throw new AppError('NOT_FOUND', `no node ${id}`);
+      const [sessions, reloads, services] = await Promise.all([
+        prisma.sessionEvent.findMany({ where: { nodeId: id }, orderBy: [{ at: 'desc' }, { id: 'desc' }], take: 100 }),
+        prisma.reloadEvent.findMany({ where: { nodeId: id }, orderBy: [{ at: 'desc' }, { id: 'desc' }], take: 50 }),
+        prisma.service.findMany({
+          where: { nodeId: id },
+          orderBy: { name: 'asc' },
+          select: { id: true, name: true, teamId: true, replicas: true, node: { select: { id: true, name: true, unreachableSince: true, lastTeardownReason: true } } },
+        }),
+      ]);
+      const now = Date.now();
+      return {
+        now,
+        row: fleetRow(node, fleet.directory.snapshot, fleet.sources),
+        sessions: sessions.map((e) => ({ sessionId: e.sessionId, kind: e.kind, at: e.at.getTime(), reason: e.reason, closeCode: e.closeCode })),
+        reloads: reloads.map((r) => ({ at: r.at.getTime(), hashBefore: r.hashBefore, hashAfter: r.hashAfter, reason: r.reason })),
+        services: services.map((s) => serviceStatus(s, fleet.sources.registry, now)),
+      };
+    },
+  );
+};

@@ -1,0 +1,195 @@
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { PanelMessage } from '@tether/protocol';
+import { CHROMIUM_ARGS, CHROMIUM_PATH, ensureChromium, resultsDir } from '@tether/testkit';
+import { generateToken, hashToken } from '../src/domain/tokens.js';
+import { startPanel, type Panel } from './helpers/panel-harness.js';
+import { RawAgent } from './helpers/raw-agent.js';
+
+// The fleet page in a real browser (Debian's chromium, driven by
+// playwright-core) against a real panel with raw agents: sign in, live rows,
+// a silent agent turning unreachable with its reason in time, the drift flag,
+// keyboard navigation and labelled controls, the node page, sign-out; a
+// customer token is refused; and no console errors on the way.
+
+const ready = (await ensureChromium()).available;
+const IDLE_MS = 1_500;
+const HEARTBEAT_MS = 250;
+/** The page's promise: unreachable within the deadline plus one batch (1 s). */
+const BATCH_MS = 1_000;
+/** Time for the browser to render the batch and the test to see it. */
+const OBSERVE_MS = 300;
+const screenshots = path.join(resultsDir, 'dashboard');
+
+describe.skipIf(!ready)('fleet page in chromium', () => {
+  let panel: Panel;
+  let browser: Browser;
+  let context: BrowserContext;
+  let page: Page;
+  const agents: Record<string, RawAgent> = {};
+  const consoleErrors: string[] = [];
+
+  /** An agent that reports the routing it is sent as applied (in sync), or keeps reporting none (drifting). */
+  async function connect(name: string, inSync: boolean): Promise<RawAgent> {
+    const node = await panel.createNode(name);
+    const agent = await RawAgent.connect({ url: panel.url, token: node.token, node: name, heartbeatMs: HEARTBEAT_MS });
+    if (inSync) agent.appliedHash = (await agent.waitFor<Extract<PanelMessage, { type: 'routing.map' }>>((m) => m.type === 'routing.map')).hash;
+    return agent;
+  }
+
+  beforeAll(async () => {
+    mkdirSync(screenshots, { recursive: true });
+    panel = await startPanel({
+      env: {
+        TETHER_SESSION_IDLE_MS: String(IDLE_MS),
+        TETHER_HEARTBEAT_INTERVAL_MS: String(HEARTBEAT_MS),
+        TETHER_FLEET_REFRESH_MS: '300',
+        // Drift is flagged after one push cycle of mismatch.
+        TETHER_RECONCILE_INTERVAL_MS: '1000',
+      },
+    });
+    agents.alpha = await connect('web-alpha', true);
+    // A service web-alpha should run and does not: the row says 0 / 1, its page says why.
+    const alpha = await panel.prisma.node.findUniqueOrThrow({ where: { name: 'web-alpha' } });
+    const service = await panel.createService(alpha.id, 'shop');
+    await panel.prisma.deployment.create({ data: { serviceId: service.id, nodeId: alpha.id, spec: {}, status: 'running' } });
+    agents.bravo = await connect('web-bravo', true);
+    agents.drift = await connect('web-drift', false);
+    browser = await chromium.launch({ executablePath: CHROMIUM_PATH, args: [...CHROMIUM_ARGS] });
+    context = await browser.newContext({ viewport: { width: 1600, height: 900 } });
+    page = await context.newPage();
+    page.on('console', (m) => {
+      if (m.type() === 'error') consoleErrors.push(m.text());
+    });
+    page.on('pageerror', (e) => consoleErrors.push(e.message));
+  }, 60_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    for (const a of Object.values(agents)) a.close();
+    await panel?.close();
+  });
+
+  const row = (name: string) => page.locator(`tr[data-node="${name}"]`);
+
+  it('refuses a customer token at sign-in (and sets no cookie)', async () => {
+    const team = await panel.prisma.team.create({ data: { name: `browser-team-${Date.now()}` } });
+    const customer = generateToken('customer');
+    await panel.prisma.apiToken.create({ data: { name: 'c', role: 'customer', teamId: team.id, tokenHash: hashToken(customer) } });
+    const other = await browser.newContext();
+    const p = await other.newPage();
+    await p.goto(`${panel.url}/dashboard`);
+    await p.getByLabel('Operator token').fill(customer);
+    await p.getByRole('button', { name: 'Sign in' }).click();
+    await expect.poll(() => p.getByRole('alert').textContent(), { timeout: 5_000 }).toMatch(/only operator tokens/);
+    expect(await other.cookies()).toEqual([]);
+    await other.close();
+  });
+
+  it('signs in with an operator token and lists the live sessions', async () => {
+    await page.goto(`${panel.url}/dashboard`);
+    await page.getByLabel('Operator token').fill(panel.operatorToken);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    for (const name of ['web-alpha', 'web-bravo', 'web-drift']) {
+      await expect.poll(() => row(name).locator('td.state').textContent(), { timeout: 5_000 }).toBe('● reachable');
+    }
+    // The token is nowhere in the page's URL or storage; the cookie is HttpOnly and SameSite=Strict.
+    expect(page.url()).not.toContain(panel.operatorToken);
+    const storage = await page.evaluate<string>('JSON.stringify({ ...localStorage }) + JSON.stringify({ ...sessionStorage }) + document.cookie + location.href');
+    expect(storage).not.toContain(panel.operatorToken);
+    const [cookie] = await context.cookies();
+    expect(cookie).toMatchObject({ name: 'tether_dashboard', httpOnly: true, sameSite: 'Strict' });
+    expect(cookie!.expires).toBeGreaterThan(Date.now() / 1000);
+    expect(cookie!.value).not.toContain(panel.operatorToken);
+  });
+
+  it('flags the node whose applied routing drifts, and only it', async () => {
+    await expect.poll(() => row('web-drift').textContent(), { timeout: 5_000 }).toContain('⚠ drifting');
+    await expect.poll(() => row('web-alpha').locator('td').nth(7).textContent(), { timeout: 5_000 }).toBe('0 / 1');
+    expect(await row('web-alpha').textContent()).not.toContain('drifting');
+  });
+
+  it('turns a silent node unreachable with reason "idle timeout" within the deadline + 1 s, without a reload', async () => {
+    const lastFrame = Date.now();
+    agents.bravo!.goSilent();
+    await row('web-bravo').and(page.locator('[data-state="unreachable"]')).waitFor({ timeout: IDLE_MS + BATCH_MS + 5_000 });
+    const elapsed = Date.now() - lastFrame;
+    await expect.poll(() => row('web-bravo').locator('td.why .reason').textContent(), { timeout: 5_000 }).toBe('idle timeout');
+    await expect.poll(() => row('web-bravo').locator('td.state').textContent(), { timeout: 5_000 }).toBe('✕ unreachable');
+    // Not before the deadline (less one heartbeat: the last frame may be that much older), not later than a batch after it.
+    expect(elapsed).toBeGreaterThanOrEqual(IDLE_MS - HEARTBEAT_MS);
+    expect(elapsed).toBeLessThanOrEqual(IDLE_MS + BATCH_MS + OBSERVE_MS);
+    // Problems first: the unreachable node heads the table.
+    await expect.poll(() => page.locator('tbody tr[data-node]').first().getAttribute('data-node'), { timeout: 5_000 }).toBe('web-bravo');
+    await page.screenshot({ path: path.join(screenshots, 'fleet.png'), fullPage: true });
+  });
+
+  it('has labelled controls and a table the keyboard can walk', async () => {
+    await page.getByLabel('Search').waitFor({ state: 'visible', timeout: 5_000 });
+    await page.getByLabel('Show').waitFor({ state: 'visible', timeout: 5_000 });
+    await page.getByLabel('Sort by').waitFor({ state: 'visible', timeout: 5_000 });
+    await page.getByRole('button', { name: 'Sign out' }).waitFor({ state: 'visible', timeout: 5_000 });
+    await page.getByLabel('Sort by').focus();
+    await page.keyboard.press('Tab');
+    const focused = () => page.evaluate<string | null>("document.activeElement?.getAttribute('data-node') ?? document.activeElement?.tagName ?? null");
+    expect(await focused()).toBe('web-bravo');
+    // Problems first: the unreachable node, the drifting one, then the rest.
+    await page.keyboard.press('ArrowDown');
+    await expect.poll(focused, { timeout: 2_000 }).toBe('web-drift');
+    await page.keyboard.press('End');
+    await expect.poll(focused, { timeout: 2_000 }).toBe('web-alpha');
+    await page.keyboard.press('Home');
+    await expect.poll(focused, { timeout: 2_000 }).toBe('web-bravo');
+    // Search narrows the rows; a filter keeps only the unreachable.
+    await page.getByLabel('Search').fill('alpha');
+    await expect.poll(() => page.locator('tbody tr[data-node]').count(), { timeout: 5_000 }).toBe(1);
+    await page.getByLabel('Search').fill('');
+    await page.getByLabel('Show').selectOption('unreachable');
+    await expect.poll(() => page.locator('tbody tr[data-node]').count(), { timeout: 5_000 }).toBe(1);
+    await page.getByLabel('Show').selectOption('all');
+    // Enter opens the focused node's page.
+    await row('web-bravo').focus();
+    await page.keyboard.press('Enter');
+    await expect.poll(() => page.url(), { timeout: 5_000 }).toMatch(/\/dashboard\/nodes\//);
+  });
+
+  it('shows the node page: why it is unreachable, its session timeline with reasons', async () => {
+    await page.getByRole('heading', { name: /web-bravo/ }).waitFor({ state: 'visible', timeout: 5_000 });
+    await expect.poll(() => page.locator('dl.facts').textContent(), { timeout: 5_000 }).toContain('idle timeout since');
+    const timeline = page.getByRole('table', { name: 'Session timeline' });
+    await expect.poll(() => timeline.textContent(), { timeout: 5_000 }).toContain('▼ closed');
+    await expect.poll(() => timeline.textContent(), { timeout: 5_000 }).toContain('(code 4000)');
+    await expect.poll(() => timeline.textContent(), { timeout: 5_000 }).toContain('▲ opened');
+    await page.screenshot({ path: path.join(screenshots, 'node.png'), fullPage: true });
+    await page.getByRole('link', { name: '← All nodes' }).click();
+    await row('web-alpha').waitFor({ state: 'visible', timeout: 5_000 });
+  });
+
+  it('refuses a cross-origin POST even with the cookie, and /v1 never takes the cookie', async () => {
+    const [cookie] = await context.cookies();
+    const header = `${cookie!.name}=${cookie!.value}`;
+    const foreign = await fetch(`${panel.url}/dashboard/api/sign-out`, { method: 'POST', headers: { cookie: header, origin: 'http://evil.example' } });
+    expect(foreign.status).toBe(403);
+    expect(foreign.headers.get('set-cookie')).toBeNull();
+    const crossSite = await fetch(`${panel.url}/dashboard/api/sign-out`, {
+      method: 'POST',
+      headers: { cookie: header, origin: panel.url, 'sec-fetch-site': 'cross-site' },
+    });
+    expect(crossSite.status).toBe(403);
+    const v1 = await fetch(`${panel.url}/v1/sessions`, { headers: { cookie: header } });
+    expect(v1.status).toBe(401);
+    // Still signed in: none of that signed the page out.
+    await expect.poll(() => row('web-alpha').locator('td.state').textContent(), { timeout: 5_000 }).toBe('● reachable');
+  });
+
+  it('sign-out clears the cookie and shows the sign-in form; no console errors on the way', async () => {
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByLabel('Operator token').waitFor({ state: 'visible', timeout: 5_000 });
+    expect(await context.cookies()).toEqual([]);
+    await page.reload();
+    await page.getByLabel('Operator token').waitFor({ state: 'visible', timeout: 5_000 });
+    expect(consoleErrors).toEqual([]);
+  });
+});

@@ -1,0 +1,31 @@
+import { aptInstall, commandWorks, requireSystem, type Requirement } from './system.js';
+
+// Tools the dashboard and Prometheus suites drive: promtool (Debian's
+// prometheus package) and Debian's chromium (driven by playwright-core; a
+// downloaded browser is not reachable here).
+
+let promtool: Promise<Requirement> | undefined;
+let chromium: Promise<Requirement> | undefined;
+
+export const CHROMIUM_PATH = '/usr/bin/chromium';
+
+/** Flags that let Debian's chromium run headless as root in a container (docs: shared ENVIRONMENT). */
+export const CHROMIUM_ARGS: readonly string[] = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'];
+
+export function ensurePromtool(): Promise<Requirement> {
+  promtool ??= requireSystem('promtool', {
+    hint: 'no promtool on PATH (Debian package prometheus)',
+    probe: () => commandWorks('promtool', ['--version']),
+    install: () => aptInstall(['prometheus']),
+  });
+  return promtool;
+}
+
+export function ensureChromium(): Promise<Requirement> {
+  chromium ??= requireSystem('chromium', {
+    hint: `no ${CHROMIUM_PATH} (Debian package chromium)`,
+    probe: () => commandWorks(CHROMIUM_PATH, ['--version']),
+    install: () => aptInstall(['chromium']),
+  });
+  return chromium;
+}
