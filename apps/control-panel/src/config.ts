@@ -36,6 +36,12 @@ const EnvSchema = Type.Object({
   TETHER_TOKEN_LAST_USED_FLUSH_MS: Ms(10_000),
   /** How often a deployment being waited on (?wait=, /events) is read again. */
   TETHER_DEPLOYMENT_WATCH_MS: Ms(250),
+  /** Log streams (GET /v1/services/:id/logs) open at once per node. */
+  TETHER_LOG_STREAMS_PER_NODE: Type.Integer({ minimum: 1, maximum: 10_000, default: 8 }),
+  /** Bytes per second one log stream may carry. */
+  TETHER_LOG_STREAM_BYTES_PER_SEC: Type.Integer({ minimum: 1024, maximum: 1024 * 1024 * 1024, default: 1024 * 1024 }),
+  /** Per stream: credit the agent may hold plus bytes the HTTP client has not taken yet. */
+  TETHER_LOG_WINDOW_BYTES: Type.Integer({ minimum: 65_536, maximum: 4 * 1024 * 1024, default: 256 * 1024 }),
   TETHER_SEND_BUFFER_LIMIT_BYTES: Type.Integer({ minimum: 1024, default: 8 * 1024 * 1024 }),
   /** How often the fleet page and per-node metrics re-read nodes, services and ACK-timeout events. */
   TETHER_FLEET_REFRESH_MS: Ms(5_000, 100),
@@ -79,6 +85,11 @@ export interface PanelConfig {
   deployments: {
     watchPollMs: number;
   };
+  logs: {
+    streamsPerNode: number;
+    bytesPerSecond: number;
+    windowBytes: number;
+  };
   dashboard: {
     fleetRefreshMs: number;
     secret: string | undefined;
@@ -119,6 +130,11 @@ export function loadConfig(env: Record<string, string | undefined>): PanelConfig
     },
     deployments: {
       watchPollMs: e.TETHER_DEPLOYMENT_WATCH_MS,
+    },
+    logs: {
+      streamsPerNode: e.TETHER_LOG_STREAMS_PER_NODE,
+      bytesPerSecond: e.TETHER_LOG_STREAM_BYTES_PER_SEC,
+      windowBytes: e.TETHER_LOG_WINDOW_BYTES,
     },
     dashboard: {
       fleetRefreshMs: e.TETHER_FLEET_REFRESH_MS,

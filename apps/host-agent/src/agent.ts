@@ -2,6 +2,7 @@ import type { Logger } from '@tether/common';
 import type { AgentConfig } from './config.js';
 import { PanelConnection } from './connection/panel-connection.js';
 import type { RoutingController, WorkloadController } from './controllers.js';
+import type { LogStreams } from './logs/index.js';
 
 export const AGENT_VERSION = '0.1.0';
 
@@ -12,7 +13,7 @@ export interface Agent {
 }
 
 /** Composes the agent from its config and the two controllers it drives. */
-export function createAgent(config: AgentConfig & { nodeName: string }, deps: { logger: Logger; workloads: WorkloadController; routing: RoutingController }): Agent {
+export function createAgent(config: AgentConfig & { nodeName: string }, deps: { logger: Logger; workloads: WorkloadController; routing: RoutingController; logs?: LogStreams }): Agent {
   const connection = new PanelConnection({
     panelUrl: config.panelUrl,
     token: config.nodeToken,
@@ -20,6 +21,7 @@ export function createAgent(config: AgentConfig & { nodeName: string }, deps: { 
     agentVersion: AGENT_VERSION,
     workloads: deps.workloads,
     routing: deps.routing,
+    ...(deps.logs ? { logs: deps.logs } : {}),
     reconnect: config.reconnect,
     overrides: config.overrides,
     logger: deps.logger,

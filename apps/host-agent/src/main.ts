@@ -9,10 +9,17 @@ import type { RoutingController, WorkloadController } from './controllers.js';
 import { UnavailableWorkloads } from './null-controllers.js';
 import { createRoutingController } from './proxy/index.js';
 import { createDockerWorkloadController } from './runtime/index.js';
+import { createDockerClient } from './docker/docker-client.js';
+import { DockerLogSource, LogStreams } from './logs/index.js';
 
 // Reads configuration, builds the controllers the config asks for and starts the agent.
 
-function controllers(config: AgentConfig, nodeName: string, logger: Logger, agent: () => Agent | undefined): { workloads: WorkloadController; routing: RoutingController } {
+function controllers(
+  config: AgentConfig,
+  nodeName: string,
+  logger: Logger,
+  agent: () => Agent | undefined,
+): { workloads: WorkloadController; routing: RoutingController; logs?: LogStreams } {
   const workloads =
     config.runtime.kind === 'none'
       ? new UnavailableWorkloads()
@@ -22,7 +29,12 @@ function controllers(config: AgentConfig, nodeName: string, logger: Logger, agen
           onFailure: (report) => agent()?.connection.reportResult(report.deploymentId, { status: 'failed', code: report.code, reason: report.reason }),
         });
   const routing = createRoutingController({ ...config, nodeName }, { logger });
-  return { workloads, routing };
+  // Logs are read straight from Docker (not through the runtime seam): a long-lived stream per follower.
+  const logs =
+    config.runtime.kind === 'none'
+      ? undefined
+      : new LogStreams({ source: new DockerLogSource(createDockerClient(config.runtime.dockerHost), nodeName), logger, maxStreams: config.logs.maxStreams });
+  return { workloads, routing, ...(logs ? { logs } : {}) };
 }
 
 runMain(

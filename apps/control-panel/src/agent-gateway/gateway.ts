@@ -2,6 +2,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import { sanitizeText, truncate } from '@tether/common';
 import type { RawData, WebSocket } from 'ws';
 import {
+  CAPABILITIES,
   CLOSE_CODES,
   FRAME_ERROR_CODES,
   FIELD_LIMITS,
@@ -33,7 +34,10 @@ export interface GatewayOptions {
   timing: Timing & { helloTimeoutMs: number; sendBufferLimitBytes: number };
 }
 
-const AGENT_TYPES = new Set(['heartbeat', 'pong', 'ack', 'deploy.result', 'routing.applied', 'error']);
+const AGENT_TYPES = new Set(['heartbeat', 'pong', 'ack', 'deploy.result', 'routing.applied', 'logs.chunk', 'logs.end', 'error']);
+
+/** Optional protocol features this panel speaks; welcome confirms those the agent's hello named too. */
+const PANEL_CAPABILITIES: ReadonlySet<string> = new Set([CAPABILITIES.LOGS]);
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -96,7 +100,10 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
         if (hello.node !== node.name) log.warn({ reported: hello.node }, 'hello names another node than the token; the token decides');
         session = new AgentSession(socket, node.id, node.name, peer, hello.agentVersion, sessionTiming, opts.registry.onTeardown);
         session.recordHello(hello.containers, hello.runtime, hello.routing);
-        session.send({ type: 'welcome', id: nextId(), ref: hello.id, sessionId: session.id, nodeId: node.id, timing: welcomeTiming });
+        // An agent that named no capabilities (an older release) gets the welcome it knows.
+        const agreed = hello.capabilities?.filter((c) => PANEL_CAPABILITIES.has(c));
+        session.capabilities = new Set(agreed);
+        session.send({ type: 'welcome', id: nextId(), ref: hello.id, sessionId: session.id, nodeId: node.id, timing: welcomeTiming, ...(agreed ? { capabilities: agreed } : {}) });
         opts.registry.open(session);
       };
 

@@ -76,6 +76,8 @@ export class AgentSession {
   private invalidStreak = 0;
   private lastReport: NodeReport | null = null;
   closed: { code: number; reason: string; at: number } | null = null;
+  /** Optional protocol features both ends named in hello/welcome (see CAPABILITIES). */
+  capabilities: ReadonlySet<string> = new Set();
 
   private readonly idle: Deadline;
   private readonly waiters = new Map<string, AckWaiter>();

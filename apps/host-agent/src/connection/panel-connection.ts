@@ -3,6 +3,7 @@ import type { Logger } from '@tether/common';
 import WebSocket, { type RawData } from 'ws';
 import { Backoff, createLoop, Deadline, errorMessage, sanitizeText, type DeadlineClock, type Loop } from '@tether/common';
 import {
+  CAPABILITIES,
   FIELD_LIMITS,
   FRAME_ERROR_CODES,
   MAX_STATE_FRAME_BYTES,
@@ -21,6 +22,7 @@ import {
 } from '@tether/protocol';
 import type { DeployOutcome, RoutingController, WorkloadController } from '../controllers.js';
 import { AGENT_ERROR_CODES } from '../errors.js';
+import type { LogStreams } from '../logs/index.js';
 
 // The agent's one session with the panel. Every read runs under a read-idle
 // deadline (90 s by default: three missed panel pings); silence past it means
@@ -35,6 +37,8 @@ export interface PanelConnectionOptions {
   agentVersion: string;
   workloads: WorkloadController;
   routing: RoutingController;
+  /** Container logs over the session (capability `logs`); absent: not announced. */
+  logs?: LogStreams;
   reconnect: { minMs: number; maxMs: number; healthySessionMs: number; connectTimeoutMs: number };
   overrides?: { agentIdleTimeoutMs?: number; heartbeatIntervalMs?: number };
   logger: Logger;
@@ -88,6 +92,8 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
   private readonly nextId = createIdGenerator('a');
   private readonly outbox: DeployResult[] = [];
   private terminal = false;
+  /** This session speaks `logs` (both ends named it). */
+  private logsAttached = false;
 
   constructor(private readonly options: PanelConnectionOptions) {
     super();
@@ -164,6 +170,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       containers: observation.containers,
       runtime: runtimeStatus(observation.runtime),
       routing: this.routingStatus(),
+      ...(this.options.logs ? { capabilities: [CAPABILITIES.LOGS] } : {}),
     });
   }
 
@@ -198,7 +205,19 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     const message = result.message as PanelMessage;
     switch (message.type) {
       case 'welcome':
-        return this.onWelcome(socket, message.sessionId, message.timing);
+        this.onWelcome(socket, message.sessionId, message.timing);
+        if (this.options.logs && message.capabilities?.includes(CAPABILITIES.LOGS)) {
+          this.options.logs.attach({
+            send: (frame, onWritten) => {
+              if (socket.readyState !== WebSocket.OPEN) return false;
+              socket.send(frame, onWritten);
+              return true;
+            },
+            nextId: () => this.nextId(),
+          });
+          this.logsAttached = true;
+        }
+        return;
       case 'ping':
         this.sendOn(socket, { type: 'pong', id: this.nextId(), ref: message.id });
         return;
@@ -215,20 +234,27 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
         void this.applyRouting(socket, message.id, { version: message.version, hash: message.hash, routes: message.routes });
         return;
       }
+      case 'logs.open':
+      case 'logs.credit':
+      case 'logs.close':
+        // Only on a session where both ends named the capability (attach above); else it is unexpected.
+        if (this.options.logs && this.logsAttached) return this.options.logs.handle(message);
+        break;
       case 'error':
         this.options.logger.warn({ code: message.code, ref: message.ref, message: message.message }, 'panel rejected a frame');
         return;
       case 'ack':
         return;
       default:
-        this.sendOn(socket, {
-          type: 'error',
-          id: this.nextId(),
-          ref: (message as { id: string }).id,
-          code: FRAME_ERROR_CODES.UNEXPECTED_MESSAGE,
-          message: `${(message as { type: string }).type} is not accepted from the panel`,
-        });
+        break;
     }
+    this.sendOn(socket, {
+      type: 'error',
+      id: this.nextId(),
+      ref: (message as { id: string }).id,
+      code: FRAME_ERROR_CODES.UNEXPECTED_MESSAGE,
+      message: `${(message as { type: string }).type} is not accepted from the panel`,
+    });
   }
 
   private onWelcome(socket: WebSocket, sessionId: string, timing: Timing): void {
@@ -317,6 +343,8 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
   private onClose(socket: WebSocket, code: number, reason: string): void {
     if (socket !== this.socket) return;
     this.idle?.cancel();
+    this.logsAttached = false;
+    this.options.logs?.detach();
     void this.heartbeat?.stop();
     this.heartbeat = undefined;
     const sessionId = this.sessionId;

@@ -13,6 +13,11 @@ interface LogLine {
   time: string;
   text: string;
 }
+interface NoticeLine {
+  type: 'notice';
+  code: string;
+  reason: string;
+}
 interface EndLine {
   type: 'end';
   code: string;
@@ -42,10 +47,14 @@ export async function logs(ctx: Context, args: string[], options: LogsOptions): 
     const res = await client.stream(`/v1/services/${service.id}/logs?${query}`, 'application/x-ndjson', ctx.signal);
     for await (const raw of lines(res.body)) {
       if (!raw) continue;
-      const line = JSON.parse(raw) as LogLine | EndLine;
+      const line = JSON.parse(raw) as LogLine | NoticeLine | EndLine;
       if (line.type === 'end') {
         end = line;
         break;
+      }
+      if (line.type === 'notice') {
+        ctx.out.warn(`(${line.code}: ${line.reason})`);
+        continue;
       }
       if (ctx.out.json) {
         ctx.out.data(line);
