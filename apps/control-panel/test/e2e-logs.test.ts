@@ -1,4 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
 import { ensureDocker, ensurePrinterImage, sleep, waitFor } from '@tether/testkit';
 import { startAgentProcess, type AgentProcess } from './helpers/agent-process.js';
 import { startCli } from './helpers/cli-process.js';
@@ -10,6 +11,12 @@ import { startPanel, type Panel } from './helpers/panel-harness.js';
 
 const docker = await ensureDocker();
 const STREAMS_PER_NODE = 4;
+const RATE = 1024 * 1024;
+const WINDOW = 256 * 1024;
+
+/** Resident memory of a process, in bytes (Linux). */
+const rss = (pid: number) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) * 1024;
+const mb = (bytes: number) => Math.round(bytes / 1e5) / 10;
 
 describe.skipIf(!docker.available)('logs through the session, end to end', () => {
   let panel: Panel;
@@ -23,7 +30,7 @@ describe.skipIf(!docker.available)('logs through the session, end to end', () =>
   beforeAll(async () => {
     image = await ensurePrinterImage();
     panel = await startPanel({
-      env: { TETHER_HEARTBEAT_INTERVAL_MS: '500', TETHER_DEPLOYMENT_WATCH_MS: '50', TETHER_LOG_STREAMS_PER_NODE: String(STREAMS_PER_NODE) },
+      env: { TETHER_HEARTBEAT_INTERVAL_MS: '500', TETHER_DEPLOYMENT_WATCH_MS: '50', TETHER_LOG_STREAMS_PER_NODE: String(STREAMS_PER_NODE), TETHER_LOG_STREAM_BYTES_PER_SEC: String(RATE), TETHER_LOG_WINDOW_BYTES: String(WINDOW) },
     });
     const team = await panel.api('POST', '/v1/teams', { name: `logs-${process.pid}` });
     token = (await panel.api('POST', `/v1/teams/${team.body.id}/tokens`, { name: 'logs' })).body.token;
@@ -44,7 +51,7 @@ describe.skipIf(!docker.available)('logs through the session, end to end', () =>
       expect(created.status).toBe(201);
       services[name] = created.body.id;
     }
-    for (const name of ['printer', 'garbage']) {
+    for (const name of ['printer', 'garbage', 'burst']) {
       const deployed = await panel.api('POST', `/v1/services/${services[name]}/deployments?wait=30`, undefined, token);
       expect(deployed.body).toMatchObject({ status: 'running', final: true });
     }
@@ -88,6 +95,7 @@ describe.skipIf(!docker.available)('logs through the session, end to end', () =>
     expect(panel.app.agentSide.logs.size).toBe(1);
     reader.close();
     await waitFor(() => (panel.app.agentSide.logs.size === 0 ? true : undefined), { timeoutMs: 2_000, message: 'stream closed on the panel' });
+
   });
 
   it('a container writing binary garbage comes through sanitised (invalid UTF-8 replaced, control characters escaped)', async () => {
@@ -139,5 +147,53 @@ describe.skipIf(!docker.available)('logs through the session, end to end', () =>
     expect(result.stderr).toBe('');
     expect(performance.now() - sent).toBeLessThan(2_000);
     await waitFor(() => (panel.app.agentSide.logs.size === 0 ? true : undefined), { timeoutMs: 2_000, message: 'stream closed' });
+  });
+  it('a stream is held to its rate cap (a LOG_RATE_LIMITED notice), and a reader that stops reading does not grow the agent\'s memory', async () => {
+    const pid = agent.process.pid!;
+    // A reader that keeps reading: about RATE bytes a second come, though the container writes 5 MB/s.
+    const live = await readLogs(logsUrl('burst', 'tail=0&follow=1'), token);
+    await waitFor(() => (live.logs().length > 0 ? true : undefined), { timeoutMs: 5_000, message: 'first burst lines' });
+    const startCount = live.logs().length;
+    const started = performance.now();
+    await sleep(3_000);
+    const seconds = (performance.now() - started) / 1000;
+    const bytes = live.logs().slice(startCount).reduce((n, r) => n + r.text!.length + 150, 0);
+    console.log(`rate cap ${RATE} B/s: ${Math.round(bytes / seconds)} B/s arrived over ${seconds.toFixed(1)} s`);
+    expect(live.records.some((r) => r.type === 'notice' && r.code === 'LOG_RATE_LIMITED')).toBe(true);
+    expect(bytes / seconds).toBeLessThan(RATE * 1.3 + WINDOW / seconds);
+    expect(bytes / seconds).toBeGreaterThan(RATE * 0.4);
+    live.close();
+
+    // A reader that stops: credit stops, the agent's queue fills to its high-water mark, Docker's stream is paused.
+    const before = rss(pid);
+    const stalled = await readLogs(logsUrl('burst', 'tail=0&follow=1'), token);
+    stalled.pause();
+    const samples: number[] = [];
+    for (let i = 0; i < 8; i += 1) {
+      await sleep(1_000);
+      samples.push(rss(pid));
+    }
+    const relayed = [...(panel.app.agentSide.logs as unknown as { streams: Map<string, { granted: number; taken: number }> }).streams.values()][0]!;
+    console.log(`stalled reader: agent RSS ${mb(before)} MB before, then ${samples.map(mb).join(', ')} MB; panel: ${relayed.granted} B granted, ${relayed.taken} B taken by the client`);
+    // 8 s of a 5 MB/s writer is 40 MB: none of it piles up in the agent.
+    expect(Math.max(...samples) - before).toBeLessThan(25e6);
+    expect(samples.at(-1)! - samples[2]!).toBeLessThan(10e6);
+    expect(relayed.granted - relayed.taken).toBeLessThanOrEqual(WINDOW);
+    stalled.close();
+    await waitFor(() => (panel.app.agentSide.logs.size === 0 ? true : undefined), { timeoutMs: 2_000, message: 'streams closed' });
+  });
+
+  it('the session ending mid-stream ends the stream with a final SESSION_ENDED line; then the node is 503 NODE_UNREACHABLE at once', async () => {
+    const reader = await readLogs(logsUrl('printer', 'tail=0&follow=1'), token);
+    await waitFor(() => (reader.logs().length >= 3 ? true : undefined), { timeoutMs: 5_000, message: 'lines' });
+    await agent.stop();
+    const end = await reader.done;
+    expect(end).toMatchObject({ type: 'end', code: 'SESSION_ENDED', reason: expect.stringMatching(/^the node's session ended: closed by agent \(1001/) });
+    const asked = performance.now();
+    const res = await fetch(logsUrl('printer', 'tail=5'), { headers: { authorization: `Bearer ${token}` } });
+    const ms = performance.now() - asked;
+    expect(res.status).toBe(503);
+    expect((await res.json()).error.code).toBe('NODE_UNREACHABLE');
+    expect(ms).toBeLessThan(500);
   });
 });

@@ -1,4 +1,8 @@
+import { request } from 'node:http';
+
 // Reads a GET /v1/services/:id/logs answer (NDJSON) as it streams, for tests.
+// node:http on its own socket (no pool): closing a reader closes its
+// connection, as a user's terminal going away does.
 
 export interface LogRecord {
   type: 'log' | 'notice' | 'end';
@@ -16,41 +20,45 @@ export interface LogReader {
   records: LogRecord[];
   /** Log records only. */
   logs(): LogRecord[];
-  /** Resolves with the end record, or null when the body ended without one (or was aborted). */
+  /** Resolves with the end record, or null when the body ended without one (or the reader was closed). */
   done: Promise<LogRecord | null>;
+  /** Stops reading without closing (a client that stops reading). */
+  pause(): void;
   close(): void;
 }
 
-export async function readLogs(url: string, token: string): Promise<LogReader> {
-  const controller = new AbortController();
-  const res = await fetch(url, { headers: { authorization: `Bearer ${token}` }, signal: controller.signal });
-  const records: LogRecord[] = [];
-  const done = (async () => {
-    if (!res.body) return null;
-    const decoder = new TextDecoder();
-    let pending = '';
-    try {
-      for await (const chunk of res.body) {
-        pending += decoder.decode(chunk as Uint8Array, { stream: true });
-        let newline = pending.indexOf('\n');
-        while (newline !== -1) {
-          const record = JSON.parse(pending.slice(0, newline)) as LogRecord;
-          records.push(record);
-          pending = pending.slice(newline + 1);
-          if (record.type === 'end') return record;
-          newline = pending.indexOf('\n');
-        }
-      }
-    } catch {
-      /* aborted */
-    }
-    return null;
-  })();
-  return {
-    status: res.status,
-    records,
-    logs: () => records.filter((r) => r.type === 'log'),
-    done,
-    close: () => controller.abort(),
-  };
+export function readLogs(url: string, token: string): Promise<LogReader> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { headers: { authorization: `Bearer ${token}` }, agent: false });
+    req.on('error', reject);
+    req.on('response', (res) => {
+      const records: LogRecord[] = [];
+      let pending = '';
+      const done = new Promise<LogRecord | null>((settle) => {
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => {
+          pending += chunk;
+          let newline = pending.indexOf('\n');
+          while (newline !== -1) {
+            const record = JSON.parse(pending.slice(0, newline)) as LogRecord;
+            records.push(record);
+            pending = pending.slice(newline + 1);
+            if (record.type === 'end') settle(record);
+            newline = pending.indexOf('\n');
+          }
+        });
+        res.on('close', () => settle(null));
+        res.on('error', () => settle(null));
+      });
+      resolve({
+        status: res.statusCode ?? 0,
+        records,
+        logs: () => records.filter((r) => r.type === 'log'),
+        done,
+        pause: () => res.pause(),
+        close: () => req.destroy(),
+      });
+    });
+    req.end();
+  });
 }
