@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
-import { ensureDocker, ensurePrinterImage, sleep, waitFor } from '@tether/testkit';
+import { dockerApi, ensureDocker, ensurePrinterImage, sleep, waitFor } from '@tether/testkit';
 import { startAgentProcess, type AgentProcess } from './helpers/agent-process.js';
 import { startCli } from './helpers/cli-process.js';
 import { readLogs, type LogRecord } from './helpers/log-reader.js';
@@ -84,6 +84,9 @@ describe.skipIf(!docker.available)('logs through the session, end to end', () =>
     expect([...times].sort()).toEqual(times);
     // The stderr lines come interleaved at their place: line 5k on stderr follows line 5k on stdout.
     for (const n of numbers(logs, 'stderr')) expect(n % 5).toBe(0);
+    // Retention: the agent created the container with json-file rotation (docs/operations.md defaults).
+    const inspect = JSON.parse((await dockerApi('GET', `/containers/${logs[0]!.containerId}/json`)).body) as { HostConfig: { LogConfig: unknown } };
+    expect(inspect.HostConfig.LogConfig).toEqual({ Type: 'json-file', Config: { 'max-size': '10m', 'max-file': '3' } });
   });
 
   it('follow streams new lines in order until the client leaves; the stream is then gone on the panel', async () => {

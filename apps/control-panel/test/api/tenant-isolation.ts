@@ -67,6 +67,7 @@ describe('tenant isolation', () => {
     { method: 'POST', route: '/v1/services/{id}/deployments', path: (v) => `/v1/services/${v.serviceId}/deployments`, expect: 'not-found' },
     { method: 'GET', route: '/v1/services/{id}/deployments', path: (v) => `/v1/services/${v.serviceId}/deployments`, expect: 'not-found' },
     { method: 'GET', route: '/v1/deployments/{id}', path: (v) => `/v1/deployments/${v.deploymentId}`, expect: 'not-found' },
+    { method: 'GET', route: '/v1/services/{id}/logs', path: (v) => `/v1/services/${v.serviceId}/logs`, expect: 'not-found', streams: true },
     { method: 'GET', route: '/v1/deployments/{id}/events', path: (v) => `/v1/deployments/${v.deploymentId}/events`, expect: 'not-found', streams: true },
     // The session layer's customer endpoints (routes/status.ts) obey the same rule.
     { method: 'GET', route: '/v1/services/{id}/status', path: (v) => `/v1/services/${v.serviceId}/status`, expect: 'not-found' },
