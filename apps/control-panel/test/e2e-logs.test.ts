@@ -127,14 +127,14 @@ describe.skipIf(!docker.available)('logs through the session, end to end', () =>
   it('another team gets 404 for the logs; a bad since is 400; the per-node stream cap answers 429 LOG_STREAMS_EXHAUSTED', async () => {
     const other = await fetch(logsUrl('printer', 'tail=1'), { headers: { authorization: `Bearer ${otherToken}` } });
     expect(other.status).toBe(404);
-    expect((await other.json()).error.code).toBe('NOT_FOUND');
+    expect(((await other.json()) as { error: { code: string } }).error.code).toBe('NOT_FOUND');
     const bad = await fetch(logsUrl('printer', 'since=yesterday'), { headers: { authorization: `Bearer ${token}` } });
     expect(bad.status).toBe(400);
     const open = [];
     for (let i = 0; i < STREAMS_PER_NODE; i += 1) open.push(await readLogs(logsUrl('printer', 'tail=0&follow=1'), token));
     const refused = await fetch(logsUrl('printer', 'tail=0&follow=1'), { headers: { authorization: `Bearer ${token}` } });
     expect(refused.status).toBe(429);
-    expect((await refused.json()).error.code).toBe('LOG_STREAMS_EXHAUSTED');
+    expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('LOG_STREAMS_EXHAUSTED');
     for (const r of open) r.close();
     await waitFor(() => (panel.app.agentSide.logs.size === 0 ? true : undefined), { timeoutMs: 2_000, message: 'streams closed' });
   });
@@ -196,7 +196,7 @@ describe.skipIf(!docker.available)('logs through the session, end to end', () =>
     const res = await fetch(logsUrl('printer', 'tail=5'), { headers: { authorization: `Bearer ${token}` } });
     const ms = performance.now() - asked;
     expect(res.status).toBe(503);
-    expect((await res.json()).error.code).toBe('NODE_UNREACHABLE');
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe('NODE_UNREACHABLE');
     expect(ms).toBeLessThan(500);
   });
 });

@@ -27,7 +27,13 @@ export interface LogReader {
   close(): void;
 }
 
-export function readLogs(url: string, token: string): Promise<LogReader> {
+export interface LogReader {
+  /** Bytes of log text received (counted also when records are not kept). */
+  textBytes: number;
+}
+
+/** `keep: false`: count only (a load test must not hold what it reads). */
+export function readLogs(url: string, token: string, options: { keep?: boolean } = {}): Promise<LogReader> {
   return new Promise((resolve, reject) => {
     const req = request(url, { headers: { authorization: `Bearer ${token}` }, agent: false });
     req.on('error', reject);
@@ -41,7 +47,8 @@ export function readLogs(url: string, token: string): Promise<LogReader> {
           let newline = pending.indexOf('\n');
           while (newline !== -1) {
             const record = JSON.parse(pending.slice(0, newline)) as LogRecord;
-            records.push(record);
+            if (record.type === 'log') reader.textBytes += record.text!.length;
+            if (options.keep !== false || record.type !== 'log') records.push(record);
             pending = pending.slice(newline + 1);
             if (record.type === 'end') settle(record);
             newline = pending.indexOf('\n');
@@ -50,14 +57,16 @@ export function readLogs(url: string, token: string): Promise<LogReader> {
         res.on('close', () => settle(null));
         res.on('error', () => settle(null));
       });
-      resolve({
+      const reader: LogReader = {
+        textBytes: 0,
         status: res.statusCode ?? 0,
         records,
         logs: () => records.filter((r) => r.type === 'log'),
         done,
         pause: () => res.pause(),
         close: () => req.destroy(),
-      });
+      };
+      resolve(reader);
     });
     req.end();
   });

@@ -19,7 +19,7 @@ const SPACE = 0x20;
 const NEWLINE = 0x0a;
 
 /** Splits sanitised text into pieces of at most `max` code units, never between the halves of a surrogate pair. */
-export function pieces(text: string, max = FIELD_LIMITS.text): string[] {
+export function pieces(text: string, max: number = FIELD_LIMITS.text): string[] {
   if (text.length <= max) return [text];
   const out: string[] = [];
   let start = 0;

@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream';
-import { errorMessage } from '@tether/common';
-import { LOG_LIMITS, encode, type LogLine, type LogsOpen } from '@tether/protocol';
+import { errorMessage, isIdentifier } from '@tether/common';
+import { FIELD_LIMITS, LOG_LIMITS, encode, type LogLine, type LogsOpen } from '@tether/protocol';
 import type { LogSource, ServiceContainer } from './docker-logs.js';
 import { compareTimes, dockerSince, LogFrameParser, type RawLogLine } from './log-lines.js';
 
@@ -30,6 +30,9 @@ export const LOG_END_CODES = Object.freeze({
 
 interface Queued {
   line: LogLine;
+  /** The line as JSON, made once: it sizes the line and goes into the frame as it is. */
+  json: string;
+  /** Its UTF-8 bytes plus the comma between lines. */
   bytes: number;
 }
 
@@ -40,7 +43,8 @@ interface Reader {
   active: boolean;
 }
 
-const lineBytes = (line: LogLine) => Buffer.byteLength(JSON.stringify(line)) + 1;
+/** A container's name when it is a valid protocol name, else its id (Docker's names always are; this never sends an invalid frame). */
+const replicaName = (c: ServiceContainer) => (isIdentifier(c.name, FIELD_LIMITS.name) ? c.name : c.id);
 
 export class LogStream {
   readonly id: string;
@@ -132,8 +136,9 @@ export class LogStream {
   }
 
   private queued(c: ServiceContainer, raw: RawLogLine): Queued {
-    const line: LogLine = { containerId: c.id, replica: c.name, stream: raw.stream, time: raw.time, text: raw.text };
-    return { line, bytes: lineBytes(line) };
+    const line: LogLine = { containerId: c.id, replica: replicaName(c), stream: raw.stream, time: raw.time, text: raw.text };
+    const json = JSON.stringify(line);
+    return { line, json, bytes: Buffer.byteLength(json) + 1 };
   }
 
   /** Follows a container's new lines (after `from`, an RFC 3339 time, when given). */
@@ -230,7 +235,10 @@ export class LogStream {
       this.queue.splice(0, this.head);
       this.head = 0;
     }
-    const frame = encode({ type: 'logs.chunk', id, streamId: this.id, lines: taken.map((q) => q.line) });
+    // Built from the lines' JSON instead of encode(): no second serialisation and no schema pass per chunk at
+    // tens of MB/s. Every field is valid by construction (ids and names from Docker, checked above; times from
+    // the parser's pattern; text sanitised and cut to its bound), and the panel validates every frame anyway.
+    const frame = `${JSON.stringify({ type: 'logs.chunk', id, streamId: this.id }).slice(0, -1)},"lines":[${taken.map((q) => q.json).join(',')}]}`;
     const bytes = Buffer.byteLength(frame);
     this.credit -= bytes;
     this.queuedBytes -= taken.reduce((n, q) => n + q.bytes, 0);
