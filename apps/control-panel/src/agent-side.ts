@@ -6,7 +6,7 @@ import type { Db } from './db/database.js';
 import type { PanelEvents } from './panel-events.js';
 import type { PanelMetrics, ReloadKind } from './panel-metrics.js';
 import { PrismaReloadRecorder } from './routing/reload-store.js';
-import type { ReloadRecorder } from './routing/routing-reconciler.js';
+import type { ProxyEventStore, ReloadRecorder } from './routing/routing-reconciler.js';
 import { PrismaRoutingMapSource, type RoutingMapSource } from './routing/routing-map.js';
 import { RoutingReconciler } from './routing/routing-reconciler.js';
 import { SessionRegistry } from './sessions/registry.js';
@@ -59,16 +59,35 @@ export function wireRouting(registry: SessionRegistry, events: PanelEvents, rout
   return () => off.forEach((f) => f());
 }
 
-const RELOAD_KINDS: readonly ReloadKind[] = ['routing_change', 'no_routing_change'];
+const RELOAD_KINDS: readonly ReloadKind[] = ['routing_change', 'no_routing_change', 'initial', 'repair_empty'];
 
-/** Counts every reload an agent reports, by whether its routing hash changed, then records it. */
-function countedReloads(inner: ReloadRecorder, registry: SessionRegistry, metrics: PanelMetrics): ReloadRecorder {
+/**
+ * The metric's kind of an agent's reload kind: `change` changed routing,
+ * `repair-drift` reloaded without a routing change (the disruptive symptom of
+ * incident 2, which the alert counts); an initial load and the repair of an
+ * empty (restarted) Caddy sever nothing and have their own values.
+ */
+const METRIC_KIND = { change: 'routing_change', 'repair-drift': 'no_routing_change', initial: 'initial', 'repair-empty': 'repair_empty' } as const;
+
+/** Counts every reload and canary drop an agent reports (each once: only what the store newly recorded), then records it. */
+function countedReloads(inner: PrismaReloadRecorder, registry: SessionRegistry, metrics: PanelMetrics): ReloadRecorder & ProxyEventStore {
   return {
     reloaded(record) {
       const node = registry.get(record.nodeId)?.nodeName;
+      // Agents without proxy.events: by whether the routing hash changed.
       const kind: ReloadKind = record.hashBefore === record.hashAfter ? 'no_routing_change' : 'routing_change';
       if (node) metrics.nodeProxyReloads.inc({ node, kind });
       return inner.reloaded(record);
+    },
+    async store(nodeId, events) {
+      const stored = await inner.store(nodeId, events);
+      const node = registry.get(nodeId)?.nodeName;
+      if (!node) return stored;
+      for (const e of stored) {
+        if (e.event === 'reload') metrics.nodeProxyReloads.inc({ node, kind: METRIC_KIND[e.kind] });
+        else metrics.nodeCanaryDrops.inc({ node, cause: e.cause });
+      }
+      return stored;
     },
   };
 }
@@ -91,10 +110,12 @@ export function createAgentSide(deps: {
   });
   const dispatcher = new SessionDispatcher({ registry, store, events, logger, metrics });
   const workloads = new WorkloadSync(registry, store, logger);
+  const recorder = countedReloads(new PrismaReloadRecorder(deps.prisma), registry, metrics);
   const routing = new RoutingReconciler({
     sessions: registry,
     maps: deps.maps ?? new PrismaRoutingMapSource(deps.prisma),
-    reloads: countedReloads(new PrismaReloadRecorder(deps.prisma), registry, metrics),
+    reloads: recorder,
+    events: recorder,
     logger,
     intervalMs: config.routing.reconcileIntervalMs,
     debounceMs: config.routing.debounceMs,

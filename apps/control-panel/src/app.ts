@@ -137,9 +137,15 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   await app.register(deploymentRoutes, { prefix: '/v1', ...api, watchPollMs: deps.config.deployments.watchPollMs });
   await app.register(logRoutes, { prefix: '/v1', prisma: deps.prisma, registry: agents.registry, relay: agents.logs });
   await app.register(deploymentEventRoutes, { prefix: '/v1', prisma: deps.prisma, pollMs: deps.config.deployments.watchPollMs });
-  await app.register(sessionRoutes, { prefix: '/v1', prisma: deps.prisma, registry: agents.registry, routing: agents.routing });
+  await app.register(sessionRoutes, {
+    prefix: '/v1',
+    prisma: deps.prisma,
+    registry: agents.registry,
+    routing: agents.routing,
+    missedAcks24h: (nodeId) => fleet.directory.snapshot.missedAcks24h.get(nodeId) ?? 0,
+  });
   await app.register(reloadRoutes, { prefix: '/v1', prisma: deps.prisma, routing: agents.routing });
   await app.register(statusRoutes, { prefix: '/v1', prisma: deps.prisma, registry: agents.registry });
-  await app.register(dashboardRoutes, { prisma: deps.prisma, fleet, publicUrl: deps.config.publicUrl });
+  await app.register(dashboardRoutes, { prisma: deps.prisma, fleet, publicUrl: deps.config.publicUrl, dbDeadlineMs: deps.config.dashboard.dbDeadlineMs });
   return app;
 }

@@ -50,6 +50,8 @@ const EnvSchema = Type.Object({
   TETHER_DASHBOARD_COOKIE_TTL_MS: Ms(12 * 3_600_000, 60_000),
   /** A fleet-page stream with more than this unsent is dropped (the browser reconnects and gets a fresh snapshot). */
   TETHER_DASHBOARD_STREAM_BUFFER_BYTES: Type.Integer({ minimum: 65_536, default: 32 * 1024 * 1024 }),
+  /** Fleet-page reads of the database (node history, sign-in of a token not yet cached) give up after this. */
+  TETHER_DASHBOARD_DB_DEADLINE_MS: Ms(5_000, 100),
 });
 
 /** Every variable this app reads (docs/operations.md lists each; a test checks). */
@@ -95,6 +97,7 @@ export interface PanelConfig {
     secret: string | undefined;
     cookieTtlMs: number;
     streamBufferBytes: number;
+    dbDeadlineMs: number;
   };
 }
 
@@ -141,6 +144,7 @@ export function loadConfig(env: Record<string, string | undefined>): PanelConfig
       secret: e.TETHER_DASHBOARD_SECRET,
       cookieTtlMs: e.TETHER_DASHBOARD_COOKIE_TTL_MS,
       streamBufferBytes: e.TETHER_DASHBOARD_STREAM_BUFFER_BYTES,
+      dbDeadlineMs: e.TETHER_DASHBOARD_DB_DEADLINE_MS,
     },
   };
 }

@@ -14,6 +14,7 @@ export const ERROR_CATALOG = defineErrorCatalog({
   INVALID_URL: { status: 400, message: 'the URL is not valid (bad percent-encoding)' },
   MALFORMED_REQUEST: { status: 400, message: 'the request is not valid HTTP/1.1' },
   INVALID_DOMAIN: { status: 400, message: 'the domain is not a valid lowercase host name' },
+  RESERVED_DOMAIN: { status: 400, message: "the domain is reserved for Tether's own use (tether.internal and names under it)" },
   UNKNOWN_NODE: { status: 400, message: 'no node has that name' },
   UNAUTHORIZED: { status: 401, message: 'a valid bearer token is required' },
   FORBIDDEN: { status: 403, message: 'this token may not do that' },

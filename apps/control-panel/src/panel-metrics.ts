@@ -16,7 +16,7 @@ export interface FleetGaugeSource {
 }
 
 /** The kinds of proxy reload the panel counts: a reload that did not change the routing hash is incident 2's symptom. */
-export type ReloadKind = 'routing_change' | 'no_routing_change';
+export type ReloadKind = 'routing_change' | 'no_routing_change' | 'initial' | 'repair_empty';
 
 export interface PanelMetrics {
   registry: Registry;
@@ -30,6 +30,7 @@ export interface PanelMetrics {
   nodeSessionsOpened: Counter<'node'>;
   nodeAckTimeouts: Counter<'node'>;
   nodeProxyReloads: Counter<'node' | 'kind'>;
+  nodeCanaryDrops: Counter<'node' | 'cause'>;
   dashboardStreams: Gauge;
   dashboardStreamsDropped: Counter<'reason'>;
   /** Where the per-node gauges read from (the fleet view); no per-node gauges until set. */
@@ -122,8 +123,14 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Panel
     }),
     nodeProxyReloads: new Counter({
       name: 'tether_node_proxy_reloads_total',
-      help: 'Proxy (Caddy) reloads an agent reported, per node, by whether the routing hash changed',
+      help: 'Proxy (Caddy) reloads an agent reported, per node, by kind (routing_change, no_routing_change, initial, repair_empty)',
       labelNames: ['node', 'kind'],
+      registers,
+    }),
+    nodeCanaryDrops: new Counter({
+      name: 'tether_node_canary_drops_total',
+      help: "Drops of an agent's canary connection through its own proxy, per node, by cause",
+      labelNames: ['node', 'cause'],
       registers,
     }),
     dashboardStreams: new Gauge({ name: 'tether_dashboard_streams', help: 'Open fleet-page event streams', registers }),

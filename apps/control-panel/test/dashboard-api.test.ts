@@ -175,6 +175,9 @@ describe('fleet page API', () => {
       return d.row ? d : null;
     }, { timeoutMs: 3_000 });
     expect(after.row).toMatchObject({ missedAcks24h: 1, state: 'unreachable', reason: 'ACK timeout' });
+    // The REST session health says the same (its per-session counter died with the session).
+    const rest = await panel.api('GET', '/v1/sessions');
+    expect(rest.body.sessions.find((r: { nodeName: string }) => r.nodeName === 'api-acks')).toMatchObject({ missedAcks: 0, missedAcks24h: 1 });
   });
 });
 

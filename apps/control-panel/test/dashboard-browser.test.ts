@@ -165,6 +165,14 @@ describe.skipIf(!ready)('fleet page in chromium', () => {
     await page.screenshot({ path: path.join(screenshots, 'node.png'), fullPage: true });
     await page.getByRole('link', { name: '← All nodes' }).click();
     await row('web-alpha').waitFor({ state: 'visible', timeout: 5_000 });
+    // A reachable node's page: its service with the status and the session that proves it.
+    await row('web-alpha').getByRole('link', { name: 'web-alpha' }).click();
+    const services = page.getByRole('table', { name: 'Services' });
+    await expect.poll(() => services.textContent(), { timeout: 5_000 }).toContain('shop');
+    expect(await services.textContent()).toMatch(/down.*0 \/ 1.*0\/1 running, reported by session ses_/);
+    await page.screenshot({ path: path.join(screenshots, 'node-services.png'), fullPage: true });
+    await page.getByRole('link', { name: '← All nodes' }).click();
+    await row('web-alpha').waitFor({ state: 'visible', timeout: 5_000 });
   });
 
   it('refuses a cross-origin POST even with the cookie, and /v1 never takes the cookie', async () => {

@@ -1,7 +1,9 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensurePromtool, repoRoot, waitFor } from '@tether/testkit';
+import type { PanelMessage } from '@tether/protocol';
+import { ensurePromtool, freePort, repoRoot, waitFor } from '@tether/testkit';
+import { startAgentProcess, type AgentProcess } from './helpers/agent-process.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
 import { exposedNames, metricNamesIn, promtool } from './helpers/promql.js';
 import { RawAgent } from './helpers/raw-agent.js';
@@ -9,7 +11,7 @@ import { RawAgent } from './helpers/raw-agent.js';
 // Prometheus conventions on a live panel's /metrics (promtool check metrics),
 // the alert rules (promtool check rules, and a unit test per alert), and that
 // every PromQL expression in the alerts and the Grafana board names a metric
-// a live panel exposes.
+// a live panel or agent exposes; the same for a live agent's /metrics.
 
 const ready = (await ensurePromtool()).available;
 const promDir = path.join(repoRoot, 'infra', 'prometheus');
@@ -46,6 +48,8 @@ describe.skipIf(!ready)('Prometheus artefacts', () => {
   let panel: Panel;
   let agents: RawAgent[] = [];
   let exposition = '';
+  let agentExposition = '';
+  let agentProcess: AgentProcess | undefined;
 
   beforeAll(async () => {
     panel = await startPanel({ env: { TETHER_FLEET_REFRESH_MS: '200', TETHER_SESSION_IDLE_MS: '600' } });
@@ -62,9 +66,24 @@ describe.skipIf(!ready)('Prometheus artefacts', () => {
       const text = await (await fetch(`${panel.url}/metrics`)).text();
       return text.includes('tether_node_reachable{node="prom-gone"} 0') && text.includes('tether_node_reachable{node="prom-live"} 1') ? text : null;
     }, { timeoutMs: 5_000 });
+    // A real agent process with its metrics endpoint on, connected to the panel.
+    const real = await panel.createNode('prom-agent');
+    const metricsPort = await freePort();
+    agentProcess = await startAgentProcess({
+      panelUrl: panel.url,
+      token: real.token,
+      nodeName: real.name,
+      env: { TETHER_AGENT_METRICS_PORT: String(metricsPort), TETHER_LOG_LEVEL: 'warn' },
+    });
+    agentExposition = await waitFor(async () => {
+      const text = await fetch(`http://127.0.0.1:${metricsPort}/metrics`).then((r) => r.text(), () => null);
+      // The gauge reads the state at scrape time; the counter moves on the 'ready' event that follows it.
+      return text?.includes('tether_agent_session_connected 1') && text.includes('tether_agent_sessions_opened_total 1') ? text : null;
+    }, { timeoutMs: 15_000 });
   }, 60_000);
 
   afterAll(async () => {
+    await agentProcess?.destroy();
     for (const a of agents) a.close();
     await panel?.close();
   });
@@ -78,6 +97,14 @@ describe.skipIf(!ready)('Prometheus artefacts', () => {
     expect(exposition).toMatch(/^# TYPE tether_panel_nodejs_active_handles gauge/m);
   });
 
+  it('a live agent\'s /metrics passes promtool check metrics', () => {
+    const r = promtool(['check', 'metrics'], agentExposition);
+    expect(r.output).toBe('');
+    expect(r.status).toBe(0);
+    expect(agentExposition).toMatch(/^tether_agent_sessions_opened_total 1$/m);
+    expect(agentExposition).toMatch(/^# TYPE tether_agent_nodejs_eventloop_lag_p99_seconds gauge/m);
+  });
+
   it('promtool refuses what the conventions refuse (the check can fail)', () => {
     const r = promtool(['check', 'metrics'], '# HELP x_total a gauge\n# TYPE x_total gauge\nx_total 1\n');
     expect(r.output).toMatch(/non-counter metrics should not have "_total" suffix/);
@@ -87,6 +114,33 @@ describe.skipIf(!ready)('Prometheus artefacts', () => {
     expect(exposition).toMatch(/^tether_node_sessions_opened_total\{node="prom-live"\} 1$/m);
     expect(exposition).toMatch(/^tether_nodes\{state="unreachable"\} 1$/m);
     expect(exposition).not.toMatch(/ses_[A-Za-z0-9_-]{12}/);
+  });
+
+  it('counts proxy reloads by whether the routing hash changed (the reload alert\'s input)', async () => {
+    const agent = agents[0]!;
+    const map = await agent.waitFor<Extract<PanelMessage, { type: 'routing.map' }>>((m) => m.type === 'routing.map');
+    const applied = (n: number) =>
+      agent.send({
+        type: 'routing.applied',
+        id: `ra${n}`,
+        ref: map.id,
+        hash: map.hash,
+        changed: n === 1,
+        reloaded: true,
+        error: null,
+        routing: { appliedHash: map.hash, reloadsTotal: n, reloadsToday: n, lastReloadAt: new Date().toISOString(), lastReloadReason: 'test' },
+      });
+    // First reload: from no hash to the map's (a routing change). Then a reload that kept the same hash.
+    applied(1);
+    agent.appliedHash = map.hash;
+    await new Promise((r) => setTimeout(r, 300));
+    applied(2);
+    const text = await waitFor(async () => {
+      const t = await (await fetch(`${panel.url}/metrics`)).text();
+      return t.includes('tether_node_proxy_reloads_total{node="prom-live",kind="no_routing_change"} 1') ? t : null;
+    }, { timeoutMs: 3_000 });
+    expect(text).toMatch(/^tether_node_proxy_reloads_total\{node="prom-live",kind="routing_change"\} 1$/m);
+    expect(text).toMatch(/^tether_node_proxy_reloads_total\{node="prom-gone",kind="no_routing_change"\} 0$/m);
   });
 
   it('the alert rules pass promtool check rules', () => {
@@ -103,8 +157,8 @@ describe.skipIf(!ready)('Prometheus artefacts', () => {
     expect(r.output).toMatch(/SUCCESS/);
   });
 
-  it('every PromQL expression in the alerts and the Grafana board names metrics a live panel exposes', () => {
-    const names = exposedNames(exposition);
+  it('every PromQL expression in the alerts and the Grafana board names metrics a live panel or agent exposes', () => {
+    const names = new Set([...exposedNames(exposition), ...exposedNames(agentExposition)]);
     const expressions = [...alertExpressions(), ...boardExpressions()];
     expect(expressions.length).toBeGreaterThan(15);
     const unknown = expressions.flatMap(({ name, expr }) => metricNamesIn(expr).filter((m) => !names.has(m)).map((m) => `${name}: ${m}`));

@@ -28,6 +28,16 @@ let registry: SessionRegistry;
 let events: PanelEvents;
 let reconciler: RoutingReconciler;
 let random: number;
+let unwire: () => void;
+
+/** Replaces the reconciler of beforeEach (unwired, so it pushes nothing more) with one built from `options`. */
+async function replaceReconciler(options: Omit<ConstructorParameters<typeof RoutingReconciler>[0], 'sessions' | 'logger'>) {
+  unwire();
+  await reconciler.stop();
+  reconciler = new RoutingReconciler({ sessions: registry, logger, ...options });
+  unwire = wireRouting(registry, events, reconciler);
+  reconciler.start();
+}
 
 function connect(nodeId: string) {
   const frames: { type: string; id: string; hash?: string; at: number }[] = [];
@@ -72,7 +82,7 @@ beforeEach(() => {
     tickMs: 1_000,
     random: () => random,
   });
-  wireRouting(registry, events, reconciler);
+  unwire = wireRouting(registry, events, reconciler);
   reconciler.start();
 });
 
@@ -149,5 +159,89 @@ describe('routing pushes', () => {
     expect(reconciler.forNode('n1').drifting).toBe(true);
     registry.received(agent.session, { type: 'heartbeat', id: 'h2', seq: 1, containers: [], runtime: { available: true, error: null }, routing: { appliedHash: desired, ...status } });
     expect(reconciler.forNode('n1')).toMatchObject({ appliedHash: desired, drifting: false });
+  });
+});
+
+describe('debounce window', () => {
+  it('a periodic push due inside the window waits for it: one push of the whole burst, never half of it', async () => {
+    // A periodic interval far shorter than the debounce: before the fix a periodic push recomputed the map mid-burst.
+    const short = 40;
+    await replaceReconciler({
+      maps: { mapFor: async () => routingMapContent(maps.routes) },
+      reloads: { reloaded: async () => {} },
+      intervalMs: short,
+      debounceMs: DEBOUNCE,
+      jitterRatio: 0,
+      tickMs: 10,
+    });
+    const agent = connect('n1');
+    await vi.advanceTimersByTimeAsync(0);
+    const before = agent.pushes().length;
+    const burstStart = Date.now();
+    const hashesBefore = new Set(agent.pushes().map((p) => p.hash));
+    for (let i = 2; i < 22; i++) {
+      maps.routes = [...maps.routes, route(i)];
+      events.emit('routing.changed', { nodeIds: ['n1'], reason: `attached app-${i}.example.com` });
+      await vi.advanceTimersByTimeAsync(10);
+    }
+    // The window is fixed from the first change: it closes DEBOUNCE after it, though changes kept coming.
+    await vi.advanceTimersByTimeAsync(DEBOUNCE - 200 + 5);
+    const full = routingMapContent(maps.routes).hash;
+    const during = agent.pushes().slice(before).filter((p) => p.at < burstStart + DEBOUNCE);
+    const after = agent.pushes().slice(before).filter((p) => p.at >= burstStart + DEBOUNCE);
+    expect(during).toEqual([]);
+    expect(after.map((p) => p.hash)).toEqual([full]);
+    // Nothing but the old map or the whole burst ever went out.
+    for (const p of agent.pushes()) expect(hashesBefore.has(p.hash!) || p.hash === full).toBe(true);
+    // Periodic pushes resume after the window.
+    await vi.advanceTimersByTimeAsync(short * 3);
+    expect(agent.pushes().length).toBeGreaterThan(before + 1);
+  });
+});
+
+describe('proxy.events', () => {
+  const events2 = (seqs: number[]) =>
+    seqs.map((seq) => ({ event: 'reload' as const, epoch: 1, seq, at: '2026-12-01T00:00:00.000Z', kind: 'repair-empty' as const, hashBefore: 'a', hashAfter: 'a', reason: 'repaired' }));
+
+  it('stores each message, then ACKs it; a failed store is not ACKed; reloaded routing.applied is not recorded twice', async () => {
+    const stored: number[][] = [];
+    const recorded: string[] = [];
+    let fail = false;
+    const acks: string[] = [];
+    await replaceReconciler({
+      maps: { mapFor: async () => routingMapContent(maps.routes) },
+      reloads: { reloaded: async (r) => void recorded.push(r.reason) },
+      events: {
+        store: async (_node, evs) => {
+          if (fail) throw new Error('database down');
+          stored.push(evs.map((e) => e.seq));
+          return evs;
+        },
+      },
+      intervalMs: INTERVAL,
+      debounceMs: DEBOUNCE,
+    });
+    const agent = connect('n1');
+    agent.session.setCapabilities(['proxy.events']);
+    const send = agent.session.send.bind(agent.session);
+    agent.session.send = (m, ...rest) => {
+      if (m.type === 'ack') acks.push(m.ref);
+      return send(m, ...rest);
+    };
+    registry.received(agent.session, { type: 'proxy.events', id: 'e1', events: events2([0, 1]) });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(stored).toEqual([[0, 1]]);
+    expect(acks).toEqual(['e1']);
+    fail = true;
+    registry.received(agent.session, { type: 'proxy.events', id: 'e2', events: events2([2]) });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(acks).toEqual(['e1']);
+    // With the capability, routing.applied's reloaded flag records nothing: the event is the record.
+    const status = { appliedHash: 'a', reloadsTotal: 1, reloadsToday: 1, lastReloadAt: null, lastReloadReason: 'added x' };
+    registry.received(agent.session, { type: 'routing.applied', id: 'r1', ref: 'x', hash: 'a', changed: true, reloaded: true, error: null, routing: status });
+    registry.received(agent.session, { type: 'routing.applied', id: 'r2', ref: 'y', hash: 'a', changed: false, reloaded: false, error: 'PROXY_TIMEOUT: x', routing: status });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(recorded).toEqual([]);
+    expect(reconciler.forNode('n1').pushes).toMatchObject({ applied: 1, failed: 1 });
   });
 });

@@ -72,6 +72,21 @@ const EnvSchema = Type.Object({
   TETHER_PROXY_ACME_EMAIL: Type.Optional(Type.String({ pattern: '^[^\\s@]+@[^\\s@]+$', maxLength: 254 })),
   /** How often the agent checks that Caddy runs and serves the routes in place (repairs it); 0 = never. */
   TETHER_PROXY_CHECK_INTERVAL_MS: Type.Integer({ minimum: 0, maximum: 86_400_000, default: 30_000 }),
+  /** How often that check compares Caddy's whole config (repairs hand edits) instead of only its @id. */
+  TETHER_PROXY_FULL_CHECK_INTERVAL_MS: Type.Integer({ minimum: 1_000, maximum: 86_400_000, default: 600_000 }),
+  /** Canary: how often the HTTP probe goes through the proxy (and the WebSocket is re-opened when down); 0 = canary off. */
+  TETHER_CANARY_INTERVAL_MS: Type.Integer({ minimum: 0, maximum: 3_600_000, default: 10_000 }),
+  /** Canary: the port of Caddy's dedicated canary server (plain HTTP, never a certificate). */
+  TETHER_CANARY_PROXY_PORT: Type.Integer({ minimum: 1, maximum: 65_535, default: 9080 }),
+  /** Canary: host:port the agent's canary endpoint listens on. */
+  TETHER_CANARY_LISTEN: Type.String({ minLength: 3, maxLength: 300, default: '127.0.0.1:9081' }),
+  /** Canary: host:port Caddy dials to reach that endpoint; default: TETHER_CANARY_LISTEN (container mode: set it, see docs). */
+  TETHER_CANARY_UPSTREAM: Type.Optional(Type.String({ minLength: 3, maxLength: 300 })),
+  /** Canary: http://host:port where the agent reaches Caddy's canary server; default: http://127.0.0.1:<TETHER_CANARY_PROXY_PORT>. */
+  TETHER_CANARY_PROXY_URL: Type.Optional(Type.String({ pattern: '^http://' })),
+  /** Prometheus metrics and /healthz over HTTP: off when unset (0 = a free port, logged). */
+  TETHER_AGENT_METRICS_PORT: Type.Optional(Type.Integer({ minimum: 0, maximum: 65_535 })),
+  TETHER_AGENT_METRICS_HOST: Type.String({ minLength: 1, maxLength: 253, default: '127.0.0.1' }),
 });
 
 /** Every variable this app reads (docs/operations.md lists each; a test checks). */
@@ -84,6 +99,8 @@ export interface AgentConfig {
   stateDir: string;
   logLevel: string;
   overrides: { agentIdleTimeoutMs?: number; heartbeatIntervalMs?: number };
+  /** The metrics endpoint; null = off (the default). */
+  metrics: { host: string; port: number } | null;
   reconnect: { minMs: number; maxMs: number; healthySessionMs: number; connectTimeoutMs: number };
   runtime: {
     kind: 'docker' | 'none';
@@ -108,6 +125,14 @@ export interface AgentConfig {
     bindAddress: string;
     acmeEmail: string | undefined;
     checkIntervalMs: number;
+    fullCheckIntervalMs: number;
+  };
+  canary: {
+    intervalMs: number;
+    proxyPort: number;
+    listen: string;
+    upstream: string;
+    proxyUrl: string;
   };
 }
 
@@ -148,6 +173,7 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
       ...(e.TETHER_AGENT_IDLE_MS !== undefined ? { agentIdleTimeoutMs: e.TETHER_AGENT_IDLE_MS } : {}),
       ...(e.TETHER_HEARTBEAT_INTERVAL_MS !== undefined ? { heartbeatIntervalMs: e.TETHER_HEARTBEAT_INTERVAL_MS } : {}),
     },
+    metrics: e.TETHER_AGENT_METRICS_PORT === undefined ? null : { host: e.TETHER_AGENT_METRICS_HOST, port: e.TETHER_AGENT_METRICS_PORT },
     reconnect: {
       minMs: e.TETHER_RECONNECT_MIN_MS,
       maxMs: e.TETHER_RECONNECT_MAX_MS,
@@ -191,6 +217,14 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
       bindAddress: e.TETHER_PROXY_BIND_ADDRESS,
       acmeEmail: e.TETHER_PROXY_ACME_EMAIL,
       checkIntervalMs: e.TETHER_PROXY_CHECK_INTERVAL_MS,
+      fullCheckIntervalMs: e.TETHER_PROXY_FULL_CHECK_INTERVAL_MS,
+    },
+    canary: {
+      intervalMs: e.TETHER_CANARY_INTERVAL_MS,
+      proxyPort: e.TETHER_CANARY_PROXY_PORT,
+      listen: e.TETHER_CANARY_LISTEN,
+      upstream: e.TETHER_CANARY_UPSTREAM ?? e.TETHER_CANARY_LISTEN,
+      proxyUrl: e.TETHER_CANARY_PROXY_URL ?? `http://127.0.0.1:${e.TETHER_CANARY_PROXY_PORT}`,
     },
   };
 }

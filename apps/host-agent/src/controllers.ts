@@ -1,4 +1,4 @@
-import type { ContainerState, Route, RoutingStatus, RuntimeStatus, Workload } from '@tether/protocol';
+import type { CanaryDropEvent, ContainerState, ReloadEvent, Route, RoutingStatus, RuntimeStatus, Workload } from '@tether/protocol';
 
 // The seams between the agent's panel session and the two things it drives.
 // The session (connection/) only talks to these interfaces; runtime/ (Docker)
@@ -51,4 +51,12 @@ export interface RoutingController {
   apply(map: RoutingMapInput): Promise<RoutingApplyResult>;
   /** Applied hash and reload counters, for hello and every heartbeat. */
   status(): RoutingStatus;
+}
+
+/** Events the panel must record exactly once (proxy/event-journal.ts): the session sends them until ACKed. */
+export interface EventOutbox {
+  pending(): readonly (ReloadEvent | CanaryDropEvent)[];
+  /** Keys `<epoch>:<seq>` the panel stored. */
+  acknowledge(keys: Iterable<string>): Promise<void>;
+  onRecorded(listener: () => void): () => void;
 }

@@ -1,16 +1,19 @@
 import { mkdir } from 'node:fs/promises';
 import os from 'node:os';
+import path from 'node:path';
 import { pino, type Logger } from 'pino';
 import { createAgent, type Agent } from './agent.js';
 import { runMain } from '@tether/common';
 import { loadConfig, type AgentConfig } from './config.js';
 import { startHealthFile } from './health-file.js';
+import { startAgentMetrics } from './metrics/index.js';
 import type { RoutingController, WorkloadController } from './controllers.js';
 import { UnavailableWorkloads } from './null-controllers.js';
-import { createRoutingController } from './proxy/index.js';
+import { EventJournal, createRoutingController, reloadEvent } from './proxy/index.js';
 import { createDockerWorkloadController } from './runtime/index.js';
 import { createDockerClient } from './docker/docker-client.js';
 import { DockerLogSource, LogStreams } from './logs/index.js';
+import { createCanary, withCanary, type Canary } from './canary/index.js';
 
 // Reads configuration, builds the controllers the config asks for and starts the agent.
 
@@ -19,22 +22,36 @@ function controllers(
   nodeName: string,
   logger: Logger,
   agent: () => Agent | undefined,
+  journal: EventJournal | undefined,
+  canary: Canary | null,
 ): { workloads: WorkloadController; routing: RoutingController; logs?: LogStreams } {
   const workloads =
     config.runtime.kind === 'none'
       ? new UnavailableWorkloads()
       : createDockerWorkloadController(config.runtime, nodeName, {
           logger,
+          restartCountersFile: path.join(config.stateDir, 'restart-counters.json'),
           // A container that crashed past its restart budget fails its deployment, visibly, on the panel.
           onFailure: (report) => agent()?.connection.reportResult(report.deploymentId, { status: 'failed', code: report.code, reason: report.reason }),
         });
-  const routing = createRoutingController({ ...config, nodeName }, { logger });
+  const routing = createRoutingController(
+    { ...config, nodeName },
+    {
+      logger,
+      // Every reload, also those of the periodic proxy check, goes to the panel's history exactly once,
+      // and is the evidence the canary attributes its drops with.
+      onReload: (reload) => {
+        canary?.noteReload(reload);
+        void journal?.record(reloadEvent(reload));
+      },
+    },
+  );
   // Logs are read straight from Docker (not through the runtime seam): a long-lived stream per follower.
   const logs =
     config.runtime.kind === 'none'
       ? undefined
       : new LogStreams({ source: new DockerLogSource(createDockerClient(config.runtime.dockerHost), nodeName), logger, maxStreams: config.logs.maxStreams });
-  return { workloads, routing, ...(logs ? { logs } : {}) };
+  return { workloads, routing: withCanary(routing, canary), ...(logs ? { logs } : {}) };
 }
 
 runMain(
@@ -43,19 +60,25 @@ runMain(
     const logger = pino({ level: config.logLevel });
     const nodeName = config.nodeName ?? os.hostname();
     const ref: { agent?: Agent } = {};
-    const agent = createAgent({ ...config, nodeName }, { logger, ...controllers(config, nodeName, logger, () => ref.agent) });
+    const journal = config.proxy.kind === 'none' ? undefined : await EventJournal.open(path.join(config.stateDir, 'proxy-events.json'), { logger });
+    const canary = await createCanary({ ...config, nodeName }, { logger, onDrop: (event) => void journal?.record(event) });
+    const parts = controllers(config, nodeName, logger, () => ref.agent, journal, canary);
+    const agent = createAgent({ ...config, nodeName }, { logger, ...parts, ...(journal ? { events: journal } : {}) });
     ref.agent = agent;
     logger.info({ panel: config.panelUrl, node: nodeName, runtime: config.runtime.kind, proxy: config.proxy.kind }, 'tether agent starting');
     await mkdir(config.stateDir, { recursive: true });
     const session: { id: string | null } = { id: null };
     agent.connection.on('ready', ({ sessionId }) => (session.id = sessionId));
     agent.connection.on('closed', () => (session.id = null));
-    const stopHealth = startHealthFile(config.stateDir, () => ({ connection: agent.connection.state, sessionId: session.id }));
+    const health = () => ({ connection: agent.connection.state, sessionId: session.id });
+    const stopHealth = startHealthFile(config.stateDir, health);
+    const metrics = config.metrics ? await startAgentMetrics(config.metrics, agent, parts.routing, health, logger) : undefined;
     await agent.start();
     return {
       async stop(signal) {
         logger.info({ signal }, 'agent stopping');
         stopHealth();
+        await metrics?.close();
         await agent.stop();
       },
     };

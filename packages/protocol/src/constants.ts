@@ -40,6 +40,8 @@ export const ACKED_MESSAGE_TYPES = Object.freeze(['deploy', 'workloads', 'routin
  * talk; an unknown name is ignored.
  */
 export const CAPABILITIES = Object.freeze({
+  /** Reload and canary-drop events in their own `proxy.events` message, ACKed once stored. */
+  PROXY_EVENTS: 'proxy.events',
   /** Container logs over the session: `logs.open`/`logs.credit`/`logs.close` (panel → agent), `logs.chunk`/`logs.end` (agent → panel). */
   LOGS: 'logs',
 } as const);

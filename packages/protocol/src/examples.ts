@@ -1,4 +1,4 @@
-import { DEFAULT_TIMING, PROTOCOL_VERSION } from './constants.js';
+import { CAPABILITIES, DEFAULT_TIMING, PROTOCOL_VERSION } from './constants.js';
 import type { ContainerState, Message, MessageType, RoutingStatus, Workload } from './messages.js';
 import { routingHash, serviceUpstream } from './routing.js';
 
@@ -25,6 +25,22 @@ const routing: RoutingStatus = {
   lastReloadReason: 'added shop.example.com',
 };
 
+/** What an agent with a canary reports (the optional parts of RoutingStatus). */
+const routingWithCanary: RoutingStatus = {
+  ...routing,
+  reloadKinds: { initial: 1, repairEmpty: 1, change: 1, repairDrift: 0 },
+  canary: {
+    connected: true,
+    dropsToday: 1,
+    dropsTotal: 2,
+    causesTotal: { reload: 1, proxyRestarted: 1, proxyUnreachable: 0, unexplained: 0 },
+    causesToday: { reload: 1, proxyRestarted: 0, proxyUnreachable: 0, unexplained: 0 },
+    lastDropAt: '2026-11-29T09:55:12.004Z',
+    lastDropCause: 'reload: added shop.example.com',
+    httpFailuresTotal: 0,
+  },
+};
+
 const workload: Workload = {
   serviceId: 'svc_01',
   serviceName: 'web',
@@ -47,7 +63,7 @@ export const EXAMPLE_MESSAGES: { [K in MessageType]: Extract<Message, { type: K 
     containers: [container],
     runtime: { available: true, error: null },
     routing,
-    capabilities: ['logs'],
+    capabilities: [CAPABILITIES.PROXY_EVENTS, CAPABILITIES.LOGS],
   },
   welcome: {
     type: 'welcome',
@@ -56,7 +72,7 @@ export const EXAMPLE_MESSAGES: { [K in MessageType]: Extract<Message, { type: K 
     sessionId: 'ses_4kq9',
     nodeId: 'node_01',
     timing: { ...DEFAULT_TIMING },
-    capabilities: ['logs'],
+    capabilities: [CAPABILITIES.PROXY_EVENTS, CAPABILITIES.LOGS],
   },
   heartbeat: {
     type: 'heartbeat',
@@ -64,7 +80,7 @@ export const EXAMPLE_MESSAGES: { [K in MessageType]: Extract<Message, { type: K 
     seq: 17,
     containers: [container],
     runtime: { available: true, error: null },
-    routing,
+    routing: routingWithCanary,
   },
   ping: { type: 'ping', id: 'p-2' },
   pong: { type: 'pong', id: 'a-3', ref: 'p-2' },
@@ -89,6 +105,32 @@ export const EXAMPLE_MESSAGES: { [K in MessageType]: Extract<Message, { type: K 
     reloaded: false,
     error: null,
     routing,
+  },
+  'proxy.events': {
+    type: 'proxy.events',
+    id: 'a-7',
+    events: [
+      {
+        event: 'reload',
+        epoch: 1764409000000,
+        seq: 4,
+        at: '2026-11-29T09:55:12.000Z',
+        kind: 'change',
+        hashBefore: 'f01d2c7a',
+        hashAfter: 'a3c9e0f4',
+        reason: 'added shop.example.com',
+      },
+      {
+        event: 'canary.drop',
+        epoch: 1764409000000,
+        seq: 5,
+        at: '2026-11-29T09:55:12.004Z',
+        cause: 'reload',
+        reloadReason: 'added shop.example.com',
+        closeCode: 1001,
+        reconnectMs: 212,
+      },
+    ],
   },
   'logs.open': { type: 'logs.open', id: 'p-7', streamId: 'log_1', serviceId: 'svc_01', tail: 100, since: null, follow: true, credit: 262_144 },
   'logs.credit': { type: 'logs.credit', id: 'p-8', streamId: 'log_1', bytes: 65_536 },

@@ -81,12 +81,40 @@ export const RuntimeStatus = Type.Object({
 });
 export type RuntimeStatus = Static<typeof RuntimeStatus>;
 
+/** Reloads since the agent's state began, per kind (see `ReloadKind`). */
+export const ReloadKindCounts = Type.Object({ initial: Count, repairEmpty: Count, change: Count, repairDrift: Count });
+export type ReloadKindCounts = Static<typeof ReloadKindCounts>;
+
+/** Canary drops per cause (see `CanaryDropCause`). */
+export const CanaryDropCounts = Type.Object({ reload: Count, proxyRestarted: Count, proxyUnreachable: Count, unexplained: Count });
+export type CanaryDropCounts = Static<typeof CanaryDropCounts>;
+
+/** What the agent's canary connection through its own proxy saw (absent when the canary is off). */
+export const CanaryStatus = Type.Object({
+  /** The canary WebSocket is open through the proxy now. */
+  connected: Type.Boolean(),
+  dropsToday: Count,
+  dropsTotal: Count,
+  /** Since the agent's state began, per cause; `today` for the current UTC day. */
+  causesTotal: CanaryDropCounts,
+  causesToday: CanaryDropCounts,
+  lastDropAt: Nullable(Timestamp),
+  lastDropCause: NullableText,
+  /** HTTP probes through the proxy that failed, since the agent's state began. */
+  httpFailuresTotal: Count,
+});
+export type CanaryStatus = Static<typeof CanaryStatus>;
+
 export const RoutingStatus = Type.Object({
   appliedHash: Nullable(Hash),
+  /** Every reload, whatever its kind. */
   reloadsTotal: Count,
+  /** Disruptive reloads (`change`, `repair-drift`) this UTC day. */
   reloadsToday: Count,
   lastReloadAt: Nullable(Timestamp),
   lastReloadReason: NullableText,
+  reloadKinds: Type.Optional(ReloadKindCounts),
+  canary: Type.Optional(CanaryStatus),
 });
 export type RoutingStatus = Static<typeof RoutingStatus>;
 
@@ -291,6 +319,50 @@ export const LogsEnd = Type.Object({
 });
 export type LogsEnd = Static<typeof LogsEnd>;
 
+export const ReloadKind = Type.Union([Type.Literal('initial'), Type.Literal('repair-empty'), Type.Literal('change'), Type.Literal('repair-drift')]);
+export type ReloadKind = Static<typeof ReloadKind>;
+export const CanaryDropCause = Type.Union([
+  Type.Literal('reload'),
+  Type.Literal('proxy-restarted'),
+  Type.Literal('proxy-unreachable'),
+  Type.Literal('unexplained'),
+]);
+export type CanaryDropCause = Static<typeof CanaryDropCause>;
+
+/** An event's key: the agent's boot epoch (ms since 1970 when that agent process started) and its sequence number in that boot. */
+const EventKey = { epoch: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }), seq: Count, at: Timestamp };
+
+export const ReloadEvent = Type.Object({
+  ...EventKey,
+  event: Type.Literal('reload'),
+  kind: ReloadKind,
+  hashBefore: Nullable(Hash),
+  hashAfter: Hash,
+  reason: Text,
+});
+export type ReloadEvent = Static<typeof ReloadEvent>;
+
+export const CanaryDropEvent = Type.Object({
+  ...EventKey,
+  event: Type.Literal('canary.drop'),
+  cause: CanaryDropCause,
+  /** The reason of the reload the drop is attributed to (cause `reload`). */
+  reloadReason: NullableText,
+  /** The WebSocket close code the canary saw (1006: closed without a close frame); null when the HTTP probe failed. */
+  closeCode: Nullable(Type.Integer({ minimum: 0, maximum: 4999 })),
+  /** Time from the drop until the canary was through again; null while it is not. */
+  reconnectMs: Nullable(Type.Integer({ minimum: 0 })),
+});
+export type CanaryDropEvent = Static<typeof CanaryDropEvent>;
+
+/** agent → panel, capability `proxy.events`: events to record exactly once; the panel ACKs once they are stored. */
+export const ProxyEvents = Type.Object({
+  type: Type.Literal('proxy.events'),
+  id: Id,
+  events: Type.Array(Type.Union([ReloadEvent, CanaryDropEvent]), { minItems: 1, maxItems: 500 }),
+});
+export type ProxyEvents = Static<typeof ProxyEvents>;
+
 export const ErrorMessage = Type.Object({
   type: Type.Literal('error'),
   id: Id,
@@ -313,6 +385,7 @@ export const MESSAGE_SCHEMAS = {
   'deploy.result': DeployResult,
   'routing.map': RoutingMap,
   'routing.applied': RoutingApplied,
+  'proxy.events': ProxyEvents,
   'logs.open': LogsOpen,
   'logs.credit': LogsCredit,
   'logs.close': LogsClose,
@@ -329,6 +402,6 @@ export type Message = { [K in MessageType]: Static<(typeof MESSAGE_SCHEMAS)[K]> 
 export type MessageOf<T extends MessageType> = Extract<Message, { type: T }>;
 
 /** Messages the agent sends and the panel receives. */
-export type AgentMessage = MessageOf<'hello' | 'heartbeat' | 'pong' | 'ack' | 'deploy.result' | 'routing.applied' | 'logs.chunk' | 'logs.end' | 'error'>;
+export type AgentMessage = MessageOf<'hello' | 'heartbeat' | 'pong' | 'ack' | 'deploy.result' | 'routing.applied' | 'proxy.events' | 'logs.chunk' | 'logs.end' | 'error'>;
 /** Messages the panel sends and the agent receives. */
 export type PanelMessage = MessageOf<'welcome' | 'ping' | 'deploy' | 'workloads' | 'routing.map' | 'logs.open' | 'logs.credit' | 'logs.close' | 'ack' | 'error'>;

@@ -7,6 +7,17 @@ import type { Route } from './messages.js';
  * names it as the upstream in routing maps. Both depend only on the service id,
  * so a redeploy never changes routing.
  */
+/**
+ * Host names Tether keeps for itself (the agents' canary, docs/operations.md
+ * "Canary"): the panel refuses a customer route for this domain or any under it.
+ */
+export const RESERVED_HOST_SUFFIX = 'tether.internal';
+
+export function isReservedHost(domain: string): boolean {
+  const d = domain.toLowerCase().replace(/\.$/, '');
+  return d === RESERVED_HOST_SUFFIX || d.endsWith(`.${RESERVED_HOST_SUFFIX}`);
+}
+
 export function serviceUpstreamHost(serviceId: string): string {
   return `svc-${serviceId.toLowerCase().replace(/[^a-z0-9-]/g, '-')}`;
 }

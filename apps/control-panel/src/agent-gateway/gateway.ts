@@ -34,10 +34,9 @@ export interface GatewayOptions {
   timing: Timing & { helloTimeoutMs: number; sendBufferLimitBytes: number };
 }
 
-const AGENT_TYPES = new Set(['heartbeat', 'pong', 'ack', 'deploy.result', 'routing.applied', 'logs.chunk', 'logs.end', 'error']);
-
-/** Optional protocol features this panel speaks; welcome confirms those the agent's hello named too. */
-const PANEL_CAPABILITIES: ReadonlySet<string> = new Set([CAPABILITIES.LOGS]);
+const AGENT_TYPES = new Set(['heartbeat', 'pong', 'ack', 'deploy.result', 'routing.applied', 'proxy.events', 'logs.chunk', 'logs.end', 'error']);
+/** Optional protocol features this panel speaks (docs/protocol.md, "Capabilities"). */
+const PANEL_CAPABILITIES: ReadonlySet<string> = new Set(Object.values(CAPABILITIES));
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -100,10 +99,18 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
         if (hello.node !== node.name) log.warn({ reported: hello.node }, 'hello names another node than the token; the token decides');
         session = new AgentSession(socket, node.id, node.name, peer, hello.agentVersion, sessionTiming, opts.registry.onTeardown);
         session.recordHello(hello.containers, hello.runtime, hello.routing);
-        // An agent that named no capabilities (an older release) gets the welcome it knows.
-        const agreed = hello.capabilities?.filter((c) => PANEL_CAPABILITIES.has(c));
-        session.capabilities = new Set(agreed);
-        session.send({ type: 'welcome', id: nextId(), ref: hello.id, sessionId: session.id, nodeId: node.id, timing: welcomeTiming, ...(agreed ? { capabilities: agreed } : {}) });
+        // Agents without the list (older ones) get none and no `capabilities` field, as before.
+        const capabilities = hello.capabilities ? [...new Set(hello.capabilities)].filter((c) => PANEL_CAPABILITIES.has(c)) : null;
+        session.setCapabilities(capabilities ?? []);
+        session.send({
+          type: 'welcome',
+          id: nextId(),
+          ref: hello.id,
+          sessionId: session.id,
+          nodeId: node.id,
+          timing: welcomeTiming,
+          ...(capabilities ? { capabilities } : {}),
+        });
         opts.registry.open(session);
       };
 
@@ -125,7 +132,7 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
           return protocolError(`first frame must be hello, got ${message.type}`);
         }
         if (session.closed) return;
-        if (!AGENT_TYPES.has(message.type)) {
+        if (!AGENT_TYPES.has(message.type) || (message.type === 'proxy.events' && !session.hasCapability(CAPABILITIES.PROXY_EVENTS))) {
           const streak = session.recordInvalid();
           reject(socket, { code: FRAME_ERROR_CODES.UNEXPECTED_MESSAGE, message: `${message.type} is not accepted from an agent here`, ref: message.id });
           if (streak >= MAX_INVALID_STREAK) protocolError(`${streak} invalid frames in a row`);

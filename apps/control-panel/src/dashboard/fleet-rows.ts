@@ -69,25 +69,24 @@ export function fleetRow(node: DirectoryNode, dir: DirectorySnapshot, src: RowSo
   };
 }
 
-/** Every node's row, in the directory's order; nodes connected but not yet in the directory are added. */
-export function fleetRows(dir: DirectorySnapshot, src: RowSources): FleetRow[] {
+/**
+ * Every node's row, in the directory's order, then the nodes the directory
+ * has not read yet but a session showed (`seen`: a node that connected while
+ * the database was slow or down must not vanish from the page when its
+ * session ends). `seen` loses the nodes the directory now has.
+ */
+export function fleetRows(dir: DirectorySnapshot, src: RowSources, seen: Map<string, DirectoryNode>): FleetRow[] {
   const rows = dir.nodes.map((n) => fleetRow(n, dir, src));
-  if (src.registry.size > 0) {
-    const known = new Set(dir.nodes.map((n) => n.id));
-    for (const session of src.registry.list()) {
-      if (known.has(session.nodeId)) continue;
-      const node: DirectoryNode = {
-        id: session.nodeId,
-        name: session.nodeName,
-        decommissioned: false,
-        lastSeenAt: null,
-        unreachableSince: null,
-        lastTeardownAt: null,
-        lastTeardownReason: null,
-        lastCloseCode: null,
-      };
-      rows.push(fleetRow(node, dir, src));
+  if (seen.size > 0) {
+    for (const [id, node] of seen) {
+      if (dir.byId.has(id)) seen.delete(id);
+      else rows.push(fleetRow(node, dir, src));
     }
   }
   return rows;
+}
+
+/** A node as a session shows it, before the directory has read it. */
+export function seenNode(id: string, name: string): DirectoryNode {
+  return { id, name, decommissioned: false, lastSeenAt: null, unreachableSince: null, lastTeardownAt: null, lastTeardownReason: null, lastCloseCode: null };
 }

@@ -6,8 +6,8 @@ import type { RoutingView } from '../routing/routing-reconciler.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import { CookieSessions } from './cookie-session.js';
 import { FleetFeed } from './fleet-feed.js';
-import { fleetRows, type FleetRow, type RowSources } from './fleet-rows.js';
-import { NodeDirectory } from './node-directory.js';
+import { fleetRows, seenNode, type FleetRow, type RowSources } from './fleet-rows.js';
+import { NodeDirectory, type DirectoryNode } from './node-directory.js';
 import { OperatorTokens } from './operator-tokens.js';
 
 // Session health for people and for Prometheus, made in one place: the node
@@ -44,15 +44,20 @@ export function createFleet(deps: {
   const publicUrl = config.publicUrl ?? `http://${config.host}:${config.port}`;
   const cookies = new CookieSessions({ secret: d.secret, ttlMs: d.cookieTtlMs, secure: publicUrl.startsWith('https:') });
   const sources: RowSources = { registry: deps.registry, routing: deps.routing, heartbeatMs: config.sessions.heartbeatIntervalMs };
+  const seen = new Map<string, DirectoryNode>();
   let cached: { at: number; rows: FleetRow[] } | null = null;
   const rows = () => {
     const now = Date.now();
-    if (!cached || now - cached.at >= ROWS_CACHE_MS) cached = { at: now, rows: fleetRows(directory.snapshot, sources) };
+    if (!cached || now - cached.at >= ROWS_CACHE_MS) cached = { at: now, rows: fleetRows(directory.snapshot, sources, seen) };
     return cached.rows;
   };
   // Sessions opening and closing change rows at once; the cache must not hide that from the next batch.
   const invalidate = () => {
     cached = null;
+  };
+  const opened = (session: { nodeId: string; nodeName: string }) => {
+    if (!directory.snapshot.byId.has(session.nodeId)) seen.set(session.nodeId, seenNode(session.nodeId, session.nodeName));
+    invalidate();
   };
   const feed = new FleetFeed({
     rows,
@@ -69,17 +74,18 @@ export function createFleet(deps: {
     sources,
     rows,
     start() {
-      deps.registry.on('opened', invalidate);
+      deps.registry.on('opened', opened);
       deps.registry.on('closed', invalidate);
       directory.start();
       tokens.start();
     },
     async stop() {
-      deps.registry.off('opened', invalidate);
+      deps.registry.off('opened', opened);
       deps.registry.off('closed', invalidate);
       await feed.stop();
-      await directory.stop();
-      await tokens.stop();
+      // A read hanging on a database that does not answer must not hold the panel's shutdown beyond the page's deadline.
+      const bound = new Promise<void>((resolve) => setTimeout(resolve, d.dbDeadlineMs).unref());
+      await Promise.race([Promise.all([directory.stop(), tokens.stop()]), bound]);
     },
   };
 }

@@ -32,6 +32,8 @@ export interface DesiredService {
 export interface DirectorySnapshot {
   /** Sorted by name. */
   nodes: DirectoryNode[];
+  /** The same nodes by id. */
+  byId: Map<string, DirectoryNode>;
   /** Per node: the services it should run (placed there, with a delivered or running deployment there). */
   services: Map<string, DesiredService[]>;
   /** Per node: sessions killed by a missing ACK in the last 24 h (ACK-timeout session events). */
@@ -40,7 +42,7 @@ export interface DirectorySnapshot {
   at: number;
 }
 
-const EMPTY: DirectorySnapshot = { nodes: [], services: new Map(), missedAcks24h: new Map(), at: 0 };
+const EMPTY: DirectorySnapshot = { nodes: [], byId: new Map(), services: new Map(), missedAcks24h: new Map(), at: 0 };
 
 export class NodeDirectory {
   private current: DirectorySnapshot = EMPTY;
@@ -72,7 +74,7 @@ export class NodeDirectory {
   }
 
   async refresh(): Promise<void> {
-    const [nodes, lastCloses, services, acks] = await Promise.all([
+    const [nodes, services, acks] = await Promise.all([
       this.prisma.node.findMany({
         orderBy: { name: 'asc' },
         select: {
@@ -85,11 +87,6 @@ export class NodeDirectory {
           lastTeardownReason: true,
         },
       }),
-      // The close code of each node's last real teardown (superseded closes leave the node reachable).
-      this.prisma.$queryRaw<{ node_id: string; close_code: number | null }[]>`
-        SELECT DISTINCT ON (node_id) node_id, close_code FROM session_events
-        WHERE kind = 'closed' AND close_code IS DISTINCT FROM ${CLOSE_CODES.SUPERSEDED}
-        ORDER BY node_id, at DESC, id DESC`,
       this.prisma.$queryRaw<{ id: string; name: string; node_id: string; replicas: number }[]>`
         SELECT s.id, s.name, s.node_id, s.replicas FROM services s
         WHERE EXISTS (SELECT 1 FROM deployments d WHERE d.service_id = s.id AND d.node_id = s.node_id AND d.status IN ('delivered', 'running'))
@@ -99,15 +96,30 @@ export class NodeDirectory {
         WHERE kind = 'closed' AND close_code = ${CLOSE_CODES.ACK_TIMEOUT} AND at > now() - interval '24 hours'
         GROUP BY node_id`,
     ]);
-    const codes = new Map(lastCloses.map((r) => [r.node_id, r.close_code]));
+    // The close code of each node's last real teardown (superseded closes leave the node reachable): read
+    // for every node once, then only for nodes whose teardown time moved (by node id, on the (node_id, at) index).
+    const previous = this.current.byId;
+    const changed = nodes.filter((n) => {
+      const before = previous.get(n.id);
+      return !before || before.lastTeardownAt !== (n.lastTeardownAt?.getTime() ?? null);
+    });
+    const codes = new Map<string, number | null>();
+    for (const n of previous.values()) codes.set(n.id, n.lastCloseCode);
+    if (changed.length > 0) {
+      const lastCloses = await this.prisma.$queryRaw<{ node_id: string; close_code: number | null }[]>`
+        SELECT DISTINCT ON (node_id) node_id, close_code FROM session_events
+        WHERE node_id = ANY(${changed.map((n) => n.id)}::text[]) AND kind = 'closed' AND close_code IS DISTINCT FROM ${CLOSE_CODES.SUPERSEDED}
+        ORDER BY node_id, at DESC, id DESC`;
+      for (const n of changed) codes.set(n.id, null);
+      for (const r of lastCloses) codes.set(r.node_id, r.close_code);
+    }
     const byNode = new Map<string, DesiredService[]>();
     for (const s of services) {
       const list = byNode.get(s.node_id) ?? [];
       list.push({ id: s.id, name: s.name, replicas: s.replicas });
       byNode.set(s.node_id, list);
     }
-    this.current = {
-      nodes: nodes.map((n) => ({
+    const list: DirectoryNode[] = nodes.map((n) => ({
         id: n.id,
         name: n.name,
         decommissioned: n.decommissioned,
@@ -116,7 +128,10 @@ export class NodeDirectory {
         lastTeardownAt: n.lastTeardownAt?.getTime() ?? null,
         lastTeardownReason: n.lastTeardownReason,
         lastCloseCode: codes.get(n.id) ?? null,
-      })),
+      }));
+    this.current = {
+      nodes: list,
+      byId: new Map(list.map((n) => [n.id, n])),
       services: byNode,
       missedAcks24h: new Map(acks.map((r) => [r.node_id, r.n])),
       at: Date.now(),

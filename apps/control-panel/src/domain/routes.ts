@@ -1,3 +1,4 @@
+import { isReservedHost, RESERVED_HOST_SUFFIX } from '@tether/protocol';
 import { AppError } from '../errors.js';
 import type { Route } from '../generated/prisma/client.js';
 import { teamScope, type AuthContext } from './access.js';
@@ -28,6 +29,8 @@ export async function attachRoute(
   input: { domain: string; serviceId: string; pathPrefix?: string },
 ) {
   const domain = assertDomain(input.domain);
+  // The agents' canary answers under this suffix on every host; a customer route there would be confusing at best.
+  if (isReservedHost(domain)) throw new AppError('RESERVED_DOMAIN', `${domain} is reserved for Tether's own use (${RESERVED_HOST_SUFFIX} and names under it)`);
   const { route, nodeId } = await prisma.$transaction(async (tx) => {
     const visible = await tx.service.findFirst({ where: { id: input.serviceId, ...teamScope(auth) }, select: { id: true } });
     // FOR SHARE: a concurrent move of the service waits, so nodeId below is where the route really points.

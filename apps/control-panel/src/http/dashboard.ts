@@ -20,6 +20,8 @@ export interface DashboardOptions {
   fleet: Fleet;
   /** The panel's public URL (an allowed Origin besides the request's own host). */
   publicUrl: string | undefined;
+  /** How long the page's database reads may take (TETHER_DASHBOARD_DB_DEADLINE_MS). */
+  dbDeadlineMs: number;
   /** Where the built page is; the dashboard package's dist when absent. */
   distDir?: string;
 }
@@ -51,11 +53,23 @@ declare module 'fastify' {
   }
 }
 
+/** Database reads of the page wait `ms`, then answer NOT_READY (the live rows need no database). */
+function deadline(ms: number) {
+  return <T>(work: Promise<T>, what: string): Promise<T> => {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new AppError('NOT_READY', `the database did not answer within ${ms} ms (${what})`)), ms);
+    });
+    return Promise.race([work, late]).finally(() => clearTimeout(timer));
+  };
+}
+
 const SignInBody = Type.Object({ token: Type.String({ minLength: 1, maxLength: 512 }) }, { additionalProperties: false });
 const NodeParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
 
 export const dashboardRoutes: FastifyPluginAsync<DashboardOptions> = async (app, opts) => {
   const { fleet, prisma } = opts;
+  const withinDeadline = deadline(opts.dbDeadlineMs);
   const files = loadStaticFiles(opts.distDir ?? dashboardDist());
   const allowedOrigins = new Set<string>();
   if (opts.publicUrl) allowedOrigins.add(new URL(opts.publicUrl).origin);
@@ -107,10 +121,14 @@ export const dashboardRoutes: FastifyPluginAsync<DashboardOptions> = async (app,
     let tokenId = fleet.tokens.idOf(hash);
     if (!tokenId) {
       // Not in the cached list: a token made since the last refresh, or one that may not sign in.
-      const [token, node] = await Promise.all([
-        prisma.apiToken.findUnique({ where: { tokenHash: hash }, select: { id: true, role: true, revokedAt: true } }),
-        prisma.node.findUnique({ where: { tokenHash: hash }, select: { id: true } }),
-      ]).catch((err: unknown) => {
+      const [token, node] = await withinDeadline(
+        Promise.all([
+          prisma.apiToken.findUnique({ where: { tokenHash: hash }, select: { id: true, role: true, revokedAt: true } }),
+          prisma.node.findUnique({ where: { tokenHash: hash }, select: { id: true } }),
+        ]),
+        'checking a token that is not in the cached list',
+      ).catch((err: unknown) => {
+        if (err instanceof AppError) throw err;
         throw new AppError('NOT_READY', `cannot check the token now: ${(err as Error).message}`);
       });
       if (node) throw new AppError('FORBIDDEN', 'node tokens cannot sign in to the dashboard');
@@ -168,14 +186,13 @@ export const dashboardRoutes: FastifyPluginAsync<DashboardOptions> = async (app,
     { schema: { hide: true, params: NodeParams }, onRequest: requireCookie },
     async (request) => {
       const id = request.params.id;
-      const snapshot = fleet.directory.snapshot;
-      let node = snapshot.nodes.find((n) => n.id === id);
+      let node = fleet.directory.snapshot.byId.get(id);
       if (!node) {
-        await fleet.directory.trigger();
-        node = fleet.directory.snapshot.nodes.find((n) => n.id === id);
+        await withinDeadline(fleet.directory.trigger(), 'reading nodes');
+        node = fleet.directory.snapshot.byId.get(id);
       }
       if (!node) throw new AppError('NOT_FOUND', `no node ${id}`);
-      const [sessions, reloads, services] = await Promise.all([
+      const [sessions, reloads, services] = await withinDeadline(Promise.all([
         prisma.sessionEvent.findMany({ where: { nodeId: id }, orderBy: [{ at: 'desc' }, { id: 'desc' }], take: 100 }),
         prisma.reloadEvent.findMany({ where: { nodeId: id }, orderBy: [{ at: 'desc' }, { id: 'desc' }], take: 50 }),
         prisma.service.findMany({
@@ -183,7 +200,7 @@ export const dashboardRoutes: FastifyPluginAsync<DashboardOptions> = async (app,
           orderBy: { name: 'asc' },
           select: { id: true, name: true, teamId: true, replicas: true, node: { select: { id: true, name: true, unreachableSince: true, lastTeardownReason: true } } },
         }),
-      ]);
+      ]), 'reading the node\'s history');
       const now = Date.now();
       return {
         now,

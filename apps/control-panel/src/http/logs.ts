@@ -82,7 +82,7 @@ export const logRoutes: FastifyPluginAsyncTypebox<LogRoutesOptions> = async (app
       }
       const session = registry.get(service.nodeId);
       if (!session) throw new AppError('NODE_UNREACHABLE', `node ${service.node.name} has no live session; its logs are unreachable until it rejoins`);
-      if (!session.capabilities.has(CAPABILITIES.LOGS)) {
+      if (!session.hasCapability(CAPABILITIES.LOGS)) {
         throw new AppError('LOGS_NOT_SUPPORTED', `the agent on node ${service.node.name} (version ${session.agentVersion}) does not stream logs`);
       }
       const follow = request.query.follow === '1' || request.query.follow === 'true';

@@ -8,6 +8,22 @@ import { IdParams, NullableTimestamp, Timestamp, authErrors, security } from './
 import type { RoutingView } from '../routing/routing-reconciler.js';
 
 const NullableString = Nullable(Type.String());
+const NullableInt = Nullable(Type.Integer());
+const Counts = (keys: string[]) => Type.Object(Object.fromEntries(keys.map((k) => [k, Type.Integer()])));
+const KindCounts = Nullable(Counts(['initial', 'repairEmpty', 'change', 'repairDrift']));
+const CauseCounts = Counts(['reload', 'proxyRestarted', 'proxyUnreachable', 'unexplained']);
+const Canary = Nullable(
+  Type.Object({
+    connected: Type.Boolean(),
+    dropsToday: Type.Integer(),
+    dropsTotal: Type.Integer(),
+    causesTotal: CauseCounts,
+    causesToday: CauseCounts,
+    lastDropAt: NullableString,
+    lastDropCause: NullableString,
+    httpFailuresTotal: Type.Integer(),
+  }),
+);
 
 const ReloadList = Type.Object({
   nodeId: Type.String(),
@@ -19,8 +35,19 @@ const ReloadList = Type.Object({
     reloadsTotal: Type.Integer(),
     lastReloadAt: NullableTimestamp,
     lastReloadReason: NullableString,
+    reloadKinds: KindCounts,
+    canary: Canary,
+    pushes: Counts(['sent', 'applied', 'failed']),
   }),
-  reloads: Type.Array(Type.Object({ at: Timestamp, hashBefore: NullableString, hashAfter: Type.String(), reason: Type.String() })),
+  reloads: Type.Array(Type.Object({ at: Timestamp, kind: Type.String(), hashBefore: NullableString, hashAfter: Type.String(), reason: Type.String() })),
+});
+
+const DropList = Type.Object({
+  nodeId: Type.String(),
+  canary: Canary,
+  drops: Type.Array(
+    Type.Object({ at: Timestamp, cause: Type.String(), reloadReason: NullableString, closeCode: NullableInt, reconnectMs: NullableInt }),
+  ),
 });
 
 const Query = Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 50 })) }, { additionalProperties: false });
@@ -51,7 +78,36 @@ export const reloadRoutes: FastifyPluginAsync<{ prisma: Db; routing: RoutingView
       return {
         nodeId: node.id,
         routing: opts.routing.forNode(node.id),
-        reloads: rows.map((r) => ({ at: r.at.toISOString(), hashBefore: r.hashBefore, hashAfter: r.hashAfter, reason: r.reason })),
+        reloads: rows.map((r) => ({ at: r.at.toISOString(), kind: r.kind, hashBefore: r.hashBefore, hashAfter: r.hashAfter, reason: r.reason })),
+      };
+    },
+  );
+
+  app.get<{ Params: { id: string }; Querystring: { limit?: number } }>(
+    '/nodes/:id/canary-drops',
+    {
+      onRequest: requireOperator,
+      schema: {
+        tags: ['sessions'],
+        summary: "Drops of the node's canary connection through its own proxy (newest first), each with its cause",
+        security,
+        params: IdParams,
+        querystring: Query,
+        response: { 200: DropList, ...authErrors(403, 404) },
+      },
+    },
+    async (request) => {
+      const node = await opts.prisma.node.findUnique({ where: { id: request.params.id }, select: { id: true } });
+      if (!node) throw new AppError('NOT_FOUND', `no node ${request.params.id}`);
+      const rows = await opts.prisma.canaryDrop.findMany({
+        where: { nodeId: node.id },
+        orderBy: [{ at: 'desc' }, { id: 'desc' }],
+        take: request.query.limit ?? 50,
+      });
+      return {
+        nodeId: node.id,
+        canary: opts.routing.forNode(node.id).canary,
+        drops: rows.map((r) => ({ at: r.at.toISOString(), cause: r.cause, reloadReason: r.reloadReason, closeCode: r.closeCode, reconnectMs: r.reconnectMs })),
       };
     },
   );

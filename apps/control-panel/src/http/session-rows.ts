@@ -14,7 +14,10 @@ export interface NodeRecord {
   lastTeardownReason: string | null;
 }
 
-export function sessionRow(node: NodeRecord, registry: SessionRegistry, routing: RoutingView, now: number) {
+/** Sessions of a node killed by a missing ACK in the last 24 h (from session events; the session's own counter dies with it). */
+export type MissedAcks24h = (nodeId: string) => number;
+
+export function sessionRow(node: NodeRecord, registry: SessionRegistry, routing: RoutingView, now: number, missedAcks24h: MissedAcks24h) {
   const session = node.decommissioned ? undefined : registry.get(node.id);
   const teardown = registry.lastTeardown(node.id);
   const lastTeardown = teardown
@@ -44,12 +47,24 @@ export function sessionRow(node: NodeRecord, registry: SessionRegistry, routing:
     pingsSent: session?.pingsSent ?? 0,
     pongs: session?.pongs ?? 0,
     missedAcks: session?.missedAcks ?? 0,
+    missedAcks24h: missedAcks24h(node.id),
     invalidFrames: session?.invalidFrames ?? 0,
     runtime: session?.report?.runtime ?? null,
     unreachableSince: state === 'unreachable' ? (teardown ? new Date(teardown.at).toISOString() : (node.unreachableSince?.toISOString() ?? null)) : null,
     lastSeenAt: session ? new Date(session.lastFrameAt).toISOString() : (node.lastSeenAt?.toISOString() ?? null),
     routing: { desiredHash: r.desiredHash, appliedHash: r.appliedHash, drifting: r.drifting },
-    reloads: { today: r.reloadsToday, total: r.reloadsTotal, lastAt: r.lastReloadAt, lastReason: r.lastReloadReason },
+    reloads: { today: r.reloadsToday, total: r.reloadsTotal, lastAt: r.lastReloadAt, lastReason: r.lastReloadReason, kinds: r.reloadKinds },
+    canary: r.canary
+      ? {
+          connected: r.canary.connected,
+          dropsToday: r.canary.dropsToday,
+          dropsTotal: r.canary.dropsTotal,
+          causesToday: r.canary.causesToday,
+          lastDropAt: r.canary.lastDropAt,
+          lastDropCause: r.canary.lastDropCause,
+        }
+      : null,
+    pushes: r.pushes,
     lastTeardown,
   };
 }

@@ -22,12 +22,27 @@ export const SessionRow = Type.Object({
   pingsSent: Type.Integer(),
   pongs: Type.Integer(),
   missedAcks: Type.Integer(),
+  missedAcks24h: Type.Integer(),
   invalidFrames: Type.Integer(),
   runtime: Nullable(Type.Object({ available: Type.Boolean(), error: NullableString })),
   unreachableSince: NullableTimestamp,
   lastSeenAt: NullableTimestamp,
   routing: Type.Object({ desiredHash: NullableString, appliedHash: NullableString, drifting: Type.Boolean() }),
-  reloads: Type.Object({ today: Type.Integer(), total: Type.Integer(), lastAt: NullableString, lastReason: NullableString }),
+  reloads: Type.Object({
+    today: Type.Integer(),
+    total: Type.Integer(),
+    lastAt: NullableString,
+    lastReason: NullableString,
+    /** Per kind (initial, repairEmpty, change, repairDrift); null for agents that do not report them. */
+    kinds: Type.Union([Type.Record(Type.String(), Type.Integer()), Type.Null()]),
+  }),
+  /** The agent's canary through its own proxy: drops today and since start, by cause; null when off. */
+  canary: Type.Union([
+    Type.Object({ connected: Type.Boolean(), dropsToday: Type.Integer(), dropsTotal: Type.Integer(), causesToday: Type.Record(Type.String(), Type.Integer()), lastDropAt: NullableString, lastDropCause: NullableString }),
+    Type.Null(),
+  ]),
+  /** Routing maps pushed to the node since this panel started. */
+  pushes: Type.Object({ sent: Type.Integer(), applied: Type.Integer(), failed: Type.Integer() }),
   lastTeardown: Nullable(Type.Object({ at: Timestamp, reason: NullableString, code: NullableInt })),
 });
 

@@ -7,13 +7,15 @@ import { IdParams, authErrors, security } from './schemas.js';
 import { SessionHistory, SessionList } from './session-schemas.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import type { RoutingView } from '../routing/routing-reconciler.js';
-import { sessionRow } from './session-rows.js';
+import { sessionRow, type MissedAcks24h } from './session-rows.js';
 
 export interface SessionRoutesOptions {
   prisma: Db;
   registry: SessionRegistry;
   /** Desired vs applied routing and reload counters per node. */
   routing: RoutingView;
+  /** ACK timeouts per node in the last 24 h (the fleet directory's count of session events). */
+  missedAcks24h: MissedAcks24h;
 }
 
 const HistoryQuery = Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100 })) }, { additionalProperties: false });
@@ -34,7 +36,7 @@ export const sessionRoutes: FastifyPluginAsync<SessionRoutesOptions> = async (ap
     async () => {
       const nodes = await opts.prisma.node.findMany({ orderBy: { name: 'asc' } });
       const now = Date.now();
-      return { sessions: nodes.map((node) => sessionRow(node, opts.registry, opts.routing, now)) };
+      return { sessions: nodes.map((node) => sessionRow(node, opts.registry, opts.routing, now, opts.missedAcks24h)) };
     },
   );
 
@@ -60,7 +62,7 @@ export const sessionRoutes: FastifyPluginAsync<SessionRoutesOptions> = async (ap
         take: request.query.limit ?? 100,
       });
       return {
-        current: sessionRow(node, opts.registry, opts.routing, Date.now()),
+        current: sessionRow(node, opts.registry, opts.routing, Date.now(), opts.missedAcks24h),
         events: events.map((e) => ({ sessionId: e.sessionId, kind: e.kind, at: e.at.toISOString(), reason: e.reason, closeCode: e.closeCode })),
       };
     },

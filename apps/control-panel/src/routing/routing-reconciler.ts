@@ -1,5 +1,5 @@
 import { createLoop, KeyedSerialQueue, sanitizeText, type Loop, type Logger } from '@tether/common';
-import { createIdGenerator, type AgentMessage, type RoutingStatus } from '@tether/protocol';
+import { CAPABILITIES, createIdGenerator, type AgentMessage, type CanaryStatus, type ReloadKindCounts, type ProxyEvents, type ReloadKind, type RoutingStatus } from '@tether/protocol';
 import type { SessionRegistry } from '../sessions/registry.js';
 import type { AgentSession } from '../sessions/session.js';
 import type { RoutingMapContent, RoutingMapSource } from './routing-map.js';
@@ -22,17 +22,32 @@ export interface RoutingView {
     reloadsTotal: number;
     lastReloadAt: string | null;
     lastReloadReason: string | null;
+    /** Reloads per kind since the agent's state began (agents that report them). */
+    reloadKinds: ReloadKindCounts | null;
+    /** The agent's canary through its own proxy (null: off, or an agent without one). */
+    canary: CanaryStatus | null;
+    /** Maps pushed to the node since this panel started: sent, answered applied, answered with an error or not delivered. */
+    pushes: { sent: number; applied: number; failed: number };
   };
 }
 
 export interface ReloadRecorder {
-  reloaded(record: { nodeId: string; at: Date; hashBefore: string | null; hashAfter: string; reason: string }): Promise<void>;
+  /** A reload reported the old way (routing.applied with reloaded: true) by an agent without `proxy.events`. */
+  reloaded(record: { nodeId: string; at: Date; hashBefore: string | null; hashAfter: string; reason: string; kind?: ReloadKind }): Promise<void>;
+}
+
+/** Where `proxy.events` go: stored under their unique key, so a resent event is recorded once. */
+export interface ProxyEventStore {
+  /** Resolves with the events stored now (not stored before). */
+  store(nodeId: string, events: ProxyEvents['events']): Promise<ProxyEvents['events']>;
 }
 
 export interface RoutingReconcilerOptions {
   sessions: SessionRegistry;
   maps: RoutingMapSource;
   reloads: ReloadRecorder;
+  /** Default: no store, so `proxy.events` are never ACKed (the agent keeps them). */
+  events?: ProxyEventStore;
   logger: Logger;
   intervalMs: number;
   debounceMs: number;
@@ -54,7 +69,11 @@ interface NodeRouting {
   reloadsTotal: number;
   lastReloadAt: string | null;
   lastReloadReason: string | null;
+  reloadKinds: ReloadKindCounts | null;
+  canary: CanaryStatus | null;
   pushes: number;
+  applied: number;
+  failed: number;
 }
 
 export class RoutingReconciler implements RoutingView {
@@ -102,10 +121,16 @@ export class RoutingReconciler implements RoutingView {
     if (!this.options.sessions.get(session.nodeId)) this.state(session.nodeId).mismatchSince = null;
   }
 
-  /** Routing of these nodes changed: push them once the debounce window closes. */
+  /**
+   * Routing of these nodes changed: push them once the debounce window closes.
+   * The window is fixed from the first change of a burst (a steady trickle
+   * cannot hold it open), and until it closes nothing about the burst goes
+   * out: the map is recomputed only then, and a periodic push due inside the
+   * window waits for it (pushDue), so a node never gets half a burst and a
+   * burst costs one reload.
+   */
   changed(nodeIds: string[], reason: string): void {
     for (const nodeId of nodeIds) {
-      this.state(nodeId).dirty = true;
       const reasons = this.pendingChanges.get(nodeId) ?? [];
       reasons.push(reason);
       this.pendingChanges.set(nodeId, reasons);
@@ -115,7 +140,10 @@ export class RoutingReconciler implements RoutingView {
       this.debounceTimer = undefined;
       const batch = [...this.pendingChanges];
       this.pendingChanges.clear();
-      for (const [nodeId, reasons] of batch) this.enqueue(nodeId, reasons.join('; '));
+      for (const [nodeId, reasons] of batch) {
+        this.state(nodeId).dirty = true;
+        this.enqueue(nodeId, reasons.join('; '));
+      }
     }, this.options.debounceMs);
   }
 
@@ -131,6 +159,9 @@ export class RoutingReconciler implements RoutingView {
       reloadsTotal: s?.reloadsTotal ?? 0,
       lastReloadAt: s?.lastReloadAt ?? null,
       lastReloadReason: s?.lastReloadReason ?? null,
+      reloadKinds: s?.reloadKinds ?? null,
+      canary: s?.canary ?? null,
+      pushes: { sent: s?.pushes ?? 0, applied: s?.applied ?? 0, failed: s?.failed ?? 0 },
     };
   }
 
@@ -152,7 +183,11 @@ export class RoutingReconciler implements RoutingView {
         reloadsTotal: 0,
         lastReloadAt: null,
         lastReloadReason: null,
+        reloadKinds: null,
+        canary: null,
         pushes: 0,
+        applied: 0,
+        failed: 0,
       };
       this.nodes.set(nodeId, s);
     }
@@ -168,7 +203,8 @@ export class RoutingReconciler implements RoutingView {
     const now = Date.now();
     for (const session of this.options.sessions.list()) {
       const s = this.state(session.nodeId);
-      if (s.nextPushAt <= now) this.enqueue(session.nodeId, 'periodic reconcile');
+      // A change window is open for this node: its push at the window's end is the next one.
+      if (s.nextPushAt <= now && !this.pendingChanges.has(session.nodeId)) this.enqueue(session.nodeId, 'periodic reconcile');
     }
   }
 
@@ -200,6 +236,7 @@ export class RoutingReconciler implements RoutingView {
       await session.sendAwaitingAck(message, undefined, this.frames.frame(message));
       this.options.logger.debug({ node: session.nodeName, hash: desired.hash, reason }, 'routing map pushed');
     } catch (err) {
+      s.failed++;
       // A missing ACK already tore the session down; the next session is pushed on open.
       this.options.logger.warn({ err, node: session.nodeName, reason }, 'routing map not delivered');
     }
@@ -218,16 +255,24 @@ export class RoutingReconciler implements RoutingView {
     s.reloadsTotal = routing.reloadsTotal;
     if (s.lastReloadAt !== routing.lastReloadAt) s.lastReloadAt = routing.lastReloadAt;
     if (s.lastReloadReason !== routing.lastReloadReason) s.lastReloadReason = routing.lastReloadReason;
+    s.reloadKinds = routing.reloadKinds ?? null;
+    s.canary = routing.canary ?? null;
     this.trackMismatch(s);
   }
 
   /** A frame of an established session: routing.applied and heartbeats carry the applied hash and reloads. */
   received(session: AgentSession, message: AgentMessage): void {
+    if (message.type === 'proxy.events') return this.storeEvents(session, message);
     if (message.type !== 'routing.applied' && message.type !== 'heartbeat') return;
     const s = this.state(session.nodeId);
     const before = s.appliedHash;
     this.absorb(s, message.routing, message.type === 'routing.applied' && !message.error ? message.hash : message.routing.appliedHash);
-    if (message.type === 'routing.applied' && message.reloaded) {
+    if (message.type === 'routing.applied') {
+      if (message.error) s.failed++;
+      else s.applied++;
+    }
+    // An agent with proxy.events reports every reload (also its own repairs) in that message, exactly once.
+    if (message.type === 'routing.applied' && message.reloaded && !session.hasCapability(CAPABILITIES.PROXY_EVENTS)) {
       void this.options.reloads
         .reloaded({
           nodeId: session.nodeId,
@@ -239,5 +284,21 @@ export class RoutingReconciler implements RoutingView {
         })
         .catch((err: unknown) => this.options.logger.error({ err, node: session.nodeName }, 'could not record reload'));
     }
+  }
+
+  /**
+   * Stores reload and canary events, then ACKs them. No ACK when the store
+   * fails: the agent keeps the events and sends them again (same keys), so
+   * nothing is lost and nothing is counted twice.
+   */
+  private storeEvents(session: AgentSession, message: ProxyEvents): void {
+    const store = this.options.events;
+    if (!store) return;
+    void store.store(session.nodeId, message.events).then(
+      () => {
+        session.send({ type: 'ack', id: this.nextId(), ref: message.id });
+      },
+      (err: unknown) => this.options.logger.error({ err, node: session.nodeName, events: message.events.length }, 'could not store proxy events; the agent sends them again'),
+    );
   }
 }

@@ -75,9 +75,9 @@ export class AgentSession {
   /** Invalid frames in a row; reset by a valid one. */
   private invalidStreak = 0;
   private lastReport: NodeReport | null = null;
+  /** Optional protocol features both ends named (hello ∩ what this panel speaks), sent back in welcome. */
+  private capabilitySet: ReadonlySet<string> = new Set();
   closed: { code: number; reason: string; at: number } | null = null;
-  /** Optional protocol features both ends named in hello/welcome (see CAPABILITIES). */
-  capabilities: ReadonlySet<string> = new Set();
 
   private readonly idle: Deadline;
   private readonly waiters = new Map<string, AckWaiter>();
@@ -105,6 +105,15 @@ export class AgentSession {
   recordInvalid(): number {
     this.invalidCount++;
     return ++this.invalidStreak;
+  }
+
+  /** Fixes the capabilities of this session (at hello, before welcome). */
+  setCapabilities(capabilities: readonly string[]): void {
+    this.capabilitySet = new Set(capabilities);
+  }
+
+  hasCapability(capability: string): boolean {
+    return this.capabilitySet.has(capability);
   }
 
   /** What the agent said in hello: in place until its first heartbeat. */

@@ -38,6 +38,18 @@ describe('routes API', () => {
       expect(prefixed.body.pathPrefix).toBe('/v1/');
     });
 
+    it("refuses Tether's reserved host suffix (the agents' canary) with 400 RESERVED_DOMAIN, and nothing is stored", async () => {
+      for (const domain of ['tether.internal', 'canary.tether.internal', 'x.y.tether.internal']) {
+        expect(await code(attach({ domain, serviceId: service.id })), domain).toMatchObject({ status: 400, code: 'RESERVED_DOMAIN' });
+      }
+      // Only the suffix as whole labels: a customer's own domain that merely ends in the letters is fine.
+      const lookalike = await attach({ domain: 'mytether.internal', serviceId: service.id });
+      expect(lookalike.status).toBe(201);
+      const listed = await p.call('GET', `/v1/routes?serviceId=${service.id}`, { token: team.token });
+      expect(listed.body.map((r: { domain: string }) => r.domain).filter((d: string) => d.endsWith('tether.internal'))).toEqual(['mytether.internal']);
+      expect((await p.call('DELETE', `/v1/routes/${lookalike.body.id}`, { token: team.token })).status).toBe(204);
+    });
+
     it('a domain attached elsewhere (any team, any service) is 409 DOMAIN_TAKEN', async () => {
       const other = await p.team('routes-other');
       const theirs = await p.call('POST', '/v1/services', { token: other.token, body: { name: 'shop', image: 'nginx' } });

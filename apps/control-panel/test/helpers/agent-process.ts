@@ -52,6 +52,8 @@ export async function startAgentProcess(options: AgentProcessOptions): Promise<A
     TETHER_CONNECT_TIMEOUT_MS: '1000',
     TETHER_HEALTHY_SESSION_MS: '1000',
     TETHER_LOG_LEVEL: 'info',
+    // Off unless a test turns it on: its endpoint and Caddy port are per host, and tests run many agents on one.
+    TETHER_CANARY_INTERVAL_MS: '0',
     ...(httpPort ? { TETHER_PROXY_TLS: 'off', TETHER_PROXY_HTTP_PORT: String(httpPort), TETHER_PROXY_BIND_ADDRESS: '127.0.0.1' } : {}),
     ...options.env,
   };

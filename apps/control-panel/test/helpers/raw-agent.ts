@@ -15,6 +15,8 @@ export interface RawAgentOptions {
   ack?: readonly ('deploy' | 'workloads' | 'routing.map')[];
   /** Heartbeat cadence; 0 = none (default 0). */
   heartbeatMs?: number;
+  /** hello.capabilities (default: none, as an older agent). */
+  capabilities?: string[];
 }
 
 export interface Closed {
@@ -79,6 +81,7 @@ export class RawAgent {
       containers: [],
       runtime: { available: true, error: null },
       routing: { appliedHash: this.appliedHash, reloadsTotal: 0, reloadsToday: 0, lastReloadAt: null, lastReloadReason: null },
+      ...(this.options.capabilities ? { capabilities: this.options.capabilities } : {}),
     };
   }
 

@@ -14,6 +14,8 @@ import type { Panel } from './panel-harness.js';
 export interface RoutedHost {
   nodeId: string;
   nodeName: string;
+  /** The node token (an agent restart on the same node uses it). */
+  token: string;
   agent: AgentProcess;
   /** Caddy's HTTP port on 127.0.0.1. */
   httpPort: number;
@@ -23,11 +25,12 @@ export interface RoutedHost {
 export interface SessionRow {
   state: string;
   routing: { desiredHash: string | null; appliedHash: string | null; drifting: boolean };
-  reloads: { today: number; total: number; lastAt: string | null; lastReason: string | null };
+  reloads: { today: number; total: number; lastAt: string | null; lastReason: string | null; kinds: Record<string, number> | null };
 }
 
 export interface ReloadRecord {
   at: string;
+  kind: string;
   hashBefore: string | null;
   hashAfter: string;
   reason: string;
@@ -45,7 +48,7 @@ export async function startRoutedHost(panel: Panel, nodeName: string, env: Recor
     // Short readiness and drain so a redeploy takes a second, not several.
     env: { TETHER_MIN_READY_MS: '200', TETHER_DRAIN_MS: '200', TETHER_STOP_TIMEOUT_MS: '2000', ...env },
   });
-  const host: RoutedHost = { nodeId: node.id, nodeName, agent, httpPort: agent.httpPort as number };
+  const host: RoutedHost = { nodeId: node.id, nodeName, token: node.token, agent, httpPort: agent.httpPort as number };
   try {
     await waitFor(async () => routingSettled(await sessionRow(panel, host.nodeId)), {
       timeoutMs: 60_000,

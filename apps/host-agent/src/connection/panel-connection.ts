@@ -20,7 +20,7 @@ import {
   type RuntimeStatus,
   type Timing,
 } from '@tether/protocol';
-import type { DeployOutcome, RoutingController, WorkloadController } from '../controllers.js';
+import type { DeployOutcome, EventOutbox, RoutingController, WorkloadController } from '../controllers.js';
 import { AGENT_ERROR_CODES } from '../errors.js';
 import type { LogStreams } from '../logs/index.js';
 
@@ -37,6 +37,8 @@ export interface PanelConnectionOptions {
   agentVersion: string;
   workloads: WorkloadController;
   routing: RoutingController;
+  /** Reload and canary events to send in `proxy.events` when the panel speaks it. */
+  events?: EventOutbox;
   /** Container logs over the session (capability `logs`); absent: not announced. */
   logs?: LogStreams;
   reconnect: { minMs: number; maxMs: number; healthySessionMs: number; connectTimeoutMs: number };
@@ -92,6 +94,11 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
   private readonly nextId = createIdGenerator('a');
   private readonly outbox: DeployResult[] = [];
   private terminal = false;
+  /** The panel confirmed `proxy.events` in welcome (this session). */
+  private eventsEnabled = false;
+  /** proxy.events in flight: message id → the keys it carries, and when it was sent. */
+  private readonly eventsInFlight = new Map<string, { keys: string[]; at: number }>();
+  private ackTimeoutMs: number = TIMING_DEFAULTS.ackTimeoutMs;
   /** This session speaks `logs` (both ends named it). */
   private logsAttached = false;
 
@@ -99,6 +106,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     super();
     this.backoff = new Backoff({ initialMs: options.reconnect.minMs, maxMs: options.reconnect.maxMs, random: options.random });
     this.idleTimeoutMs = options.overrides?.agentIdleTimeoutMs ?? TIMING_DEFAULTS.agentIdleTimeoutMs;
+    options.events?.onRecorded(() => this.sendEvents());
   }
 
   get state(): ConnectionState {
@@ -170,8 +178,30 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       containers: observation.containers,
       runtime: runtimeStatus(observation.runtime),
       routing: this.routingStatus(),
-      ...(this.options.logs ? { capabilities: [CAPABILITIES.LOGS] } : {}),
+      ...this.capabilities(),
     });
+  }
+
+  /**
+   * Sends the events no message in flight carries (and those whose message
+   * went unACKed past the ACK timeout), at most 500 a message. Only to a panel
+   * that confirmed `proxy.events`; an older panel records reloads from
+   * routing.applied instead.
+   */
+  private sendEvents(): void {
+    const socket = this.socket;
+    const outbox = this.options.events;
+    if (!socket || !outbox || !this.eventsEnabled || this.state_ !== 'ready') return;
+    const now = Date.now();
+    for (const [id, sent] of this.eventsInFlight) if (now - sent.at > this.ackTimeoutMs) this.eventsInFlight.delete(id);
+    const carried = new Set([...this.eventsInFlight.values()].flatMap((m) => m.keys));
+    const waiting = outbox.pending().filter((e) => !carried.has(`${e.epoch}:${e.seq}`));
+    for (let i = 0; i < waiting.length; i += 500) {
+      const events = waiting.slice(i, i + 500).map((e) => (e.event === 'reload' ? { ...e, reason: freeText(e.reason) } : e));
+      const id = this.nextId();
+      if (!this.sendOn(socket, { type: 'proxy.events', id, events })) return;
+      this.eventsInFlight.set(id, { keys: events.map((e) => `${e.epoch}:${e.seq}`), at: now });
+    }
   }
 
   private routingStatus(): RoutingStatus {
@@ -205,18 +235,8 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     const message = result.message as PanelMessage;
     switch (message.type) {
       case 'welcome':
-        this.onWelcome(socket, message.sessionId, message.timing);
-        if (this.options.logs && message.capabilities?.includes(CAPABILITIES.LOGS)) {
-          this.options.logs.attach({
-            send: (frame, onWritten) => {
-              if (socket.readyState !== WebSocket.OPEN) return false;
-              socket.send(frame, onWritten);
-              return true;
-            },
-            nextId: () => this.nextId(),
-          });
-          this.logsAttached = true;
-        }
+        this.onWelcome(socket, message.sessionId, message.timing, message.capabilities ?? []);
+        this.attachLogs(socket, message.capabilities ?? []);
         return;
       case 'ping':
         this.sendOn(socket, { type: 'pong', id: this.nextId(), ref: message.id });
@@ -243,8 +263,14 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       case 'error':
         this.options.logger.warn({ code: message.code, ref: message.ref, message: message.message }, 'panel rejected a frame');
         return;
-      case 'ack':
+      case 'ack': {
+        const sent = this.eventsInFlight.get(message.ref);
+        if (sent) {
+          this.eventsInFlight.delete(message.ref);
+          void this.options.events?.acknowledge(sent.keys);
+        }
         return;
+      }
       default:
         break;
     }
@@ -257,8 +283,31 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     });
   }
 
-  private onWelcome(socket: WebSocket, sessionId: string, timing: Timing): void {
+  /** What hello announces: the optional features this agent was built with. */
+  private capabilities(): { capabilities?: string[] } {
+    const names = [...(this.options.events ? [CAPABILITIES.PROXY_EVENTS] : []), ...(this.options.logs ? [CAPABILITIES.LOGS] : [])];
+    return names.length > 0 ? { capabilities: names } : {};
+  }
+
+  /** Log streams run on a session whose welcome confirmed `logs`; their sender writes to this socket. */
+  private attachLogs(socket: WebSocket, confirmed: readonly string[]): void {
+    this.logsAttached = Boolean(this.options.logs) && confirmed.includes(CAPABILITIES.LOGS);
+    if (!this.logsAttached) return;
+    this.options.logs!.attach({
+      send: (frame, onWritten) => {
+        if (socket.readyState !== WebSocket.OPEN) return false;
+        socket.send(frame, onWritten);
+        return true;
+      },
+      nextId: () => this.nextId(),
+    });
+  }
+
+  private onWelcome(socket: WebSocket, sessionId: string, timing: Timing, capabilities: readonly string[]): void {
     this.sessionId = sessionId;
+    this.eventsEnabled = capabilities.includes(CAPABILITIES.PROXY_EVENTS);
+    this.eventsInFlight.clear();
+    this.ackTimeoutMs = timing.ackTimeoutMs;
     this.sessionStartedAt = Date.now();
     this.state_ = 'ready';
     this.idleTimeoutMs = this.options.overrides?.agentIdleTimeoutMs ?? timing.agentIdleTimeoutMs;
@@ -273,12 +322,15 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     });
     this.heartbeat.start();
     for (const result of this.outbox.splice(0)) this.sendOn(socket, result);
+    this.sendEvents();
     this.options.logger.info({ sessionId, heartbeatMs, idleTimeoutMs: this.idleTimeoutMs }, 'session ready');
     this.emit('ready', { sessionId, timing });
   }
 
   private async sendHeartbeat(socket: WebSocket): Promise<void> {
     if (socket !== this.socket || this.state_ !== 'ready') return;
+    // Events whose proxy.events went unACKed (the panel's database was down) go again, with the same keys.
+    this.sendEvents();
     const observation = await this.options.workloads.observe();
     this.sendOn(socket, {
       type: 'heartbeat',
@@ -348,6 +400,9 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     void this.heartbeat?.stop();
     this.heartbeat = undefined;
     const sessionId = this.sessionId;
+    this.eventsEnabled = false;
+    // Whatever was in flight is sent again on the next session; the panel's unique key stores it once.
+    this.eventsInFlight.clear();
     const lasted = this.sessionStartedAt ? Date.now() - this.sessionStartedAt : 0;
     this.sessionId = null;
     this.sessionStartedAt = 0;

@@ -96,6 +96,13 @@ export function createCaddyAdmin(options: CaddyAdminOptions): ProxyConfigurator 
       }
       return res.text;
     },
+    async hasObject(id) {
+      const res = await call('read config id', 'GET', `/id/${encodeURIComponent(id)}`);
+      if (res.status === 200) return true;
+      // Caddy answers 404 "unknown object ID" when no object carries it (an empty or another config).
+      if (res.status === 404) return false;
+      throw new ProxyError('PROXY_ADMIN_ERROR', `read config id: Caddy answered ${res.status}: ${caddyMessage(res.text)}`);
+    },
     async load(json) {
       const res = await call('load config', 'POST', '/load', json);
       if (res.status === 200) return;

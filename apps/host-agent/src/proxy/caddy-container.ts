@@ -34,6 +34,8 @@ export interface CaddyContainerOptions {
   httpPort: number;
   httpsPort: number;
   tls: ProxyTlsMode;
+  /** The canary server's port, published on the host's loopback (the agent may run on the host); null: canary off. */
+  canaryPort?: number | null;
   /** uid:gid Caddy runs as, so the agent can use the socket and data it creates. */
   user: string;
   /** Resolves once Caddy's admin API answers. */
@@ -54,6 +56,8 @@ export function caddyHostPaths(hostDir: string) {
 export class CaddyContainer implements ProxySupervisor {
   private readonly paths: ReturnType<typeof caddyHostPaths>;
   private inFlight: Promise<void> | null = null;
+  /** A container was created since the controller last asked: its first load is `initial`. */
+  private created = false;
 
   constructor(private readonly options: CaddyContainerOptions) {
     this.paths = caddyHostPaths(options.hostDir);
@@ -102,6 +106,7 @@ export class CaddyContainer implements ProxySupervisor {
     }
     if (!keep) {
       await this.create(spec);
+      this.created = true;
       logger.info({ node: this.options.node }, 'proxy container created');
     } else if (keep.state !== 'running' && keep.state !== 'restarting') {
       await runtime.start(keep.id);
@@ -110,6 +115,12 @@ export class CaddyContainer implements ProxySupervisor {
       return;
     }
     await this.waitReady();
+  }
+
+  takeCreated(): boolean {
+    const created = this.created;
+    this.created = false;
+    return created;
   }
 
   /** Removes the proxy container (decommissioning a node; tests). An agent stop leaves it running. */
@@ -131,6 +142,9 @@ export class CaddyContainer implements ProxySupervisor {
       // HTTP/3, which Caddy serves on its HTTPS port.
       ports[`${CADDY_CONTAINER.httpsPort}/udp`] = [{ HostIp: bindAddress, HostPort: String(httpsPort) }];
     }
+    const canaryPort = this.options.canaryPort ?? null;
+    // Only when the canary is on, so the settings (and their hash) of a proxy without it stay as they were.
+    if (canaryPort !== null) ports[`${canaryPort}/tcp`] = [{ HostIp: '127.0.0.1', HostPort: String(canaryPort) }];
     const settings = {
       Image: image,
       User: user,

@@ -13,6 +13,12 @@ export interface ProxyConfigurator {
    * push cheap. Throws ProxyError.
    */
   readRunning(): Promise<string>;
+  /**
+   * Whether the running config holds an object with this `@id`: one small
+   * read whatever the config's size (Caddy's `GET /id/<id>`), which decides a
+   * no-op push in constant time. Throws ProxyError.
+   */
+  hasObject(id: string): Promise<boolean>;
   /** Replaces the proxy's whole config; resolves once the proxy serves it. Throws ProxyError. */
   load(json: string): Promise<void>;
   close(): Promise<void>;

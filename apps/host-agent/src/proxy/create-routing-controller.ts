@@ -11,7 +11,7 @@ import { DisabledRouting } from '../null-controllers.js';
 import { createCaddyAdmin, parseAdminUrl } from './caddy-admin.js';
 import { CaddyContainer, caddyHostPaths } from './caddy-container.js';
 import { CADDY_CONTAINER, CADDY_CONTAINER_ADMIN, ensureCaddyImage } from './caddy-image.js';
-import { CaddyRoutingController } from './routing-controller.js';
+import { CaddyRoutingController, type ReloadRecord } from './routing-controller.js';
 import type { CaddyAdminSettings, ProxyTlsMode } from './render.js';
 
 // One way to build the routing controller per TETHER_PROXY mode. The agent
@@ -27,11 +27,15 @@ export interface ServingOptions {
 
 interface CommonOptions {
   stateDir: string;
+  /** Caddy's canary server (canary/): its port and the endpoint it proxies to; absent when the canary is off. */
+  canary?: { port: number; upstream: string } | null;
   /** Default: stateDir/caddy.json. */
   configPath?: string;
   adminTimeoutMs: number;
   checkIntervalMs: number;
+  fullCheckIntervalMs?: number;
   serving: ServingOptions;
+  onReload?: (reload: ReloadRecord) => void;
   logger: Logger;
   now?: () => Date;
 }
@@ -77,8 +81,11 @@ export function createExternalRoutingController(o: ExternalProxyOptions): CaddyR
   return new CaddyRoutingController({
     ...statePaths(o),
     proxy: createCaddyAdmin({ adminUrl: o.adminUrl, timeoutMs: o.adminTimeoutMs }),
-    render: { admin: adminSettingsFor(o.adminUrl, o.adminListen), ...o.serving },
+    // The operator's Caddy listens for the canary on loopback only.
+    render: { admin: adminSettingsFor(o.adminUrl, o.adminListen), ...o.serving, canary: o.canary ? { listen: `127.0.0.1:${o.canary.port}`, upstream: o.canary.upstream } : null },
     checkIntervalMs: o.checkIntervalMs,
+    ...(o.fullCheckIntervalMs ? { fullCheckIntervalMs: o.fullCheckIntervalMs } : {}),
+    ...(o.onReload ? { onReload: o.onReload } : {}),
     logger: o.logger,
     ...(o.now ? { now: o.now } : {}),
   });
@@ -102,6 +109,7 @@ export function createContainerRoutingController(o: ContainerProxyOptions): { co
     httpPort: o.serving.httpPort,
     httpsPort: o.serving.httpsPort,
     tls: o.serving.tls,
+    canaryPort: o.canary?.port ?? null,
     user: o.user ?? `${process.getuid?.() ?? 0}:${process.getgid?.() ?? 0}`,
     probe: () => proxy.readRunning(),
     logger: o.logger,
@@ -110,8 +118,17 @@ export function createContainerRoutingController(o: ContainerProxyOptions): { co
     ...statePaths(o),
     proxy,
     // Inside the container Caddy always listens on 80/443; the host ports are Docker's mapping.
-    render: { ...o.serving, admin: CADDY_CONTAINER_ADMIN, httpPort: CADDY_CONTAINER.httpPort, httpsPort: CADDY_CONTAINER.httpsPort },
+    render: {
+      ...o.serving,
+      admin: CADDY_CONTAINER_ADMIN,
+      httpPort: CADDY_CONTAINER.httpPort,
+      httpsPort: CADDY_CONTAINER.httpsPort,
+      // In its own network namespace: reachable on Tether's network and through the port published on the host's loopback.
+      canary: o.canary ? { listen: `:${o.canary.port}`, upstream: o.canary.upstream } : null,
+    },
     checkIntervalMs: o.checkIntervalMs,
+    ...(o.fullCheckIntervalMs ? { fullCheckIntervalMs: o.fullCheckIntervalMs } : {}),
+    ...(o.onReload ? { onReload: o.onReload } : {}),
     supervisor: container,
     logger: o.logger,
     ...(o.now ? { now: o.now } : {}),
@@ -119,15 +136,21 @@ export function createContainerRoutingController(o: ContainerProxyOptions): { co
   return { controller, container };
 }
 
-export function createRoutingController(config: AgentConfig, deps: { logger: Logger; docker?: Docker }): RoutingController {
+export function createRoutingController(
+  config: AgentConfig,
+  deps: { logger: Logger; docker?: Docker; onReload?: (reload: ReloadRecord) => void },
+): RoutingController {
   const p = config.proxy;
   const common: CommonOptions = {
     stateDir: config.stateDir,
     configPath: p.caddyConfigPath,
     adminTimeoutMs: p.adminTimeoutMs,
     checkIntervalMs: p.checkIntervalMs,
+    fullCheckIntervalMs: p.fullCheckIntervalMs,
     serving: { tls: p.tls, httpPort: p.httpPort, httpsPort: p.httpsPort, acmeEmail: p.acmeEmail ?? null },
     logger: deps.logger,
+    ...(deps.onReload ? { onReload: deps.onReload } : {}),
+    canary: config.canary.intervalMs > 0 ? { port: config.canary.proxyPort, upstream: config.canary.upstream } : null,
   };
   if (p.kind === 'none') return new DisabledRouting();
   if (p.kind === 'external') {

@@ -1,3 +1,4 @@
+import { stat } from 'node:fs/promises';
 import { createLoop, KeyedSerialQueue, type Logger, type Loop } from '@tether/common';
 import { canonicalRoutes, routingHash, type Route, type RoutingStatus } from '@tether/protocol';
 import type { RoutingApplyResult, RoutingController, RoutingMapInput } from '../controllers.js';
@@ -5,9 +6,9 @@ import { readFileIfExists, writeFileAtomic } from './atomic-file.js';
 import { matchesCanonicalJson } from './canonical-json.js';
 import type { ProxyConfigurator } from './configurator.js';
 import { ProxyError, describeProxyError } from './errors.js';
-import { renderCaddyConfig, type RenderOptions, type RenderedConfig } from './render.js';
+import { renderCaddyConfig, renderDigest, type RenderOptions, type RenderedConfig } from './render.js';
 import { describeRouteChange } from './route-diff.js';
-import { RoutingStateStore } from './routing-state.js';
+import { RoutingStateStore, type ReloadKind } from './routing-state.js';
 
 // Incident 2: the panel pushes the whole map every 5 minutes and the old agent
 // reloaded Caddy on every push, 418 times a day, and each reload closed every
@@ -15,11 +16,32 @@ import { RoutingStateStore } from './routing-state.js';
 // config is compared with the file last written and with what Caddy runs;
 // only a difference leads to a write (file) or a load (Caddy), and only a load
 // counts as a reload.
+//
+// The no-op decision costs the same at 200 and 10,000 routes: when the map's
+// hash is the one in place, the file is the one last written (stat, not
+// read) and Caddy holds the config's `@id` (GET /id/<id>, one small read), the
+// push is a no-op. Anything else falls back to the full compare, and every
+// fullCheckIntervalMs the periodic check does the full compare anyway, which
+// repairs hand edits that kept the id.
 
 /** Keeps the proxy process itself alive (container mode); the controller then repairs its config. */
 export interface ProxySupervisor {
   /** Creates or starts the proxy when it is missing or stopped, and waits until its admin API answers. */
   ensure(): Promise<void>;
+  /** True once after ensure() created a new proxy: its first load is `initial`, not a repair. */
+  takeCreated?(): boolean;
+}
+
+/** A reload the controller made, whatever asked for it (a pushed map or the periodic check). */
+export interface ReloadRecord {
+  kind: ReloadKind;
+  reason: string;
+  /** When the load was sent; Caddy closes proxied connections between this and `at`. */
+  startedAt: Date;
+  /** When Caddy answered the load. */
+  at: Date;
+  hashBefore: string | null;
+  hashAfter: string;
 }
 
 export interface CaddyRoutingControllerOptions {
@@ -34,7 +56,14 @@ export interface CaddyRoutingControllerOptions {
    * (a restarted Caddy runs an empty config). 0: only when a map arrives.
    */
   checkIntervalMs: number;
+  /**
+   * How often the periodic check compares the whole running config instead of
+   * only its `@id` (a hand edit elsewhere keeps the id). Default 10 minutes.
+   */
+  fullCheckIntervalMs?: number;
   supervisor?: ProxySupervisor;
+  /** Told of every reload, after it is counted (event journal, canary attribution). */
+  onReload?: (reload: ReloadRecord) => void;
   logger: Logger;
   /** Clock for reload times and the UTC day of reloadsToday. */
   now?: () => Date;
@@ -58,14 +87,23 @@ export class CaddyRoutingController implements RoutingController {
   /** One lane (this host's proxy): a push and a repair check never interleave their compare and load. */
   private readonly queue = new KeyedSerialQueue<'proxy'>();
   /** The last map the panel sent: what a repair restores (it may differ from what is in place after a failed load). */
-  private desired: Route[] | null = null;
+  private desired: { routes: Route[]; hash: string } | null = null;
   private rendered: RenderedConfig | null = null;
+  /** The config file as last written or verified: a stat equal to it means nobody touched the file. */
+  private fileStamp: { hash: string; stamp: string } | null = null;
+  private lastFullCompareAt = Number.NEGATIVE_INFINITY;
+  private readonly renderDigest: string;
+  /** How long the last apply took to verify the map's hash, then to decide and act (bench, logs). */
+  lastApplyMs = { verify: 0, decide: 0 };
+  /** Admin calls by kind since start (tests, bench): a no-op push makes exactly one `idReads`. */
+  readonly adminCalls = { idReads: 0, configReads: 0, loads: 0 };
   private readonly loop: Loop | null;
   private readonly now: () => Date;
   private closed: Promise<void> | null = null;
 
   constructor(private readonly options: CaddyRoutingControllerOptions) {
     this.now = options.now ?? (() => new Date());
+    this.renderDigest = renderDigest(options.render);
     this.loop =
       options.checkIntervalMs > 0
         ? createLoop({
@@ -103,21 +141,38 @@ export class CaddyRoutingController implements RoutingController {
       try {
         // A push may arrive before the first check brought the proxy up, or after it died.
         await this.options.supervisor?.ensure();
-        return await this.reconcile(map.routes, map.hash);
+        // Verifying the claimed hash (canonical order + sha256 of every route) is linear in the map, like
+        // decoding the frame; everything after it is the no-op decision, measured in bench/routing-agent.ts.
+        const started = performance.now();
+        const ordered = canonicalRoutes(map.routes);
+        const hash = routingHash(ordered);
+        const verified = performance.now();
+        this.lastApplyMs = { verify: verified - started, decide: 0 };
+        if (hash !== map.hash) {
+          return this.answer(map.hash, false, false, new ProxyError('PROXY_HASH_MISMATCH', `map hash ${map.hash} is not the hash of its routes (${hash})`));
+        }
+        const result = await this.reconcile(ordered, hash, false);
+        this.lastApplyMs.decide = performance.now() - verified;
+        return result;
       } catch (error) {
         return this.answer(map.hash, false, false, error);
       }
     });
   }
 
-  /** One check: the proxy process runs, and serves the routes the panel last sent (or those in place). */
-  async check(): Promise<void> {
+  /**
+   * One check: the proxy process runs, and serves the routes the panel last
+   * sent (or those in place). Usually one `@id` read; a full compare every
+   * fullCheckIntervalMs, or with `full`.
+   */
+  async check(options: { full?: boolean } = {}): Promise<void> {
     await this.options.supervisor?.ensure();
     const store = await this.ready();
-    const routes = this.desired ?? (store.appliedHash === null ? null : [...store.appliedRoutes]);
+    const desired = this.desired ?? (store.appliedHash === null ? null : { routes: [...store.appliedRoutes], hash: store.appliedHash });
     // Nothing known yet: the panel's first push configures the proxy.
-    if (routes === null) return;
-    const result = await this.serialize(() => this.reconcile(routes, null));
+    if (desired === null) return;
+    const full = options.full === true || Date.now() - this.lastFullCompareAt >= (this.options.fullCheckIntervalMs ?? 600_000);
+    const result = await this.serialize(() => this.reconcile(desired.routes, desired.hash, full));
     if (result.error) throw new Error(result.error);
   }
 
@@ -141,13 +196,14 @@ export class CaddyRoutingController implements RoutingController {
     return { hash, changed, reloaded, error: error === null ? null : describeProxyError(error), routing: this.status() };
   }
 
-  private async reconcile(routes: readonly Route[], claimedHash: string | null): Promise<RoutingApplyResult> {
+  /** `ordered` in canonical order with routingHash `hash` (the caller verified it). */
+  private async reconcile(ordered: Route[], hash: string, full: boolean): Promise<RoutingApplyResult> {
     const store = await this.ready();
     const answer = this.answer.bind(this);
-    const ordered = canonicalRoutes(routes);
-    const hash = routingHash(ordered);
-    if (claimedHash !== null && claimedHash !== hash) {
-      return answer(claimedHash, false, false, new ProxyError('PROXY_HASH_MISMATCH', `map hash ${claimedHash} is not the hash of its routes (${hash})`));
+    const created = this.options.supervisor?.takeCreated?.() ?? false;
+    if (!full && !created && (await this.inPlace(store, hash))) {
+      this.desired = { routes: ordered, hash };
+      return answer(hash, false, false, null);
     }
     let rendered: RenderedConfig;
     try {
@@ -156,7 +212,7 @@ export class CaddyRoutingController implements RoutingController {
       return answer(hash, false, false, error);
     }
     this.rendered = rendered;
-    this.desired = ordered;
+    this.desired = { routes: ordered, hash };
 
     // The file and Caddy are compared independently: a deleted file is rewritten without touching Caddy,
     // a restarted Caddy is reloaded without rewriting an identical file.
@@ -168,6 +224,8 @@ export class CaddyRoutingController implements RoutingController {
         await writeFileAtomic(this.options.configPath, rendered.file);
         wrote = true;
       }
+      const stamp = await fileStamp(this.options.configPath);
+      this.fileStamp = stamp === null ? null : { hash, stamp };
     } catch (error) {
       // Serving customers matters more than our copy on disk: report it, still bring Caddy in line.
       fileError = new ProxyError('PROXY_WRITE_FAILED', `config file ${this.options.configPath}: ${(error as Error).message}`, { cause: error });
@@ -175,21 +233,26 @@ export class CaddyRoutingController implements RoutingController {
 
     let running: string;
     try {
+      this.adminCalls.configReads += 1;
       running = await this.options.proxy.readRunning();
     } catch (error) {
       return answer(hash, wrote, false, error);
     }
+    this.lastFullCompareAt = Date.now();
     if (matchesCanonicalJson(running, rendered.json)) {
       try {
-        await store.markApplied(hash, ordered);
+        await store.markApplied(hash, ordered, this.renderDigest);
       } catch (error) {
         fileError ??= error;
       }
       return answer(hash, wrote, false, fileError);
     }
 
-    const reason = this.reasonFor(store, ordered, running);
+    const { kind, reason } = this.classify(store, ordered, running, created);
+    const hashBefore = store.appliedHash;
+    const startedAt = this.now();
     try {
+      this.adminCalls.loads += 1;
       await this.options.proxy.load(rendered.json);
     } catch (error) {
       if (!(await this.loadedAnyway(error, rendered))) {
@@ -197,28 +260,55 @@ export class CaddyRoutingController implements RoutingController {
         return answer(hash, true, false, error);
       }
     }
+    const at = this.now();
     try {
-      await store.recordReload(hash, ordered, reason);
+      await store.recordReload(hash, ordered, reason, kind, this.renderDigest, at);
     } catch (error) {
       fileError ??= error;
     }
-    this.options.logger.info({ hash, reason, reloadsToday: store.status().reloadsToday }, 'proxy reloaded');
+    this.options.logger.info({ hash, kind, reason, reloadsToday: store.status().reloadsToday }, 'proxy reloaded');
+    try {
+      this.options.onReload?.({ kind, reason, startedAt, at, hashBefore, hashAfter: hash });
+    } catch (error) {
+      this.options.logger.error({ err: error }, 'reload listener failed');
+    }
     return answer(hash, true, true, fileError);
   }
 
-  private reasonFor(store: RoutingStateStore, after: Route[], running: string): string {
+  /**
+   * Whether the proxy serves `hash` already, decided in constant time: the hash
+   * in place, the config file untouched since it was last written or verified,
+   * and Caddy holding the config's `@id`.
+   */
+  private async inPlace(store: RoutingStateStore, hash: string): Promise<boolean> {
+    if (store.appliedHash !== hash || store.renderDigest !== this.renderDigest || this.fileStamp?.hash !== hash) return false;
+    // Set together with fileStamp by the full compare, so it is the render of `hash`.
+    const rendered = this.rendered;
+    if (rendered?.hash !== hash) return false;
+    if ((await fileStamp(this.options.configPath)) !== this.fileStamp.stamp) return false;
+    try {
+      this.adminCalls.idReads += 1;
+      return await this.options.proxy.hasObject(rendered.id);
+    } catch {
+      // The full compare reports the admin API's failure with its code.
+      return false;
+    }
+  }
+
+  /** Why a load is needed: its kind (see ReloadKind) and a reason a person can read. */
+  private classify(store: RoutingStateStore, after: Route[], running: string, created: boolean): { kind: ReloadKind; reason: string } {
     const diff = describeRouteChange(store.appliedRoutes, after);
-    // Before the first apply an empty Caddy is expected, not something repaired.
+    const empty = servesNothing(running);
+    // Before the first apply, or on a proxy the agent just created, an empty Caddy is expected, not something repaired.
+    // The same routes rendered under other settings (or by another agent version): a change the agent made, not drift.
+    const settings = store.renderDigest !== this.renderDigest ? 'proxy settings changed (agent configuration or version)' : null;
+    const kind: ReloadKind =
+      created || store.appliedHash === null ? 'initial' : empty ? 'repair-empty' : diff !== null || settings !== null ? 'change' : 'repair-drift';
     const repair =
-      store.appliedHash === null
-        ? null
-        : servesNothing(running)
-          ? 'repaired: proxy was running an empty config'
-          : diff === null
-            ? 'repaired: proxy config differed from the routes in place'
-            : null;
+      kind === 'repair-empty' ? 'repaired: proxy was running an empty config' : kind === 'repair-drift' ? 'repaired: proxy config differed from the routes in place' : null;
+    const because = kind === 'change' && diff === null ? settings : created && store.appliedHash !== null && diff === null ? 'proxy created: loaded the routes in place' : null;
     // The protocol carries at most 4096 characters of reason.
-    return ([diff, repair].filter((p) => p !== null).join('; ') || 'first configuration (no routes)').slice(0, 4096);
+    return { kind, reason: ([diff, because, repair].filter((p) => p !== null).join('; ') || 'first configuration (no routes)').slice(0, 4096) };
   }
 
   /** A load whose answer was lost (timeout, dropped connection) may still have happened; ask Caddy. */
@@ -226,9 +316,20 @@ export class CaddyRoutingController implements RoutingController {
     const code = (error as { code?: string }).code;
     if (code !== 'PROXY_TIMEOUT' && code !== 'PROXY_UNREACHABLE') return false;
     try {
+      this.adminCalls.configReads += 1;
       return matchesCanonicalJson(await this.options.proxy.readRunning(), rendered.json);
     } catch {
       return false;
     }
+  }
+}
+
+/** Identity of a file's current content as the file system sees it (inode, mtime, size); null when missing. */
+async function fileStamp(file: string): Promise<string | null> {
+  try {
+    const s = await stat(file, { bigint: true });
+    return `${s.ino}:${s.mtimeNs}:${s.size}`;
+  } catch {
+    return null;
   }
 }

@@ -13,6 +13,21 @@ import { ProxyError } from './errors.js';
 
 const NullableString = (min = 0) => Type.Union([Type.String({ minLength: min }), Type.Null()]);
 
+/** Why a reload happened; see docs/architecture.md ("Reload kinds"). */
+export type ReloadKind = 'initial' | 'repair-empty' | 'change' | 'repair-drift';
+export const RELOAD_KINDS: readonly ReloadKind[] = ['initial', 'repair-empty', 'change', 'repair-drift'];
+/**
+ * The kinds that sever customers' connections. An initial load and a repair
+ * of an empty (restarted) Caddy reach a proxy that holds no connection of ours
+ * any more, so "reloads a day" and its alert count only these.
+ */
+export const DISRUPTIVE_KINDS: ReadonlySet<ReloadKind> = new Set(['change', 'repair-drift']);
+
+const Counter = Type.Integer({ minimum: 0 });
+const KindCounters = Type.Object({ initial: Counter, repairEmpty: Counter, change: Counter, repairDrift: Counter });
+type KindCounters = Static<typeof KindCounters>;
+const kindKey = { initial: 'initial', 'repair-empty': 'repairEmpty', change: 'change', 'repair-drift': 'repairDrift' } as const;
+
 const PersistedState = Type.Object({
   version: Type.Literal(1),
   appliedHash: NullableString(1),
@@ -23,6 +38,10 @@ const PersistedState = Type.Object({
   reloadsToday: Type.Integer({ minimum: 0 }),
   lastReloadAt: NullableString(),
   lastReloadReason: NullableString(),
+  /** Reloads since the state file was created, per kind (absent in files of older agents). */
+  reloadKinds: Type.Optional(KindCounters),
+  /** Digest of the render settings and version the routes in place were rendered with (absent: older agent). */
+  renderDigest: Type.Optional(Type.String()),
 });
 type PersistedState = Static<typeof PersistedState>;
 const validate = Compile(PersistedState);
@@ -36,6 +55,7 @@ const fresh = (): PersistedState => ({
   reloadsToday: 0,
   lastReloadAt: null,
   lastReloadReason: null,
+  reloadKinds: { initial: 0, repairEmpty: 0, change: 0, repairDrift: 0 },
 });
 
 const utcDay = (at: Date) => at.toISOString().slice(0, 10);
@@ -68,6 +88,10 @@ export class RoutingStateStore {
     return this.state.appliedHash;
   }
 
+  get renderDigest(): string | null {
+    return this.state.renderDigest ?? null;
+  }
+
   get appliedRoutes(): readonly Route[] {
     return this.state.appliedRoutes;
   }
@@ -77,6 +101,7 @@ export class RoutingStateStore {
     return {
       appliedHash: s.appliedHash,
       reloadsTotal: s.reloadsTotal,
+      reloadKinds: { ...(s.reloadKinds ?? fresh().reloadKinds!) },
       // The day rolls over at UTC midnight without a write: a count for another day is zero today.
       reloadsToday: s.reloadsDay === utcDay(this.now()) ? s.reloadsToday : 0,
       lastReloadAt: s.lastReloadAt,
@@ -85,23 +110,30 @@ export class RoutingStateStore {
   }
 
   /** The proxy serves `routes` without a reload (it already did, or only the file was rewritten). */
-  async markApplied(hash: string, routes: Route[]): Promise<void> {
-    if (this.state.appliedHash === hash) return;
-    await this.save({ ...this.state, appliedHash: hash, appliedRoutes: routes });
+  async markApplied(hash: string, routes: Route[], renderDigest: string): Promise<void> {
+    if (this.state.appliedHash === hash && this.state.renderDigest === renderDigest) return;
+    await this.save({ ...this.state, appliedHash: hash, appliedRoutes: routes, renderDigest });
   }
 
-  /** A load changed what the proxy serves. */
-  async recordReload(hash: string, routes: Route[], reason: string): Promise<void> {
-    const at = this.now();
+  /**
+   * A load changed what the proxy serves. reloadsTotal counts every kind;
+   * reloadsToday only the disruptive ones (DISRUPTIVE_KINDS).
+   */
+  async recordReload(hash: string, routes: Route[], reason: string, kind: ReloadKind, renderDigest: string, at = this.now()): Promise<void> {
     const today = utcDay(at);
     const s = this.state;
+    const kinds: KindCounters = { ...(s.reloadKinds ?? fresh().reloadKinds!) };
+    kinds[kindKey[kind]] += 1;
+    const counted = s.reloadsDay === today ? s.reloadsToday : 0;
     await this.save({
       ...s,
       appliedHash: hash,
       appliedRoutes: routes,
       reloadsTotal: s.reloadsTotal + 1,
+      reloadKinds: kinds,
+      renderDigest,
       reloadsDay: today,
-      reloadsToday: s.reloadsDay === today ? s.reloadsToday + 1 : 1,
+      reloadsToday: DISRUPTIVE_KINDS.has(kind) ? counted + 1 : counted,
       lastReloadAt: at.toISOString(),
       lastReloadReason: reason,
     });

@@ -25,6 +25,8 @@ export interface DockerWorkloadControllerOptions {
   logger?: Logger;
   /** A container crashed past its restart budget (it is left exited; heartbeats show it). */
   onFailure?: (report: FailureReport) => void;
+  /** Where the restart counters survive agent restarts (TETHER_STATE_DIR/restart-counters.json); default: memory only. */
+  restartCountersFile?: string;
 }
 
 const NOT_STARTED = 'not started';
@@ -44,7 +46,7 @@ export class DockerWorkloadController implements WorkloadController {
   private readonly watcher: EventWatcher;
   private readonly sweep: Loop;
   private readonly lanes = new KeyedSerialQueue();
-  private readonly ledger = new RestartLedger();
+  private readonly ledger: RestartLedger;
   private readonly deps: ExecutorDeps;
 
   /** Desired workloads by service id; `desiredKnown` turns true with the panel's first complete set. */
@@ -63,6 +65,7 @@ export class DockerWorkloadController implements WorkloadController {
     this.restartPolicy = { ...DEFAULT_RESTART_POLICY, ...options.restart };
     this.logger = options.logger ?? silentLogger;
     this.reader = new ContainerReader(options.runtime, options.node);
+    this.ledger = new RestartLedger(options.restartCountersFile ? { file: options.restartCountersFile, logger: this.logger } : undefined);
     this.deps = {
       runtime: options.runtime,
       node: options.node,
@@ -108,6 +111,7 @@ export class DockerWorkloadController implements WorkloadController {
   async start(): Promise<void> {
     if (!this.stopped) return;
     this.stopped = false;
+    await this.ledger.load();
     this.watcher.start();
     this.sweep.start();
     await this.reconcile();

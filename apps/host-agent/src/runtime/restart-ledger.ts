@@ -1,8 +1,14 @@
+import type { Logger } from '@tether/common';
+import { readFileIfExists, writeFileAtomic } from '../proxy/atomic-file.js';
+
 /**
  * The agent's own restarts per container. Docker's RestartCount only counts
  * restart-policy restarts, and Tether sets no policy, so without this the
- * heartbeat would always say 0. Kept in memory: an agent restart resets the
- * budget (and the count the agent adds), which errs towards trying again.
+ * heartbeat would always say 0. With a file (TETHER_STATE_DIR/
+ * restart-counters.json) the counts and the budget spent survive an agent
+ * restart: a restarted agent neither reports a crash-looping container as
+ * never restarted nor gives it a fresh budget; a container that then runs
+ * stably gets its budget back as always.
  */
 interface Entry {
   /** Restarts since the container last ran stably; compared with the budget. */
@@ -14,6 +20,39 @@ interface Entry {
 
 export class RestartLedger {
   private readonly entries = new Map<string, Entry>();
+  private writing: Promise<void> = Promise.resolve();
+
+  constructor(private readonly persist?: { file: string; logger: Logger }) {}
+
+  /** Reads the file an earlier run wrote; an unreadable one is ignored (counting starts again). */
+  async load(): Promise<void> {
+    if (!this.persist) return;
+    const bytes = await readFileIfExists(this.persist.file).catch(() => null);
+    if (bytes === null) return;
+    try {
+      const parsed = JSON.parse(bytes.toString('utf8')) as { version?: number; entries?: Record<string, Entry> };
+      for (const [id, e] of Object.entries(parsed.entries ?? {})) {
+        if (Number.isInteger(e.spent) && Number.isInteger(e.total) && typeof e.reported === 'boolean' && e.spent >= 0 && e.total >= 0) {
+          this.entries.set(id, { spent: e.spent, total: e.total, reported: e.reported });
+        }
+      }
+    } catch (error) {
+      this.persist.logger.error({ err: error, file: this.persist.file }, 'restart counters unreadable; counting starts again');
+    }
+  }
+
+  /** Waits for the writes started so far. */
+  flushed(): Promise<void> {
+    return this.writing;
+  }
+
+  private save(): void {
+    const persist = this.persist;
+    if (!persist) return;
+    this.writing = this.writing
+      .then(() => writeFileAtomic(persist.file, `${JSON.stringify({ version: 1, entries: Object.fromEntries(this.entries) })}\n`, 0o600))
+      .catch((error: unknown) => persist.logger.error({ err: error, file: persist.file }, 'could not persist restart counters'));
+  }
 
   private entry(id: string): Entry {
     let e = this.entries.get(id);
@@ -28,10 +67,12 @@ export class RestartLedger {
     const e = this.entry(id);
     e.spent++;
     e.total++;
+    this.save();
   }
 
   markReported(id: string): void {
     this.entry(id).reported = true;
+    this.save();
   }
 
   total(id: string): number {
@@ -40,18 +81,28 @@ export class RestartLedger {
 
   /** A container that has run `stableMs` without crashing gets its budget back. */
   settle(running: { id: string; startedAt: number | null }[], now: number, stableMs: number): void {
+    let changed = false;
     for (const c of running) {
       const e = this.entries.get(c.id);
-      if (e && c.startedAt !== null && now - c.startedAt >= stableMs) {
+      if (e && c.startedAt !== null && now - c.startedAt >= stableMs && (e.spent !== 0 || e.reported)) {
         e.spent = 0;
         e.reported = false;
+        changed = true;
       }
     }
+    if (changed) this.save();
   }
 
   /** Drops containers that no longer exist. */
   retain(ids: Set<string>): void {
-    for (const id of this.entries.keys()) if (!ids.has(id)) this.entries.delete(id);
+    let changed = false;
+    for (const id of this.entries.keys()) {
+      if (!ids.has(id)) {
+        this.entries.delete(id);
+        changed = true;
+      }
+    }
+    if (changed) this.save();
   }
 
   /** Views for plan(). */

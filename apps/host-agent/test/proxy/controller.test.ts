@@ -64,7 +64,7 @@ describe.skipIf(!caddyAvailable)('routing controller against a real Caddy', () =
     const result = await controller.apply(mapOf([route('shop.example.test', shop), route('blog.example.test', blog)], 2));
     expect(result).toMatchObject({ changed: true, reloaded: true, error: null });
     expect(witness.loads).toBe(1);
-    expect(result.routing).toMatchObject({ reloadsTotal: 2, reloadsToday: 2, lastReloadReason: 'added blog.example.test' });
+    expect(result.routing).toMatchObject({ reloadsTotal: 2, reloadsToday: 1, lastReloadReason: 'added blog.example.test' });
     expect(controller.status()).toEqual(result.routing);
     expect(await httpGet(caddy.httpPort, 'blog.example.test', '/post/1')).toEqual({ status: 200, body: 'blog /post/1' });
     expect(await httpGet(caddy.httpPort, 'shop.example.test')).toEqual({ status: 200, body: 'shop /' });

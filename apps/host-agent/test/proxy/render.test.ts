@@ -67,15 +67,29 @@ describe('renderCaddyConfig', () => {
     expect(rendered.slice(0, -1).every((r) => r.terminal === true)).toBe(true);
   });
 
+  it('names the config by an id that changes with every rendered byte and with nothing else', () => {
+    const a = renderCaddyConfig([{ domain: 'a.example.com', pathPrefix: null, serviceId: 's1', upstream: 'svc-a:80' }], options);
+    const sameBytes = renderCaddyConfig([{ domain: 'a.example.com', pathPrefix: null, serviceId: 'other', upstream: 'svc-a:80' }], options);
+    const otherUpstream = renderCaddyConfig([{ domain: 'a.example.com', pathPrefix: null, serviceId: 's1', upstream: 'svc-b:80' }], options);
+    const otherPort = renderCaddyConfig([{ domain: 'a.example.com', pathPrefix: null, serviceId: 's1', upstream: 'svc-a:80' }], { ...options, httpPort: 8081 });
+    expect(sameBytes.id).toBe(a.id);
+    expect(new Set([a.id, otherUpstream.id, otherPort.id]).size).toBe(3);
+    // The id sits on the last (catch-all) route only, so GET /id/<id> returns that small object.
+    expect(a.json.split(a.id)).toHaveLength(2);
+    expect(JSON.parse(a.json).apps.http.servers.tether.routes.at(-1)['@id']).toBe(a.id);
+  });
+
   it('renders an empty map as a valid server that answers 404 to everything', () => {
-    const config = JSON.parse(renderCaddyConfig([], options).json);
+    const rendered = renderCaddyConfig([], options);
+    const config = JSON.parse(rendered.json);
+    expect(rendered.id).toMatch(/^tether-map-[0-9a-f]{32}$/);
     expect(config).toEqual({
       admin: { listen: '127.0.0.1:2019' },
       apps: {
         http: {
           http_port: 8080,
           https_port: 8443,
-          servers: { tether: { automatic_https: { disable: true }, listen: [':8080'], routes: [{ handle: [{ handler: 'static_response', status_code: 404 }] }] } },
+          servers: { tether: { automatic_https: { disable: true }, listen: [':8080'], routes: [{ '@id': rendered.id, handle: [{ handler: 'static_response', status_code: 404 }] }] } },
         },
       },
     });

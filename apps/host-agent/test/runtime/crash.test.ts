@@ -1,3 +1,6 @@
+import { mkdtemp } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { ensureDocker, sleep, waitFor } from '@tether/testkit';
 import type { ContainerState } from '@tether/protocol';
 import { describe, expect, it } from 'vitest';
@@ -36,9 +39,11 @@ describe.skipIf(!docker.available)('runtime: crashes and the restart budget', ()
     expect(await h.httpGet(before!.containerId)).toBe('ok-victim');
   });
 
-  it('a container that keeps crashing is restarted within its budget, then reported failed and left exited', async () => {
+  it('a container that keeps crashing is restarted within its budget, then reported failed and left exited; an agent restart keeps its counts', async () => {
     const reports: FailureReport[] = [];
-    const controller = h.controller({ restart: { budget: 2, backoffInitialMs: 200, backoffMaxMs: 1_000 }, onFailure: (r) => reports.push(r) });
+    const countersFile = path.join(await mkdtemp(path.join(os.tmpdir(), 'tether-restarts-')), 'restart-counters.json');
+    const policy = { budget: 2, backoffInitialMs: 200, backoffMaxMs: 1_000 };
+    const controller = h.controller({ restart: policy, onFailure: (r) => reports.push(r), restartCountersFile: countersFile });
     await controller.start();
     // Serves for a second, then exits 4: passes readiness, then crash-loops.
     const w = h.workload('flaky', 'flaky-d1', { env: { MESSAGE: 'ok-flaky', EXIT_AFTER: '1', EXIT_CODE: '4' } });
@@ -53,6 +58,16 @@ describe.skipIf(!docker.available)('runtime: crashes and the restart budget', ()
     await sleep(2_000);
     const [later] = (await controller.observe()).containers.filter((c) => c.serviceId === 'flaky');
     expect(later).toMatchObject({ containerId: state!.containerId, state: 'exited', restartCount: 2 });
+    expect(reports).toHaveLength(1);
+
+    // The agent restarts: the counts (and the budget used up) come back from the file; still no restart.
+    await controller.stop();
+    const restarted = h.controller({ restart: policy, onFailure: (r) => reports.push(r), restartCountersFile: countersFile });
+    await restarted.start();
+    restarted.setDesired([w]);
+    await sleep(1_500);
+    const [afterRestart] = (await restarted.observe()).containers.filter((c) => c.serviceId === 'flaky');
+    expect(afterRestart).toMatchObject({ containerId: state!.containerId, state: 'exited', restartCount: 2 });
     expect(reports).toHaveLength(1);
   });
 });

@@ -15,8 +15,12 @@ export interface AdminWitness {
   readonly loads: number;
   /** POST /load requests received, whatever the answer. */
   readonly loadAttempts: number;
-  /** GET /config/ requests received. */
+  /** GET /config/ requests received (a full read of the running config). */
   readonly reads: number;
+  /** GET /id/<id> requests received (one small object). */
+  readonly idReads: number;
+  /** Every request received, whatever it was. */
+  readonly calls: number;
   /** hang: accept requests and never answer (a frozen Caddy). */
   mode: 'pass' | 'hang';
   reset(): void;
@@ -27,6 +31,8 @@ export async function startAdminWitness(target: AdminTarget): Promise<AdminWitne
   let loads = 0;
   let loadAttempts = 0;
   let reads = 0;
+  let idReads = 0;
+  let calls = 0;
   const sockets = new Set<Socket>();
   // Caddy checks the Host header against its admin listen address; present the one it expects.
   const host = 'port' in target ? `127.0.0.1:${target.port}` : 'localhost';
@@ -35,7 +41,9 @@ export async function startAdminWitness(target: AdminTarget): Promise<AdminWitne
   const server = http.createServer((req, res) => {
     const isLoad = req.method === 'POST' && req.url === '/load';
     if (isLoad) loadAttempts += 1;
+    calls += 1;
     if (req.method === 'GET' && req.url?.startsWith('/config')) reads += 1;
+    if (req.method === 'GET' && req.url?.startsWith('/id/')) idReads += 1;
     if (mode === 'hang') return;
     const upstream = http.request(
       { ...('port' in target ? { host: '127.0.0.1', port: target.port } : { socketPath: target.socketPath }), method: req.method, path: req.url, headers: { ...req.headers, host } },
@@ -66,6 +74,12 @@ export async function startAdminWitness(target: AdminTarget): Promise<AdminWitne
     get reads() {
       return reads;
     },
+    get idReads() {
+      return idReads;
+    },
+    get calls() {
+      return calls;
+    },
     get mode() {
       return mode;
     },
@@ -76,6 +90,8 @@ export async function startAdminWitness(target: AdminTarget): Promise<AdminWitne
       loads = 0;
       loadAttempts = 0;
       reads = 0;
+      idReads = 0;
+      calls = 0;
     },
     async close() {
       for (const socket of sockets) socket.destroy();

@@ -9,6 +9,9 @@ export function memoryProxy(): ProxyConfigurator & { running: unknown; loads: nu
     async readRunning() {
       return JSON.stringify(this.running);
     },
+    async hasObject(id: string) {
+      return JSON.stringify(this.running).includes(`"@id":${JSON.stringify(id)}`);
+    },
     async load(json: string) {
       this.loads += 1;
       this.running = JSON.parse(json);

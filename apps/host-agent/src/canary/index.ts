@@ -1,0 +1,73 @@
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import type { Logger } from '@tether/common';
+import type { AgentConfig } from '../config.js';
+import type { RoutingApplyResult, RoutingController, RoutingMapInput } from '../controllers.js';
+import type { NewJournalEvent } from '../proxy/event-journal.js';
+import type { ReloadRecord } from '../proxy/routing-controller.js';
+import { startCanaryEndpoint, type CanaryEndpoint } from './canary-endpoint.js';
+import { CanaryMonitor } from './canary-monitor.js';
+import { CanaryStateStore } from './canary-state.js';
+
+export { attributeDrop } from './attribution.js';
+export { CANARY_SECRET_HEADER, startCanaryEndpoint, type CanaryEndpoint } from './canary-endpoint.js';
+export { CanaryMonitor, type CanaryMonitorOptions } from './canary-monitor.js';
+export { CanaryStateStore } from './canary-state.js';
+
+export interface Canary {
+  monitor: CanaryMonitor;
+  endpoint: CanaryEndpoint;
+  /** Tell the canary of every reload (the routing controller's onReload). */
+  noteReload(reload: ReloadRecord): void;
+}
+
+/** Parses `host:port` (IPv6 in brackets). */
+function hostPort(address: string): { host: string; port: number } {
+  const url = new URL(`http://${address}`);
+  return { host: url.hostname.replace(/^\[|\]$/g, ''), port: Number(url.port) };
+}
+
+/**
+ * Starts the canary's endpoint and builds its monitor (started with the
+ * routing controller, see withCanary). Null when TETHER_CANARY_INTERVAL_MS
+ * is 0 or the agent runs no proxy.
+ */
+export async function createCanary(
+  config: AgentConfig,
+  deps: { logger: Logger; onDrop: (event: NewJournalEvent) => void; now?: () => Date },
+): Promise<Canary | null> {
+  if (config.canary.intervalMs === 0 || config.proxy.kind === 'none') return null;
+  const now = deps.now ?? (() => new Date());
+  const state = await CanaryStateStore.open(path.join(config.stateDir, 'canary-state.json'), { now, logger: deps.logger });
+  // Per agent run, never written anywhere: only this process's monitor knows it.
+  const secret = randomBytes(24).toString('base64url');
+  let endpoint: CanaryEndpoint;
+  try {
+    endpoint = await startCanaryEndpoint({ ...hostPort(config.canary.listen), secret });
+  } catch (error) {
+    // The canary proves the proxy path; it must never keep the agent (and so deploys and routing) from running.
+    deps.logger.error({ err: error, listen: config.canary.listen }, 'canary endpoint cannot listen; running without the canary');
+    return null;
+  }
+  const monitor = new CanaryMonitor({ proxyUrl: config.canary.proxyUrl, secret, intervalMs: config.canary.intervalMs, state, onDrop: deps.onDrop, logger: deps.logger, now });
+  return { monitor, endpoint, noteReload: (reload) => monitor.noteReload(reload) };
+}
+
+/** The routing controller with the canary: started after it, stopped before it, its status in routing.canary. */
+export function withCanary(routing: RoutingController, canary: Canary | null): RoutingController {
+  if (!canary) return routing;
+  return {
+    async start() {
+      await routing.start();
+      canary.monitor.start();
+    },
+    async stop() {
+      await canary.monitor.stop();
+      await canary.endpoint.close();
+      await routing.stop();
+    },
+    apply: (map: RoutingMapInput): Promise<RoutingApplyResult> =>
+      routing.apply(map).then((result) => ({ ...result, routing: { ...result.routing, canary: canary.monitor.status() } })),
+    status: () => ({ ...routing.status(), canary: canary.monitor.status() }),
+  };
+}

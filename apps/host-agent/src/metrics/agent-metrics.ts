@@ -1,0 +1,60 @@
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { dropNonConventionalDefaults } from '@tether/common';
+import { closeCodeName, type RoutingStatus } from '@tether/protocol';
+import type { PanelConnection } from '../connection/panel-connection.js';
+
+// The agent's Prometheus metrics (served only when TETHER_AGENT_METRICS_PORT
+// is set, see metrics-server.ts). Same conventions as the panel's:
+// `tether_agent_` runtime metrics without prom-client's `_total` gauges, base
+// units, `_total` only on counters, no session ids in labels.
+
+export const AGENT_METRICS_PREFIX = 'tether_agent_';
+
+/** What the metrics read from the running agent. */
+export interface AgentMetricsSource {
+  connection: Pick<PanelConnection, 'state' | 'on'>;
+  routing(): RoutingStatus;
+}
+
+export function createAgentMetrics(source: AgentMetricsSource): Registry {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: AGENT_METRICS_PREFIX });
+  dropNonConventionalDefaults(registry, AGENT_METRICS_PREFIX);
+  const registers = [registry];
+  new Gauge({
+    name: 'tether_agent_session_connected',
+    help: '1 while the agent has a session with the panel (welcome received), 0 otherwise',
+    registers,
+    collect() {
+      this.set(source.connection.state === 'ready' ? 1 : 0);
+    },
+  });
+  const opened = new Counter({ name: 'tether_agent_sessions_opened_total', help: 'Sessions with the panel that completed hello/welcome', registers });
+  const closed = new Counter({
+    name: 'tether_agent_session_closes_total',
+    help: 'Sessions with the panel that ended, by close code name (or the number when it has none)',
+    labelNames: ['reason'],
+    registers,
+  });
+  // The agent's reload counter persists across restarts (routing-state.json), so it is a counter here too.
+  new Counter({
+    name: 'tether_agent_proxy_reloads_total',
+    help: 'Caddy reloads this node made, since its state folder was created',
+    registers,
+    collect() {
+      this.reset();
+      this.inc(source.routing().reloadsTotal);
+    },
+  });
+  new Gauge({
+    name: 'tether_agent_proxy_reloads_today',
+    help: 'Caddy reloads this node made today (UTC)',
+    registers,
+    collect() {
+      this.set(source.routing().reloadsToday);
+    },
+  });
+  source.connection.on('ready', () => opened.inc());
+  source.connection.on('closed', ({ code }) => closed.inc({ reason: closeCodeName(code) ?? String(code) }));
+  return registry;
+}

@@ -1,0 +1,49 @@
+import { EventEmitter } from 'node:events';
+import { afterEach, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config.js';
+import type { ConnectionState } from '../src/connection/panel-connection.js';
+import { createAgentMetrics } from '../src/metrics/agent-metrics.js';
+import { startMetricsServer } from '../src/metrics/metrics-server.js';
+
+// The agent's metrics endpoint: off unless configured, loopback by default,
+// /metrics and /healthz only, and metrics that follow the live connection.
+// (promtool checks a live agent's output in the panel's prometheus test.)
+
+const base = { TETHER_PANEL_URL: 'http://127.0.0.1:1', TETHER_NODE_TOKEN: 'x'.repeat(32) };
+
+describe('agent metrics endpoint', () => {
+  const closers: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    for (const c of closers.splice(0)) await c();
+  });
+
+  it('is off by default and on loopback when a port is set', () => {
+    expect(loadConfig(base).metrics).toBeNull();
+    expect(loadConfig({ ...base, TETHER_AGENT_METRICS_PORT: '9464' }).metrics).toEqual({ host: '127.0.0.1', port: 9464 });
+  });
+
+  it('serves metrics that follow the connection, /healthz, and nothing else', async () => {
+    const connection = Object.assign(new EventEmitter(), { state: 'waiting' as ConnectionState });
+    const routing = { appliedHash: null, reloadsTotal: 7, reloadsToday: 2, lastReloadAt: null, lastReloadReason: null };
+    const registry = createAgentMetrics({ connection: connection as never, routing: () => routing });
+    const server = await startMetricsServer({ host: '127.0.0.1', port: 0, registry, health: () => ({ connection: connection.state, sessionId: null }) });
+    closers.push(server.close);
+    const url = `http://127.0.0.1:${server.port}`;
+    const scrape = async () => (await fetch(`${url}/metrics`)).text();
+    let text = await scrape();
+    expect(text).toMatch(/^tether_agent_session_connected 0$/m);
+    expect(text).toMatch(/^tether_agent_proxy_reloads_total 7$/m);
+    expect(text).toMatch(/^tether_agent_proxy_reloads_today 2$/m);
+    expect(text).not.toMatch(/nodejs_active_handles_total/);
+    connection.state = 'ready';
+    connection.emit('ready', { sessionId: 's', timing: {} });
+    connection.emit('closed', { code: 4000, reason: 'idle', sessionId: 's', retryInMs: 1 });
+    text = await scrape();
+    expect(text).toMatch(/^tether_agent_session_connected 1$/m);
+    expect(text).toMatch(/^tether_agent_sessions_opened_total 1$/m);
+    expect(text).toMatch(/^tether_agent_session_closes_total\{reason="IDLE_TIMEOUT"\} 1$/m);
+    expect(await (await fetch(`${url}/healthz`)).json()).toEqual({ status: 'ok', connection: 'ready', sessionId: null });
+    expect((await fetch(`${url}/other`)).status).toBe(404);
+    expect((await fetch(`${url}/metrics`, { method: 'POST' })).status).toBe(405);
+  });
+});
