@@ -108,4 +108,24 @@ describe.skipIf(!docker.available)('tether CLI end to end', () => {
     expect(unreachable.code).toBe(3);
     expect(unreachable.stderr).toContain('NODE_UNREACHABLE');
   });
+  it('status shows the service running with its evidence; routes add, list and rm', async () => {
+    const all = await cli('status');
+    expect(all.code).toBe(0);
+    expect(all.stdout).toMatch(/^NAME +STATE +REPLICAS +NODE +REASON$/m);
+    // A rollout of an earlier test may still hold the old container beside the new one (2/1).
+    expect(all.stdout).toMatch(/^web +running +\d\/1 +cli-\d+ +\d\/1 running, reported by session ses_\S+$/m);
+    expect(all.stdout).toMatch(/^stranded +unknown +\?\/1 +cli-\d+-offline +node cli-\d+-offline has not connected yet$/m);
+    const one = await cli('status', 'web', '--json');
+    expect(JSON.parse(one.stdout)).toMatchObject({ name: 'web', state: 'running', evidence: { sessionId: expect.stringMatching(/^ses_/) } });
+    const added = await cli('routes', 'add', `cli-${process.pid}.example.com`, 'web');
+    expect(added.code).toBe(0);
+    expect(added.stdout).toMatch(new RegExp(`^route cli-${process.pid}\\.example\\.com → web \\(\\S+\\)$`, 'm'));
+    const listed = await cli('routes', '--json');
+    expect(JSON.parse(listed.stdout)).toEqual([expect.objectContaining({ domain: `cli-${process.pid}.example.com` })]);
+    const taken = await cli('routes', 'add', `cli-${process.pid}.example.com`, 'web');
+    expect(taken.code).toBe(4);
+    expect(taken.stderr).toContain('DOMAIN_TAKEN');
+    expect((await cli('routes', 'rm', `cli-${process.pid}.example.com`)).code).toBe(0);
+    expect((await cli('routes', 'rm', `cli-${process.pid}.example.com`)).code).toBe(2);
+  });
 });

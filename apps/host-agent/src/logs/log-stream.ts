@@ -155,10 +155,14 @@ export class LogStream {
         if (this.closed) return void stream.destroy();
         reader.stream = stream;
         const parser = new LogFrameParser();
+        // `since` may re-deliver lines at the boundary: skip up to the last time already sent, then take everything.
+        let skipUntil = reader.lastTime;
         stream.on('data', (chunk: Buffer) => {
           for (const raw of parser.push(chunk)) {
-            // `since` has second precision on some engines: skip what was sent already.
-            if (reader.lastTime && compareTimes(raw.time, reader.lastTime) <= 0) continue;
+            if (skipUntil) {
+              if (compareTimes(raw.time, skipUntil) <= 0) continue;
+              skipUntil = null;
+            }
             reader.lastTime = raw.time;
             this.push(this.queued(c, raw));
           }
