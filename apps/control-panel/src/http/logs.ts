@@ -114,6 +114,8 @@ export const logRoutes: FastifyPluginAsyncTypebox<LogRoutesOptions> = async (app
       );
       reply.hijack();
       res.writeHead(200, { 'content-type': 'application/x-ndjson; charset=utf-8', 'cache-control': 'no-store', 'x-accel-buffering': 'no' });
+      // Headers now: a follow on a quiet service has no line to carry them for a while.
+      res.flushHeaders();
       // The client left (or the connection broke): the agent stops reading.
       res.once('close', () => {
         if (!done) {

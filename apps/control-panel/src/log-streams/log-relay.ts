@@ -118,9 +118,10 @@ export class LogRelay {
     // The frame as the agent encoded it (decode kept its key order); already validated, so no encode().
     const bytes = Buffer.byteLength(JSON.stringify(message));
     stream.received += bytes;
-    if (stream.received > stream.granted) {
-      this.logger.warn({ streamId: stream.id, node: stream.session.nodeName, received: stream.received, granted: stream.granted }, 'agent sent logs past its credit');
-      return this.finish(stream, LOG_STREAM_END_CODES.LOG_CREDIT_EXCEEDED, 'the agent sent more than the panel granted; the stream was closed', true);
+    if (stream.received > stream.granted || bytes > LOG_LIMITS.maxChunkBytes) {
+      this.logger.warn({ streamId: stream.id, node: stream.session.nodeName, bytes, received: stream.received, granted: stream.granted }, 'agent broke the log credit');
+      const why = bytes > LOG_LIMITS.maxChunkBytes ? `a chunk of ${bytes} bytes (most: ${LOG_LIMITS.maxChunkBytes})` : 'more than the panel granted';
+      return this.finish(stream, LOG_STREAM_END_CODES.LOG_CREDIT_EXCEEDED, `the agent sent ${why}; the stream was closed`, true);
     }
     stream.sink.lines(message.lines, () => {
       stream.taken += bytes;
