@@ -67,10 +67,16 @@ export class DockerLogSource implements LogSource {
   }
 
   async watchStarts(serviceId: string, onStart: (container: ServiceContainer) => void, signal: AbortSignal): Promise<void> {
-    const stream = (await this.docker.getEvents({
-      filters: { type: ['container'], event: ['start'], ...this.filters(serviceId) },
-      abortSignal: signal,
-    } as Docker.GetEventsOptions)) as unknown as Readable;
+    let stream: Readable;
+    try {
+      stream = (await this.docker.getEvents({
+        filters: { type: ['container'], event: ['start'], ...this.filters(serviceId) },
+        abortSignal: signal,
+      } as Docker.GetEventsOptions)) as unknown as Readable;
+    } catch {
+      // Docker is away: the stream's history or readers fail and end it with DOCKER_UNAVAILABLE.
+      return;
+    }
     const stop = () => stream.destroy();
     signal.addEventListener('abort', stop, { once: true });
     try {
