@@ -11,6 +11,7 @@ import { PrismaRoutingMapSource, type RoutingMapSource } from './routing/routing
 import { RoutingReconciler } from './routing/routing-reconciler.js';
 import { SessionRegistry } from './sessions/registry.js';
 import { SessionDispatcher } from './sessions/session-dispatcher.js';
+import type { SessionFactOutbox } from './session-writes/outbox.js';
 import type { SessionStore } from './sessions/session-store.js';
 import { WorkloadSync } from './sessions/workload-sync.js';
 import { LogRelay } from './log-streams/log-relay.js';
@@ -96,6 +97,8 @@ export function createAgentSide(deps: {
   config: PanelConfig;
   prisma: Db;
   store: SessionStore;
+  /** The one ordered writer of session facts (reloads go through it too). */
+  outbox: SessionFactOutbox;
   maps?: RoutingMapSource;
   events: PanelEvents;
   metrics: PanelMetrics;
@@ -110,12 +113,13 @@ export function createAgentSide(deps: {
   });
   const dispatcher = new SessionDispatcher({ registry, store, events, logger, metrics });
   const workloads = new WorkloadSync(registry, store, logger);
-  const recorder = countedReloads(new PrismaReloadRecorder(deps.prisma), registry, metrics);
+  const recorder = countedReloads(new PrismaReloadRecorder(deps.prisma, deps.outbox), registry, metrics);
   const routing = new RoutingReconciler({
     sessions: registry,
     maps: deps.maps ?? new PrismaRoutingMapSource(deps.prisma),
     reloads: recorder,
     events: recorder,
+    onPush: (node, outcome) => metrics.nodeRoutingPushes.inc({ node, outcome }),
     logger,
     intervalMs: config.routing.reconcileIntervalMs,
     debounceMs: config.routing.debounceMs,

@@ -1,10 +1,13 @@
+import path from 'node:path';
 import websocket from '@fastify/websocket';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { MAX_PAYLOAD_BYTES } from '@tether/protocol';
 import { agentGateway } from './agent-gateway/gateway.js';
 import { createAgentSide, type AgentSide } from './agent-side.js';
 import type { PanelConfig } from './config.js';
-import type { Db } from './db/database.js';
+import { healthOf, type Db } from './db/database.js';
+import { withDeadline } from './db/db-faults.js';
+import { LastGoodRead } from './db/last-good-read.js';
 import type { ApiDeps } from './domain/api-deps.js';
 import { ErrorBodySchema } from './errors.js';
 import { authPlugin } from './http/auth.js';
@@ -31,7 +34,12 @@ import { PanelEvents } from './panel-events.js';
 import { createMetrics, type PanelMetrics } from './panel-metrics.js';
 import type { RoutingMapSource } from './routing/routing-map.js';
 import type { DeploymentDispatcher } from './sessions/session-dispatcher.js';
-import { PrismaSessionStore, type SessionStore } from './sessions/session-store.js';
+import { PrismaFactWriter } from './session-writes/fact-writer.js';
+import { ORPHANED_REASON } from './session-writes/facts.js';
+import { SessionFactOutbox } from './session-writes/outbox.js';
+import { SpillFile } from './session-writes/spill-file.js';
+import { watchOutbox } from './session-writes/outbox-metrics.js';
+import { OutboxSessionStore, type SessionStore } from './sessions/session-store.js';
 
 /** Shown in the OpenAPI document. */
 export const PANEL_VERSION = '0.1.0';
@@ -46,8 +54,8 @@ export interface AppDependencies {
   /** Sends persisted deployments to their node; the agent side's dispatcher when absent. */
   dispatcher?: DeploymentDispatcher;
   metrics?: PanelMetrics;
-  /** What the agent side writes through; Prisma when absent (tests wrap it to count writes). */
-  sessionStore?: SessionStore;
+  /** Wraps what the agent side writes through (tests count the writes). */
+  wrapSessionStore?: (store: SessionStore) => SessionStore;
   /** Where routing maps come from; the database when absent (bench/routing-panel.ts gives every node one map). */
   routingMaps?: RoutingMapSource;
 }
@@ -56,6 +64,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** The agent side (connected map, dispatch, workload sync, routing push), for tests and benches. */
     agentSide: AgentSide;
+    /** The one ordered writer of session facts, for tests. */
+    sessionFacts: SessionFactOutbox;
   }
 }
 
@@ -81,23 +91,52 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   refuseContentEncodings(app);
   // Before any route, so the OpenAPI document sees them all.
   await registerOpenApi(app, PANEL_VERSION);
-  await app.register(authPlugin, { prisma: deps.prisma, lastUsedFlushMs: deps.config.tokenLastUsedFlushMs });
-
+  const { db } = deps.config;
+  // Session facts (opens, closes, deployment transitions, reloads, last-seen and last-used times): one ordered writer.
+  const outbox = new SessionFactOutbox({
+    writer: new PrismaFactWriter(deps.prisma, { maxWait: db.connectTimeoutMs, timeout: db.queryTimeoutMs * 2 }),
+    spill: new SpillFile(path.join(deps.config.dataDir, 'outbox', 'session-facts.jsonl')),
+    logger: app.log,
+    retryMaxMs: deps.config.outbox.retryMaxMs,
+    maxPending: deps.config.outbox.maxPending,
+  });
+  app.decorate('sessionFacts', outbox);
   const events = deps.events ?? new PanelEvents();
   const metrics = deps.metrics ?? createMetrics();
+  watchOutbox(metrics, outbox);
+  await app.register(authPlugin, {
+    prisma: deps.prisma,
+    lastUsedFlushMs: deps.config.tokenLastUsedFlushMs,
+    cacheMs: deps.config.tokenCacheMs,
+    outbox,
+  });
+
+  const store = new OutboxSessionStore(deps.prisma, outbox, db.connectTimeoutMs + db.queryTimeoutMs);
   const agents = createAgentSide({
     config: deps.config,
     prisma: deps.prisma,
-    store: deps.sessionStore ?? new PrismaSessionStore(deps.prisma),
+    store: deps.wrapSessionStore ? deps.wrapSessionStore(store) : store,
+    outbox,
     events,
     metrics,
     logger: app.log,
     ...(deps.routingMaps ? { maps: deps.routingMaps } : {}),
   });
   app.decorate('agentSide', agents);
-  app.addHook('onReady', async () => agents.start());
-  // preClose: sessions get GOING_AWAY before the server stops accepting.
-  app.addHook('preClose', async () => agents.stop());
+  const nodes = new LastGoodRead(() => deps.prisma.node.findMany({ orderBy: { name: 'asc' } }), healthOf(deps.prisma));
+  app.addHook('onReady', async () => {
+    // What a previous run spilled is written first, then the sessions it left open are closed, then this run's facts.
+    outbox.start();
+    outbox.submit({ kind: 'sessions.orphaned', reason: ORPHANED_REASON, before: new Date().toISOString() }).catch(() => {});
+    // Remembered for GET /v1/sessions during an outage; a database that is out now just leaves it empty.
+    await withDeadline(nodes.read(), db.queryTimeoutMs, 'the database').catch(() => {});
+    agents.start();
+  });
+  // preClose: sessions get GOING_AWAY before the server stops accepting; their closes are written or spilled.
+  app.addHook('preClose', async () => {
+    await agents.stop();
+    await outbox.stop(db.connectTimeoutMs + db.queryTimeoutMs);
+  });
   // The fleet page and the per-node metrics: rows from the connected map plus cached database facts.
   const fleet = createFleet({ config: deps.config, prisma: deps.prisma, registry: agents.registry, routing: agents.routing, metrics, logger: app.log });
   app.addHook('onReady', async () => fleet.start());
@@ -123,8 +162,9 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
 
   // HTTP: one plugin per resource.
   await app.register(healthRoutes, {
+    // Its own short deadline: a frozen database makes /readyz 503 in time, never a hang.
     checkReady: async () => {
-      await deps.prisma.$queryRaw`SELECT 1`;
+      await withDeadline(deps.prisma.$queryRaw`SELECT 1`, db.readyTimeoutMs, 'the database');
     },
   });
   await app.register(metricsRoutes, { metrics });
@@ -143,6 +183,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     registry: agents.registry,
     routing: agents.routing,
     missedAcks24h: (nodeId) => fleet.directory.snapshot.missedAcks24h.get(nodeId) ?? 0,
+    nodes,
   });
   await app.register(reloadRoutes, { prefix: '/v1', prisma: deps.prisma, routing: agents.routing });
   await app.register(statusRoutes, { prefix: '/v1', prisma: deps.prisma, registry: agents.registry });

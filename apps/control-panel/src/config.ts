@@ -43,6 +43,14 @@ const EnvSchema = Type.Object({
   /** Per stream: credit the agent may hold plus bytes the HTTP client has not taken yet. */
   TETHER_LOG_WINDOW_BYTES: Type.Integer({ minimum: 65_536, maximum: 4 * 1024 * 1024, default: 256 * 1024 }),
   TETHER_SEND_BUFFER_LIMIT_BYTES: Type.Integer({ minimum: 1024, default: 8 * 1024 * 1024 }),
+  // Database bounds: a frozen server enforces nothing, so the client does (docs/operations.md, "Database outages").
+  TETHER_DB_CONNECT_TIMEOUT_MS: Ms(5_000),
+  TETHER_DB_QUERY_TIMEOUT_MS: Ms(5_000),
+  TETHER_DB_POOL_SIZE: Type.Integer({ minimum: 1, maximum: 1_000, default: 10 }),
+  TETHER_READY_TIMEOUT_MS: Ms(1_000),
+  TETHER_TOKEN_CACHE_MS: Ms(300_000, 0),
+  TETHER_OUTBOX_RETRY_MAX_MS: Ms(2_000),
+  TETHER_OUTBOX_MAX_PENDING: Type.Integer({ minimum: 100, maximum: 10_000_000, default: 100_000 }),
   /** How often the fleet page and per-node metrics re-read nodes, services and ACK-timeout events. */
   TETHER_FLEET_REFRESH_MS: Ms(5_000, 100),
   /** Key of the fleet page's signed cookies; panels sharing a database must share it (random per process when unset). */
@@ -70,6 +78,21 @@ export interface PanelConfig {
   logLevel: string;
   /** How often API tokens' last-used times are written (in batches). */
   tokenLastUsedFlushMs: number;
+  /** How long a verified token is honoured from memory while the database cannot answer (0: never). */
+  tokenCacheMs: number;
+  db: {
+    connectTimeoutMs: number;
+    queryTimeoutMs: number;
+    poolSize: number;
+    /** /readyz's own deadline. */
+    readyTimeoutMs: number;
+  };
+  outbox: {
+    /** Longest wait between two attempts to write session facts while the database refuses them. */
+    retryMaxMs: number;
+    /** Pending facts held in memory before droppable ones (last-seen, token last-used) are dropped. */
+    maxPending: number;
+  };
   sessions: {
     idleTimeoutMs: number;
     pingIntervalMs: number;
@@ -117,6 +140,14 @@ export function loadConfig(env: Record<string, string | undefined>): PanelConfig
     adminToken: e.TETHER_ADMIN_TOKEN,
     logLevel: e.TETHER_LOG_LEVEL,
     tokenLastUsedFlushMs: e.TETHER_TOKEN_LAST_USED_FLUSH_MS,
+    tokenCacheMs: e.TETHER_TOKEN_CACHE_MS,
+    db: {
+      connectTimeoutMs: e.TETHER_DB_CONNECT_TIMEOUT_MS,
+      queryTimeoutMs: e.TETHER_DB_QUERY_TIMEOUT_MS,
+      poolSize: e.TETHER_DB_POOL_SIZE,
+      readyTimeoutMs: e.TETHER_READY_TIMEOUT_MS,
+    },
+    outbox: { retryMaxMs: e.TETHER_OUTBOX_RETRY_MAX_MS, maxPending: e.TETHER_OUTBOX_MAX_PENDING },
     sessions: {
       idleTimeoutMs: e.TETHER_SESSION_IDLE_MS,
       pingIntervalMs: e.TETHER_PING_INTERVAL_MS,

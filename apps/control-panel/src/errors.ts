@@ -36,10 +36,14 @@ export const ERROR_CATALOG = defineErrorCatalog({
   LOGS_NOT_SUPPORTED: { status: 501, message: "the node's agent does not stream logs (an older release)" },
   NODE_UNREACHABLE: { status: 503, message: 'the node is unreachable until it rejoins' },
   NOT_READY: { status: 503, message: 'the panel is not ready' },
+  DATABASE_UNAVAILABLE: { status: 503, message: 'the database is unavailable; retry later' },
   ACK_TIMEOUT: { status: 504, message: 'the node did not acknowledge in time' },
 } as const satisfies Record<string, { status: number; message: string }>);
 
 export type ErrorCode = keyof typeof ERROR_CATALOG;
+
+/** Seconds a client is told to wait (Retry-After) when the database is unavailable or the panel not ready. */
+export const RETRY_AFTER_SECONDS = 5;
 
 /** An answer of the API: a catalogued code, its HTTP status, a message for people, optional details. */
 export class AppError extends CodedError<ErrorCode> {

@@ -31,6 +31,7 @@ export interface PanelMetrics {
   nodeAckTimeouts: Counter<'node'>;
   nodeProxyReloads: Counter<'node' | 'kind'>;
   nodeCanaryDrops: Counter<'node' | 'cause'>;
+  nodeRoutingPushes: Counter<'node' | 'outcome'>;
   dashboardStreams: Gauge;
   dashboardStreamsDropped: Counter<'reason'>;
   /** Where the per-node gauges read from (the fleet view); no per-node gauges until set. */
@@ -125,6 +126,12 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Panel
       name: 'tether_node_proxy_reloads_total',
       help: 'Proxy (Caddy) reloads an agent reported, per node, by kind (routing_change, no_routing_change, initial, repair_empty)',
       labelNames: ['node', 'kind'],
+      registers,
+    }),
+    nodeRoutingPushes: new Counter({
+      name: 'tether_node_routing_pushes_total',
+      help: 'Routing maps pushed to a node, by outcome: sent, applied (routing.applied without error), failed (an error, or not delivered)',
+      labelNames: ['node', 'outcome'],
       registers,
     }),
     nodeCanaryDrops: new Counter({

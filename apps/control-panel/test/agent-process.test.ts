@@ -119,6 +119,8 @@ describe('panel restart', () => {
     await panel.restartApp();
     const rejoined = await waitFor(() => panel.app.agentSide.registry.get(node.id), { timeoutMs: 6_000 });
     expect(rejoined.id).not.toBe(first.id);
+    // Session facts are written by the outbox, just after the registry has the session.
+    await panel.settled();
     const events = await panel.prisma.sessionEvent.findMany({ where: { nodeId: node.id }, orderBy: { id: 'asc' } });
     expect(events.map((e) => [e.kind, e.closeCode])).toEqual([
       ['opened', null],

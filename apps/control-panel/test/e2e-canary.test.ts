@@ -6,7 +6,7 @@ import { attachRoute, containerHostname, createTeam, deploy, deployEchoService, 
 
 // The canary through the whole system: a real panel, a real agent process on
 // this host running its Caddy container on its own Docker network, the
-// canary's WebSocket going host → published canary port → Caddy (container)
+// canary's WebSocket going host → Caddy's container address on the network → Caddy
 // → the agent's endpoint on the network's gateway address. Drops and reloads
 // are read the way an operator reads them: GET /v1/nodes/:id/canary-drops,
 // GET /v1/nodes/:id/reloads and GET /v1/sessions.

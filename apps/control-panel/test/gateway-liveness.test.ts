@@ -46,6 +46,7 @@ describe('read-idle deadline', () => {
     const sessions = await panel.api('GET', '/v1/sessions');
     const row = sessions.body.sessions.find((r: { nodeId: string }) => r.nodeId === node.id);
     expect(row).toMatchObject({ state: 'unreachable', sessionId: null, lastTeardown: { code: CLOSE_CODES.IDLE_TIMEOUT } });
+    await panel.settled();
     const history = await panel.prisma.sessionEvent.findMany({ where: { nodeId: node.id }, orderBy: { id: 'asc' } });
     expect(history.map((e) => [e.kind, e.closeCode])).toEqual([
       ['opened', null],
@@ -107,6 +108,7 @@ describe('supersede', () => {
     expect(closed.code).toBe(CLOSE_CODES.SUPERSEDED);
     expect(panel.app.agentSide.registry.get(node.id)?.id).toBe(second.welcome.sessionId);
     // The node never read unreachable in between.
+    await panel.settled();
     const row = await panel.prisma.node.findUniqueOrThrow({ where: { id: node.id } });
     expect(row.unreachableSince).toBeNull();
     await new Promise((r) => setTimeout(r, 300));

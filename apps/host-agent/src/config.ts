@@ -13,6 +13,9 @@ const Ms = (def: number, min = 10) => Type.Integer({ minimum: min, maximum: 86_4
 const T = DEFAULT_RUNTIME_TIMING;
 const R = DEFAULT_RESTART_POLICY;
 
+/** `host:port` (a name, an IPv4 address or a bracketed IPv6 address): goes into Caddy's config as a dial address, so nothing else. */
+const HOST_PORT = '^([A-Za-z0-9.-]+|\\[[0-9A-Fa-f:.]+\\]):[0-9]{1,5}$';
+
 const EnvSchema = Type.Object({
   TETHER_PANEL_URL: Type.String({ pattern: '^(https?|wss?)://' }),
   TETHER_NODE_TOKEN: Type.String({ minLength: 16, maxLength: 256 }),
@@ -79,10 +82,10 @@ const EnvSchema = Type.Object({
   /** Canary: the port of Caddy's dedicated canary server (plain HTTP, never a certificate). */
   TETHER_CANARY_PROXY_PORT: Type.Integer({ minimum: 1, maximum: 65_535, default: 9080 }),
   /** Canary: host:port the agent's canary endpoint listens on. */
-  TETHER_CANARY_LISTEN: Type.String({ minLength: 3, maxLength: 300, default: '127.0.0.1:9081' }),
+  TETHER_CANARY_LISTEN: Type.String({ pattern: HOST_PORT, maxLength: 300, default: '127.0.0.1:9081' }),
   /** Canary: host:port Caddy dials to reach that endpoint; default: TETHER_CANARY_LISTEN (container mode: set it, see docs). */
-  TETHER_CANARY_UPSTREAM: Type.Optional(Type.String({ minLength: 3, maxLength: 300 })),
-  /** Canary: http://host:port where the agent reaches Caddy's canary server; default: http://127.0.0.1:<TETHER_CANARY_PROXY_PORT>. */
+  TETHER_CANARY_UPSTREAM: Type.Optional(Type.String({ pattern: HOST_PORT, maxLength: 300 })),
+  /** Canary: http://host:port where the agent reaches Caddy's canary server; default: 127.0.0.1 (external) or the proxy container's address on Tether's network (container), at TETHER_CANARY_PROXY_PORT. */
   TETHER_CANARY_PROXY_URL: Type.Optional(Type.String({ pattern: '^http://' })),
   /** Prometheus metrics and /healthz over HTTP: off when unset (0 = a free port, logged). */
   TETHER_AGENT_METRICS_PORT: Type.Optional(Type.Integer({ minimum: 0, maximum: 65_535 })),
@@ -132,7 +135,8 @@ export interface AgentConfig {
     proxyPort: number;
     listen: string;
     upstream: string;
-    proxyUrl: string;
+    /** Null: derived from the mode (see TETHER_CANARY_PROXY_URL). */
+    proxyUrl: string | null;
   };
 }
 
@@ -224,7 +228,7 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
       proxyPort: e.TETHER_CANARY_PROXY_PORT,
       listen: e.TETHER_CANARY_LISTEN,
       upstream: e.TETHER_CANARY_UPSTREAM ?? e.TETHER_CANARY_LISTEN,
-      proxyUrl: e.TETHER_CANARY_PROXY_URL ?? `http://127.0.0.1:${e.TETHER_CANARY_PROXY_PORT}`,
+      proxyUrl: e.TETHER_CANARY_PROXY_URL ?? null,
     },
   };
 }

@@ -24,6 +24,7 @@ function controllers(
   agent: () => Agent | undefined,
   journal: EventJournal | undefined,
   canary: Canary | null,
+  proxyAddress: (resolve: () => Promise<string | null>) => void,
 ): { workloads: WorkloadController; routing: RoutingController; logs?: LogStreams } {
   const workloads =
     config.runtime.kind === 'none'
@@ -44,6 +45,7 @@ function controllers(
         canary?.noteReload(reload);
         void journal?.record(reloadEvent(reload));
       },
+      proxyAddress,
     },
   );
   // Logs are read straight from Docker (not through the runtime seam): a long-lived stream per follower.
@@ -61,8 +63,13 @@ runMain(
     const nodeName = config.nodeName ?? os.hostname();
     const ref: { agent?: Agent } = {};
     const journal = config.proxy.kind === 'none' ? undefined : await EventJournal.open(path.join(config.stateDir, 'proxy-events.json'), { logger });
-    const canary = await createCanary({ ...config, nodeName }, { logger, onDrop: (event) => void journal?.record(event) });
-    const parts = controllers(config, nodeName, logger, () => ref.agent, journal, canary);
+    // Container mode: the canary finds Caddy at its container's address, which the routing controller knows how to read.
+    const proxy: { address?: () => Promise<string | null> } = {};
+    const canary = await createCanary(
+      { ...config, nodeName },
+      { logger, onDrop: (event) => void journal?.record(event), ...(config.proxy.kind === 'container' ? { proxyAddress: () => proxy.address?.() ?? Promise.resolve(null) } : {}) },
+    );
+    const parts = controllers(config, nodeName, logger, () => ref.agent, journal, canary, (resolve) => (proxy.address = resolve));
     const agent = createAgent({ ...config, nodeName }, { logger, ...parts, ...(journal ? { events: journal } : {}) });
     ref.agent = agent;
     logger.info({ panel: config.panelUrl, node: nodeName, runtime: config.runtime.kind, proxy: config.proxy.kind }, 'tether agent starting');

@@ -22,6 +22,24 @@ describe('agent metrics endpoint', () => {
     expect(loadConfig({ ...base, TETHER_AGENT_METRICS_PORT: '9464' }).metrics).toEqual({ host: '127.0.0.1', port: 9464 });
   });
 
+  it('reloads by kind and the canary, from what the routing status reports (absent when the canary is off)', async () => {
+    const connection = Object.assign(new EventEmitter(), { state: 'waiting' as ConnectionState });
+    const causes = { reload: 2, proxyRestarted: 1, proxyUnreachable: 0, unexplained: 0 };
+    let routing: Record<string, unknown> = { appliedHash: null, reloadsTotal: 4, reloadsToday: 1, lastReloadAt: null, lastReloadReason: null };
+    const off = await createAgentMetrics({ connection: connection as never, routing: () => routing as never }).metrics();
+    expect(off).not.toMatch(/tether_agent_canary/);
+    routing = {
+      ...routing,
+      reloadKinds: { initial: 1, repairEmpty: 1, change: 1, repairDrift: 1 },
+      canary: { connected: true, dropsToday: 1, dropsTotal: 3, causesTotal: causes, causesToday: causes, lastDropAt: null, lastDropCause: null, httpFailuresTotal: 0 },
+    };
+    const text = await createAgentMetrics({ connection: connection as never, routing: () => routing as never }).metrics();
+    expect(text).toMatch(/^tether_agent_proxy_reloads_by_kind_total\{kind="repair-empty"\} 1$/m);
+    expect(text).toMatch(/^tether_agent_canary_connected 1$/m);
+    expect(text).toMatch(/^tether_agent_canary_drops_total\{cause="reload"\} 2$/m);
+    expect(text).toMatch(/^tether_agent_canary_drops_total\{cause="proxy-restarted"\} 1$/m);
+  });
+
   it('serves metrics that follow the connection, /healthz, and nothing else', async () => {
     const connection = Object.assign(new EventEmitter(), { state: 'waiting' as ConnectionState });
     const routing = { appliedHash: null, reloadsTotal: 7, reloadsToday: 2, lastReloadAt: null, lastReloadReason: null };

@@ -23,6 +23,7 @@ interface SessionRow {
   sessionId: string | null;
   routing: { desiredHash: string | null; appliedHash: string | null };
   reloads: { today: number; total: number };
+  canary: { connected: boolean; dropsTotal: number } | null;
 }
 
 let stack: ComposeStack;
@@ -104,6 +105,9 @@ describe.skipIf(!tools.available)('the shipped compose stack (docker-compose 1.2
     // The agent container's health check reads its health file: healthy once the session is up.
     const agent = await stack.containerId('agent');
     await waitFor(async () => (await docker(['inspect', '-f', '{{.State.Health.Status}}', agent])) === 'healthy', { timeoutMs: 60_000, intervalMs: 500 });
+    // The canary goes through the agent's own Caddy to the agent, by its alias on Tether's network.
+    const canary = await waitFor(async () => ((await session())?.canary?.connected ? (await session())?.canary : undefined), { timeoutMs: 60_000, intervalMs: 250 });
+    expect(canary?.dropsTotal).toBe(0);
   }, 300_000);
 
   it('team, service, route and deployment through the REST API; the service answers through the agent\'s Caddy', async () => {

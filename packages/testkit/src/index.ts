@@ -9,5 +9,6 @@ export * from './process.js';
 export * from './images.js';
 export * from './second-daemon.js';
 export * from './inbox.js';
+export * from './postgres-faults.js';
 export * from './tools.js';
 export * from './manual-clock.js';

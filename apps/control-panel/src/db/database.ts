@@ -4,6 +4,8 @@ import { PrismaPg } from '@prisma/adapter-pg';
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '@tether/embedded-postgres';
 import { PrismaClient, type Prisma } from '../generated/prisma/client.js';
 import { applyMigrations, type MigrationResult } from './migrate.js';
+import { DbHealth } from './db-faults.js';
+import { createPool, DEFAULT_DB_LIMITS, type DbLimits } from './pg-pool.js';
 
 export type Db = PrismaClient;
 
@@ -12,8 +14,28 @@ export type Tx = Prisma.TransactionClient;
 
 export const MIGRATIONS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'prisma', 'migrations');
 
-export function createPrisma(databaseUrl: string): Db {
-  return new PrismaClient({ adapter: new PrismaPg({ connectionString: databaseUrl }) });
+export type { DbLimits };
+
+/** A Prisma client on a bounded pool: no query, connect or transaction waits past the limits. */
+export function createPrisma(databaseUrl: string, limits: DbLimits = DEFAULT_DB_LIMITS): Db {
+  const health = new DbHealth();
+  const pool = createPool(databaseUrl, limits, health);
+  const prisma = new PrismaClient({
+    adapter: new PrismaPg(pool, { disposeExternalPool: true }),
+    // Interactive transactions: wait for a connection, then run, each within the same bounds as a query.
+    transactionOptions: { maxWait: limits.connectTimeoutMs, timeout: limits.queryTimeoutMs * 2 },
+  });
+  healthByClient.set(prisma, health);
+  return prisma;
+}
+
+const healthByClient = new WeakMap<Db, DbHealth>();
+
+/** What the client's pool last saw of the database (always "up" for a client not made by createPrisma). */
+export function healthOf(prisma: Db): DbHealth {
+  let health = healthByClient.get(prisma);
+  if (!health) healthByClient.set(prisma, (health = new DbHealth()));
+  return health;
 }
 
 export interface Database {
@@ -33,6 +55,7 @@ export async function openDatabase(options: {
   databaseUrl: string | undefined;
   dataDir: string;
   embeddedPort?: number;
+  limits?: DbLimits;
   log?: { info(msg: string): void; warn(msg: string): void };
 }): Promise<Database> {
   let embedded: EmbeddedPostgresHandle | undefined;
@@ -47,7 +70,7 @@ export async function openDatabase(options: {
   }
   try {
     const migrations = await applyMigrations(url, MIGRATIONS_DIR, options.log);
-    const prisma = createPrisma(url);
+    const prisma = createPrisma(url, options.limits);
     return {
       url,
       prisma,

@@ -1,7 +1,9 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { createLoop } from '@tether/common';
-import type { Db } from '../db/database.js';
+import { healthOf, type Db } from '../db/database.js';
+import { isDatabaseUnavailable } from '../db/db-faults.js';
+import type { SessionFactOutbox } from '../session-writes/outbox.js';
 import { AppError } from '../errors.js';
 import type { AuthContext } from '../domain/access.js';
 import { hashToken } from '../domain/tokens.js';
@@ -10,8 +12,11 @@ import { hashToken } from '../domain/tokens.js';
 // `onRequest: requireAuth` or `onRequest: requireOperator`; running in
 // onRequest means an unauthenticated caller is refused before its body is
 // read or validated. Every request looks its token up (one indexed query), so
-// a revoked token stops working at once. last_used_at is kept in memory and
-// written in batches: a busy token must not turn every GET into a write.
+// a revoked token stops working at once. Only when the database cannot answer
+// is a token honoured from memory, and only if the database verified it within
+// TETHER_TOKEN_CACHE_MS: reads that need no database (sessions, status) keep
+// working through an outage. last_used_at is kept in memory and handed to the
+// session-fact outbox in batches: a busy token must not turn every GET into a write.
 
 interface Authenticator {
   authenticate(request: FastifyRequest, reply: FastifyReply): Promise<AuthContext>;
@@ -31,7 +36,14 @@ export interface AuthOptions {
   prisma: Db;
   /** How often last_used_at is written for the tokens used since the last write. */
   lastUsedFlushMs: number;
+  /** How long a verified token is honoured from memory while the database cannot answer (0: never). */
+  cacheMs: number;
+  /** Where last-used times go (coalesced, retried, droppable). */
+  outbox: SessionFactOutbox;
 }
+
+/** Verified tokens remembered for outages, at most this many (the oldest verification goes first). */
+const MAX_CACHED_TOKENS = 10_000;
 
 const BEARER = /^Bearer +([\x21-\x7e]{1,512})$/i;
 
@@ -44,12 +56,36 @@ export const authPlugin = fp<AuthOptions>(
   async (app, opts) => {
     let lastUsed = new Map<string, Date>();
     const flush = async () => {
-      if (lastUsed.size === 0) return;
-      const batch = lastUsed;
+      for (const [id, at] of lastUsed) opts.outbox.noteTokenUsed(id, at);
       lastUsed = new Map();
-      await opts.prisma.$transaction(
-        [...batch].map(([id, at]) => opts.prisma.apiToken.updateMany({ where: { id }, data: { lastUsedAt: at } })),
-      );
+    };
+    /** Token hash → what the database said about it, and when. */
+    const verified = new Map<string, { auth: AuthContext; at: number }>();
+    const health = healthOf(opts.prisma);
+    const fromCache = (tokenHash: string) => {
+      const cached = verified.get(tokenHash);
+      return cached && Date.now() - cached.at <= opts.cacheMs ? cached.auth : undefined;
+    };
+    const lookup = async (tokenHash: string): Promise<AuthContext | null> => {
+      // Known down a moment ago: a remembered token answers at once instead of waiting out the deadline again.
+      const remembered = health.recentlyDown ? fromCache(tokenHash) : undefined;
+      if (remembered) return remembered;
+      let token;
+      try {
+        token = await opts.prisma.apiToken.findUnique({ where: { tokenHash }, select: { id: true, role: true, teamId: true, revokedAt: true } });
+      } catch (err) {
+        const cached = isDatabaseUnavailable(err) ? fromCache(tokenHash) : undefined;
+        if (cached) return cached;
+        throw err;
+      }
+      verified.delete(tokenHash);
+      if (!token || token.revokedAt) return null;
+      const auth: AuthContext = { tokenId: token.id, role: token.role, teamId: token.teamId };
+      if (opts.cacheMs > 0) {
+        verified.set(tokenHash, { auth, at: Date.now() });
+        if (verified.size > MAX_CACHED_TOKENS) verified.delete(verified.keys().next().value!);
+      }
+      return auth;
     };
     const flushLoop = createLoop({
       name: 'token-last-used-flush',
@@ -65,20 +101,18 @@ export const authPlugin = fp<AuthOptions>(
         if (!header) throw unauthorized(reply, 'send Authorization: Bearer <token>');
         const match = BEARER.exec(header.trim());
         if (!match) throw unauthorized(reply, 'the Authorization header must be "Bearer <token>"');
-        const token = await opts.prisma.apiToken.findUnique({
-          where: { tokenHash: hashToken(match[1]!) },
-          select: { id: true, role: true, teamId: true, revokedAt: true },
-        });
-        if (!token || token.revokedAt) throw unauthorized(reply, 'the token is unknown or revoked');
-        lastUsed.set(token.id, new Date());
-        return { tokenId: token.id, role: token.role, teamId: token.teamId };
+        const auth = await lookup(hashToken(match[1]!));
+        if (!auth) throw unauthorized(reply, 'the token is unknown or revoked');
+        lastUsed.set(auth.tokenId, new Date());
+        return auth;
       },
     } satisfies Authenticator);
 
     app.addHook('onReady', async () => flushLoop.start());
-    app.addHook('onClose', async () => {
+    // preClose, before app.ts stops the outbox: the last batch still reaches it.
+    app.addHook('preClose', async () => {
       await flushLoop.stop();
-      await flush().catch((err: unknown) => app.log.warn({ err }, 'could not record token use'));
+      await flush();
     });
   },
   { name: 'tether-auth' },

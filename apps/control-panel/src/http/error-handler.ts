@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
-import { AppError, ERROR_CATALOG, type ErrorCode } from '../errors.js';
+import { isDatabaseUnavailable } from '../db/db-faults.js';
+import { AppError, ERROR_CATALOG, RETRY_AFTER_SECONDS, type ErrorCode } from '../errors.js';
 
 /** Paths the 404 answer may repeat. */
 const PLAIN_PATH = /^[A-Za-z0-9/_.-]{1,100}$/;
@@ -27,8 +28,12 @@ function fromFastify(error: FastifyError): AppError {
 /** The one place errors become HTTP answers. */
 export function installErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError | AppError, request, reply) => {
-    const appErr = error instanceof AppError ? error : fromFastify(error as FastifyError);
-    if (appErr.statusCode >= 500 && !(error instanceof AppError)) request.log.error({ err: error }, 'unhandled error');
+    // A database fault is not a bug: 503 with the catalog's message; the driver's text goes to the log only.
+    const dbDown = !(error instanceof AppError) && isDatabaseUnavailable(error);
+    if (dbDown) request.log.warn({ err: error }, 'database unavailable');
+    const appErr = error instanceof AppError ? error : dbDown ? new AppError('DATABASE_UNAVAILABLE') : fromFastify(error as FastifyError);
+    if (appErr.statusCode >= 500 && !(error instanceof AppError) && !dbDown) request.log.error({ err: error }, 'unhandled error');
+    if (appErr.code === 'DATABASE_UNAVAILABLE' || appErr.code === 'NOT_READY') void reply.header('retry-after', String(RETRY_AFTER_SECONDS));
     const body: { error: { code: string; message: string; details?: Record<string, unknown> } } = {
       error: { code: appErr.code, message: appErr.message },
     };

@@ -1,13 +1,14 @@
 import type { FastifyPluginAsync } from 'fastify';
 import Type from 'typebox';
 import type { Db } from '../db/database.js';
+import { FROM_MEMORY_HEADER, type LastGoodRead } from '../db/last-good-read.js';
 import { AppError } from '../errors.js';
 import { requireOperator } from './auth.js';
 import { IdParams, authErrors, security } from './schemas.js';
 import { SessionHistory, SessionList } from './session-schemas.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import type { RoutingView } from '../routing/routing-reconciler.js';
-import { sessionRow, type MissedAcks24h } from './session-rows.js';
+import { sessionRow, type MissedAcks24h, type NodeRecord } from './session-rows.js';
 
 export interface SessionRoutesOptions {
   prisma: Db;
@@ -16,6 +17,8 @@ export interface SessionRoutesOptions {
   routing: RoutingView;
   /** ACK timeouts per node in the last 24 h (the fleet directory's count of session events). */
   missedAcks24h: MissedAcks24h;
+  /** Every node, by name; remembered so the list answers during a database outage. */
+  nodes: LastGoodRead<NodeRecord[]>;
 }
 
 const HistoryQuery = Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100 })) }, { additionalProperties: false });
@@ -33,8 +36,19 @@ export const sessionRoutes: FastifyPluginAsync<SessionRoutesOptions> = async (ap
         response: { 200: SessionList, ...authErrors(403) },
       },
     },
-    async () => {
-      const nodes = await opts.prisma.node.findMany({ orderBy: { name: 'asc' } });
+    async (_request, reply) => {
+      const { data, fromMemoryAt } = await opts.nodes.read();
+      let nodes = data;
+      if (fromMemoryAt) {
+        // The database is out: node rows as last read, live sessions from the connected map (a node made since has one too).
+        void reply.header(FROM_MEMORY_HEADER, fromMemoryAt.toISOString());
+        const known = new Set(nodes.map((n) => n.id));
+        const added = opts.registry
+          .list()
+          .filter((s) => !known.has(s.nodeId))
+          .map((s) => ({ id: s.nodeId, name: s.nodeName, decommissioned: false, lastSeenAt: null, unreachableSince: null, lastTeardownAt: null, lastTeardownReason: null }));
+        if (added.length > 0) nodes = [...nodes, ...added].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+      }
       const now = Date.now();
       return { sessions: nodes.map((node) => sessionRow(node, opts.registry, opts.routing, now, opts.missedAcks24h)) };
     },

@@ -1,12 +1,13 @@
 import type { FastifyPluginAsync } from 'fastify';
-import type { Db } from '../db/database.js';
+import { healthOf, type Db } from '../db/database.js';
+import { FROM_MEMORY_HEADER, LastGoodRead } from '../db/last-good-read.js';
 import { AppError } from '../errors.js';
 import { teamScope } from '../domain/access.js';
 import { authOf, requireAuth } from './auth.js';
 import { IdParams, authErrors, security } from './schemas.js';
 import { ServiceStatusSchema, StatusList } from './session-schemas.js';
 import type { SessionRegistry } from '../sessions/registry.js';
-import { serviceStatus } from '../sessions/service-status.js';
+import { serviceStatus, type StatusInput } from '../sessions/service-status.js';
 
 export interface StatusRoutesOptions {
   prisma: Db;
@@ -23,6 +24,7 @@ const serviceSelect = {
 
 /** Desired vs running replicas, from live sessions only, each with its evidence. */
 export const statusRoutes: FastifyPluginAsync<StatusRoutesOptions> = async (app, opts) => {
+  const lastRead = new Map<string, LastGoodRead<StatusInput[]>>();
   app.get(
     '/status',
     {
@@ -34,12 +36,24 @@ export const statusRoutes: FastifyPluginAsync<StatusRoutesOptions> = async (app,
         response: { 200: StatusList, ...authErrors() },
       },
     },
-    async (request) => {
-      const services = await opts.prisma.service.findMany({
-        where: { node: { decommissioned: false }, ...teamScope(authOf(request)) },
-        orderBy: [{ teamId: 'asc' }, { name: 'asc' }],
-        select: serviceSelect,
-      });
+    async (request, reply) => {
+      const auth = authOf(request);
+      // Remembered per scope (all, or one team) so status answers during a database outage; live state is from sessions.
+      const scope = auth.role === 'operator' ? '*' : (auth.teamId ?? '');
+      let read = lastRead.get(scope);
+      if (!read) {
+        read = new LastGoodRead(() =>
+          opts.prisma.service.findMany({
+            where: { node: { decommissioned: false }, ...teamScope(auth) },
+            orderBy: [{ teamId: 'asc' }, { name: 'asc' }],
+            select: serviceSelect,
+          }),
+          healthOf(opts.prisma),
+        );
+        lastRead.set(scope, read);
+      }
+      const { data: services, fromMemoryAt } = await read.read();
+      if (fromMemoryAt) void reply.header(FROM_MEMORY_HEADER, fromMemoryAt.toISOString());
       const now = Date.now();
       return { services: services.map((s) => serviceStatus(s, opts.registry, now)) };
     },

@@ -1,6 +1,7 @@
 import { createLoop, KeyedSerialQueue, sanitizeText, type Loop, type Logger } from '@tether/common';
 import { CAPABILITIES, createIdGenerator, type AgentMessage, type CanaryStatus, type ReloadKindCounts, type ProxyEvents, type ReloadKind, type RoutingStatus } from '@tether/protocol';
 import type { SessionRegistry } from '../sessions/registry.js';
+import { sameJson } from '../sessions/report.js';
 import type { AgentSession } from '../sessions/session.js';
 import type { RoutingMapContent, RoutingMapSource } from './routing-map.js';
 import { RoutingFrames } from './routing-frames.js';
@@ -32,8 +33,11 @@ export interface RoutingView {
 }
 
 export interface ReloadRecorder {
-  /** A reload reported the old way (routing.applied with reloaded: true) by an agent without `proxy.events`. */
-  reloaded(record: { nodeId: string; at: Date; hashBefore: string | null; hashAfter: string; reason: string; kind?: ReloadKind }): Promise<void>;
+  /**
+   * A reload reported the old way (routing.applied with reloaded: true) by an agent without `proxy.events`.
+   * `key` names the report (session and message id) so a retried write cannot record it twice.
+   */
+  reloaded(record: { nodeId: string; key?: string; at: Date; hashBefore: string | null; hashAfter: string; reason: string; kind?: ReloadKind }): Promise<void>;
 }
 
 /** Where `proxy.events` go: stored under their unique key, so a resent event is recorded once. */
@@ -48,6 +52,8 @@ export interface RoutingReconcilerOptions {
   reloads: ReloadRecorder;
   /** Default: no store, so `proxy.events` are never ACKed (the agent keeps them). */
   events?: ProxyEventStore;
+  /** Told of every push's outcome (metrics). */
+  onPush?: (node: string, outcome: 'sent' | 'applied' | 'failed') => void;
   logger: Logger;
   intervalMs: number;
   debounceMs: number;
@@ -232,11 +238,13 @@ export class RoutingReconciler implements RoutingView {
       this.trackMismatch(s);
       const desired = s.desired;
       s.pushes++;
+      this.options.onPush?.(session.nodeName, 'sent');
       const message = { type: 'routing.map' as const, id: this.nextId(), version: desired.version, hash: desired.hash, routes: desired.routes };
       await session.sendAwaitingAck(message, undefined, this.frames.frame(message));
       this.options.logger.debug({ node: session.nodeName, hash: desired.hash, reason }, 'routing map pushed');
     } catch (err) {
       s.failed++;
+      this.options.onPush?.(session.nodeName, 'failed');
       // A missing ACK already tore the session down; the next session is pushed on open.
       this.options.logger.warn({ err, node: session.nodeName, reason }, 'routing map not delivered');
     }
@@ -255,8 +263,9 @@ export class RoutingReconciler implements RoutingView {
     s.reloadsTotal = routing.reloadsTotal;
     if (s.lastReloadAt !== routing.lastReloadAt) s.lastReloadAt = routing.lastReloadAt;
     if (s.lastReloadReason !== routing.lastReloadReason) s.lastReloadReason = routing.lastReloadReason;
-    s.reloadKinds = routing.reloadKinds ?? null;
-    s.canary = routing.canary ?? null;
+    // Kept when equal, like the strings above: an unchanged heartbeat's objects die young.
+    if (!sameJson(s.reloadKinds, routing.reloadKinds ?? null)) s.reloadKinds = routing.reloadKinds ?? null;
+    if (!sameJson(s.canary, routing.canary ?? null)) s.canary = routing.canary ?? null;
     this.trackMismatch(s);
   }
 
@@ -270,12 +279,14 @@ export class RoutingReconciler implements RoutingView {
     if (message.type === 'routing.applied') {
       if (message.error) s.failed++;
       else s.applied++;
+      this.options.onPush?.(session.nodeName, message.error ? 'failed' : 'applied');
     }
     // An agent with proxy.events reports every reload (also its own repairs) in that message, exactly once.
     if (message.type === 'routing.applied' && message.reloaded && !session.hasCapability(CAPABILITIES.PROXY_EVENTS)) {
       void this.options.reloads
         .reloaded({
           nodeId: session.nodeId,
+          key: `${session.id}/${message.id}`,
           at: new Date(),
           hashBefore: before,
           hashAfter: message.hash,

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { createLoop, KeyedSerialQueue, type Loop, type Logger } from '@tether/common';
+import { createLoop, type Loop, type Logger } from '@tether/common';
 import { CLOSE_CODES, createIdGenerator, type AgentMessage } from '@tether/protocol';
 import type { AgentSession } from './session.js';
 import type { SessionStore } from './session-store.js';
@@ -33,8 +33,6 @@ export interface RegistryEvents {
 export class SessionRegistry extends EventEmitter<RegistryEvents> {
   private readonly sessions = new Map<string, AgentSession>();
   private readonly teardowns = new Map<string, Teardown>();
-  /** Per node, the store writes in the order they were decided (open/close must not swap). */
-  private readonly writes = new KeyedSerialQueue<string>();
   private readonly flushed = new Map<string, number>();
   private readonly nextId = createIdGenerator('p');
   private readonly pingLoop: Loop;
@@ -67,8 +65,8 @@ export class SessionRegistry extends EventEmitter<RegistryEvents> {
     await this.pingLoop.stop();
     await this.flushLoop.stop();
     for (const session of [...this.sessions.values()]) session.teardown(CLOSE_CODES.GOING_AWAY, 'panel shutting down');
+    // The closes and last-seen times are queued; the outbox writes (or spills) them when the app stops.
     await this.flushLastSeen();
-    await this.writes.idle();
   }
 
   get size(): number {
@@ -133,8 +131,13 @@ export class SessionRegistry extends EventEmitter<RegistryEvents> {
     return true;
   }
 
+  /**
+   * Hands a session fact to the store's ordered writer, which keeps each node's
+   * order and retries through outages; only a fact the database rejects for
+   * good (a bug) ends up here.
+   */
   private write(nodeId: string, op: () => Promise<void>): void {
-    void this.writes.run(nodeId, op).catch((err: unknown) => this.logger.error({ err, nodeId }, 'session store write failed'));
+    op().catch((err: unknown) => this.logger.error({ err, nodeId }, 'session store write failed'));
   }
 
   private pingDue(): void {

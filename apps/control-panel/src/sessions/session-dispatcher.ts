@@ -148,6 +148,11 @@ export class SessionDispatcher implements DeploymentDispatcher {
         }
       }
     } catch (err) {
+      // The database did not take it in time: the update stays queued in the outbox and is written when it answers.
+      if (err instanceof AppError && err.code === 'DATABASE_UNAVAILABLE') {
+        this.logger.warn({ node: session.nodeName, type: message.type }, 'deployment update held until the database answers');
+        return;
+      }
       this.logger.error({ err, node: session.nodeName, type: message.type }, 'deployment update failed');
     }
   }

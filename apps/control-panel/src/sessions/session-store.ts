@@ -1,12 +1,17 @@
 import type { Workload } from '@tether/protocol';
 import type { Db } from '../db/database.js';
 import type { ServiceSpec } from '../db/deployment-spec.js';
+import { withDeadline } from '../db/db-faults.js';
+import { AppError } from '../errors.js';
+import type { DeploymentTerminal } from '../session-writes/facts.js';
+import type { SessionFactOutbox } from '../session-writes/outbox.js';
 
 // Everything the session layer writes to PostgreSQL, behind one interface so the
 // heartbeat path can be shown to write nothing. Writes happen when something
 // changes (session opened or closed, deployment state), and last-seen times
-// are flushed in batches.
-
+// are flushed in batches. Every write is a fact for the one ordered writer
+// (session-writes/outbox.ts): session opens and closes never wait for the
+// database (an outage holds them, in order, until it answers).
 export interface SessionOpenedRecord {
   nodeId: string;
   sessionId: string;
@@ -24,12 +29,18 @@ export interface SessionClosedRecord {
   superseded: boolean;
 }
 
-export type DeploymentTerminal = 'unreachable' | 'ack_timeout' | 'failed' | 'running';
+export type { DeploymentTerminal };
 
 export interface SessionStore {
+  /** Resolve when committed; never reject for an unavailable database (the outbox holds them). */
   sessionOpened(record: SessionOpenedRecord): Promise<void>;
   sessionClosed(record: SessionClosedRecord): Promise<void>;
   flushLastSeen(entries: { nodeId: string; at: Date }[]): Promise<void>;
+  /**
+   * Deployment transitions are awaited by a REST answer: they reject with
+   * DATABASE_UNAVAILABLE when not committed within the commit deadline, and stay
+   * queued (the row reaches its state once the database answers).
+   */
   deploymentDispatched(deploymentId: string, sessionId: string): Promise<void>;
   deploymentDelivered(deploymentId: string): Promise<void>;
   /** Ends a deployment (and, when it runs, supersedes the service's older running one). */
@@ -40,76 +51,57 @@ export interface SessionStore {
   desiredWorkloads(nodeId: string): Promise<Workload[]>;
 }
 
-/** Statuses a deployment can still leave. */
-const OPEN_STATUSES = ['pending', 'delivered'] as const;
-
-export class PrismaSessionStore implements SessionStore {
-  constructor(private readonly prisma: Db) {}
+export class OutboxSessionStore implements SessionStore {
+  constructor(
+    private readonly prisma: Db,
+    private readonly outbox: SessionFactOutbox,
+    /** How long a REST answer waits for a deployment transition to commit. */
+    private readonly commitWaitMs: number,
+  ) {}
 
   async sessionOpened(r: SessionOpenedRecord): Promise<void> {
-    // One statement instead of a transaction of two: a fleet reconnecting at once opens thousands of sessions.
-    await this.prisma.$executeRaw`
-      WITH opened AS (
-        INSERT INTO session_events (node_id, session_id, kind, at) VALUES (${r.nodeId}, ${r.sessionId}, 'opened', ${r.at})
-      )
-      UPDATE nodes SET unreachable_since = NULL, last_seen_at = ${r.at} WHERE id = ${r.nodeId}`;
+    await this.outbox.submit({ kind: 'session.opened', nodeId: r.nodeId, sessionId: r.sessionId, at: r.at.toISOString() });
   }
 
   async sessionClosed(r: SessionClosedRecord): Promise<void> {
-    await this.prisma.$transaction([
-      this.prisma.sessionEvent.create({
-        data: { nodeId: r.nodeId, sessionId: r.sessionId, kind: 'closed', reason: r.reason, closeCode: r.code, at: r.at },
-      }),
-      this.prisma.node.update({
-        where: { id: r.nodeId },
-        data: r.superseded
-          ? { lastTeardownAt: r.at, lastTeardownReason: r.reason }
-          : { lastTeardownAt: r.at, lastTeardownReason: r.reason, unreachableSince: r.at, lastSeenAt: r.lastFrameAt },
-      }),
-    ]);
+    await this.outbox.submit({
+      kind: 'session.closed',
+      nodeId: r.nodeId,
+      sessionId: r.sessionId,
+      code: r.code,
+      reason: r.reason,
+      at: r.at.toISOString(),
+      lastFrameAt: r.lastFrameAt.toISOString(),
+      superseded: r.superseded,
+    });
   }
 
   async flushLastSeen(entries: { nodeId: string; at: Date }[]): Promise<void> {
-    if (entries.length === 0) return;
-    // One statement for the whole batch, however many sessions there are.
-    const ids = entries.map((e) => e.nodeId);
-    const times = entries.map((e) => e.at.toISOString());
-    await this.prisma.$executeRaw`
-      UPDATE nodes SET last_seen_at = v.at
-      FROM unnest(${ids}::text[], ${times}::timestamptz[]) AS v(id, at)
-      WHERE nodes.id = v.id AND (nodes.last_seen_at IS NULL OR nodes.last_seen_at < v.at)`;
+    for (const e of entries) this.outbox.noteLastSeen(e.nodeId, e.at);
   }
 
   async deploymentDispatched(deploymentId: string, sessionId: string): Promise<void> {
-    await this.prisma.deployment.update({ where: { id: deploymentId }, data: { sessionId, dispatchedAt: new Date() } });
+    await this.committed(this.outbox.submit({ kind: 'deployment.dispatched', deploymentId, sessionId, at: new Date().toISOString() }));
   }
 
   async deploymentDelivered(deploymentId: string): Promise<void> {
-    await this.prisma.deployment.updateMany({
-      where: { id: deploymentId, status: 'pending' },
-      data: { status: 'delivered', ackedAt: new Date(), reason: 'acknowledged by the agent' },
-    });
+    await this.committed(this.outbox.submit({ kind: 'deployment.delivered', deploymentId, at: new Date().toISOString() }));
   }
 
   async deploymentFinished(deploymentId: string, status: DeploymentTerminal, reason: string, nodeId?: string): Promise<boolean> {
-    const now = new Date();
-    return this.prisma.$transaction(async (tx) => {
-      // A running deployment can still fail later (its containers crashed past the agent's restart budget).
-      const from = status === 'failed' ? [...OPEN_STATUSES, 'running' as const] : [...OPEN_STATUSES];
-      const changed = await tx.deployment.updateMany({
-        where: { id: deploymentId, status: { in: from }, ...(nodeId ? { nodeId } : {}) },
-        data: { status, reason, finishedAt: now },
-      });
-      if (changed.count === 0) return false;
-      if (status === 'running') {
-        const row = await tx.deployment.findUniqueOrThrow({ where: { id: deploymentId }, select: { serviceId: true } });
-        await tx.deployment.updateMany({
-          where: { serviceId: row.serviceId, status: 'running', id: { not: deploymentId } },
-          data: { status: 'superseded', reason: `replaced by deployment ${deploymentId}` },
-        });
-      }
-      return true;
-    });
+    const fact = { kind: 'deployment.finished', deploymentId, status, reason, at: new Date().toISOString(), nodeId: nodeId ?? null } as const;
+    return (await this.committed(this.outbox.submit(fact))) === true;
+  }
+
+  private async committed<T>(write: Promise<T>): Promise<T> {
+    try {
+      return await withDeadline(write, this.commitWaitMs, 'the database');
+    } catch {
+      throw new AppError(
+        'DATABASE_UNAVAILABLE',
+        'the database did not record this in time; the record is queued and is written once the database answers',
+      );
+    }
   }
 
   async deliveredDeployments(nodeId: string): Promise<string[]> {

@@ -1,12 +1,15 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { startTestPostgres, type TestPostgres } from '@tether/testkit';
+import { startTestPostgres, waitFor, type TestPostgres } from '@tether/testkit';
 import { buildApp } from '../../src/app.js';
 import { loadConfig, type PanelConfig } from '../../src/config.js';
 import { createPrisma, MIGRATIONS_DIR, type Db } from '../../src/db/database.js';
 import { applyMigrations } from '../../src/db/migrate.js';
 import { PanelEvents } from '../../src/panel-events.js';
 import { generateToken, hashToken } from '../../src/domain/tokens.js';
-import { PrismaSessionStore, type SessionStore } from '../../src/sessions/session-store.js';
+import type { SessionStore } from '../../src/sessions/session-store.js';
 
 // A real panel for session tests: real PostgreSQL, real HTTP and WebSocket on
 // a free port, short deadlines from the environment the test passes.
@@ -17,12 +20,16 @@ export interface Panel {
   port: number;
   prisma: Db;
   config: PanelConfig;
+  /** The panel's data folder (the outbox spill file lives here). */
+  dataDir: string;
   events: PanelEvents;
   operatorToken: string;
   createNode(name: string): Promise<{ id: string; name: string; token: string }>;
   createService(nodeId: string, name?: string): Promise<{ id: string; teamId: string; name: string }>;
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- tests read answers ad hoc
   api(method: string, path: string, body?: unknown, token?: string): Promise<{ status: number; body: any; ms: number }>;
+  /** Resolves once every session fact queued so far has been written (the outbox is empty). */
+  settled(): Promise<void>;
   /** Stops the HTTP side only (a panel restart keeps the database). */
   stopApp(): Promise<void>;
   /** Starts a new app on the same port and database, like a panel restart. */
@@ -30,13 +37,25 @@ export interface Panel {
   close(): Promise<void>;
 }
 
-export async function startPanel(options: { env?: Record<string, string>; wrapStore?: (store: SessionStore) => SessionStore; pg?: TestPostgres } = {}): Promise<Panel> {
-  const ownPg = !options.pg;
-  const pg = options.pg ?? (await startTestPostgres());
-  const databaseUrl = ownPg ? pg.url : await pg.createDatabase();
+export interface PanelOptions {
+  env?: Record<string, string>;
+  wrapStore?: (store: SessionStore) => SessionStore;
+  /** A server to make this panel's database on (else one of its own). */
+  pg?: Pick<TestPostgres, 'createDatabase'>;
+  /** A database to use as it is (fault tests: a server they stop and freeze). */
+  databaseUrl?: string;
+  /** The data folder; a fresh temporary one when absent (deleted on close). */
+  dataDir?: string;
+}
+
+export async function startPanel(options: PanelOptions = {}): Promise<Panel> {
+  const ownPg = !options.pg && !options.databaseUrl ? await startTestPostgres() : undefined;
+  const databaseUrl = options.databaseUrl ?? (ownPg ? ownPg.url : await options.pg!.createDatabase());
+  const ownDataDir = !options.dataDir;
+  const dataDir = options.dataDir ?? (await mkdtemp(path.join(os.tmpdir(), 'tether-panel-')));
   await applyMigrations(databaseUrl, MIGRATIONS_DIR);
-  const prisma = createPrisma(databaseUrl);
-  const config = loadConfig({ DATABASE_URL: databaseUrl, TETHER_LOG_LEVEL: 'silent', ...options.env });
+  const config = loadConfig({ DATABASE_URL: databaseUrl, TETHER_LOG_LEVEL: 'silent', TETHER_DATA_DIR: dataDir, ...options.env });
+  const prisma = createPrisma(databaseUrl, config.db);
   const operatorToken = generateToken('operator');
   await prisma.apiToken.create({ data: { name: 'test operator', role: 'operator', tokenHash: hashToken(operatorToken) } });
   const team = await prisma.team.create({ data: { name: `team-${Date.now()}-${Math.round(Math.random() * 1e6)}` } });
@@ -45,8 +64,7 @@ export async function startPanel(options: { env?: Record<string, string>; wrapSt
   let app: FastifyInstance;
   let port = 0;
   const launch = async () => {
-    const store = new PrismaSessionStore(prisma);
-    app = await buildApp({ config, prisma, events, sessionStore: options.wrapStore ? options.wrapStore(store) : store });
+    app = await buildApp({ config, prisma, events, ...(options.wrapStore ? { wrapSessionStore: options.wrapStore } : {}) });
     await app.listen({ host: '127.0.0.1', port });
     port = (app.server.address() as { port: number }).port;
   };
@@ -64,6 +82,7 @@ export async function startPanel(options: { env?: Record<string, string>; wrapSt
     },
     prisma,
     config,
+    dataDir,
     events,
     operatorToken,
     async createNode(name) {
@@ -87,6 +106,9 @@ export async function startPanel(options: { env?: Record<string, string>; wrapSt
       const text = await res.text();
       return { status: res.status, body: text ? JSON.parse(text) : null, ms: performance.now() - started };
     },
+    async settled() {
+      await waitFor(() => app.sessionFacts.pending === 0);
+    },
     async stopApp() {
       await app.close();
     },
@@ -96,7 +118,8 @@ export async function startPanel(options: { env?: Record<string, string>; wrapSt
     async close() {
       await app.close();
       await prisma.$disconnect();
-      if (ownPg) await pg.stop();
+      if (ownPg) await ownPg.stop();
+      if (ownDataDir) await rm(dataDir, { recursive: true, force: true });
     },
   };
   return panel;

@@ -18,8 +18,8 @@ import type { CanaryStateStore } from './canary-state.js';
 // load, after Caddy already closed the connection.
 
 export interface CanaryMonitorOptions {
-  /** http://host:port of Caddy's canary server, as the agent reaches it. */
-  proxyUrl: string;
+  /** http://host:port of Caddy's canary server, as the agent reaches it (null: not known now, e.g. no proxy container). */
+  proxyUrl: string | (() => Promise<string | null>);
   secret: string;
   /** HTTP probe (and WebSocket liveness echo) every intervalMs. */
   intervalMs: number;
@@ -40,6 +40,8 @@ export interface CanaryMonitorOptions {
 
 interface PendingDrop {
   at: number;
+  /** When the dropped connection had opened. */
+  openedAt: number;
   closeCode: number | null;
   reconnectedAt: number | null;
   unreachableAttempts: number;
@@ -51,6 +53,8 @@ const RELOAD_MEMORY_MS = 10 * 60_000;
 export class CanaryMonitor {
   private socket: WebSocket | null = null;
   private open = false;
+  /** When the current (or last) canary connection opened. */
+  private openedAt = 0;
   private stopped = true;
   private drop: PendingDrop | null = null;
   private reloads: ReloadRecord[] = [];
@@ -67,6 +71,8 @@ export class CanaryMonitor {
   drops = 0;
   /** Failed connects in a row: the retry delay doubles with each, up to the interval. */
   private failedConnects = 0;
+  /** The proxy's address is being looked up for a connect. */
+  private connecting = false;
 
   constructor(private readonly options: CanaryMonitorOptions) {
     this.now = options.now ?? (() => new Date());
@@ -120,9 +126,39 @@ export class CanaryMonitor {
     return { host: CANARY_HOST, [CANARY_SECRET_HEADER]: this.options.secret };
   }
 
+  private async target(): Promise<string | null> {
+    const { proxyUrl } = this.options;
+    try {
+      return typeof proxyUrl === 'string' ? proxyUrl : await proxyUrl();
+    } catch {
+      return null;
+    }
+  }
+
   private connect(): void {
-    if (this.stopped || this.socket) return;
-    const url = new URL(CANARY_SOCKET_PATH, this.options.proxyUrl);
+    if (this.stopped || this.socket || this.connecting) return;
+    this.connecting = true;
+    void this.target().then((base) => {
+      this.connecting = false;
+      if (this.stopped || this.socket) return;
+      if (base === null) {
+        // No proxy to reach (its container is not running): nothing answers, as far as the canary can tell.
+        if (this.drop) this.drop.unreachableAttempts += 1;
+        this.failedConnects += 1;
+        this.retryTimer = setTimeout(() => this.connect(), this.retryDelay(false));
+        return;
+      }
+      this.open_(base);
+    });
+  }
+
+  private retryDelay(afterDrop: boolean): number {
+    // Quick retries right after a drop (the reconnect time is measured); a canary that stays down backs off.
+    return afterDrop ? this.retryMs : Math.min(this.options.intervalMs, this.retryMs * 2 ** Math.min(this.failedConnects, 16));
+  }
+
+  private open_(base: string): void {
+    const url = new URL(CANARY_SOCKET_PATH, base);
     url.protocol = 'ws:';
     const socket = new WebSocket(url, { headers: this.headers(), handshakeTimeout: this.probeTimeoutMs, perMessageDeflate: false });
     this.socket = socket;
@@ -130,6 +166,7 @@ export class CanaryMonitor {
     socket.on('open', () => {
       opened = true;
       this.open = true;
+      this.openedAt = Date.now();
       this.failedConnects = 0;
       if (this.drop && this.drop.reconnectedAt === null) {
         this.drop.reconnectedAt = Date.now();
@@ -154,16 +191,14 @@ export class CanaryMonitor {
       if (this.stopped) return;
       if (opened) this.beginDrop(code);
       else this.failedConnects += 1;
-      // Quick retries right after a drop (the reconnect time is measured); a canary that stays down backs off.
-      const delay = Math.min(this.options.intervalMs, this.retryMs * 2 ** Math.min(this.failedConnects, 16));
-      this.retryTimer = setTimeout(() => this.connect(), opened ? this.retryMs : delay);
+      this.retryTimer = setTimeout(() => this.connect(), this.retryDelay(opened));
     });
   }
 
   private beginDrop(code: number): void {
     // A second drop before the first was decided: decide the first now, with what is known.
     if (this.drop) this.finalize();
-    this.drop = { at: Date.now(), closeCode: code, reconnectedAt: null, unreachableAttempts: 0 };
+    this.drop = { at: Date.now(), openedAt: this.openedAt, closeCode: code, reconnectedAt: null, unreachableAttempts: 0 };
     this.options.logger.warn({ closeCode: code }, 'canary connection through the proxy dropped');
     this.scheduleFinalize();
   }
@@ -181,7 +216,7 @@ export class CanaryMonitor {
     if (!drop) return;
     this.drop = null;
     clearTimeout(this.finalizeTimer);
-    const { cause, reloadReason } = attributeDrop({ at: drop.at, reloads: this.reloads, unreachableAttempts: drop.unreachableAttempts });
+    const { cause, reloadReason } = attributeDrop({ at: drop.at, openedAt: drop.openedAt, reloads: this.reloads, unreachableAttempts: drop.unreachableAttempts });
     const at = new Date(drop.at);
     this.drops += 1;
     void this.options.state.recordDrop(at, cause, reloadReason);
@@ -215,13 +250,16 @@ export class CanaryMonitor {
       }, this.probeTimeoutMs);
       socket.send(token);
     } else if (!socket && !this.stopped) {
+      // connect() does nothing while a connect is under way or a socket exists.
       this.connect();
     }
     if (!(await this.httpProbe())) await this.options.state.recordHttpFailure();
   }
 
-  private httpProbe(): Promise<boolean> {
-    const url = new URL(CANARY_PROBE_PATH, this.options.proxyUrl);
+  private async httpProbe(): Promise<boolean> {
+    const base = await this.target();
+    if (base === null) return false;
+    const url = new URL(CANARY_PROBE_PATH, base);
     return new Promise((resolve) => {
       const req = http.request(url, { headers: this.headers(), agent: false, timeout: this.probeTimeoutMs }, (res) => {
         res.resume();

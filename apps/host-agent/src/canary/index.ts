@@ -34,7 +34,13 @@ function hostPort(address: string): { host: string; port: number } {
  */
 export async function createCanary(
   config: AgentConfig,
-  deps: { logger: Logger; onDrop: (event: NewJournalEvent) => void; now?: () => Date },
+  deps: {
+    logger: Logger;
+    onDrop: (event: NewJournalEvent) => void;
+    now?: () => Date;
+    /** Container mode: the proxy container's address on Tether's network (null while none runs). */
+    proxyAddress?: () => Promise<string | null>;
+  },
 ): Promise<Canary | null> {
   if (config.canary.intervalMs === 0 || config.proxy.kind === 'none') return null;
   const now = deps.now ?? (() => new Date());
@@ -49,7 +55,18 @@ export async function createCanary(
     deps.logger.error({ err: error, listen: config.canary.listen }, 'canary endpoint cannot listen; running without the canary');
     return null;
   }
-  const monitor = new CanaryMonitor({ proxyUrl: config.canary.proxyUrl, secret, intervalMs: config.canary.intervalMs, state, onDrop: deps.onDrop, logger: deps.logger, now });
+  const { proxyUrl: configured, proxyPort } = config.canary;
+  const resolveAddress = deps.proxyAddress;
+  const proxyUrl =
+    configured !== null
+      ? async () => configured
+      : resolveAddress
+        ? async () => {
+            const address = await resolveAddress();
+            return address === null ? null : `http://${address.includes(':') ? `[${address}]` : address}:${proxyPort}`;
+          }
+        : async () => `http://127.0.0.1:${proxyPort}`;
+  const monitor = new CanaryMonitor({ proxyUrl, secret, intervalMs: config.canary.intervalMs, state, onDrop: deps.onDrop, logger: deps.logger, now });
   return { monitor, endpoint, noteReload: (reload) => monitor.noteReload(reload) };
 }
 

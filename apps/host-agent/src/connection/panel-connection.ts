@@ -23,6 +23,7 @@ import {
 import type { DeployOutcome, EventOutbox, RoutingController, WorkloadController } from '../controllers.js';
 import { AGENT_ERROR_CODES } from '../errors.js';
 import type { LogStreams } from '../logs/index.js';
+import { EventSender } from './event-sender.js';
 
 // The agent's one session with the panel. Every read runs under a read-idle
 // deadline (90 s by default: three missed panel pings); silence past it means
@@ -94,11 +95,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
   private readonly nextId = createIdGenerator('a');
   private readonly outbox: DeployResult[] = [];
   private terminal = false;
-  /** The panel confirmed `proxy.events` in welcome (this session). */
-  private eventsEnabled = false;
-  /** proxy.events in flight: message id → the keys it carries, and when it was sent. */
-  private readonly eventsInFlight = new Map<string, { keys: string[]; at: number }>();
-  private ackTimeoutMs: number = TIMING_DEFAULTS.ackTimeoutMs;
+  private readonly events: EventSender | null;
   /** This session speaks `logs` (both ends named it). */
   private logsAttached = false;
 
@@ -106,6 +103,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     super();
     this.backoff = new Backoff({ initialMs: options.reconnect.minMs, maxMs: options.reconnect.maxMs, random: options.random });
     this.idleTimeoutMs = options.overrides?.agentIdleTimeoutMs ?? TIMING_DEFAULTS.agentIdleTimeoutMs;
+    this.events = options.events ? new EventSender(options.events, this.nextId) : null;
     options.events?.onRecorded(() => this.sendEvents());
   }
 
@@ -182,26 +180,11 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     });
   }
 
-  /**
-   * Sends the events no message in flight carries (and those whose message
-   * went unACKed past the ACK timeout), at most 500 a message. Only to a panel
-   * that confirmed `proxy.events`; an older panel records reloads from
-   * routing.applied instead.
-   */
+  /** Reload and canary events to a panel that speaks proxy.events (event-sender.ts). */
   private sendEvents(): void {
     const socket = this.socket;
-    const outbox = this.options.events;
-    if (!socket || !outbox || !this.eventsEnabled || this.state_ !== 'ready') return;
-    const now = Date.now();
-    for (const [id, sent] of this.eventsInFlight) if (now - sent.at > this.ackTimeoutMs) this.eventsInFlight.delete(id);
-    const carried = new Set([...this.eventsInFlight.values()].flatMap((m) => m.keys));
-    const waiting = outbox.pending().filter((e) => !carried.has(`${e.epoch}:${e.seq}`));
-    for (let i = 0; i < waiting.length; i += 500) {
-      const events = waiting.slice(i, i + 500).map((e) => (e.event === 'reload' ? { ...e, reason: freeText(e.reason) } : e));
-      const id = this.nextId();
-      if (!this.sendOn(socket, { type: 'proxy.events', id, events })) return;
-      this.eventsInFlight.set(id, { keys: events.map((e) => `${e.epoch}:${e.seq}`), at: now });
-    }
+    if (!socket || this.state_ !== 'ready') return;
+    this.events?.flush((message) => this.sendOn(socket, message));
   }
 
   private routingStatus(): RoutingStatus {
@@ -263,14 +246,9 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       case 'error':
         this.options.logger.warn({ code: message.code, ref: message.ref, message: message.message }, 'panel rejected a frame');
         return;
-      case 'ack': {
-        const sent = this.eventsInFlight.get(message.ref);
-        if (sent) {
-          this.eventsInFlight.delete(message.ref);
-          void this.options.events?.acknowledge(sent.keys);
-        }
+      case 'ack':
+        this.events?.acknowledged(message.ref);
         return;
-      }
       default:
         break;
     }
@@ -305,9 +283,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
 
   private onWelcome(socket: WebSocket, sessionId: string, timing: Timing, capabilities: readonly string[]): void {
     this.sessionId = sessionId;
-    this.eventsEnabled = capabilities.includes(CAPABILITIES.PROXY_EVENTS);
-    this.eventsInFlight.clear();
-    this.ackTimeoutMs = timing.ackTimeoutMs;
+    this.events?.sessionReady(capabilities, timing.ackTimeoutMs);
     this.sessionStartedAt = Date.now();
     this.state_ = 'ready';
     this.idleTimeoutMs = this.options.overrides?.agentIdleTimeoutMs ?? timing.agentIdleTimeoutMs;
@@ -400,9 +376,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     void this.heartbeat?.stop();
     this.heartbeat = undefined;
     const sessionId = this.sessionId;
-    this.eventsEnabled = false;
-    // Whatever was in flight is sent again on the next session; the panel's unique key stores it once.
-    this.eventsInFlight.clear();
+    this.events?.sessionClosed();
     const lasted = this.sessionStartedAt ? Date.now() - this.sessionStartedAt : 0;
     this.sessionId = null;
     this.sessionStartedAt = 0;

@@ -48,13 +48,50 @@ export function createAgentMetrics(source: AgentMetricsSource): Registry {
   });
   new Gauge({
     name: 'tether_agent_proxy_reloads_today',
-    help: 'Caddy reloads this node made today (UTC)',
+    help: 'Disruptive Caddy reloads (kinds change and repair-drift) this node made today (UTC)',
     registers,
     collect() {
       this.set(source.routing().reloadsToday);
     },
   });
+  const kindLabels = { initial: 'initial', repairEmpty: 'repair-empty', change: 'change', repairDrift: 'repair-drift' } as const;
+  new Counter({
+    name: 'tether_agent_proxy_reloads_by_kind_total',
+    help: 'Caddy reloads this node made by kind (initial, repair-empty, change, repair-drift), persisted across agent restarts',
+    labelNames: ['kind'],
+    registers,
+    collect() {
+      this.reset();
+      const kinds = source.routing().reloadKinds;
+      if (kinds) for (const [key, kind] of Object.entries(kindLabels)) this.inc({ kind }, kinds[key as keyof typeof kindLabels]);
+    },
+  });
+  // Registered only for an agent that runs the canary (fixed for the agent's run), so "off" is no series, not 0.
+  if (source.routing().canary) registerCanaryMetrics(source, registers);
   source.connection.on('ready', () => opened.inc());
   source.connection.on('closed', ({ code }) => closed.inc({ reason: closeCodeName(code) ?? String(code) }));
   return registry;
+}
+
+function registerCanaryMetrics(source: AgentMetricsSource, registers: Registry[]): void {
+  new Gauge({
+    name: 'tether_agent_canary_connected',
+    help: "1 while the canary WebSocket through this node's own Caddy is open, 0 while not; absent when the canary is off",
+    registers,
+    collect() {
+      this.set(source.routing().canary?.connected ? 1 : 0);
+    },
+  });
+  const causeLabels = { reload: 'reload', proxyRestarted: 'proxy-restarted', proxyUnreachable: 'proxy-unreachable', unexplained: 'unexplained' } as const;
+  new Counter({
+    name: 'tether_agent_canary_drops_total',
+    help: "Drops of the canary connection through this node's own Caddy, by cause, persisted across agent restarts",
+    labelNames: ['cause'],
+    registers,
+    collect() {
+      this.reset();
+      const canary = source.routing().canary;
+      if (canary) for (const [key, cause] of Object.entries(causeLabels)) this.inc({ cause }, canary.causesTotal[key as keyof typeof causeLabels]);
+    },
+  });
 }

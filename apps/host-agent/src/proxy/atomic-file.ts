@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, open, readFile, rename, rm } from 'node:fs/promises';
+import { mkdir, open, readFile, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 
 // A reader (an operator's `caddy run --config`, a backup, the next agent
@@ -39,5 +39,15 @@ export async function readFileIfExists(file: string): Promise<Buffer | null> {
   } catch (error) {
     if ((error as { code?: string }).code === 'ENOENT') return null;
     throw error;
+  }
+}
+
+/** Identity of a file's current content as the file system sees it (inode, mtime, size); null when missing. */
+export async function fileStamp(file: string): Promise<string | null> {
+  try {
+    const s = await stat(file, { bigint: true });
+    return `${s.ino}:${s.mtimeNs}:${s.size}`;
+  } catch {
+    return null;
   }
 }

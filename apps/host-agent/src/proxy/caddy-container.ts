@@ -34,8 +34,6 @@ export interface CaddyContainerOptions {
   httpPort: number;
   httpsPort: number;
   tls: ProxyTlsMode;
-  /** The canary server's port, published on the host's loopback (the agent may run on the host); null: canary off. */
-  canaryPort?: number | null;
   /** uid:gid Caddy runs as, so the agent can use the socket and data it creates. */
   user: string;
   /** Resolves once Caddy's admin API answers. */
@@ -123,6 +121,18 @@ export class CaddyContainer implements ProxySupervisor {
     return created;
   }
 
+  /**
+   * The running proxy container's address on Tether's network: how the
+   * canary reaches Caddy's canary server, from the host (Linux routes to a
+   * bridge network's addresses) or from a container on that network, without
+   * publishing a port. Null while no proxy container runs.
+   */
+  async address(): Promise<string | null> {
+    const running = (await this.list()).find((c) => c.state === 'running');
+    if (!running) return null;
+    return (await this.options.runtime.inspect(running.id)).ipAddresses?.[this.options.network] ?? null;
+  }
+
   /** Removes the proxy container (decommissioning a node; tests). An agent stop leaves it running. */
   async remove(): Promise<void> {
     for (const c of await this.list()) await this.options.runtime.remove(c.id);
@@ -142,9 +152,7 @@ export class CaddyContainer implements ProxySupervisor {
       // HTTP/3, which Caddy serves on its HTTPS port.
       ports[`${CADDY_CONTAINER.httpsPort}/udp`] = [{ HostIp: bindAddress, HostPort: String(httpsPort) }];
     }
-    const canaryPort = this.options.canaryPort ?? null;
-    // Only when the canary is on, so the settings (and their hash) of a proxy without it stay as they were.
-    if (canaryPort !== null) ports[`${canaryPort}/tcp`] = [{ HostIp: '127.0.0.1', HostPort: String(canaryPort) }];
+
     const settings = {
       Image: image,
       User: user,

@@ -109,7 +109,6 @@ export function createContainerRoutingController(o: ContainerProxyOptions): { co
     httpPort: o.serving.httpPort,
     httpsPort: o.serving.httpsPort,
     tls: o.serving.tls,
-    canaryPort: o.canary?.port ?? null,
     user: o.user ?? `${process.getuid?.() ?? 0}:${process.getgid?.() ?? 0}`,
     probe: () => proxy.readRunning(),
     logger: o.logger,
@@ -123,7 +122,7 @@ export function createContainerRoutingController(o: ContainerProxyOptions): { co
       admin: CADDY_CONTAINER_ADMIN,
       httpPort: CADDY_CONTAINER.httpPort,
       httpsPort: CADDY_CONTAINER.httpsPort,
-      // In its own network namespace: reachable on Tether's network and through the port published on the host's loopback.
+      // In its own network namespace: reachable at the container's address on Tether's network, no port published.
       canary: o.canary ? { listen: `:${o.canary.port}`, upstream: o.canary.upstream } : null,
     },
     checkIntervalMs: o.checkIntervalMs,
@@ -138,7 +137,13 @@ export function createContainerRoutingController(o: ContainerProxyOptions): { co
 
 export function createRoutingController(
   config: AgentConfig,
-  deps: { logger: Logger; docker?: Docker; onReload?: (reload: ReloadRecord) => void },
+  deps: {
+    logger: Logger;
+    docker?: Docker;
+    onReload?: (reload: ReloadRecord) => void;
+    /** Given, in container mode, what finds the proxy container's address (the canary's way to Caddy). */
+    proxyAddress?: (resolve: () => Promise<string | null>) => void;
+  },
 ): RoutingController {
   const p = config.proxy;
   const common: CommonOptions = {
@@ -157,7 +162,7 @@ export function createRoutingController(
     // loadConfig refuses external mode without an admin URL.
     return createExternalRoutingController({ ...common, adminUrl: p.caddyAdminUrl as string, ...(p.caddyAdminListen ? { adminListen: p.caddyAdminListen } : {}) });
   }
-  return createContainerRoutingController({
+  const { controller, container } = createContainerRoutingController({
     ...common,
     docker: deps.docker ?? createDockerClient(config.runtime.dockerHost),
     dockerTimeoutMs: config.runtime.timing.callTimeoutMs,
@@ -166,5 +171,7 @@ export function createRoutingController(
     ...(p.caddyImage ? { image: p.caddyImage } : {}),
     caddyBinary: p.caddyBinary,
     bindAddress: p.bindAddress,
-  }).controller;
+  });
+  deps.proxyAddress?.(() => container.address());
+  return controller;
 }

@@ -1,13 +1,12 @@
-import { stat } from 'node:fs/promises';
 import { createLoop, KeyedSerialQueue, type Logger, type Loop } from '@tether/common';
 import { canonicalRoutes, routingHash, type Route, type RoutingStatus } from '@tether/protocol';
 import type { RoutingApplyResult, RoutingController, RoutingMapInput } from '../controllers.js';
-import { readFileIfExists, writeFileAtomic } from './atomic-file.js';
+import { fileStamp, readFileIfExists, writeFileAtomic } from './atomic-file.js';
 import { matchesCanonicalJson } from './canonical-json.js';
 import type { ProxyConfigurator } from './configurator.js';
 import { ProxyError, describeProxyError } from './errors.js';
 import { renderCaddyConfig, renderDigest, type RenderOptions, type RenderedConfig } from './render.js';
-import { describeRouteChange } from './route-diff.js';
+import { classifyReload } from './reload-kind.js';
 import { RoutingStateStore, type ReloadKind } from './routing-state.js';
 
 // Incident 2: the panel pushes the whole map every 5 minutes and the old agent
@@ -70,16 +69,6 @@ export interface CaddyRoutingControllerOptions {
 }
 
 const EMPTY_STATUS: RoutingStatus = { appliedHash: null, reloadsTotal: 0, reloadsToday: 0, lastReloadAt: null, lastReloadReason: null };
-
-/** A config without an HTTP app serves nothing: what Caddy holds after a restart with its bootstrap config. */
-function servesNothing(runningText: string): boolean {
-  try {
-    const running = JSON.parse(runningText) as { apps?: { http?: unknown } } | null;
-    return !running?.apps?.http;
-  } catch {
-    return false;
-  }
-}
 
 export class CaddyRoutingController implements RoutingController {
   private storeReady: Promise<RoutingStateStore> | null = null;
@@ -248,7 +237,15 @@ export class CaddyRoutingController implements RoutingController {
       return answer(hash, wrote, false, fileError);
     }
 
-    const { kind, reason } = this.classify(store, ordered, running, created);
+    const { kind, reason } = classifyReload({
+      appliedRoutes: store.appliedRoutes,
+      appliedHash: store.appliedHash,
+      appliedDigest: store.renderDigest,
+      digest: this.renderDigest,
+      after: ordered,
+      running,
+      created,
+    });
     const hashBefore = store.appliedHash;
     const startedAt = this.now();
     try {
@@ -295,22 +292,6 @@ export class CaddyRoutingController implements RoutingController {
     }
   }
 
-  /** Why a load is needed: its kind (see ReloadKind) and a reason a person can read. */
-  private classify(store: RoutingStateStore, after: Route[], running: string, created: boolean): { kind: ReloadKind; reason: string } {
-    const diff = describeRouteChange(store.appliedRoutes, after);
-    const empty = servesNothing(running);
-    // Before the first apply, or on a proxy the agent just created, an empty Caddy is expected, not something repaired.
-    // The same routes rendered under other settings (or by another agent version): a change the agent made, not drift.
-    const settings = store.renderDigest !== this.renderDigest ? 'proxy settings changed (agent configuration or version)' : null;
-    const kind: ReloadKind =
-      created || store.appliedHash === null ? 'initial' : empty ? 'repair-empty' : diff !== null || settings !== null ? 'change' : 'repair-drift';
-    const repair =
-      kind === 'repair-empty' ? 'repaired: proxy was running an empty config' : kind === 'repair-drift' ? 'repaired: proxy config differed from the routes in place' : null;
-    const because = kind === 'change' && diff === null ? settings : created && store.appliedHash !== null && diff === null ? 'proxy created: loaded the routes in place' : null;
-    // The protocol carries at most 4096 characters of reason.
-    return { kind, reason: ([diff, because, repair].filter((p) => p !== null).join('; ') || 'first configuration (no routes)').slice(0, 4096) };
-  }
-
   /** A load whose answer was lost (timeout, dropped connection) may still have happened; ask Caddy. */
   private async loadedAnyway(error: unknown, rendered: RenderedConfig): Promise<boolean> {
     const code = (error as { code?: string }).code;
@@ -321,15 +302,5 @@ export class CaddyRoutingController implements RoutingController {
     } catch {
       return false;
     }
-  }
-}
-
-/** Identity of a file's current content as the file system sees it (inode, mtime, size); null when missing. */
-async function fileStamp(file: string): Promise<string | null> {
-  try {
-    const s = await stat(file, { bigint: true });
-    return `${s.ino}:${s.mtimeNs}:${s.size}`;
-  } catch {
-    return null;
   }
 }

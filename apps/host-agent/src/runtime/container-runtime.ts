@@ -35,6 +35,8 @@ export interface ContainerDetails {
   finishedAt: string | null;
   /** Image has a HEALTHCHECK (or the container was created with one). */
   hasHealthcheck: boolean;
+  /** The container's address on each network it joined (the canary reaches Caddy by it). */
+  ipAddresses?: Record<string, string>;
 }
 
 export interface ContainerSpec {

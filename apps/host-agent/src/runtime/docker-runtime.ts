@@ -93,6 +93,11 @@ export class DockerContainerRuntime implements ContainerRuntime {
       startedAt: timestamp(info.State.StartedAt),
       finishedAt: timestamp(info.State.FinishedAt),
       hasHealthcheck: test.length > 0 && test[0] !== 'NONE',
+      ipAddresses: Object.fromEntries(
+        Object.entries(info.NetworkSettings?.Networks ?? {})
+          .filter(([, n]) => Boolean(n?.IPAddress))
+          .map(([name, n]) => [name, n.IPAddress]),
+      ),
     };
   }
 

@@ -16,25 +16,27 @@ const reload = (kind: ReloadRecord['kind'], startMs: number, endMs: number, reas
 
 describe('drop attribution', () => {
   it('a drop inside a change or drift load is that reload, with its reason', () => {
-    expect(attributeDrop({ at: t0 + 50, reloads: [reload('change', 0, 100)], unreachableAttempts: 0 })).toEqual({ cause: 'reload', reloadReason: 'added a.example.com' });
+    expect(attributeDrop({ openedAt: t0 - 600_000, at: t0 + 50, reloads: [reload('change', 0, 100)], unreachableAttempts: 0 })).toEqual({ cause: 'reload', reloadReason: 'added a.example.com' });
     const drift = reload('repair-drift', 0, 100, 'repaired: proxy config differed from the routes in place');
-    expect(attributeDrop({ at: t0 + 900, reloads: [drift], unreachableAttempts: 3 })).toEqual({ cause: 'reload', reloadReason: drift.reason });
+    expect(attributeDrop({ openedAt: t0 - 600_000, at: t0 + 900, reloads: [drift], unreachableAttempts: 3 })).toEqual({ cause: 'reload', reloadReason: drift.reason });
   });
 
   it('a change long before or after the drop is not its cause', () => {
-    expect(attributeDrop({ at: t0 + 5_000, reloads: [reload('change', 0, 100)], unreachableAttempts: 0 }).cause).toBe('unexplained');
-    expect(attributeDrop({ at: t0 - 5_000, reloads: [reload('change', 0, 100)], unreachableAttempts: 0 }).cause).toBe('unexplained');
+    expect(attributeDrop({ openedAt: t0 - 600_000, at: t0 + 5_000, reloads: [reload('change', 0, 100)], unreachableAttempts: 0 }).cause).toBe('unexplained');
+    expect(attributeDrop({ openedAt: t0 - 600_000, at: t0 - 5_000, reloads: [reload('change', 0, 100)], unreachableAttempts: 0 }).cause).toBe('unexplained');
   });
 
   it('an empty Caddy repaired (or a new one created) after the drop: proxy-restarted, even when it was unreachable meanwhile', () => {
-    expect(attributeDrop({ at: t0, reloads: [reload('repair-empty', 3_000, 3_100)], unreachableAttempts: 12 })).toEqual({ cause: 'proxy-restarted', reloadReason: null });
-    expect(attributeDrop({ at: t0, reloads: [reload('initial', 3_000, 3_100)], unreachableAttempts: 0 }).cause).toBe('proxy-restarted');
-    // A repair long before the drop explains nothing.
-    expect(attributeDrop({ at: t0 + 60_000, reloads: [reload('repair-empty', 0, 100)], unreachableAttempts: 0 }).cause).toBe('unexplained');
+    expect(attributeDrop({ openedAt: t0 - 600_000, at: t0, reloads: [reload('repair-empty', 3_000, 3_100)], unreachableAttempts: 12 })).toEqual({ cause: 'proxy-restarted', reloadReason: null });
+    expect(attributeDrop({ openedAt: t0 - 600_000, at: t0, reloads: [reload('initial', 3_000, 3_100)], unreachableAttempts: 0 }).cause).toBe('proxy-restarted');
+    // A repair before the drop, or before the dropped connection even opened, explains nothing.
+    expect(attributeDrop({ openedAt: t0 - 600_000, at: t0 + 500, reloads: [reload('initial', 0, 100)], unreachableAttempts: 0 }).cause).toBe('unexplained');
+    expect(attributeDrop({ openedAt: t0 + 200, at: t0 + 300, reloads: [reload('change', 0, 100)], unreachableAttempts: 0 }).cause).toBe('unexplained');
+    expect(attributeDrop({ openedAt: t0 - 600_000, at: t0 + 60_000, reloads: [reload('repair-empty', 0, 100)], unreachableAttempts: 0 }).cause).toBe('unexplained');
   });
 
   it('nothing answering while the canary tried to come back, and no reload: proxy-unreachable; else unexplained', () => {
-    expect(attributeDrop({ at: t0, reloads: [], unreachableAttempts: 2 }).cause).toBe('proxy-unreachable');
-    expect(attributeDrop({ at: t0, reloads: [], unreachableAttempts: 0 })).toEqual({ cause: 'unexplained', reloadReason: null });
+    expect(attributeDrop({ openedAt: t0 - 600_000, at: t0, reloads: [], unreachableAttempts: 2 }).cause).toBe('proxy-unreachable');
+    expect(attributeDrop({ openedAt: t0 - 600_000, at: t0, reloads: [], unreachableAttempts: 0 })).toEqual({ cause: 'unexplained', reloadReason: null });
   });
 });

@@ -134,6 +134,21 @@ describe.skipIf(!caddyAvailable)('canary through a real Caddy', () => {
     expect(monitor.status().dropsTotal).toBe(1);
   });
 
+  it('Caddy frozen (SIGSTOP) then thawed: the echo goes missing, one drop attributed to an unreachable proxy', async () => {
+    const pid = caddy.process.pid!;
+    process.kill(pid, 'SIGSTOP');
+    try {
+      // Echo bound (the interval, 200 ms) plus a few reconnect attempts that time out.
+      await sleep(8 * INTERVAL_MS);
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+    await expect.poll(() => drops.length, { timeout: 10_000 }).toBe(1);
+    expect(drops[0]).toMatchObject({ cause: 'proxy-unreachable', reloadReason: null });
+    expect(reloads.map((r) => r.kind)).toEqual(['initial']);
+    await expect.poll(() => monitor.connected, { timeout: 5_000 }).toBe(true);
+  });
+
   it('the endpoint refuses a request without the secret, even through Caddy', async () => {
     const res = await fetch(`http://127.0.0.1:${canaryPort}/probe`, { headers: { host: 'canary.tether.internal' } }).catch(() => null);
     // fetch cannot set Host; the canary server then answers 404 for an unknown host, never the endpoint's 200.

@@ -79,6 +79,22 @@ describe('renderCaddyConfig', () => {
     expect(JSON.parse(a.json).apps.http.servers.tether.routes.at(-1)['@id']).toBe(a.id);
   });
 
+  it('renders the canary its own server (own listen, no automatic HTTPS, only the reserved host) when on, nothing when off', () => {
+    const off = JSON.parse(renderCaddyConfig([], options).json);
+    expect(Object.keys(off.apps.http.servers)).toEqual(['tether']);
+    const on = JSON.parse(renderCaddyConfig([], { ...options, tls: 'auto', canary: { listen: '127.0.0.1:9080', upstream: '127.0.0.1:9081' } }).json);
+    expect(on.apps.http.servers['tether-canary']).toEqual({
+      listen: ['127.0.0.1:9080'],
+      automatic_https: { disable: true },
+      routes: [
+        { match: [{ host: ['canary.tether.internal'] }], handle: [{ handler: 'reverse_proxy', upstreams: [{ dial: '127.0.0.1:9081' }] }], terminal: true },
+        { handle: [{ handler: 'static_response', status_code: 404 }] },
+      ],
+    });
+    // Turning the canary on is a new config (and a new id): one reload, counted as a change of settings.
+    expect(renderCaddyConfig([], { ...options, canary: { listen: '127.0.0.1:9080', upstream: '127.0.0.1:9081' } }).id).not.toBe(renderCaddyConfig([], options).id);
+  });
+
   it('renders an empty map as a valid server that answers 404 to everything', () => {
     const rendered = renderCaddyConfig([], options);
     const config = JSON.parse(rendered.json);

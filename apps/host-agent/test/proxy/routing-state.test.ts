@@ -46,6 +46,27 @@ describe('reload counters and routing state', () => {
     await restarted.stop();
   });
 
+  it('the same routes under new settings (the canary turned on): one reload of kind change, not drift', async () => {
+    const { stateDir, proxy } = await setup();
+    const reloads: string[] = [];
+    const make = (canary: boolean) =>
+      new CaddyRoutingController({
+        proxy,
+        render: { admin: { listen: '127.0.0.1:2019' }, httpPort: 80, httpsPort: 443, tls: 'off', canary: canary ? { listen: '127.0.0.1:9080', upstream: '127.0.0.1:9081' } : null },
+        configPath: path.join(stateDir, 'caddy.json'),
+        statePath: path.join(stateDir, 'routing-state.json'),
+        checkIntervalMs: 0,
+        logger: silentLogger,
+        onReload: (r) => reloads.push(`${r.kind}: ${r.reason}`),
+      });
+    const map = mapOf([route('a.example.com', 'svc-a:80')]);
+    await make(false).apply(map);
+    const withCanary = make(true);
+    expect(await withCanary.apply(map)).toMatchObject({ reloaded: true, error: null });
+    expect(await withCanary.apply(map)).toMatchObject({ reloaded: false });
+    expect(reloads).toEqual(['initial: added a.example.com', 'change: proxy settings changed (agent configuration or version)']);
+  });
+
   it('writes neither the config nor the state file for an unchanged map (a redeploy: new version, same routes)', async () => {
     const { stateDir, proxy, make } = await setup();
     const controller = make();

@@ -1,5 +1,5 @@
 import http from 'node:http';
-import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
@@ -30,14 +30,7 @@ export function mapOf(routes: Route[], version = 1): RoutingMapInput {
 }
 
 /** Changes whenever the file is replaced (new inode) or written in place (mtime, size). */
-export async function fileIdentity(file: string): Promise<string | null> {
-  try {
-    const s = await stat(file, { bigint: true });
-    return `${s.ino}:${s.mtimeNs}:${s.size}`;
-  } catch {
-    return null;
-  }
-}
+export { fileStamp as fileIdentity } from '../../../src/proxy/atomic-file.js';
 
 /** GET through Caddy's HTTP port with a Host header (fetch cannot set Host). */
 export function httpGet(port: number, host: string, urlPath = '/'): Promise<{ status: number; body: string }> {

@@ -1,0 +1,124 @@
+import { Prisma } from '../generated/prisma/client.js';
+
+// Which errors mean "the database cannot answer now" (down, frozen, restarting,
+// out of connections, a client-side deadline passed) as opposed to a bug or a
+// constraint. Those become 503 DATABASE_UNAVAILABLE with Retry-After, make
+// the session-fact outbox keep its facts and retry, and never reach a client
+// with their driver text (the logs keep it).
+
+/** Prisma codes for a database that cannot be reached or did not answer in time. */
+const PRISMA_UNAVAILABLE = new Set(['P1001', 'P1002', 'P1008', 'P1017', 'P2024', 'P2028']);
+/** Driver-adapter error kinds (@prisma/adapter-pg) that say the same. */
+const ADAPTER_UNAVAILABLE = new Set(['DatabaseNotReachable', 'ConnectionClosed', 'SocketTimeout', 'TooManyConnections', 'TlsConnectionError']);
+/** Node socket errors. */
+const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
+/**
+ * PostgreSQL SQLSTATEs: class 08 connection exceptions, 57P01-57P03 shutdown
+ * and recovery, 57014 statement timeout, 53300 too many connections.
+ */
+const PG_UNAVAILABLE = /^(08...|57P0[1-3]|57014|53300)$/;
+/** node-postgres and pg-pool say these with plain Errors (no code). */
+const DRIVER_MESSAGES = [
+  'timeout exceeded when trying to connect',
+  'Query read timeout',
+  'Connection terminated',
+  'Client has encountered a connection error and is not queryable',
+  'Client was closed and is not queryable',
+  'connect ECONNREFUSED',
+  "Can't reach database server",
+  'Timed out fetching a new connection',
+  'Unable to start a transaction in the given time',
+  'cannot be executed on an expired transaction',
+  'the database system is',
+  'terminating connection',
+];
+
+/** True when `err` (or anything in its cause chain) says the database is unreachable, frozen or out of time. */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  const seen = new Set<unknown>();
+  let current: unknown = err;
+  while (current && typeof current === 'object' && !seen.has(current)) {
+    seen.add(current);
+    if (current instanceof DatabaseUnavailableError) return true;
+    if (current instanceof Prisma.PrismaClientInitializationError) return true;
+    const e = current as { code?: unknown; kind?: unknown; message?: unknown; meta?: { driverAdapterError?: unknown }; cause?: unknown };
+    if (typeof e.code === 'string' && (PRISMA_UNAVAILABLE.has(e.code) || SOCKET_CODES.has(e.code) || PG_UNAVAILABLE.test(e.code))) return true;
+    if (typeof e.kind === 'string' && ADAPTER_UNAVAILABLE.has(e.kind)) return true;
+    if (typeof e.kind === 'string' && e.kind === 'postgres' && typeof (e as { code?: unknown }).code === 'string') {
+      if (PG_UNAVAILABLE.test((e as { code: string }).code)) return true;
+    }
+    if (typeof e.message === 'string' && DRIVER_MESSAGES.some((m) => (e.message as string).includes(m))) return true;
+    current = e.meta?.driverAdapterError ?? e.cause;
+  }
+  return false;
+}
+
+/**
+ * True when the database itself refused a statement for good: a constraint,
+ * a missing row, bad data (Prisma P2xxx request errors other than pool and
+ * transaction timeouts, SQLSTATE classes 22 and 23). Retrying cannot help.
+ * Anything else that is not "unavailable" is treated as transient by the
+ * session-fact writer, which keeps and retries it rather than lose a row.
+ */
+export function isPermanentDatabaseError(err: unknown): boolean {
+  if (isDatabaseUnavailable(err)) return false;
+  const seen = new Set<unknown>();
+  let current: unknown = err;
+  while (current && typeof current === 'object' && !seen.has(current)) {
+    seen.add(current);
+    const e = current as { code?: unknown; originalCode?: unknown; meta?: { driverAdapterError?: unknown; code?: unknown }; cause?: unknown };
+    for (const code of [e.code, e.originalCode, e.meta?.code]) {
+      if (typeof code !== 'string') continue;
+      if (/^P2\d{3}$/.test(code) || /^2[23][0-9A-Z]{3}$/.test(code)) return true;
+    }
+    current = e.meta?.driverAdapterError ?? e.cause;
+  }
+  return false;
+}
+
+/** Thrown by the panel's own deadlines around the database (readiness probe). */
+export class DatabaseUnavailableError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'DatabaseUnavailableError';
+  }
+}
+
+/** Rejects with DatabaseUnavailableError when `work` has not settled within `ms`. */
+export async function withDeadline<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new DatabaseUnavailableError(`${what} did not answer within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([work, deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * What the pool last saw of the database: a query answered (up) or a fault
+ * (down). Reads that can answer from memory (verified tokens, the node and
+ * status lists) skip the database for `windowMs` after a fault instead of
+ * each paying the full deadline again; after the window one request tries
+ * the database again, and any answer marks it up.
+ */
+export class DbHealth {
+  private downAt: number | null = null;
+
+  constructor(private readonly windowMs = 1_000) {}
+
+  up(): void {
+    this.downAt = null;
+  }
+
+  down(): void {
+    this.downAt = Date.now();
+  }
+
+  /** A fault within the window and no answer since. */
+  get recentlyDown(): boolean {
+    return this.downAt !== null && Date.now() - this.downAt < this.windowMs;
+  }
+}

@@ -1,0 +1,106 @@
+import pg from 'pg';
+import { isDatabaseUnavailable, type DbHealth } from './db-faults.js';
+
+// The pool under Prisma, with the bounds a frozen server cannot enforce: a
+// connect/acquire deadline, a per-query deadline on the client side
+// (query_timeout) and the same on the server (statement_timeout), TCP
+// keepalive. node-postgres leaves a connection whose query timed out busy with
+// that query: BoundedClient destroys its socket instead, so the pool drops it
+// and nothing later runs behind a query that will never answer.
+
+export interface DbLimits {
+  /** Waiting for a pooled connection or opening a new one (pg-pool uses one deadline for both). */
+  connectTimeoutMs: number;
+  /** Any one statement, enforced by the client (and by the server when it is alive). */
+  queryTimeoutMs: number;
+  /** Connections in the pool. */
+  poolSize: number;
+}
+
+export const DEFAULT_DB_LIMITS: DbLimits = { connectTimeoutMs: 5_000, queryTimeoutMs: 5_000, poolSize: 10 };
+
+const READ_TIMEOUT = 'Query read timeout';
+
+type Callback = (err: Error | null, result?: unknown) => void;
+
+/** The health every client of one pool reports to (set per pool by createPool's subclass). */
+class BoundedClient extends pg.Client {
+  protected health: DbHealth | undefined;
+
+  // node-postgres overloads query (callback, promise, submittable); only the error path is wrapped.
+  override query(...args: unknown[]): never {
+    const last = args[args.length - 1];
+    if (typeof last === 'function') {
+      args[args.length - 1] = (err: Error | null, result?: unknown) => {
+        this.observe(err);
+        (last as Callback)(err, result);
+      };
+    }
+    const result = (pg.Client.prototype.query as (...a: unknown[]) => unknown).apply(this, args);
+    if (result && typeof (result as Promise<unknown>).then === 'function') {
+      return (result as Promise<unknown>).then(
+        (value) => {
+          this.observe(null);
+          return value;
+        },
+        (err: Error) => {
+          this.observe(err);
+          throw err;
+        },
+      ) as never;
+    }
+    return result as never;
+  }
+
+  private observe(err: Error | null): void {
+    if (!err) return this.health?.up();
+    if (isDatabaseUnavailable(err)) this.health?.down();
+    if (err.message !== READ_TIMEOUT) return;
+    const stream = (this as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream;
+    stream?.destroy();
+  }
+}
+
+/** A pool whose clients and connection attempts report to `health`. */
+export function createPool(connectionString: string, limits: DbLimits, health: DbHealth): pg.Pool {
+  class Client extends BoundedClient {
+    protected override health = health;
+  }
+  const pool = new ObservedPool(health, {
+    connectionString,
+    Client,
+    max: limits.poolSize,
+    connectionTimeoutMillis: limits.connectTimeoutMs,
+    query_timeout: limits.queryTimeoutMs,
+    statement_timeout: limits.queryTimeoutMs,
+    keepAlive: true,
+    idleTimeoutMillis: 30_000,
+  });
+  // An idle connection the server dropped (restart, outage): the pool removes it; the next query opens a new one.
+  pool.on('error', () => {});
+  return pool;
+}
+
+/** Counts a failed acquire (refused, connect or acquire timeout) as the database being down. */
+class ObservedPool extends pg.Pool {
+  constructor(
+    private readonly health: DbHealth,
+    config: pg.PoolConfig,
+  ) {
+    super(config);
+  }
+
+  override connect(...args: unknown[]): never {
+    const cb = args[0];
+    if (typeof cb === 'function') {
+      return (pg.Pool.prototype.connect as (...a: unknown[]) => never).call(this, (err: Error | undefined, ...rest: unknown[]) => {
+        if (err && isDatabaseUnavailable(err)) this.health.down();
+        (cb as (...a: unknown[]) => void)(err, ...rest);
+      });
+    }
+    return (pg.Pool.prototype.connect as () => Promise<pg.PoolClient>).call(this).catch((err: Error) => {
+      if (isDatabaseUnavailable(err)) this.health.down();
+      throw err;
+    }) as never;
+  }
+}

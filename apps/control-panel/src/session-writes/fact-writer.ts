@@ -1,0 +1,150 @@
+import type { Db, Tx } from '../db/database.js';
+import type { DurableFact, FactResult, FactWriter } from './facts.js';
+
+// The SQL behind the session-fact outbox. Every durable fact is idempotent:
+// session events are keyed by (session_id, kind) and reloads by their fact
+// key (ON CONFLICT DO NOTHING), and the node row is only touched when the
+// event row was really inserted, so a retried write that had committed changes
+// nothing. Deployment transitions only move forward from the states they
+// name. A batch is one transaction.
+
+/** Statuses a deployment can still leave. */
+const OPEN_STATUSES = ['pending', 'delivered'] as const;
+
+export class PrismaFactWriter implements FactWriter {
+  constructor(
+    private readonly prisma: Db,
+    /** Interactive transaction bounds (the pool's limits): a frozen database fails the batch instead of holding it. */
+    private readonly txOptions: { maxWait: number; timeout: number },
+  ) {}
+
+  async apply(facts: readonly DurableFact[]): Promise<FactResult[]> {
+    if (facts.length === 0) return [];
+    return this.prisma.$transaction(async (tx) => {
+      const results: FactResult[] = [];
+      for (const fact of facts) results.push(await applyFact(tx, fact));
+      return results;
+    }, this.txOptions);
+  }
+
+  async lastSeen(entries: readonly { nodeId: string; at: Date }[]): Promise<void> {
+    if (entries.length === 0) return;
+    const ids = entries.map((e) => e.nodeId);
+    const times = entries.map((e) => e.at.toISOString());
+    await this.prisma.$executeRaw`
+      UPDATE nodes SET last_seen_at = v.at
+      FROM unnest(${ids}::text[], ${times}::timestamptz[]) AS v(id, at)
+      WHERE nodes.id = v.id AND (nodes.last_seen_at IS NULL OR nodes.last_seen_at < v.at)`;
+  }
+
+  async tokensUsed(entries: readonly { tokenId: string; at: Date }[]): Promise<void> {
+    if (entries.length === 0) return;
+    const ids = entries.map((e) => e.tokenId);
+    const times = entries.map((e) => e.at.toISOString());
+    await this.prisma.$executeRaw`
+      UPDATE api_tokens SET last_used_at = v.at
+      FROM unnest(${ids}::text[], ${times}::timestamptz[]) AS v(id, at)
+      WHERE api_tokens.id = v.id AND (api_tokens.last_used_at IS NULL OR api_tokens.last_used_at < v.at)`;
+  }
+}
+
+async function applyFact(tx: Tx, fact: DurableFact): Promise<FactResult> {
+  switch (fact.kind) {
+    case 'session.opened': {
+      const at = new Date(fact.at);
+      await tx.$executeRaw`
+        WITH ins AS (
+          INSERT INTO session_events (node_id, session_id, kind, at) VALUES (${fact.nodeId}, ${fact.sessionId}, 'opened', ${at})
+          ON CONFLICT (session_id, kind) DO NOTHING RETURNING 1
+        )
+        UPDATE nodes SET unreachable_since = NULL, last_seen_at = GREATEST(last_seen_at, ${at})
+        WHERE id = ${fact.nodeId} AND EXISTS (SELECT 1 FROM ins)`;
+      return undefined;
+    }
+    case 'session.closed': {
+      const at = new Date(fact.at);
+      const lastFrameAt = new Date(fact.lastFrameAt);
+      await tx.$executeRaw`
+        WITH ins AS (
+          INSERT INTO session_events (node_id, session_id, kind, reason, close_code, at)
+          VALUES (${fact.nodeId}, ${fact.sessionId}, 'closed', ${fact.reason}, ${fact.code}, ${at})
+          ON CONFLICT (session_id, kind) DO NOTHING RETURNING 1
+        )
+        UPDATE nodes SET last_teardown_at = ${at}, last_teardown_reason = ${fact.reason},
+          unreachable_since = CASE WHEN ${fact.superseded} THEN unreachable_since ELSE ${at} END,
+          last_seen_at = CASE WHEN ${fact.superseded} THEN last_seen_at ELSE GREATEST(last_seen_at, ${lastFrameAt}) END
+        WHERE id = ${fact.nodeId} AND EXISTS (SELECT 1 FROM ins)`;
+      return undefined;
+    }
+    case 'sessions.orphaned':
+      await closeOrphans(tx, fact.reason, new Date(fact.before));
+      return undefined;
+    case 'deployment.dispatched':
+      await tx.deployment.updateMany({ where: { id: fact.deploymentId }, data: { sessionId: fact.sessionId, dispatchedAt: new Date(fact.at) } });
+      return undefined;
+    case 'deployment.delivered':
+      await tx.deployment.updateMany({
+        where: { id: fact.deploymentId, status: 'pending' },
+        data: { status: 'delivered', ackedAt: new Date(fact.at), reason: 'acknowledged by the agent' },
+      });
+      return undefined;
+    case 'deployment.finished':
+      return finishDeployment(tx, fact);
+    case 'reload':
+      await tx.$executeRaw`
+        INSERT INTO reload_events (node_id, at, hash_before, hash_after, reason, fact_key)
+        VALUES (${fact.nodeId}, ${new Date(fact.at)}, ${fact.hashBefore}, ${fact.hashAfter}, ${fact.reason}, ${fact.key})
+        ON CONFLICT (fact_key) DO NOTHING`;
+      return undefined;
+  }
+}
+
+async function finishDeployment(tx: Tx, fact: Extract<DurableFact, { kind: 'deployment.finished' }>): Promise<boolean> {
+  // A running deployment can still fail later (its containers crashed past the agent's restart budget).
+  const from = fact.status === 'failed' ? [...OPEN_STATUSES, 'running' as const] : [...OPEN_STATUSES];
+  const changed = await tx.deployment.updateMany({
+    where: { id: fact.deploymentId, status: { in: from }, ...(fact.nodeId ? { nodeId: fact.nodeId } : {}) },
+    data: { status: fact.status, reason: fact.reason, finishedAt: new Date(fact.at) },
+  });
+  if (changed.count === 0) return false;
+  if (fact.status === 'running') {
+    const row = await tx.deployment.findUniqueOrThrow({ where: { id: fact.deploymentId }, select: { serviceId: true } });
+    await tx.deployment.updateMany({
+      where: { serviceId: row.serviceId, status: 'running', id: { not: fact.deploymentId } },
+      data: { status: 'superseded', reason: `replaced by deployment ${fact.deploymentId}` },
+    });
+  }
+  return true;
+}
+
+/**
+ * Closes, in the history, every session opened before `before` that has no
+ * close: the run that owned it ended without writing one (SIGKILL, crash,
+ * power). It is closed at its node's last-seen time (never before it opened,
+ * never after the node's next session opened), and the node row says so when
+ * that session was its latest.
+ */
+async function closeOrphans(tx: Tx, reason: string, before: Date): Promise<void> {
+  await tx.$executeRaw`
+    WITH orphans AS (
+      SELECT o.node_id, o.session_id,
+        LEAST(
+          GREATEST(o.at, n.last_seen_at),
+          (SELECT min(x.at) FROM session_events x WHERE x.node_id = o.node_id AND x.kind = 'opened' AND x.at > o.at)
+        ) AS closed_at
+      FROM session_events o JOIN nodes n ON n.id = o.node_id
+      WHERE o.kind = 'opened' AND o.at < ${before}
+        AND NOT EXISTS (SELECT 1 FROM session_events c WHERE c.session_id = o.session_id AND c.kind = 'closed')
+    ), ins AS (
+      INSERT INTO session_events (node_id, session_id, kind, reason, at)
+      SELECT node_id, session_id, 'closed'::"SessionEventKind", ${reason}, closed_at FROM orphans
+      ON CONFLICT (session_id, kind) DO NOTHING
+      RETURNING node_id, at
+    ), latest AS (
+      SELECT node_id, max(at) AS at FROM ins GROUP BY node_id
+    )
+    UPDATE nodes SET unreachable_since = latest.at, last_teardown_at = latest.at, last_teardown_reason = ${reason}
+    FROM latest
+    WHERE nodes.id = latest.node_id
+      AND NOT EXISTS (SELECT 1 FROM session_events e WHERE e.node_id = latest.node_id AND e.at > latest.at)`;
+}

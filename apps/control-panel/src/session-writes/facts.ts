@@ -1,0 +1,47 @@
+// Session facts: what the agent side records in PostgreSQL. Every fact goes
+// through the one ordered writer (outbox.ts): durable facts are kept in order
+// and never dropped (they spill to a file while the database refuses them);
+// last-seen and token last-used times are coalesced and may be dropped.
+// Times are ISO strings so a fact survives the spill file unchanged. Each
+// durable fact is idempotent: applied twice, it leaves one row.
+//
+// Issue 10 (several panels on one database) fences these writes by the
+// session's generation: the writer will compare it in the same statement.
+
+export type DeploymentTerminal = 'unreachable' | 'ack_timeout' | 'failed' | 'running';
+
+export type DurableFact =
+  | { kind: 'session.opened'; nodeId: string; sessionId: string; at: string }
+  | {
+      kind: 'session.closed';
+      nodeId: string;
+      sessionId: string;
+      code: number | null;
+      reason: string;
+      at: string;
+      lastFrameAt: string;
+      /** Superseded by a newer session of the same node: the node stays reachable. */
+      superseded: boolean;
+    }
+  /** Sessions a previous run of the panel left open (killed, crashed): closed at their last-seen time. */
+  | { kind: 'sessions.orphaned'; reason: string; before: string }
+  | { kind: 'deployment.dispatched'; deploymentId: string; sessionId: string; at: string }
+  | { kind: 'deployment.delivered'; deploymentId: string; at: string }
+  /** nodeId set: only a deployment of that node (an agent reports only its own). */
+  | { kind: 'deployment.finished'; deploymentId: string; status: DeploymentTerminal; reason: string; at: string; nodeId: string | null }
+  | { kind: 'reload'; nodeId: string; key: string | null; at: string; hashBefore: string | null; hashAfter: string; reason: string };
+
+export const ORPHANED_REASON = 'panel stopped without closing its sessions';
+
+/** What a durable fact's write answered (deployment.finished: whether the row changed). */
+export type FactResult = boolean | undefined;
+
+/** Writes facts to the database. Implementations are idempotent per fact. */
+export interface FactWriter {
+  /** Applies the facts in order, atomically (one transaction): all or none. */
+  apply(facts: readonly DurableFact[]): Promise<FactResult[]>;
+  /** Moves last-seen times forward (never back): one statement. */
+  lastSeen(entries: readonly { nodeId: string; at: Date }[]): Promise<void>;
+  /** Records when tokens were last used: one statement. */
+  tokensUsed(entries: readonly { tokenId: string; at: Date }[]): Promise<void>;
+}

@@ -1,0 +1,331 @@
+import type { Logger } from '@tether/common';
+import { isDatabaseUnavailable, isPermanentDatabaseError } from '../db/db-faults.js';
+import type { DurableFact, FactResult, FactWriter } from './facts.js';
+import type { SpillFile, SpilledFact } from './spill-file.js';
+
+// The one ordered, batched write path for session facts (shared/DESIGN.md).
+// Durable facts (session opens and closes, deployment transitions, reloads)
+// form one FIFO, so every node's facts keep their order; they are written in
+// batches of one transaction each, retried with backoff for as long as the
+// database refuses them, and never dropped: from the first refusal on they are
+// also appended to the spill file, which a restarted panel replays in order.
+// Last-seen and token last-used times are coalesced (one newest time per node
+// or token) and are the only thing dropped when the queue outgrows its limit.
+// A fact the database refuses for good (a constraint, a deleted node) is
+// isolated, logged and rejected, so it cannot block the rest; any other error
+// is retried like an outage, since dropping a fact would lose a history row.
+
+export interface OutboxOptions {
+  writer: FactWriter;
+  /** Where refused durable facts go; none: memory only (tests of the queue alone). */
+  spill?: SpillFile | undefined;
+  logger: Logger;
+  /** First retry delay; doubles up to retryMaxMs. */
+  retryMinMs?: number;
+  retryMaxMs: number;
+  /** Pending entries above which droppable times are dropped. */
+  maxPending: number;
+  /** Durable facts per transaction. */
+  batchSize?: number;
+}
+
+interface Entry {
+  seq: number;
+  fact: DurableFact;
+  resolve(result: FactResult): void;
+  reject(err: unknown): void;
+}
+
+export interface OutboxStats {
+  committed: number;
+  failedAttempts: number;
+  spilled: number;
+  replayed: number;
+  droppedTimes: number;
+  rejected: number;
+}
+
+export class SessionFactOutbox {
+  private readonly queue: Entry[] = [];
+  private lastSeenAt = new Map<string, number>();
+  private tokenUsedAt = new Map<string, number>();
+  private nextSeq = 1;
+  /** Highest sequence number already in the spill file. */
+  private spilledThrough = 0;
+  private spillHasEntries = false;
+  private degraded = false;
+  private delayMs = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private active: Promise<boolean> | undefined;
+  private stopped = false;
+  private readonly retryMinMs: number;
+  private readonly batchSize: number;
+  readonly stats: OutboxStats = { committed: 0, failedAttempts: 0, spilled: 0, replayed: 0, droppedTimes: 0, rejected: 0 };
+
+  constructor(private readonly options: OutboxOptions) {
+    this.retryMinMs = options.retryMinMs ?? 100;
+    this.batchSize = options.batchSize ?? 100;
+  }
+
+  /** Loads what a previous run spilled, ahead of anything new, and starts writing. Returns how many facts it replays. */
+  start(): number {
+    const spill = this.options.spill;
+    let replayed = 0;
+    if (spill) {
+      const { entries, skipped } = spill.read();
+      if (skipped > 0) this.options.logger.warn({ skipped, file: spill.file }, 'outbox spill file had unreadable lines (a torn last write); skipped');
+      const seen = new Set<number>();
+      const ordered = entries.filter((e) => !seen.has(e.seq) && seen.add(e.seq)).sort((a, b) => a.seq - b.seq);
+      for (const { seq, fact } of ordered) {
+        this.queue.push({ seq, fact, resolve: () => {}, reject: () => {} });
+        this.nextSeq = Math.max(this.nextSeq, seq + 1);
+        this.spilledThrough = Math.max(this.spilledThrough, seq);
+      }
+      replayed = ordered.length;
+      this.spillHasEntries = replayed > 0;
+      this.stats.replayed += replayed;
+      if (replayed > 0) this.options.logger.info({ facts: replayed, file: spill.file }, 'replaying session facts a previous run spilled');
+    }
+    this.kick();
+    return replayed;
+  }
+
+  /** Queues a durable fact; resolves when it has committed (it may wait out an outage). */
+  submit(fact: DurableFact): Promise<FactResult> {
+    return new Promise<FactResult>((resolve, reject) => {
+      const entry: Entry = { seq: this.nextSeq++, fact, resolve, reject };
+      this.queue.push(entry);
+      // While the database refuses writes, a new fact goes to the file at once: a crash now must not lose it.
+      // So does one that arrives after stop(): nothing writes it any more, the next start will.
+      if (this.degraded || this.stopped) this.spillPending();
+      this.kick();
+    });
+  }
+
+  /** A node's newest last-seen time (coalesced; droppable). */
+  noteLastSeen(nodeId: string, at: Date): void {
+    const t = at.getTime();
+    if ((this.lastSeenAt.get(nodeId) ?? 0) < t) this.lastSeenAt.set(nodeId, t);
+    this.limitMemory();
+    this.kick();
+  }
+
+  /** A token's newest use (coalesced; droppable). */
+  noteTokenUsed(tokenId: string, at: Date): void {
+    const t = at.getTime();
+    if ((this.tokenUsedAt.get(tokenId) ?? 0) < t) this.tokenUsedAt.set(tokenId, t);
+    this.limitMemory();
+    this.kick();
+  }
+
+  get pending(): number {
+    return this.queue.length + this.lastSeenAt.size + this.tokenUsedAt.size;
+  }
+
+  /** The database refused the last attempt. */
+  get isDegraded(): boolean {
+    return this.degraded;
+  }
+
+  /** Writes everything pending now (no backoff wait). False when the database refused. */
+  async flush(): Promise<boolean> {
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+    }
+    while (this.active) await this.active;
+    this.active = this.drain();
+    try {
+      return await this.active;
+    } finally {
+      this.active = undefined;
+    }
+  }
+
+  /**
+   * Stops writing: one last attempt within `deadlineMs`, then whatever is
+   * still pending and durable goes to the spill file for the next run.
+   */
+  async stop(deadlineMs: number): Promise<void> {
+    this.stopped = true;
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, deadlineMs)));
+    await Promise.race([this.flush().catch(() => false), deadline]);
+    clearTimeout(timer);
+    if (this.queue.length > 0) {
+      this.spillPending();
+      this.options.logger.warn({ facts: this.queue.length, file: this.options.spill?.file }, 'stopping with session facts the database did not take; they are in the spill file');
+    }
+  }
+
+  private kick(): void {
+    if (this.stopped || this.timer || this.active) return;
+    this.active = this.drain().finally(() => {
+      this.active = undefined;
+      // Work that arrived while the last attempt finished.
+      if (!this.timer && this.hasWork()) this.kick();
+    });
+  }
+
+  private hasWork(): boolean {
+    return this.queue.length > 0 || this.lastSeenAt.size > 0 || this.tokenUsedAt.size > 0;
+  }
+
+  /** Attempts until nothing is left or the database refuses; then waits out the backoff. */
+  private async drain(): Promise<boolean> {
+    while (this.hasWork()) {
+      if (await this.attempt()) continue;
+      this.stats.failedAttempts++;
+      this.delayMs = this.delayMs ? Math.min(this.delayMs * 2, this.options.retryMaxMs) : this.retryMinMs;
+      if (!this.stopped) {
+        this.timer = setTimeout(() => {
+          this.timer = undefined;
+          this.kick();
+        }, this.delayMs);
+        this.timer.unref();
+      }
+      return false;
+    }
+    this.delayMs = 0;
+    if (this.spillHasEntries && this.queue.length === 0) {
+      // Every fact in the file has committed.
+      this.options.spill?.remove();
+      this.spillHasEntries = false;
+    }
+    return true;
+  }
+
+  /** One batch of durable facts, or else the droppable times. False: the database is unavailable. */
+  private async attempt(): Promise<boolean> {
+    if (this.queue.length > 0) {
+      const batch = this.queue.slice(0, this.batchSize);
+      try {
+        const results = await this.options.writer.apply(batch.map((e) => e.fact));
+        this.committed(batch, results);
+        return true;
+      } catch (err) {
+        if (!isPermanentDatabaseError(err)) return this.refused(err);
+        return this.isolate(batch);
+      }
+    }
+    if (this.lastSeenAt.size > 0) {
+      const taken = this.lastSeenAt;
+      this.lastSeenAt = new Map();
+      const ok = await this.writeTimes(taken, this.lastSeenAt, 'last-seen', (e) =>
+        this.options.writer.lastSeen(e.map(([nodeId, at]) => ({ nodeId, at }))),
+      );
+      if (!ok) return false;
+    }
+    if (this.tokenUsedAt.size > 0) {
+      const taken = this.tokenUsedAt;
+      this.tokenUsedAt = new Map();
+      const ok = await this.writeTimes(taken, this.tokenUsedAt, 'token last-used', (e) =>
+        this.options.writer.tokensUsed(e.map(([tokenId, at]) => ({ tokenId, at }))),
+      );
+      if (!ok) return false;
+    }
+    this.recovered();
+    return true;
+  }
+
+  private committed(batch: Entry[], results: FactResult[]): void {
+    // Only the drain removes entries, so the batch is still the head of the queue.
+    this.queue.splice(0, batch.length);
+    this.stats.committed += batch.length;
+    batch.forEach((e, i) => e.resolve(results[i]));
+    this.recovered();
+  }
+
+  /** A batch failed for another reason than the database: find the fact at fault, one by one. */
+  private async isolate(batch: Entry[]): Promise<boolean> {
+    for (const entry of batch) {
+      try {
+        const [result] = await this.options.writer.apply([entry.fact]);
+        this.committed([entry], [result]);
+      } catch (err) {
+        if (!isPermanentDatabaseError(err)) return this.refused(err);
+        this.queue.shift();
+        this.stats.rejected++;
+        this.options.logger.error({ err, fact: entry.fact }, 'session fact could not be written and was discarded');
+        entry.reject(err);
+      }
+    }
+    return true;
+  }
+
+  private refused(err: unknown): false {
+    if (!isDatabaseUnavailable(err)) {
+      // Not an outage and not a constraint: most likely a bug. Kept and retried all the same, and said loudly.
+      this.options.logger.error({ err, pending: this.pending }, 'session facts could not be written (unexpected error); held and retried');
+    } else if (!this.degraded) {
+      this.options.logger.warn(
+        { err, pending: this.pending, file: this.options.spill?.file },
+        'database unavailable: session facts are held, spilled to the outbox file and retried',
+      );
+    }
+    this.degraded = true;
+    this.spillPending();
+    return false;
+  }
+
+  private recovered(): void {
+    if (!this.degraded) return;
+    this.degraded = false;
+    this.options.logger.info({ pending: this.pending }, 'database takes session facts again');
+  }
+
+  /**
+   * Writes coalesced times taken from the pending map. Refused: merged back
+   * into `pending` (newest wins) and false. Failed otherwise: dropped.
+   */
+  private async writeTimes(
+    taken: Map<string, number>,
+    pending: Map<string, number>,
+    what: string,
+    write: (entries: [string, Date][]) => Promise<void>,
+  ): Promise<boolean> {
+    try {
+      await write([...taken].map(([id, t]) => [id, new Date(t)]));
+      return true;
+    } catch (err) {
+      if (!isPermanentDatabaseError(err)) {
+        for (const [id, t] of taken) if ((pending.get(id) ?? 0) < t) pending.set(id, t);
+        return this.refused(err);
+      }
+      this.stats.droppedTimes += taken.size;
+      this.options.logger.error({ err, count: taken.size }, `${what} times could not be written and were dropped`);
+      return true;
+    }
+  }
+
+  /** Appends every durable fact not yet in the spill file. */
+  private spillPending(): void {
+    const spill = this.options.spill;
+    if (!spill) return;
+    const fresh: SpilledFact[] = [];
+    for (const e of this.queue) {
+      // Closing orphaned sessions is redone at every start; it need not survive one.
+      if (e.seq > this.spilledThrough && e.fact.kind !== 'sessions.orphaned') fresh.push({ seq: e.seq, fact: e.fact });
+    }
+    if (fresh.length === 0) return;
+    try {
+      spill.append(fresh);
+      this.spilledThrough = Math.max(this.spilledThrough, fresh[fresh.length - 1]!.seq);
+      this.spillHasEntries = true;
+      this.stats.spilled += fresh.length;
+    } catch (err) {
+      // Still in memory and retried; only a crash now would lose them.
+      this.options.logger.error({ err, file: spill.file }, 'could not append to the outbox spill file');
+    }
+  }
+
+  private limitMemory(): void {
+    if (this.pending <= this.options.maxPending) return;
+    const dropped = this.lastSeenAt.size + this.tokenUsedAt.size;
+    if (dropped === 0) return;
+    this.lastSeenAt = new Map();
+    this.tokenUsedAt = new Map();
+    this.stats.droppedTimes += dropped;
+    this.options.logger.warn({ dropped, pending: this.pending }, 'outbox over its limit: dropped last-seen and token last-used times');
+  }
+}
