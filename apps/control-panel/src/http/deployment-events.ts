@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type from 'typebox';
 import type { Db } from '../db/database.js';
+import { isDatabaseUnavailable } from '../db/db-faults.js';
 import { isFinal, visibleDeployment, watchDeployment } from '../domain/deployment-watch.js';
 import { presentDeployment } from '../domain/deployments.js';
 import { authOf, requireAuth } from './auth.js';
@@ -36,7 +37,8 @@ export const deploymentEventRoutes: FastifyPluginAsyncTypebox<DeploymentEventOpt
         description:
           'text/event-stream. Each event is `event: deployment` with the deployment as JSON in `data` plus `"final": true|false`; ' +
           'the first is the state it is in now, then one per change. The stream ends after a final state ' +
-          '(running, failed, superseded, unreachable, ack_timeout), or with `event: gone` when the deployment is deleted with its service.',
+          '(running, failed, superseded, unreachable, ack_timeout), with `event: gone` when the deployment is deleted with its service, ' +
+          'or with `event: error` (`{ code, message }`: DATABASE_UNAVAILABLE, INTERNAL) when the row cannot be read.',
         security,
         params: IdParams,
         response: {
@@ -67,7 +69,9 @@ export const deploymentEventRoutes: FastifyPluginAsyncTypebox<DeploymentEventOpt
         if (!ended && !controller.signal.aborted) res.write(frame('gone', ++seq, { id: first.id, reason: 'the deployment was deleted with its service' }));
       } catch (err) {
         request.log.warn({ err, deploymentId: first.id }, 'deployment event stream failed');
-        if (!controller.signal.aborted) res.write(frame('error', ++seq, { code: 'INTERNAL', message: 'reading the deployment failed; read it again' }));
+        // The stream ends with the code the API would answer (a database outage is not a bug); the client reads again later.
+        const code = isDatabaseUnavailable(err) ? 'DATABASE_UNAVAILABLE' : 'INTERNAL';
+        if (!controller.signal.aborted) res.write(frame('error', ++seq, { code, message: 'reading the deployment failed; read it again' }));
       } finally {
         clearInterval(keepAlive);
         open.delete(controller);
