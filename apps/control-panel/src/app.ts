@@ -11,12 +11,14 @@ import { LastGoodRead } from './db/last-good-read.js';
 import type { ApiDeps } from './domain/api-deps.js';
 import { ErrorBodySchema } from './errors.js';
 import { authPlugin } from './http/auth.js';
+import { deploymentEventRoutes } from './http/deployment-events.js';
 import { createFleet } from './dashboard/fleet.js';
 import { dashboardRoutes } from './http/dashboard.js';
 import { deploymentRoutes } from './http/deployments.js';
 import { edgeServerOptions, installJsonBodyParser, refuseContentEncodings } from './http/edges.js';
 import { installErrorHandler } from './http/error-handler.js';
 import { healthRoutes } from './http/health.js';
+import { logRoutes } from './http/logs.js';
 import { metricsRoutes } from './http/metrics.js';
 import { nodeRoutes } from './http/nodes.js';
 import { registerOpenApi } from './http/openapi.js';
@@ -222,7 +224,9 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   await app.register(nodeRoutes, { prefix: '/v1', ...api });
   await app.register(serviceRoutes, { prefix: '/v1', ...api });
   await app.register(routeRoutes, { prefix: '/v1', ...api });
-  await app.register(deploymentRoutes, { prefix: '/v1', ...api });
+  await app.register(deploymentRoutes, { prefix: '/v1', ...api, watchPollMs: deps.config.deployments.watchPollMs });
+  await app.register(logRoutes, { prefix: '/v1', prisma: deps.prisma, registry: agents.registry, relay: agents.logs });
+  await app.register(deploymentEventRoutes, { prefix: '/v1', prisma: deps.prisma, pollMs: deps.config.deployments.watchPollMs });
   await app.register(sessionRoutes, {
     prefix: '/v1',
     prisma: deps.prisma,

@@ -35,6 +35,14 @@ const EnvSchema = Type.Object({
   TETHER_ROUTING_DEBOUNCE_MS: Ms(250, 0),
   TETHER_LAST_SEEN_FLUSH_MS: Ms(10_000),
   TETHER_TOKEN_LAST_USED_FLUSH_MS: Ms(10_000),
+  /** How often a deployment being waited on (?wait=, /events) is read again. */
+  TETHER_DEPLOYMENT_WATCH_MS: Ms(250),
+  /** Log streams (GET /v1/services/:id/logs) open at once per node. */
+  TETHER_LOG_STREAMS_PER_NODE: Type.Integer({ minimum: 1, maximum: 10_000, default: 8 }),
+  /** Bytes per second one log stream may carry. */
+  TETHER_LOG_STREAM_BYTES_PER_SEC: Type.Integer({ minimum: 1024, maximum: 1024 * 1024 * 1024, default: 1024 * 1024 }),
+  /** Per stream: credit the agent may hold plus bytes the HTTP client has not taken yet. */
+  TETHER_LOG_WINDOW_BYTES: Type.Integer({ minimum: 65_536, maximum: 4 * 1024 * 1024, default: 256 * 1024 }),
   TETHER_SEND_BUFFER_LIMIT_BYTES: Type.Integer({ minimum: 1024, default: 8 * 1024 * 1024 }),
   // Database bounds: a frozen server enforces nothing, so the client does (docs/operations.md, "Database outages").
   TETHER_DB_CONNECT_TIMEOUT_MS: Ms(5_000),
@@ -112,6 +120,14 @@ export interface PanelConfig {
     internalUrl: string | undefined;
     leaseMs: number;
   };
+  deployments: {
+    watchPollMs: number;
+  };
+  logs: {
+    streamsPerNode: number;
+    bytesPerSecond: number;
+    windowBytes: number;
+  };
   dashboard: {
     fleetRefreshMs: number;
     secret: string | undefined;
@@ -163,6 +179,14 @@ export function loadConfig(env: Record<string, string | undefined>): PanelConfig
       id: e.TETHER_PANEL_ID ?? `panel-${randomBytes(6).toString('hex')}`,
       internalUrl: e.TETHER_PANEL_INTERNAL_URL ?? e.TETHER_PUBLIC_URL,
       leaseMs: e.TETHER_PANEL_LEASE_MS,
+    },
+    deployments: {
+      watchPollMs: e.TETHER_DEPLOYMENT_WATCH_MS,
+    },
+    logs: {
+      streamsPerNode: e.TETHER_LOG_STREAMS_PER_NODE,
+      bytesPerSecond: e.TETHER_LOG_STREAM_BYTES_PER_SEC,
+      windowBytes: e.TETHER_LOG_WINDOW_BYTES,
     },
     dashboard: {
       fleetRefreshMs: e.TETHER_FLEET_REFRESH_MS,

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import Type from 'typebox';
 import { ConfigError, parseEnv } from '@tether/common';
-import { DEFAULT_RESTART_POLICY, DEFAULT_RUNTIME_TIMING, type RestartPolicy, type RuntimeTiming } from './runtime/settings.js';
+import { CONTAINER_LOG_DEFAULTS, DEFAULT_RESTART_POLICY, DEFAULT_RUNTIME_TIMING, type ContainerLogOptions, type RestartPolicy, type RuntimeTiming } from './runtime/settings.js';
 
 // The one place the agent reads process.env. Every variable is listed, with
 // its default, in docs/operations.md.
@@ -52,6 +52,11 @@ const EnvSchema = Type.Object({
   TETHER_RESTART_BACKOFF_MAX_MS: Ms(R.backoffMaxMs),
   TETHER_RESTART_RESET_MS: Ms(R.resetAfterMs, 1_000),
   TETHER_RUNTIME_SWEEP_MS: Ms(T.sweepIntervalMs, 100),
+  /** Docker json-file log rotation on every container the agent creates (service and proxy containers). */
+  TETHER_CONTAINER_LOG_MAX_SIZE: Type.String({ pattern: '^[1-9][0-9]{0,5}[kmg]$', default: CONTAINER_LOG_DEFAULTS.maxSize }),
+  TETHER_CONTAINER_LOG_MAX_FILE: Type.Integer({ minimum: 1, maximum: 100, default: CONTAINER_LOG_DEFAULTS.maxFile }),
+  /** Log streams (GET /v1/services/:id/logs) this agent serves at once. */
+  TETHER_LOG_MAX_STREAMS: Type.Integer({ minimum: 1, maximum: 10_000, default: 64 }),
   /** Proxy: container (agent runs Caddy on Tether's network), external (TETHER_CADDY_ADMIN_URL), or none. */
   TETHER_PROXY: Type.Union([Type.Literal('container'), Type.Literal('external'), Type.Literal('none')], { default: 'none' }),
   TETHER_CADDY_ADMIN_URL: Type.Optional(Type.String({ pattern: '^(https?|unix)://' })),
@@ -108,7 +113,9 @@ export interface AgentConfig {
     network: string;
     timing: Pick<RuntimeTiming, 'callTimeoutMs' | 'observeTimeoutMs' | 'pullTimeoutMs' | 'startTimeoutMs' | 'minReadyMs' | 'drainMs' | 'stopTimeoutMs' | 'sweepIntervalMs'>;
     restart: RestartPolicy;
+    containerLogs: ContainerLogOptions;
   };
+  logs: { maxStreams: number };
   proxy: {
     kind: 'container' | 'external' | 'none';
     caddyAdminUrl: string | undefined;
@@ -216,7 +223,9 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
         backoffMaxMs: e.TETHER_RESTART_BACKOFF_MAX_MS,
         resetAfterMs: e.TETHER_RESTART_RESET_MS,
       },
+      containerLogs: { maxSize: e.TETHER_CONTAINER_LOG_MAX_SIZE, maxFile: e.TETHER_CONTAINER_LOG_MAX_FILE },
     },
+    logs: { maxStreams: e.TETHER_LOG_MAX_STREAMS },
     proxy: {
       kind: e.TETHER_PROXY,
       caddyAdminUrl: e.TETHER_CADDY_ADMIN_URL,

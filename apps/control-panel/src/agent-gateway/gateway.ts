@@ -39,7 +39,7 @@ export interface GatewayOptions {
   claim?: (nodeId: string, sessionId: string) => Promise<unknown>;
 }
 
-const AGENT_TYPES = new Set(['heartbeat', 'pong', 'ack', 'deploy.result', 'routing.applied', 'proxy.events', 'error']);
+const AGENT_TYPES = new Set(['heartbeat', 'pong', 'ack', 'deploy.result', 'routing.applied', 'proxy.events', 'logs.chunk', 'logs.end', 'error']);
 /** Optional protocol features this panel speaks (docs/protocol.md, "Capabilities"). */
 const PANEL_CAPABILITIES: ReadonlySet<string> = new Set(Object.values(CAPABILITIES));
 
