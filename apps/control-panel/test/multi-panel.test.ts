@@ -5,9 +5,10 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLOSE_CODES } from '@tether/protocol';
-import { spawnProcess, startTestPostgres, waitFor, type TestPostgres } from '@tether/testkit';
+import { freePort, spawnProcess, startTestPostgres, waitFor, type TestPostgres } from '@tether/testkit';
 import { EXPIRED_OWNER_REASON } from '../src/session-writes/facts.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
+import { startAgentProcess } from './helpers/agent-process.js';
 import { RawAgent } from './helpers/raw-agent.js';
 
 // Several panels on one PostgreSQL (issue 10), each a real HTTP/WebSocket
@@ -156,7 +157,47 @@ describe('several panels on one database', () => {
   });
 });
 
+/** A panel process (dist/main.js) on the shared database. */
+async function panelProcess(id: string, port = 0) {
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'tether-mp-'));
+  cleanup.push(() => rm(dataDir, { recursive: true, force: true }));
+  const child = spawnProcess(process.execPath, [PANEL_MAIN], {
+    env: { ...env, DATABASE_URL: databaseUrl, TETHER_DATA_DIR: dataDir, TETHER_PORT: String(port), TETHER_LOG_LEVEL: 'warn', TETHER_PANEL_ID: id, TETHER_ADMIN_TOKEN: 'multi-panel-test-operator-token' },
+  });
+  cleanup.push(() => child.stop(1_000));
+  const [, url] = await child.waitForOutput(/listening on (http:\/\/\S+)/, 30_000);
+  return { child, url: url! };
+}
+
 describe('a panel killed with SIGKILL', () => {
+  it('a real agent given two panel URLs moves to the other panel, and deploys through A reach it there', async () => {
+    if (!existsSync(PANEL_MAIN)) throw new Error(`build the panel first: ${PANEL_MAIN} is missing`);
+    const node = await a.createNode('mp-real-agent');
+    const service = await a.createService(node.id);
+    const first = await panelProcess('panel-first');
+    // The second URL has no panel yet: the agent can only settle on the first, whatever order it tries.
+    const sparePort = await freePort();
+    const agent = await startAgentProcess({ panelUrl: `${first.url},http://127.0.0.1:${sparePort}`, token: node.token, nodeName: node.name });
+    cleanup.push(() => agent.destroy());
+    await waitFor(async () => (await a.prisma.nodeOwner.findUnique({ where: { nodeId: node.id } }))?.panelId === 'panel-first', { timeoutMs: 10_000 });
+    await panelProcess('panel-spare', sparePort);
+
+    first.child.child.kill('SIGKILL');
+    const killedAt = Date.now();
+    await waitFor(async () => (await a.prisma.nodeOwner.findUnique({ where: { nodeId: node.id } }))?.panelId === 'panel-spare', { timeoutMs: 10_000, intervalMs: 50 });
+    // The agent's idle deadline does not wait for the dead panel: the kill closes the socket, it reconnects within its backoff.
+    expect(Date.now() - killedAt).toBeLessThan(3_000);
+    const res = await a.api('POST', `/v1/services/${service.id}/deployments`, {});
+    expect(res.status).toBe(202);
+    const rows = (await c.api('GET', '/v1/sessions')).body.sessions.filter((r: { nodeId: string }) => r.nodeId === node.id);
+    await waitFor(async () => {
+      const row = (await c.api('GET', '/v1/sessions')).body.sessions.find((r: { nodeId: string }) => r.nodeId === node.id);
+      return row?.state === 'connected' && row.panelId === 'panel-spare';
+    }, { timeoutMs: 3_000 });
+    expect(rows).toHaveLength(1);
+  }, 60_000);
+
+
   it('its nodes read unknown on the others within lease + 2 s, deploys through them settle, and its agents rejoin another panel', async () => {
     if (!existsSync(PANEL_MAIN)) throw new Error(`build the panel first: ${PANEL_MAIN} is missing`);
     const dataDir = await mkdtemp(path.join(os.tmpdir(), 'tether-mp-'));
