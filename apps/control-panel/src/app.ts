@@ -9,7 +9,7 @@ import { healthOf, type Db } from './db/database.js';
 import { withDeadline } from './db/db-faults.js';
 import { LastGoodRead } from './db/last-good-read.js';
 import type { ApiDeps } from './domain/api-deps.js';
-import { ErrorBodySchema } from './errors.js';
+import { AppError, ErrorBodySchema } from './errors.js';
 import { authPlugin } from './http/auth.js';
 import { deploymentEventRoutes } from './http/deployment-events.js';
 import { createFleet } from './dashboard/fleet.js';
@@ -178,8 +178,14 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     await withDeadline(nodes.read(), db.queryTimeoutMs, 'the database').catch(() => {});
     agents.start();
   });
+  // A request arriving while the panel stops (a rolling restart) answers 503 NOT_READY, like /readyz, in the API's shape.
+  let closing = false;
+  app.addHook('onRequest', async () => {
+    if (closing) throw new AppError('NOT_READY', 'the panel is shutting down; retry (another panel)');
+  });
   // preClose: sessions get GOING_AWAY before the server stops accepting; their closes are written or spilled.
   app.addHook('preClose', async () => {
+    closing = true;
     await agents.stop();
     await cluster?.stop();
     await outbox.stop(db.connectTimeoutMs + db.queryTimeoutMs);
