@@ -25,6 +25,7 @@ const env = {
   TETHER_ACK_TIMEOUT_MS: String(ACK_MS),
   TETHER_SESSION_IDLE_MS: '5000',
   TETHER_PING_INTERVAL_MS: '1000',
+  TETHER_ROUTING_DEBOUNCE_MS: '500',
 };
 
 let pg: TestPostgres;
@@ -168,6 +169,53 @@ async function panelProcess(id: string, port = 0) {
   const [, url] = await child.waitForOutput(/listening on (http:\/\/\S+)/, 30_000);
   return { child, url: url! };
 }
+
+describe('several panels: liveness and pushes', () => {
+  it('a half-open session on B reads unknown on every panel within the idle deadline + 2 s; the agent reconnecting to C is running again', async () => {
+    const node = await a.createNode('mp-halfopen');
+    const service = await a.createService(node.id);
+    const agent = await RawAgent.connect({ url: b.url, token: node.token, node: node.name });
+    cleanup.push(() => agent.close());
+    agent.heartbeat(running(service.id, 'd-half'));
+    await waitFor(async () => (await statusOn(a, service.id)).state === 'running', { timeoutMs: 3_000 });
+    agent.goSilent();
+    const silentAt = Date.now();
+    const idleMs = Number(env.TETHER_SESSION_IDLE_MS);
+    const unknownAt = await Promise.all(
+      [a, b, c].map((p) => waitFor(async () => ((await statusOn(p, service.id)).state === 'unknown' ? Date.now() : undefined), { timeoutMs: idleMs + 3_000, intervalMs: 50 })),
+    );
+    for (const at of unknownAt) {
+      // Not before the deadline (liveness is the deploy channel), and at most 2 s after it on any panel.
+      expect(at - silentAt).toBeGreaterThanOrEqual(idleMs - 1_100);
+      expect(at - silentAt).toBeLessThan(idleMs + 2_000);
+    }
+    const back = await RawAgent.connect({ url: c.url, token: node.token, node: node.name });
+    cleanup.push(() => back.close());
+    back.heartbeat(running(service.id, 'd-half'));
+    await waitFor(async () => (await statusOn(a, service.id)).evidence?.panelId === 'panel-c', { timeoutMs: 3_000 });
+  }, 30_000);
+
+  it('20 route changes in a burst through A and C reach the owner B, which pushes the node once', async () => {
+    const node = await a.createNode('mp-burst');
+    const service = await a.createService(node.id);
+    const agent = await RawAgent.connect({ url: b.url, token: node.token, node: node.name });
+    cleanup.push(() => agent.close());
+    await a.api('POST', `/v1/services/${service.id}/deployments`, {});
+    // Let the pushes of the open and the deploy pass.
+    await new Promise((r) => setTimeout(r, 1_500));
+    const maps = () => agent.received.filter((m) => m.type === 'routing.map');
+    const before = maps().length;
+    const results = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => (i % 2 ? a : c).api('POST', '/v1/routes', { domain: `burst-${i}.example.test`, serviceId: service.id })),
+    );
+    expect(results.map((r) => r.status)).toEqual(Array(20).fill(201));
+    await waitFor(() => maps().length > before, { timeoutMs: 3_000 });
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect(maps().length - before).toBe(1);
+    const text = JSON.stringify(maps().at(-1));
+    for (let i = 0; i < 20; i++) expect(text).toContain(`burst-${i}.example.test`);
+  }, 30_000);
+});
 
 describe('a panel killed with SIGKILL', () => {
   it('a real agent given two panel URLs moves to the other panel, and deploys through A reach it there', async () => {

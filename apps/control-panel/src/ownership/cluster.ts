@@ -216,6 +216,13 @@ export class PanelCluster {
     if (this.sweeping) return;
     this.sweeping = true;
     try {
+      // A cheap read from the (small) owners table first: the close is written only when some expired owner left one open.
+      const open = await this.options.prisma.$queryRaw<unknown[]>`
+        SELECT 1 FROM node_owners w LEFT JOIN panels p ON p.id = w.panel_id
+        WHERE (p.lease_until IS NULL OR p.lease_until <= now())
+          AND NOT EXISTS (SELECT 1 FROM session_events c WHERE c.session_id = w.session_id AND c.kind = 'closed')
+        LIMIT 1`;
+      if (open.length === 0) return;
       await this.options.outbox.submit({ kind: 'sessions.orphaned', reason: EXPIRED_OWNER_REASON, before: new Date().toISOString(), expiredOwnersOnly: true });
     } catch (err) {
       this.options.logger.warn({ err }, 'sweep of expired owners failed');
