@@ -217,6 +217,33 @@ describe('several panels: liveness and pushes', () => {
   }, 30_000);
 });
 
+describe('dispatch across panels: overhead', () => {
+  it('a deploy through A to B costs little more than one through B itself (figures printed; p50 overhead under 50 ms)', async () => {
+    const node = await a.createNode('mp-latency');
+    const service = await a.createService(node.id);
+    const agent = await RawAgent.connect({ url: b.url, token: node.token, node: node.name });
+    cleanup.push(() => agent.close());
+    const times = async (panel: Panel, n: number) => {
+      const ms: number[] = [];
+      for (let i = 0; i < n; i++) {
+        const res = await panel.api('POST', `/v1/services/${service.id}/deployments`, {});
+        expect(res.status).toBe(202);
+        ms.push(res.ms);
+      }
+      return ms.sort((x, y) => x - y);
+    };
+    await times(a, 5);
+    const local = await times(b, 60);
+    const remote = await times(a, 60);
+    const q = (xs: number[], p: number) => xs[Math.min(xs.length - 1, Math.floor(p * xs.length))]!;
+    console.log(
+      `deploy answer ms, 60 each: local (through B) p50 ${q(local, 0.5).toFixed(1)} p99 ${q(local, 0.99).toFixed(1)}; ` +
+        `remote (through A, owner B) p50 ${q(remote, 0.5).toFixed(1)} p99 ${q(remote, 0.99).toFixed(1)}`,
+    );
+    expect(q(remote, 0.5) - q(local, 0.5)).toBeLessThan(50);
+  }, 60_000);
+});
+
 describe('a panel killed with SIGKILL', () => {
   it('a real agent given two panel URLs moves to the other panel, and deploys through A reach it there', async () => {
     if (!existsSync(PANEL_MAIN)) throw new Error(`build the panel first: ${PANEL_MAIN} is missing`);
