@@ -5,7 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLOSE_CODES } from '@tether/protocol';
-import { freePort, spawnProcess, startTestPostgres, waitFor, type TestPostgres } from '@tether/testkit';
+import { blackhole, ensureIptables, freePort, spawnProcess, startTestPostgres, waitFor, type TestPostgres } from '@tether/testkit';
 import { EXPIRED_OWNER_REASON } from '../src/session-writes/facts.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
 import { startAgentProcess } from './helpers/agent-process.js';
@@ -141,6 +141,38 @@ describe('several panels on one database', () => {
     const res = await b.api('POST', `/v1/services/${service.id}/deployments`, {});
     expect(res.status).toBe(202);
     await fresh.waitFor((m) => m.type === 'deploy');
+  });
+
+  it('supersede of a half-open session (iptables): the node reconnects to C; B drops its session within 1 s; one row everywhere', async () => {
+    await ensureIptables();
+    const node = await a.createNode('mp-halfopen-move');
+    const service = await a.createService(node.id);
+    const old = await RawAgent.connect({ url: b.url, token: node.token, node: node.name });
+    cleanup.push(() => old.close());
+    const oldSession = old.welcome.sessionId;
+    // Every packet of the old connection dropped both ways: no FIN, no RST, B's socket stays open.
+    const hole = blackhole((old.socket as unknown as { _socket: { localPort: number } })._socket.localPort);
+    cleanup.push(() => hole.release());
+    const fresh = await RawAgent.connect({ url: c.url, token: node.token, node: node.name });
+    cleanup.push(() => fresh.close());
+    const welcomedAt = Date.now();
+    await waitFor(() => b.app.agentSide.registry.get(node.id) === undefined, { timeoutMs: 1_000, intervalMs: 10 });
+    expect(Date.now() - welcomedAt).toBeLessThan(1_000);
+    await b.settled();
+    const closed = await a.prisma.sessionEvent.findFirstOrThrow({ where: { sessionId: oldSession, kind: 'closed' } });
+    expect(closed.closeCode).toBe(CLOSE_CODES.SUPERSEDED);
+    // C's report row is written within its urgent window (50 ms); every panel then names C's session, once.
+    for (const panel of [a, b, c]) {
+      const rows = await waitFor(async () => {
+        const got = (await panel.api('GET', '/v1/sessions')).body.sessions.filter((r: { nodeId: string }) => r.nodeId === node.id);
+        return got[0]?.state === 'connected' ? got : undefined;
+      }, { timeoutMs: 1_000, intervalMs: 20 });
+      expect(rows).toHaveLength(1);
+      expect(rows[0]).toMatchObject({ state: 'connected', sessionId: fresh.welcome.sessionId, panelId: 'panel-c' });
+      const status = await statusOn(panel, service.id);
+      expect(status.evidence?.sessionId ?? fresh.welcome.sessionId).toBe(fresh.welcome.sessionId);
+    }
+    hole.release();
   });
 
   it('a route created through C reaches the owner B, which pushes the node its map', async () => {

@@ -14,6 +14,9 @@ export type { RemoteReport };
 // row's generation is the node's current one: never a stale "running".
 
 
+/** How soon a session opened or closed is written (batched with whatever else changed meanwhile). */
+const URGENT_MS = 50;
+
 interface Pending {
   nodeId: string;
   sessionId: string;
@@ -36,6 +39,7 @@ export class NodeReportWriter {
   private readonly dirty = new Map<string, Pending>();
   private readonly written = new Map<string, Written>();
   private timer: NodeJS.Timeout | undefined;
+  private timerDue = 0;
   private flushing: Promise<void> = Promise.resolve();
 
   constructor(
@@ -69,6 +73,8 @@ export class NodeReportWriter {
     ) {
       return;
     }
+    // A new session or a closed one is news other panels must not wait a full window for; content changes are.
+    const urgent = state === 'closed' || last?.sessionId !== session.id;
     this.written.set(session.nodeId, { sessionId: session.id, containers: r?.containers, runtime: r?.runtime, routing: r?.routing, lastFrameAt: session.lastFrameAt });
     if (state === 'closed') this.written.delete(session.nodeId);
     this.dirty.set(session.nodeId, {
@@ -88,15 +94,19 @@ export class NodeReportWriter {
         openedAt: session.openedAt,
       },
     });
-    this.schedule();
+    this.schedule(urgent);
   }
 
-  private schedule(): void {
-    if (this.timer) return;
+  /** One flush per window (all dirty nodes, one statement); an urgent change shortens the wait to URGENT_MS. */
+  private schedule(urgent = false): void {
+    const delay = urgent ? Math.min(URGENT_MS, this.options.flushMs) : this.options.flushMs;
+    if (this.timer && this.timerDue <= Date.now() + delay) return;
+    clearTimeout(this.timer);
+    this.timerDue = Date.now() + delay;
     this.timer = setTimeout(() => {
       this.timer = undefined;
-      this.flushing = this.flush();
-    }, this.options.flushMs);
+      this.flushing = this.flushing.then(() => this.flush());
+    }, delay);
     this.timer.unref();
   }
 
