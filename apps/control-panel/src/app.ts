@@ -191,7 +191,15 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     await outbox.stop(db.connectTimeoutMs + db.queryTimeoutMs);
   });
   // The fleet page and the per-node metrics: rows from the connected map plus cached database facts.
-  const fleet = createFleet({ config: deps.config, prisma: deps.prisma, registry: agents.registry, routing: agents.routing, metrics, logger: app.log });
+  const fleet = createFleet({
+    config: deps.config,
+    prisma: deps.prisma,
+    registry: agents.registry,
+    routing: agents.routing,
+    metrics,
+    logger: app.log,
+    ...(cluster ? { heldElsewhere: (nodeId: string) => cluster.heldElsewhere(nodeId) } : {}),
+  });
   app.addHook('onReady', async () => fleet.start());
   app.addHook('preClose', async () => fleet.stop());
 

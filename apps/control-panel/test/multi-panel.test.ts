@@ -26,6 +26,7 @@ const env = {
   TETHER_SESSION_IDLE_MS: '5000',
   TETHER_PING_INTERVAL_MS: '1000',
   TETHER_ROUTING_DEBOUNCE_MS: '500',
+  TETHER_FLEET_REFRESH_MS: '200',
 };
 
 let pg: TestPostgres;
@@ -89,6 +90,29 @@ describe('several panels on one database', () => {
       expect(rows[0]).toMatchObject({ state: 'connected', sessionId: agent.welcome.sessionId, panelId: 'panel-b', agentVersion: 'test' });
     }
   });
+
+  it('only the owner exports a node\'s per-node metrics', async () => {
+    const node = await a.createNode('mp-metrics');
+    const line = `tether_node_reachable{node="mp-metrics"}`;
+    const metricsOf = async (panel: Panel) => (await fetch(`${panel.url}/metrics`)).text();
+    // First on A (so A knows the node: without the rule it would export it as 0 once the node moves), then on B.
+    const first = await RawAgent.connect({ url: a.url, token: node.token, node: node.name });
+    cleanup.push(() => first.close());
+    await waitFor(async () => (await metricsOf(a)).includes(`${line} 1`), { timeoutMs: 8_000 });
+    const agent = await RawAgent.connect({ url: b.url, token: node.token, node: node.name });
+    cleanup.push(() => agent.close());
+    await first.waitClosed(2_000);
+    await waitFor(async () => (await metricsOf(b)).includes(`${line} 1`), { timeoutMs: 8_000 });
+    // The other panels learn at their next renewal (a third of the lease) that B holds it, and leave it out,
+    // also once their node directory (re-read every 200 ms here) knows the node was seen.
+    await new Promise((r) => setTimeout(r, LEASE_MS));
+    for (let i = 0; i < 5; i++) {
+      expect(await metricsOf(a)).not.toContain(line);
+      expect(await metricsOf(c)).not.toContain(line);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(await metricsOf(b)).toContain(`${line} 1`);
+  }, 20_000);
 
   it('an owner that does not get the ACK answers 504 ACK_TIMEOUT through A; no owner at all answers 503 at once', async () => {
     const node = await a.createNode('mp-noack');

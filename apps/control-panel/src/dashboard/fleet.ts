@@ -36,6 +36,8 @@ export function createFleet(deps: {
   routing: RoutingView;
   metrics: PanelMetrics;
   logger: FastifyBaseLogger;
+  /** Several panels: a node whose session another live panel holds is that panel's to export (per-node metrics). */
+  heldElsewhere?: (nodeId: string) => boolean;
 }): Fleet {
   const { config, metrics } = deps;
   const d = config.dashboard;
@@ -65,7 +67,8 @@ export function createFleet(deps: {
     onDrop: (reason) => metrics.dashboardStreamsDropped.inc({ reason }),
     onCount: (open) => metrics.dashboardStreams.set(open),
   });
-  metrics.setFleetSource({ nodes: () => rows().map((r) => ({ name: r.name, state: r.state, drifting: r.routing.drifting })) });
+  const exported = deps.heldElsewhere ? (r: { id: string }) => deps.registry.get(r.id) !== undefined || !deps.heldElsewhere!(r.id) : () => true;
+  metrics.setFleetSource({ nodes: () => rows().filter(exported).map((r) => ({ name: r.name, state: r.state, drifting: r.routing.drifting })) });
   return {
     directory,
     tokens,

@@ -40,6 +40,8 @@ export class PanelCluster {
   /** The generation each live session of this panel claimed. */
   private readonly generations = new Map<string, number>();
   private sweeping = false;
+  /** Nodes whose session another live panel holds, as of this panel's last renewal (per-node metrics are theirs). */
+  private elsewhere: ReadonlySet<string> = new Set();
   private readonly off: (() => void)[] = [];
 
   constructor(private readonly options: ClusterOptions) {
@@ -59,6 +61,10 @@ export class PanelCluster {
 
   get panelId(): string {
     return this.options.panelId;
+  }
+
+  heldElsewhere(nodeId: string): boolean {
+    return this.elsewhere.has(nodeId);
   }
 
   generationOf(sessionId: string): number | undefined {
@@ -122,7 +128,10 @@ export class PanelCluster {
     });
     on(this.signals, 'signal', (signal: Signal) => this.received(signal));
     on(this.signals, 'connected', () => void this.rescan());
-    on(this.lease, 'renewed', () => void this.sweep());
+    on(this.lease, 'renewed', () => {
+      void this.sweep();
+      void this.refreshElsewhere();
+    });
     on(this.lease, 'lost', ({ othersSeen }: { othersSeen: boolean }) => {
       // With another live panel, this one's agents can move there; alone, keeping the sessions keeps liveness.
       if (!othersSeen) {
@@ -205,6 +214,17 @@ export class PanelCluster {
       this.options.onRescan();
     } catch (err) {
       this.options.logger.warn({ err }, 'rescan after LISTEN reconnect failed');
+    }
+  }
+
+  private async refreshElsewhere(): Promise<void> {
+    try {
+      const rows = await this.options.prisma.$queryRaw<{ node_id: string }[]>`
+        SELECT w.node_id FROM node_owners w JOIN panels p ON p.id = w.panel_id
+        WHERE p.lease_until > now() AND w.panel_id <> ${this.panelId}::text`;
+      this.elsewhere = new Set(rows.map((r) => r.node_id));
+    } catch (err) {
+      this.options.logger.warn({ err }, 'could not read which nodes other panels hold');
     }
   }
 
