@@ -187,8 +187,9 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   app.addHook('preClose', async () => {
     closing = true;
     await agents.stop();
-    await cluster?.stop();
     await outbox.stop(db.connectTimeoutMs + db.queryTimeoutMs);
+    // The lease is given up last: until the closes are written no other panel's sweep mistakes them for a crash.
+    await cluster?.stop();
   });
   // The fleet page and the per-node metrics: rows from the connected map plus cached database facts.
   const fleet = createFleet({
