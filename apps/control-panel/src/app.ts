@@ -199,7 +199,9 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     routing: agents.routing,
     metrics,
     logger: app.log,
-    ...(cluster ? { heldElsewhere: (nodeId: string) => cluster.heldElsewhere(nodeId) } : {}),
+    ...(cluster
+      ? { heldElsewhere: (nodeId: string) => cluster.heldElsewhere(nodeId), connectedElsewhere: (nodeId: string) => cluster.connectedElsewhere(nodeId) }
+      : {}),
   });
   app.addHook('onReady', async () => fleet.start());
   app.addHook('preClose', async () => fleet.stop());

@@ -88,6 +88,18 @@ describe('several panels on one database', () => {
       const rows = (await panel.api('GET', '/v1/sessions')).body.sessions.filter((r: { nodeId: string }) => r.nodeId === node.id);
       expect(rows).toHaveLength(1);
       expect(rows[0]).toMatchObject({ state: 'connected', sessionId: agent.welcome.sessionId, panelId: 'panel-b', agentVersion: 'test' });
+      // The fleet page's row on this panel: reachable, from B's session (not "unreachable" because the session is elsewhere).
+      const signIn = await fetch(`${panel.url}/dashboard/api/sign-in`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', origin: panel.url },
+        body: JSON.stringify({ token: panel.operatorToken }),
+      });
+      const cookie = signIn.headers.get('set-cookie')!.split(';')[0]!;
+      const row = await waitFor(async () => {
+        const got = (await (await fetch(`${panel.url}/dashboard/api/nodes/${node.id}`, { headers: { cookie } })).json()) as { row: { state: string; sessionId: string | null } };
+        return got.row.state === 'reachable' ? got.row : undefined;
+      }, { timeoutMs: 3_000 });
+      expect(row.sessionId).toBe(agent.welcome.sessionId);
     }
   });
 

@@ -9,7 +9,7 @@ import { EXPIRED_OWNER_REASON } from '../session-writes/facts.js';
 import type { SessionFactOutbox } from '../session-writes/outbox.js';
 import { withDeadline } from '../db/db-faults.js';
 import type { ClusterView } from '../sessions/service-status.js';
-import { NodeReportWriter, readReports, type RemoteReport } from './node-reports.js';
+import { NodeReportWriter, readReports, readReportsChanged, type RemoteReport } from './node-reports.js';
 import { PanelLease, type PanelLeaseOptions } from './panel-lease.js';
 import { PanelSignals, type Signal } from './panel-signals.js';
 
@@ -42,6 +42,10 @@ export class PanelCluster {
   private sweeping = false;
   /** Nodes whose session another live panel holds, as of this panel's last renewal (per-node metrics are theirs). */
   private elsewhere: ReadonlySet<string> = new Set();
+  /** Every report row read so far (incrementally, at each renewal) and the panels live then: for the fleet page. */
+  private readonly reportsSeen = new Map<string, RemoteReport>();
+  private reportsReadAt: Date | null = null;
+  private livePanels: ReadonlySet<string> = new Set();
   private readonly off: (() => void)[] = [];
 
   constructor(private readonly options: ClusterOptions) {
@@ -65,6 +69,12 @@ export class PanelCluster {
 
   heldElsewhere(nodeId: string): boolean {
     return this.elsewhere.has(nodeId);
+  }
+
+  /** The node's live session on another panel, as of this panel's last renewal (the fleet page's rows). */
+  connectedElsewhere(nodeId: string): RemoteReport | undefined {
+    const r = this.reportsSeen.get(nodeId);
+    return r && r.state === 'connected' && r.panelId !== this.panelId && this.livePanels.has(r.panelId) ? r : undefined;
   }
 
   generationOf(sessionId: string): number | undefined {
@@ -223,6 +233,12 @@ export class PanelCluster {
         SELECT w.node_id FROM node_owners w JOIN panels p ON p.id = w.panel_id
         WHERE p.lease_until > now() AND w.panel_id <> ${this.panelId}::text`;
       this.elsewhere = new Set(rows.map((r) => r.node_id));
+      const live = await this.options.prisma.$queryRaw<{ id: string }[]>`SELECT id FROM panels WHERE lease_until > now()`;
+      // Only rows written since the last read (their time by the database's clock): cheap at any fleet size.
+      const { reports, readAt } = await readReportsChanged(this.options.prisma, this.reportsReadAt);
+      for (const r of reports) this.reportsSeen.set(r.nodeId, r);
+      this.reportsReadAt = readAt;
+      this.livePanels = new Set(live.map((p) => p.id));
     } catch (err) {
       this.options.logger.warn({ err }, 'could not read which nodes other panels hold');
     }

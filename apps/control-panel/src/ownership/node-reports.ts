@@ -173,6 +173,14 @@ interface ReportRow {
   live: boolean;
 }
 
+/** Report rows written at or after `since` (all when null), with the database's time of the read. */
+export async function readReportsChanged(prisma: Db, since: Date | null): Promise<{ reports: RemoteReport[]; readAt: Date }> {
+  const rows = await prisma.$queryRaw<(ReportRow & { read_at: Date })[]>`
+    SELECT r.*, false AS live, now() AS read_at FROM node_reports r WHERE ${since}::timestamptz IS NULL OR r.updated_at >= ${since}::timestamptz`;
+  const readAt = rows[0]?.read_at ?? since ?? new Date(0);
+  return { reports: rows.map(toReport), readAt };
+}
+
 /** Reports of these nodes (all when `nodeIds` is undefined), with whether each is live evidence. */
 export async function readReports(prisma: Db, nodeIds: readonly string[] | undefined): Promise<Map<string, RemoteReport>> {
   const rows = nodeIds
@@ -184,27 +192,29 @@ export async function readReports(prisma: Db, nodeIds: readonly string[] | undef
         SELECT r.*, (p.lease_until > now() AND w.generation = r.generation) AS live
         FROM node_reports r LEFT JOIN panels p ON p.id = r.panel_id LEFT JOIN node_owners w ON w.node_id = r.node_id`;
   const out = new Map<string, RemoteReport>();
-  for (const r of rows) {
-    out.set(r.node_id, {
-      nodeId: r.node_id,
-      panelId: r.panel_id,
-      sessionId: r.session_id,
-      generation: Number(r.generation),
-      state: r.state === 'connected' ? 'connected' : 'closed',
-      lastFrameAt: r.last_frame_at.getTime(),
-      updatedAt: r.updated_at.getTime(),
-      containers: r.report.containers ?? [],
-      runtime: r.report.runtime ?? null,
-      routing: r.report.routing ?? null,
-      extra: {
-        peer: r.report.peer ?? null,
-        agentVersion: r.report.agentVersion ?? null,
-        openedAt: r.report.openedAt ?? null,
-        heartbeats: r.report.heartbeats ?? 0,
-        missedAcks: r.report.missedAcks ?? 0,
-      },
-      live: r.live === true,
-    });
-  }
+  for (const r of rows) out.set(r.node_id, toReport(r));
   return out;
+}
+
+function toReport(r: ReportRow): RemoteReport {
+  return {
+    nodeId: r.node_id,
+    panelId: r.panel_id,
+    sessionId: r.session_id,
+    generation: Number(r.generation),
+    state: r.state === 'connected' ? 'connected' : 'closed',
+    lastFrameAt: r.last_frame_at.getTime(),
+    updatedAt: r.updated_at.getTime(),
+    containers: r.report.containers ?? [],
+    runtime: r.report.runtime ?? null,
+    routing: r.report.routing ?? null,
+    extra: {
+      peer: r.report.peer ?? null,
+      agentVersion: r.report.agentVersion ?? null,
+      openedAt: r.report.openedAt ?? null,
+      heartbeats: r.report.heartbeats ?? 0,
+      missedAcks: r.report.missedAcks ?? 0,
+    },
+    live: r.live === true,
+  };
 }
