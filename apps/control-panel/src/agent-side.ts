@@ -14,6 +14,7 @@ import { SessionDispatcher } from './sessions/session-dispatcher.js';
 import type { SessionFactOutbox } from './session-writes/outbox.js';
 import type { SessionStore } from './sessions/session-store.js';
 import { WorkloadSync } from './sessions/workload-sync.js';
+import { LogRelay } from './log-streams/log-relay.js';
 
 // The agent side of the panel, wired in one place: the connected map, deploy
 // dispatch, workload sync, routing push, decommission and session metrics.
@@ -27,6 +28,8 @@ export interface AgentSide {
   dispatcher: SessionDispatcher;
   workloads: WorkloadSync;
   routing: RoutingReconciler;
+  /** Log streams relayed from sessions to HTTP clients. */
+  logs: LogRelay;
   start(): void;
   stop(): Promise<void>;
 }
@@ -122,6 +125,8 @@ export function createAgentSide(deps: {
     debounceMs: config.routing.debounceMs,
   });
 
+  const logs = new LogRelay(config.logs, logger);
+
   // In this order: a deployment's awaited results are loaded before the node is sent its workloads and map.
   const off: Unsubscribe[] = [
     listen(registry, 'opened', (session) => {
@@ -130,6 +135,8 @@ export function createAgentSide(deps: {
     }),
     listen(registry, 'message', (session, message) => void dispatcher.received(session, message)),
     wireRouting(registry, events, routing),
+    listen(registry, 'message', (session, message) => logs.received(session, message)),
+    listen(registry, 'closed', (session, teardown) => logs.sessionClosed(session, teardown.reason)),
     listen(events, 'workloads.changed', ({ nodeId, reason }) => workloads.changed(nodeId, reason)),
     listen(events, 'node.decommissioned', ({ nodeId }) => {
       registry.close(nodeId, CLOSE_CODES.DECOMMISSIONED, 'node decommissioned by an operator');
@@ -157,6 +164,7 @@ export function createAgentSide(deps: {
     dispatcher,
     workloads,
     routing,
+    logs,
     start() {
       registry.start();
       routing.start();

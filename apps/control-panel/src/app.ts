@@ -10,14 +10,16 @@ import { healthOf, type Db } from './db/database.js';
 import { withDeadline } from './db/db-faults.js';
 import { LastGoodRead } from './db/last-good-read.js';
 import type { ApiDeps } from './domain/api-deps.js';
-import { ErrorBodySchema } from './errors.js';
+import { AppError, ErrorBodySchema } from './errors.js';
 import { authPlugin } from './http/auth.js';
+import { deploymentEventRoutes } from './http/deployment-events.js';
 import { createFleet } from './dashboard/fleet.js';
 import { dashboardRoutes } from './http/dashboard.js';
 import { deploymentRoutes } from './http/deployments.js';
 import { edgeServerOptions, installJsonBodyParser, refuseContentEncodings } from './http/edges.js';
 import { installErrorHandler } from './http/error-handler.js';
 import { healthRoutes } from './http/health.js';
+import { logRoutes } from './http/logs.js';
 import { metricsRoutes } from './http/metrics.js';
 import { nodeRoutes } from './http/nodes.js';
 import { registerOpenApi } from './http/openapi.js';
@@ -33,6 +35,8 @@ import { PanelEvents } from './panel-events.js';
 import { createMetrics, type PanelMetrics } from './panel-metrics.js';
 import type { RoutingMapSource } from './routing/routing-map.js';
 import type { DeploymentDispatcher } from './sessions/session-dispatcher.js';
+import { PanelCluster } from './ownership/cluster.js';
+import { ClusterDispatcher } from './ownership/cluster-dispatcher.js';
 import { PrismaFactWriter } from './session-writes/fact-writer.js';
 import { ORPHANED_REASON } from './session-writes/facts.js';
 import { SessionFactOutbox } from './session-writes/outbox.js';
@@ -57,6 +61,8 @@ export interface AppDependencies {
   wrapSessionStore?: (store: SessionStore) => SessionStore;
   /** Where routing maps come from; the database when absent (bench/routing-panel.ts gives every node one map). */
   routingMaps?: RoutingMapSource;
+  /** The database's URL for the lease and LISTEN connections (config.databaseUrl when absent; none: no claims, one panel). */
+  databaseUrl?: string;
 }
 
 declare module 'fastify' {
@@ -67,6 +73,8 @@ declare module 'fastify' {
     sessionFacts: SessionFactOutbox;
     /** The agent upgrade's token check, for tests (its query count). */
     nodeAuthenticator: NodeAuthenticator;
+    /** This panel among the panels sharing the database (undefined without a database URL). */
+    cluster: PanelCluster | undefined;
   }
 }
 
@@ -124,22 +132,80 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     ...(deps.routingMaps ? { maps: deps.routingMaps } : {}),
   });
   app.decorate('agentSide', agents);
+  // Several panels on one database: lease, claims before welcome, signals, shared reports, dispatch across panels.
+  const databaseUrl = deps.databaseUrl ?? deps.config.databaseUrl;
+  let dispatcher: DeploymentDispatcher = deps.dispatcher ?? agents.dispatcher;
+  let cluster: PanelCluster | undefined;
+  if (databaseUrl) {
+    // The dispatcher is made after the cluster; the cluster calls it only once started.
+    const made: PanelCluster = new PanelCluster({
+      prisma: deps.prisma,
+      databaseUrl,
+      panelId: deps.config.panel.id,
+      internalUrl: deps.config.panel.internalUrl,
+      leaseMs: deps.config.panel.leaseMs,
+      connectTimeoutMs: db.connectTimeoutMs,
+      queryTimeoutMs: db.queryTimeoutMs,
+      registry: agents.registry,
+      events,
+      outbox,
+      logger: app.log,
+      onDeployRequest: (id) => void cross.requested(id),
+      onDeployed: (id) => cross.answered(id),
+      onRescan: () => void cross.rescan().catch((err: unknown) => app.log.warn({ err }, 'deployment rescan failed')),
+    });
+    cluster = made;
+    const cross = new ClusterDispatcher({
+      local: dispatcher,
+      registry: agents.registry,
+      lease: made.lease,
+      signals: made.signals,
+      prisma: deps.prisma,
+      store,
+      ackTimeoutMs: deps.config.sessions.ackTimeoutMs,
+      logger: app.log,
+    });
+    dispatcher = cross;
+    agents.registry.generationOf = (sessionId) => made.generationOf(sessionId);
+  }
+  app.decorate('cluster', cluster);
   const nodes = new LastGoodRead(() => deps.prisma.node.findMany({ orderBy: { name: 'asc' } }), healthOf(deps.prisma));
   app.addHook('onReady', async () => {
     // What a previous run spilled is written first, then the sessions it left open are closed, then this run's facts.
     outbox.start();
-    outbox.submit({ kind: 'sessions.orphaned', reason: ORPHANED_REASON, before: new Date().toISOString() }).catch(() => {});
+    const orphaned = { kind: 'sessions.orphaned', reason: ORPHANED_REASON, before: new Date().toISOString() } as const;
+    outbox.submit(cluster ? { ...orphaned, panelId: cluster.panelId } : orphaned).catch(() => {});
+    // The lease's first renewal is awaited (a database that is out leaves it unheld: no claims until it answers).
+    await cluster?.start();
     // Remembered for GET /v1/sessions during an outage; a database that is out now just leaves it empty.
     await withDeadline(nodes.read(), db.queryTimeoutMs, 'the database').catch(() => {});
     agents.start();
   });
+  // A request arriving while the panel stops (a rolling restart) answers 503 NOT_READY, like /readyz, in the API's shape.
+  let closing = false;
+  app.addHook('onRequest', async () => {
+    if (closing) throw new AppError('NOT_READY', 'the panel is shutting down; retry (another panel)');
+  });
   // preClose: sessions get GOING_AWAY before the server stops accepting; their closes are written or spilled.
   app.addHook('preClose', async () => {
+    closing = true;
     await agents.stop();
     await outbox.stop(db.connectTimeoutMs + db.queryTimeoutMs);
+    // The lease is given up last: until the closes are written no other panel's sweep mistakes them for a crash.
+    await cluster?.stop();
   });
   // The fleet page and the per-node metrics: rows from the connected map plus cached database facts.
-  const fleet = createFleet({ config: deps.config, prisma: deps.prisma, registry: agents.registry, routing: agents.routing, metrics, logger: app.log });
+  const fleet = createFleet({
+    config: deps.config,
+    prisma: deps.prisma,
+    registry: agents.registry,
+    routing: agents.routing,
+    metrics,
+    logger: app.log,
+    ...(cluster
+      ? { heldElsewhere: (nodeId: string) => cluster.heldElsewhere(nodeId), connectedElsewhere: (nodeId: string) => cluster.connectedElsewhere(nodeId) }
+      : {}),
+  });
   app.addHook('onReady', async () => fleet.start());
   app.addHook('preClose', async () => fleet.stop());
 
@@ -154,6 +220,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     registry: agents.registry,
     nodeAuth,
     metrics,
+    ...(cluster ? { claim: (nodeId: string, sessionId: string) => cluster.claim(nodeId, sessionId) } : {}),
     timing: {
       heartbeatIntervalMs: s.heartbeatIntervalMs,
       pingIntervalMs: s.pingIntervalMs,
@@ -170,16 +237,20 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     // Its own short deadline: a frozen database makes /readyz 503 in time, never a hang.
     checkReady: async () => {
       await withDeadline(deps.prisma.$queryRaw`SELECT 1`, db.readyTimeoutMs, 'the database');
+      // A panel without its lease claims nothing and dispatches nothing: a load balancer drains it.
+      if (cluster && !cluster.lease.held) throw new Error(`panel ${cluster.panelId} does not hold its lease`);
     },
   });
   await app.register(metricsRoutes, { metrics });
-  const api: ApiDeps = { prisma: deps.prisma, events, dispatcher: deps.dispatcher ?? agents.dispatcher };
+  const api: ApiDeps = { prisma: deps.prisma, events, dispatcher };
   await app.register(teamRoutes, { prefix: '/v1', ...api });
   await app.register(tokenRoutes, { prefix: '/v1', ...api });
   await app.register(nodeRoutes, { prefix: '/v1', ...api });
   await app.register(serviceRoutes, { prefix: '/v1', ...api });
   await app.register(routeRoutes, { prefix: '/v1', ...api });
-  await app.register(deploymentRoutes, { prefix: '/v1', ...api });
+  await app.register(deploymentRoutes, { prefix: '/v1', ...api, watchPollMs: deps.config.deployments.watchPollMs });
+  await app.register(logRoutes, { prefix: '/v1', prisma: deps.prisma, registry: agents.registry, relay: agents.logs });
+  await app.register(deploymentEventRoutes, { prefix: '/v1', prisma: deps.prisma, pollMs: deps.config.deployments.watchPollMs });
   await app.register(sessionRoutes, {
     prefix: '/v1',
     prisma: deps.prisma,
@@ -187,9 +258,10 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     routing: agents.routing,
     missedAcks24h: (nodeId) => fleet.directory.snapshot.missedAcks24h.get(nodeId) ?? 0,
     nodes,
+    ...(cluster ? { cluster } : {}),
   });
   await app.register(reloadRoutes, { prefix: '/v1', prisma: deps.prisma, routing: agents.routing });
-  await app.register(statusRoutes, { prefix: '/v1', prisma: deps.prisma, registry: agents.registry });
+  await app.register(statusRoutes, { prefix: '/v1', prisma: deps.prisma, registry: agents.registry, ...(cluster ? { cluster } : {}) });
   await app.register(dashboardRoutes, { prisma: deps.prisma, fleet, publicUrl: deps.config.publicUrl, dbDeadlineMs: deps.config.dashboard.dbDeadlineMs });
   return app;
 }

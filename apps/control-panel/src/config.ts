@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import Type from 'typebox';
 import { ConfigError, parseEnv } from '@tether/common';
@@ -34,6 +35,14 @@ const EnvSchema = Type.Object({
   TETHER_ROUTING_DEBOUNCE_MS: Ms(250, 0),
   TETHER_LAST_SEEN_FLUSH_MS: Ms(10_000),
   TETHER_TOKEN_LAST_USED_FLUSH_MS: Ms(10_000),
+  /** How often a deployment being waited on (?wait=, /events) is read again. */
+  TETHER_DEPLOYMENT_WATCH_MS: Ms(250),
+  /** Log streams (GET /v1/services/:id/logs) open at once per node. */
+  TETHER_LOG_STREAMS_PER_NODE: Type.Integer({ minimum: 1, maximum: 10_000, default: 8 }),
+  /** Bytes per second one log stream may carry. */
+  TETHER_LOG_STREAM_BYTES_PER_SEC: Type.Integer({ minimum: 1024, maximum: 1024 * 1024 * 1024, default: 1024 * 1024 }),
+  /** Per stream: credit the agent may hold plus bytes the HTTP client has not taken yet. */
+  TETHER_LOG_WINDOW_BYTES: Type.Integer({ minimum: 65_536, maximum: 4 * 1024 * 1024, default: 256 * 1024 }),
   TETHER_SEND_BUFFER_LIMIT_BYTES: Type.Integer({ minimum: 1024, default: 8 * 1024 * 1024 }),
   // Database bounds: a frozen server enforces nothing, so the client does (docs/operations.md, "Database outages").
   TETHER_DB_CONNECT_TIMEOUT_MS: Ms(5_000),
@@ -53,6 +62,12 @@ const EnvSchema = Type.Object({
   TETHER_DASHBOARD_STREAM_BUFFER_BYTES: Type.Integer({ minimum: 65_536, default: 32 * 1024 * 1024 }),
   /** Fleet-page reads of the database (node history, sign-in of a token not yet cached) give up after this. */
   TETHER_DASHBOARD_DB_DEADLINE_MS: Ms(5_000, 100),
+  /** This panel's id among the panels sharing the database (generated per process when unset). */
+  TETHER_PANEL_ID: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9._-]{1,64}$' })),
+  /** Where other panels reach this one (defaults to the public URL). */
+  TETHER_PANEL_INTERNAL_URL: Type.Optional(Type.String({ pattern: '^https?://' })),
+  /** The panel's lease on its sessions, renewed at a third of it. */
+  TETHER_PANEL_LEASE_MS: Ms(10_000, 300),
 });
 
 /** Every variable this app reads (docs/operations.md lists each; a test checks). */
@@ -102,6 +117,20 @@ export interface PanelConfig {
     reconcileIntervalMs: number;
     debounceMs: number;
   };
+  panel: {
+    /** Generated per process when TETHER_PANEL_ID is unset. */
+    id: string;
+    internalUrl: string | undefined;
+    leaseMs: number;
+  };
+  deployments: {
+    watchPollMs: number;
+  };
+  logs: {
+    streamsPerNode: number;
+    bytesPerSecond: number;
+    windowBytes: number;
+  };
   dashboard: {
     fleetRefreshMs: number;
     secret: string | undefined;
@@ -149,6 +178,19 @@ export function loadConfig(env: Record<string, string | undefined>): PanelConfig
     routing: {
       reconcileIntervalMs: e.TETHER_RECONCILE_INTERVAL_MS,
       debounceMs: e.TETHER_ROUTING_DEBOUNCE_MS,
+    },
+    panel: {
+      id: e.TETHER_PANEL_ID ?? `panel-${randomBytes(6).toString('hex')}`,
+      internalUrl: e.TETHER_PANEL_INTERNAL_URL ?? e.TETHER_PUBLIC_URL,
+      leaseMs: e.TETHER_PANEL_LEASE_MS,
+    },
+    deployments: {
+      watchPollMs: e.TETHER_DEPLOYMENT_WATCH_MS,
+    },
+    logs: {
+      streamsPerNode: e.TETHER_LOG_STREAMS_PER_NODE,
+      bytesPerSecond: e.TETHER_LOG_STREAM_BYTES_PER_SEC,
+      windowBytes: e.TETHER_LOG_WINDOW_BYTES,
     },
     dashboard: {
       fleetRefreshMs: e.TETHER_FLEET_REFRESH_MS,

@@ -30,10 +30,13 @@ export const ERROR_CATALOG = defineErrorCatalog({
   UNSUPPORTED_MEDIA_TYPE: { status: 415, message: 'send application/json' },
   UNSUPPORTED_ENCODING: { status: 415, message: 'send the body without Content-Encoding (identity only)' },
   RATE_LIMITED: { status: 429, message: 'too many requests' },
+  LOG_STREAMS_EXHAUSTED: { status: 429, message: "the node serves its most log streams at once; try again when one ends" },
   HEADERS_TOO_LARGE: { status: 431, message: 'the request headers are too large' },
   INTERNAL: { status: 500, message: 'internal error' },
+  LOGS_NOT_SUPPORTED: { status: 501, message: "the node's agent does not stream logs (an older release)" },
   NODE_UNREACHABLE: { status: 503, message: 'the node is unreachable until it rejoins' },
   NOT_READY: { status: 503, message: 'the panel is not ready' },
+  PANEL_LEASE_LOST: { status: 503, message: 'this panel does not hold its lease on the database; use another panel' },
   DATABASE_UNAVAILABLE: { status: 503, message: 'the database is unavailable; retry later' },
   ACK_TIMEOUT: { status: 504, message: 'the node did not acknowledge in time' },
 } as const satisfies Record<string, { status: number; message: string }>);

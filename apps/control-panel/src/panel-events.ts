@@ -6,9 +6,9 @@ import { EventEmitter } from 'node:events';
 
 export interface PanelEventMap {
   /** Routes or the services they point at changed for these nodes: push routing maps. */
-  'routing.changed': [{ nodeIds: string[]; reason: string }];
+  'routing.changed': [{ nodeIds: string[]; reason: string; /** Signalled by another panel (not sent on again). */ remote?: boolean }];
   /** The set of workloads a node should run changed (service created, updated, deleted): send `workloads`. */
-  'workloads.changed': [{ nodeId: string; reason: string }];
+  'workloads.changed': [{ nodeId: string; reason: string; remote?: boolean }];
   /** An operator decommissioned a node: close its session, refuse its token. */
   'node.decommissioned': [{ nodeId: string }];
 }

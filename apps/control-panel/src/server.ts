@@ -52,7 +52,7 @@ export async function startPanel(config: PanelConfig, options: StartOptions = {}
   try {
     const adminToken = await ensureAdminToken(db.prisma, config.adminToken);
     if (adminToken.kind === 'generated') print(adminTokenBanner(adminToken.token));
-    app = await buildApp({ ...options.extra, config, prisma: db.prisma, ...(log ? { logger: log } : {}) });
+    app = await buildApp({ ...options.extra, config, prisma: db.prisma, databaseUrl: db.url, ...(log ? { logger: log } : {}) });
     const address = await app.listen({ host: config.host, port: config.port, backlog: config.listenBacklog });
     const url = config.publicUrl ?? address.replace('0.0.0.0', '127.0.0.1');
     print(`Tether control panel listening on ${url} (API docs: ${url}${DOCS_PATH})`);

@@ -16,6 +16,7 @@ import './api/teams-nodes.js';
 import './api/services.js';
 import './api/routes.js';
 import './api/deployments.js';
+import './api/deployment-waits.js';
 import './api/tenant-isolation.js';
 import './api/edges.js';
 

@@ -8,7 +8,7 @@ import { RawAgent } from './helpers/raw-agent.js';
 // FIN, no RST, queries hang): a signed-in operator stays signed in, can sign
 // in again from the cached token list, and still sees a node that goes silent
 // turn unreachable within the deadline plus one batch; what needs the
-// database answers NOT_READY after its deadline.
+// database answers 503 DATABASE_UNAVAILABLE after its deadline.
 
 const ready = (await ensureIptables()).available;
 const IDLE_MS = 1_000;
@@ -100,7 +100,7 @@ describe.skipIf(!ready)('fleet page during a database outage', () => {
     const detail = await fetch(`${panel.url}/dashboard/api/nodes/${nodeId}`, { headers: { cookie } });
     const took = Date.now() - started;
     expect(detail.status).toBe(503);
-    expect(((await detail.json()) as { error: { code: string } }).error.code).toBe('NOT_READY');
+    expect(((await detail.json()) as { error: { code: string } }).error.code).toBe('DATABASE_UNAVAILABLE');
     expect(took).toBeGreaterThanOrEqual(DB_DEADLINE_MS - 20);
     expect(took).toBeLessThan(DB_DEADLINE_MS + 500);
     controller.abort();

@@ -201,7 +201,9 @@ describe('panel killed with SIGKILL while sessions are open', () => {
     const { url, prisma } = await database();
     const dataDir = await tempDir();
     const nodes = [await createNode(prisma, 'killed-1'), await createNode(prisma, 'killed-2')];
-    const env = { DATABASE_URL: url, TETHER_DATA_DIR: dataDir, TETHER_PORT: '0', TETHER_LOG_LEVEL: 'warn', TETHER_ADMIN_TOKEN: 'sigkill-test-operator-token', TETHER_LAST_SEEN_FLUSH_MS: '200' };
+    const env = { DATABASE_URL: url, TETHER_DATA_DIR: dataDir, TETHER_PORT: '0', TETHER_LOG_LEVEL: 'warn', TETHER_ADMIN_TOKEN: 'sigkill-test-operator-token', TETHER_LAST_SEEN_FLUSH_MS: '200',
+      // The restart keeps the panel's id, so it knows the killed run's sessions are its own (another id would wait for the lease).
+      TETHER_PANEL_ID: 'sigkill-panel' };
     const child = spawnProcess(process.execPath, [PANEL_MAIN], { env });
     cleanup.push(() => child.stop(1_000));
     const [, panelUrl] = await child.waitForOutput(/listening on (http:\/\/\S+)/, 30_000);

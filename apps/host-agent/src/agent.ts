@@ -2,6 +2,7 @@ import type { Logger } from '@tether/common';
 import type { AgentConfig } from './config.js';
 import { PanelConnection } from './connection/panel-connection.js';
 import type { EventOutbox, RoutingController, WorkloadController } from './controllers.js';
+import type { LogStreams } from './logs/index.js';
 
 export const AGENT_VERSION = '0.1.0';
 
@@ -12,15 +13,19 @@ export interface Agent {
 }
 
 /** Composes the agent from its config and the two controllers it drives. */
-export function createAgent(config: AgentConfig & { nodeName: string }, deps: { logger: Logger; workloads: WorkloadController; routing: RoutingController; events?: EventOutbox }): Agent {
+export function createAgent(
+  config: AgentConfig & { nodeName: string },
+  deps: { logger: Logger; workloads: WorkloadController; routing: RoutingController; events?: EventOutbox; logs?: LogStreams },
+): Agent {
   const connection = new PanelConnection({
-    panelUrl: config.panelUrl,
+    panelUrl: config.panelUrls,
     token: config.nodeToken,
     nodeName: config.nodeName,
     agentVersion: AGENT_VERSION,
     workloads: deps.workloads,
     routing: deps.routing,
     ...(deps.events ? { events: deps.events } : {}),
+    ...(deps.logs ? { logs: deps.logs } : {}),
     reconnect: config.reconnect,
     overrides: config.overrides,
     logger: deps.logger,

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import Type from 'typebox';
 import { ConfigError, parseEnv } from '@tether/common';
-import { DEFAULT_RESTART_POLICY, DEFAULT_RUNTIME_TIMING, type RestartPolicy, type RuntimeTiming } from './runtime/settings.js';
+import { CONTAINER_LOG_DEFAULTS, DEFAULT_RESTART_POLICY, DEFAULT_RUNTIME_TIMING, type ContainerLogOptions, type RestartPolicy, type RuntimeTiming } from './runtime/settings.js';
 
 // The one place the agent reads process.env. Every variable is listed, with
 // its default, in docs/operations.md.
@@ -17,7 +17,8 @@ const R = DEFAULT_RESTART_POLICY;
 const HOST_PORT = '^([A-Za-z0-9.-]+|\\[[0-9A-Fa-f:.]+\\]):[0-9]{1,5}$';
 
 const EnvSchema = Type.Object({
-  TETHER_PANEL_URL: Type.String({ pattern: '^(https?|wss?)://' }),
+  /** One URL, or several separated by commas (several panels): tried in shuffled order. */
+  TETHER_PANEL_URL: Type.String({ pattern: '^(https?|wss?)://', maxLength: 4096 }),
   TETHER_NODE_TOKEN: Type.String({ minLength: 16, maxLength: 256 }),
   TETHER_NODE_NAME: Type.Optional(Type.String({ minLength: 1, maxLength: 253 })),
   TETHER_STATE_DIR: Type.String({ minLength: 1, default: DEFAULT_STATE_DIR }),
@@ -51,6 +52,11 @@ const EnvSchema = Type.Object({
   TETHER_RESTART_BACKOFF_MAX_MS: Ms(R.backoffMaxMs),
   TETHER_RESTART_RESET_MS: Ms(R.resetAfterMs, 1_000),
   TETHER_RUNTIME_SWEEP_MS: Ms(T.sweepIntervalMs, 100),
+  /** Docker json-file log rotation on every container the agent creates (service and proxy containers). */
+  TETHER_CONTAINER_LOG_MAX_SIZE: Type.String({ pattern: '^[1-9][0-9]{0,5}[kmg]$', default: CONTAINER_LOG_DEFAULTS.maxSize }),
+  TETHER_CONTAINER_LOG_MAX_FILE: Type.Integer({ minimum: 1, maximum: 100, default: CONTAINER_LOG_DEFAULTS.maxFile }),
+  /** Log streams (GET /v1/services/:id/logs) this agent serves at once. */
+  TETHER_LOG_MAX_STREAMS: Type.Integer({ minimum: 1, maximum: 10_000, default: 64 }),
   /** Proxy: container (agent runs Caddy on Tether's network), external (TETHER_CADDY_ADMIN_URL), or none. */
   TETHER_PROXY: Type.Union([Type.Literal('container'), Type.Literal('external'), Type.Literal('none')], { default: 'none' }),
   TETHER_CADDY_ADMIN_URL: Type.Optional(Type.String({ pattern: '^(https?|unix)://' })),
@@ -91,7 +97,8 @@ const EnvSchema = Type.Object({
 export const ENV_VARS: readonly string[] = Object.keys(EnvSchema.properties);
 
 export interface AgentConfig {
-  panelUrl: string;
+  /** The panel's URL, or several panels' URLs (TETHER_PANEL_URL separated by commas). */
+  panelUrls: string[];
   nodeToken: string;
   nodeName: string | undefined;
   stateDir: string;
@@ -106,7 +113,9 @@ export interface AgentConfig {
     network: string;
     timing: Pick<RuntimeTiming, 'callTimeoutMs' | 'observeTimeoutMs' | 'pullTimeoutMs' | 'startTimeoutMs' | 'minReadyMs' | 'drainMs' | 'stopTimeoutMs' | 'sweepIntervalMs'>;
     restart: RestartPolicy;
+    containerLogs: ContainerLogOptions;
   };
+  logs: { maxStreams: number };
   proxy: {
     kind: 'container' | 'external' | 'none';
     caddyAdminUrl: string | undefined;
@@ -138,6 +147,22 @@ const MAX_SOCKET_PATH = 107;
 
 export { ConfigError };
 
+/** TETHER_PANEL_URL: one URL or a comma-separated list, each http(s) or ws(s) and parseable. */
+function parsePanelUrls(value: string, problems: string[]): string[] {
+  const urls = value.split(',').map((u) => u.trim()).filter((u) => u.length > 0);
+  for (const u of urls) {
+    let ok = /^(https?|wss?):\/\//.test(u);
+    try {
+      new URL(u);
+    } catch {
+      ok = false;
+    }
+    if (!ok) problems.push(`TETHER_PANEL_URL: ${JSON.stringify(u.slice(0, 200))} is not an http(s) or ws(s) URL`);
+  }
+  if (urls.length === 0) problems.push('TETHER_PANEL_URL: no URL given');
+  return urls;
+}
+
 /** Only the state folder (the HEALTHCHECK needs no more, and must not fail on the rest). */
 export function loadStateDir(env: Record<string, string | undefined>): string {
   return path.resolve(env.TETHER_STATE_DIR || DEFAULT_STATE_DIR);
@@ -159,9 +184,10 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
   if (e.TETHER_PROXY === 'container' && path.join(stateDir, 'caddy', 'run', 'admin.sock').length > MAX_SOCKET_PATH) {
     problems.push(`TETHER_STATE_DIR: too long for the Caddy admin socket under it (max ${MAX_SOCKET_PATH - 'caddy/run/admin.sock'.length - 1} characters)`);
   }
+  const panelUrls = parsePanelUrls(e.TETHER_PANEL_URL, problems);
   if (problems.length > 0) throw new ConfigError(problems);
   return {
-    panelUrl: e.TETHER_PANEL_URL,
+    panelUrls,
     nodeToken: e.TETHER_NODE_TOKEN,
     nodeName: e.TETHER_NODE_NAME,
     stateDir,
@@ -197,7 +223,9 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
         backoffMaxMs: e.TETHER_RESTART_BACKOFF_MAX_MS,
         resetAfterMs: e.TETHER_RESTART_RESET_MS,
       },
+      containerLogs: { maxSize: e.TETHER_CONTAINER_LOG_MAX_SIZE, maxFile: e.TETHER_CONTAINER_LOG_MAX_FILE },
     },
+    logs: { maxStreams: e.TETHER_LOG_MAX_STREAMS },
     proxy: {
       kind: e.TETHER_PROXY,
       caddyAdminUrl: e.TETHER_CADDY_ADMIN_URL,

@@ -11,6 +11,8 @@ import type { RoutingController, WorkloadController } from './controllers.js';
 import { UnavailableWorkloads } from './null-controllers.js';
 import { EventJournal, createRoutingController, reloadEvent } from './proxy/index.js';
 import { createDockerWorkloadController } from './runtime/index.js';
+import { createDockerClient } from './docker/docker-client.js';
+import { DockerLogSource, LogStreams } from './logs/index.js';
 import { createCanary, withCanary, type Canary } from './canary/index.js';
 
 // Reads configuration, builds the controllers the config asks for and starts the agent.
@@ -23,7 +25,7 @@ function controllers(
   journal: EventJournal | undefined,
   canary: Canary | null,
   proxyAddress: (resolve: () => Promise<string | null>) => void,
-): { workloads: WorkloadController; routing: RoutingController } {
+): { workloads: WorkloadController; routing: RoutingController; logs?: LogStreams } {
   const workloads =
     config.runtime.kind === 'none'
       ? new UnavailableWorkloads()
@@ -46,7 +48,12 @@ function controllers(
       proxyAddress,
     },
   );
-  return { workloads, routing: withCanary(routing, canary) };
+  // Logs are read straight from Docker (not through the runtime seam): a long-lived stream per follower.
+  const logs =
+    config.runtime.kind === 'none'
+      ? undefined
+      : new LogStreams({ source: new DockerLogSource(createDockerClient(config.runtime.dockerHost), nodeName), logger, maxStreams: config.logs.maxStreams });
+  return { workloads, routing: withCanary(routing, canary), ...(logs ? { logs } : {}) };
 }
 
 runMain(
@@ -65,7 +72,7 @@ runMain(
     const parts = controllers(config, nodeName, logger, () => ref.agent, journal, canary, (resolve) => (proxy.address = resolve));
     const agent = createAgent({ ...config, nodeName }, { logger, ...parts, ...(journal ? { events: journal } : {}) });
     ref.agent = agent;
-    logger.info({ panel: config.panelUrl, node: nodeName, runtime: config.runtime.kind, proxy: config.proxy.kind }, 'tether agent starting');
+    logger.info({ panels: config.panelUrls, node: nodeName, runtime: config.runtime.kind, proxy: config.proxy.kind }, 'tether agent starting');
     await mkdir(config.stateDir, { recursive: true });
     const session: { id: string | null } = { id: null };
     agent.connection.on('ready', ({ sessionId }) => (session.id = sessionId));

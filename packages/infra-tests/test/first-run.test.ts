@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { chmod, chown, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
+import { chmod, chown, copyFile, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -31,7 +31,12 @@ interface Started {
 
 async function startIn(checkout: Checkout, dataDir: string, options: { uid?: number; cacheDir?: string } = {}): Promise<Started> {
   const entry = path.join(checkout.dir, 'packages', 'embedded-postgres', 'dist', 'index.js');
-  const args = [fixture, entry, dataDir, ...(options.cacheDir ? [options.cacheDir] : [])];
+  // The starter script goes beside the checkout: this test file may itself sit under /root (mode 0700), out
+  // of an ordinary user's reach, as it does when CI clones the repository there.
+  const script = path.join(checkout.parent, 'start-postgres.mjs');
+  await copyFile(fixture, script);
+  await chmod(script, 0o644);
+  const args = [script, entry, dataDir, ...(options.cacheDir ? [options.cacheDir] : [])];
   const { stdout } = await execFileAsync(process.execPath, args, {
     timeout: 90_000,
     ...(options.uid !== undefined ? { uid: options.uid, gid: NOBODY, cwd: '/', env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: '/nonexistent' } } : {}),

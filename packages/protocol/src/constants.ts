@@ -58,8 +58,26 @@ export const ACKED_MESSAGE_TYPES = Object.freeze(['deploy', 'workloads', 'routin
 export const CAPABILITIES = Object.freeze({
   /** Reload and canary-drop events in their own `proxy.events` message, ACKed once stored. */
   PROXY_EVENTS: 'proxy.events',
+  /** Container logs over the session: `logs.open`/`logs.credit`/`logs.close` (panel → agent), `logs.chunk`/`logs.end` (agent → panel). */
+  LOGS: 'logs',
 } as const);
 export type Capability = (typeof CAPABILITIES)[keyof typeof CAPABILITIES];
+
+/**
+ * Log streams over the session (capability `logs`). Credit is counted in
+ * bytes of encoded `logs.chunk` frames: the agent sends a chunk only when its
+ * frame fits in what the panel granted and has not used yet.
+ */
+export const LOG_LIMITS = Object.freeze({
+  /** The largest `logs.chunk` frame, in bytes (UTF-8 of the encoded frame). */
+  maxChunkBytes: 64 * 1024,
+  /** The most credit a stream may have granted and unused at once. */
+  maxCreditBytes: 4 * 1024 * 1024,
+  /** The most lines a `tail` asks for. */
+  maxTail: 10_000,
+  /** The most lines in one chunk. */
+  maxChunkLines: 2_000,
+});
 
 /**
  * Timing defaults, each configurable on the panel; the panel hands the values the

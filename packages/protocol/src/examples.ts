@@ -63,7 +63,7 @@ export const EXAMPLE_MESSAGES: { [K in MessageType]: Extract<Message, { type: K 
     containers: [container],
     runtime: { available: true, error: null },
     routing,
-    capabilities: [CAPABILITIES.PROXY_EVENTS],
+    capabilities: [CAPABILITIES.PROXY_EVENTS, CAPABILITIES.LOGS],
   },
   welcome: {
     type: 'welcome',
@@ -72,7 +72,7 @@ export const EXAMPLE_MESSAGES: { [K in MessageType]: Extract<Message, { type: K 
     sessionId: 'ses_4kq9',
     nodeId: 'node_01',
     timing: { ...DEFAULT_TIMING },
-    capabilities: [CAPABILITIES.PROXY_EVENTS],
+    capabilities: [CAPABILITIES.PROXY_EVENTS, CAPABILITIES.LOGS],
   },
   heartbeat: {
     type: 'heartbeat',
@@ -132,5 +132,18 @@ export const EXAMPLE_MESSAGES: { [K in MessageType]: Extract<Message, { type: K 
       },
     ],
   },
+  'logs.open': { type: 'logs.open', id: 'p-7', streamId: 'log_1', serviceId: 'svc_01', tail: 100, since: null, follow: true, credit: 262_144 },
+  'logs.credit': { type: 'logs.credit', id: 'p-8', streamId: 'log_1', bytes: 65_536 },
+  'logs.close': { type: 'logs.close', id: 'p-9', streamId: 'log_1' },
+  'logs.chunk': {
+    type: 'logs.chunk',
+    id: 'a-7',
+    streamId: 'log_1',
+    lines: [
+      { containerId: '3f2a9c1d0b7e', replica: 'tether-web-dep_07-0', stream: 'stdout', time: '2026-11-29T10:00:01.123456789Z', text: 'GET / 200 3ms' },
+      { containerId: '3f2a9c1d0b7e', replica: 'tether-web-dep_07-0', stream: 'stderr', time: '2026-11-29T10:00:01.200000000Z', text: 'warn: cache miss \\u001b[0m' },
+    ],
+  },
+  'logs.end': { type: 'logs.end', id: 'a-8', streamId: 'log_1', code: 'END_OF_LOGS', reason: 'all 100 lines sent' },
   error: { type: 'error', id: 'p-6', ref: 'a-9', code: 'UNKNOWN_TYPE', message: 'unknown message type "hullo"' },
 };

@@ -250,6 +250,75 @@ export const RoutingApplied = Type.Object({
 });
 export type RoutingApplied = Static<typeof RoutingApplied>;
 
+// Log streams (capability `logs`). Limits in LOG_LIMITS (constants.ts).
+const CreditBytes = Type.Integer({ minimum: 0, maximum: 4 * 1024 * 1024 });
+
+/** panel → agent: start streaming a service's container output on this node. */
+export const LogsOpen = Type.Object({
+  type: Type.Literal('logs.open'),
+  id: Id,
+  /** Names the stream in every later logs.* message; chosen by the panel, unique per session. */
+  streamId: Id,
+  serviceId: Id,
+  /** The last N lines in total (merged across replicas by time); null: all that Docker kept. */
+  tail: Nullable(Type.Integer({ minimum: 0, maximum: 10_000 })),
+  /** Only lines at or after this RFC 3339 time; null: no bound. */
+  since: Nullable(Timestamp),
+  /** Keep streaming new lines (and new containers of the service) until logs.close. */
+  follow: Type.Boolean(),
+  /** Bytes of logs.chunk frames the agent may send before more credit comes. */
+  credit: CreditBytes,
+});
+export type LogsOpen = Static<typeof LogsOpen>;
+
+/** panel → agent: more bytes the stream may send (its HTTP client read what came). */
+export const LogsCredit = Type.Object({
+  type: Type.Literal('logs.credit'),
+  id: Id,
+  streamId: Id,
+  bytes: Type.Integer({ minimum: 1, maximum: 4 * 1024 * 1024 }),
+});
+export type LogsCredit = Static<typeof LogsCredit>;
+
+/** panel → agent: stop the stream (the client left). The agent answers nothing more for it. */
+export const LogsClose = Type.Object({
+  type: Type.Literal('logs.close'),
+  id: Id,
+  streamId: Id,
+});
+export type LogsClose = Static<typeof LogsClose>;
+
+export const LogLine = Type.Object({
+  containerId: Id,
+  /** The container's name (one per replica). */
+  replica: Name,
+  stream: Type.Union([Type.Literal('stdout'), Type.Literal('stderr')]),
+  /** Docker's timestamp of the line (RFC 3339, nanoseconds). */
+  time: Timestamp,
+  /** The line without its newline, sanitised (invalid UTF-8 replaced, control characters escaped); long lines come in pieces. */
+  text: Text,
+});
+export type LogLine = Static<typeof LogLine>;
+
+/** agent → panel: lines of a stream, in order; the encoded frame is at most LOG_LIMITS.maxChunkBytes and within the stream's credit. */
+export const LogsChunk = Type.Object({
+  type: Type.Literal('logs.chunk'),
+  id: Id,
+  streamId: Id,
+  lines: Type.Array(LogLine, { minItems: 1, maxItems: 2_000 }),
+});
+export type LogsChunk = Static<typeof LogsChunk>;
+
+/** agent → panel: the stream ended (all lines sent without follow, or a failure); nothing more comes for it. */
+export const LogsEnd = Type.Object({
+  type: Type.Literal('logs.end'),
+  id: Id,
+  streamId: Id,
+  code: Code,
+  reason: Text,
+});
+export type LogsEnd = Static<typeof LogsEnd>;
+
 export const ReloadKind = Type.Union([Type.Literal('initial'), Type.Literal('repair-empty'), Type.Literal('change'), Type.Literal('repair-drift')]);
 export type ReloadKind = Static<typeof ReloadKind>;
 export const CanaryDropCause = Type.Union([
@@ -317,6 +386,11 @@ export const MESSAGE_SCHEMAS = {
   'routing.map': RoutingMap,
   'routing.applied': RoutingApplied,
   'proxy.events': ProxyEvents,
+  'logs.open': LogsOpen,
+  'logs.credit': LogsCredit,
+  'logs.close': LogsClose,
+  'logs.chunk': LogsChunk,
+  'logs.end': LogsEnd,
   error: ErrorMessage,
 } as const;
 
@@ -328,6 +402,6 @@ export type Message = { [K in MessageType]: Static<(typeof MESSAGE_SCHEMAS)[K]> 
 export type MessageOf<T extends MessageType> = Extract<Message, { type: T }>;
 
 /** Messages the agent sends and the panel receives. */
-export type AgentMessage = MessageOf<'hello' | 'heartbeat' | 'pong' | 'ack' | 'deploy.result' | 'routing.applied' | 'proxy.events' | 'error'>;
+export type AgentMessage = MessageOf<'hello' | 'heartbeat' | 'pong' | 'ack' | 'deploy.result' | 'routing.applied' | 'proxy.events' | 'logs.chunk' | 'logs.end' | 'error'>;
 /** Messages the panel sends and the agent receives. */
-export type PanelMessage = MessageOf<'welcome' | 'ping' | 'deploy' | 'workloads' | 'routing.map' | 'ack' | 'error'>;
+export type PanelMessage = MessageOf<'welcome' | 'ping' | 'deploy' | 'workloads' | 'routing.map' | 'logs.open' | 'logs.credit' | 'logs.close' | 'ack' | 'error'>;

@@ -4,6 +4,8 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import {
   ACKED_MESSAGE_TYPES,
+  CAPABILITIES,
+  LOG_LIMITS,
   CLOSE_CODES,
   EXAMPLE_MESSAGES,
   FIELD_LIMITS,
@@ -95,6 +97,11 @@ describe('docs/protocol.md', () => {
 
   it('says a node without a session has sessionId null', () => {
     expect(doc).toMatch(/`sessionId` as `null` for a node that is `unreachable`/);
+  });
+
+  it('lists every capability and every log-stream limit with its value', () => {
+    for (const name of Object.values(CAPABILITIES)) expect(doc).toMatch(new RegExp(`^\\| \`${escape(name)}\` \\|`, 'm'));
+    for (const [name, value] of Object.entries(LOG_LIMITS)) expect(doc).toMatch(new RegExp(`^\\| ${name} \\| ${value} \\|`, 'm'));
   });
 
   it('states every timing default', () => {

@@ -57,3 +57,29 @@ export async function derivedImage(repo: string, config: Record<string, unknown>
 
 /** The web image: serves $MESSAGE on port 8080 (see WEB_SCRIPT). Needs ensureDocker() first. */
 export const ensureWebImage = () => derivedImage('tether-test/web', WEB_IMAGE_CONFIG);
+
+/**
+ * The program of the log test image, steered by env vars:
+ *   PREFIX    stdout lines are "$PREFIX <n>" (default "line"), every 5th also "<…> to stderr" on stderr
+ *   INTERVAL  seconds between lines (default 0.05)
+ *   GARBAGE   first print one line of invalid UTF-8, NUL, ESC and CR
+ *   BURST     instead: BURST lines of LINE_BYTES (default 1000) bytes every 0.1 s (BURST=500: about 5 MB/s)
+ */
+export const PRINTER_SCRIPT = [
+  "trap 'exit 0' TERM",
+  `if [ -n "$GARBAGE" ]; then printf 'bin:\\377\\376|nul:\\000|esc:\\033[31m|cr:\\r|end\\n'; fi`,
+  'if [ -n "$BURST" ]; then',
+  '  PAD=$(printf "%${LINE_BYTES:-1000}s" | tr " " x); i=0',
+  '  while [ "$i" -lt "$BURST" ]; do echo "$i $PAD"; i=$((i+1)); done > /tmp/block',
+  '  while true; do cat /tmp/block; sleep 0.1; done',
+  'fi',
+  'i=0',
+  'while true; do',
+  '  i=$((i+1)); echo "${PREFIX:-line} $i"',
+  '  if [ $((i % 5)) -eq 0 ]; then echo "${PREFIX:-line} $i to stderr" >&2; fi',
+  '  sleep "${INTERVAL:-0.05}"',
+  'done',
+].join('\n');
+
+/** The log test image (see PRINTER_SCRIPT). Needs ensureDocker() first. */
+export const ensurePrinterImage = () => derivedImage('tether-test/printer', { Cmd: ['sh', '-c', PRINTER_SCRIPT] });

@@ -12,3 +12,4 @@ export * from './inbox.js';
 export * from './postgres-faults.js';
 export * from './tools.js';
 export * from './manual-clock.js';
+export * from './tcp-relay.js';

@@ -38,9 +38,14 @@ export interface GatewayOptions {
   nodeAuth: NodeAuthenticator;
   metrics?: PanelMetrics;
   timing: Timing & { helloTimeoutMs: number; sendBufferLimitBytes: number };
+  /**
+   * Claims the node for a new session before `welcome` (ownership/cluster.ts); a rejection closes the
+   * session with GOING_AWAY (the agent backs off and may reach another panel). Absent: no claim.
+   */
+  claim?: (nodeId: string, sessionId: string) => Promise<unknown>;
 }
 
-const AGENT_TYPES = new Set(['heartbeat', 'pong', 'ack', 'deploy.result', 'routing.applied', 'proxy.events', 'error']);
+const AGENT_TYPES = new Set(['heartbeat', 'pong', 'ack', 'deploy.result', 'routing.applied', 'proxy.events', 'logs.chunk', 'logs.end', 'error']);
 /** Optional protocol features this panel speaks (docs/protocol.md, "Capabilities"). */
 const PANEL_CAPABILITIES: ReadonlySet<string> = new Set(Object.values(CAPABILITIES));
 
@@ -146,13 +151,34 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
         }
       };
 
-      const onHello = (hello: Hello) => {
+      let claiming = false;
+      const onHello = async (hello: Hello) => {
         clearTimeout(helloTimer);
         // The panel began stopping while this upgrade was authenticated: a session opened now would keep the
         // server from closing (its socket counts as a connection) and outlive the panel.
         if (opts.registry.isStopping) return closeHard(socket, CLOSE_CODES.GOING_AWAY, 'panel shutting down');
         if (hello.node !== node.name) log().warn({ reported: hello.node }, 'hello names another node than the token; the token decides');
-        session = new AgentSession(socket, node.id, node.name, peer, hello.agentVersion, sessionTiming, opts.registry.onTeardown);
+        // Until the claim commits the session is not in the registry, and its teardown records nothing.
+        let admitted = false;
+        const s = new AgentSession(socket, node.id, node.name, peer, hello.agentVersion, sessionTiming, (x, code, reason) => {
+          if (admitted) opts.registry.onTeardown(x, code, reason);
+        });
+        if (opts.claim) {
+          claiming = true;
+          try {
+            await opts.claim(node.id, s.id);
+          } catch (err) {
+            log().warn({ err }, 'could not claim the node; session refused');
+            s.teardown(CLOSE_CODES.GOING_AWAY, 'this panel cannot claim the node now; reconnect');
+            return;
+          } finally {
+            claiming = false;
+          }
+          if (s.closed || socket.readyState !== socket.OPEN) return void s.teardown(CLOSE_CODES.GOING_AWAY, 'closed while claiming');
+          if (opts.registry.isStopping) return void s.teardown(CLOSE_CODES.GOING_AWAY, 'panel shutting down');
+        }
+        admitted = true;
+        session = s;
         session.recordHello(hello.containers, hello.runtime, hello.routing);
         // Agents without the list (older ones) get none and no `capabilities` field, as before.
         const capabilities = hello.capabilities ? [...new Set(hello.capabilities)].filter((c) => PANEL_CAPABILITIES.has(c)) : null;
@@ -183,8 +209,9 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
           return;
         }
         const message = result.message;
+        if (claiming) return; // frames before welcome: an agent sends none
         if (!session) {
-          if (message.type === 'hello') return onHello(message);
+          if (message.type === 'hello') return void onHello(message);
           reject({ code: FRAME_ERROR_CODES.UNEXPECTED_MESSAGE, message: `expected hello, got ${message.type}`, ref: message.id }, frameBytes(data));
           return protocolError(`first frame must be hello, got ${message.type}`);
         }

@@ -1,6 +1,7 @@
 import { CLOSE_CODES, closeCodeName } from '@tether/protocol';
 import type { RoutingView } from '../routing/routing-reconciler.js';
 import type { SessionRegistry } from '../sessions/registry.js';
+import type { RemoteReport } from '../sessions/remote-report.js';
 import type { FleetRow, FleetState, UnreachableReason } from './fleet-wire.js';
 import type { DirectoryNode, DirectorySnapshot } from './node-directory.js';
 
@@ -23,10 +24,18 @@ export interface RowSources {
   registry: SessionRegistry;
   routing: RoutingView;
   heartbeatMs: number;
+  /** Several panels: the node's live session on another panel, from that panel's report. */
+  elsewhere?: (nodeId: string) => RemoteReport | undefined;
 }
 
 export function fleetRow(node: DirectoryNode, dir: DirectorySnapshot, src: RowSources): FleetRow {
-  const session = node.decommissioned ? undefined : src.registry.get(node.id);
+  const local = node.decommissioned ? undefined : src.registry.get(node.id);
+  const remote = local || node.decommissioned ? undefined : src.elsewhere?.(node.id);
+  const session = local
+    ? { id: local.id, openedAt: local.openedAt, lastFrameAt: local.lastFrameAt, report: local.report }
+    : remote
+      ? { id: remote.sessionId, openedAt: remote.extra.openedAt, lastFrameAt: remote.lastFrameAt, report: remote.runtime ? { runtime: remote.runtime, containers: remote.containers } : null }
+      : undefined;
   const teardown = src.registry.lastTeardown(node.id);
   const desired = dir.services.get(node.id) ?? [];
   const routing = src.routing.forNode(node.id);

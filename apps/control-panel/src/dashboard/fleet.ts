@@ -36,6 +36,10 @@ export function createFleet(deps: {
   routing: RoutingView;
   metrics: PanelMetrics;
   logger: FastifyBaseLogger;
+  /** Several panels: a node whose session another live panel holds is that panel's to export (per-node metrics). */
+  heldElsewhere?: (nodeId: string) => boolean;
+  /** Several panels: the node's live session on another panel (its rows read reachable here too). */
+  connectedElsewhere?: RowSources['elsewhere'];
 }): Fleet {
   const { config, metrics } = deps;
   const d = config.dashboard;
@@ -43,7 +47,12 @@ export function createFleet(deps: {
   const tokens = new OperatorTokens(deps.prisma, deps.logger, d.fleetRefreshMs);
   const publicUrl = config.publicUrl ?? `http://${config.host}:${config.port}`;
   const cookies = new CookieSessions({ secret: d.secret, ttlMs: d.cookieTtlMs, secure: publicUrl.startsWith('https:') });
-  const sources: RowSources = { registry: deps.registry, routing: deps.routing, heartbeatMs: config.sessions.heartbeatIntervalMs };
+  const sources: RowSources = {
+    registry: deps.registry,
+    routing: deps.routing,
+    heartbeatMs: config.sessions.heartbeatIntervalMs,
+    ...(deps.connectedElsewhere ? { elsewhere: deps.connectedElsewhere } : {}),
+  };
   const seen = new Map<string, DirectoryNode>();
   let cached: { at: number; rows: FleetRow[] } | null = null;
   const rows = () => {
@@ -65,7 +74,8 @@ export function createFleet(deps: {
     onDrop: (reason) => metrics.dashboardStreamsDropped.inc({ reason }),
     onCount: (open) => metrics.dashboardStreams.set(open),
   });
-  metrics.setFleetSource({ nodes: () => rows().map((r) => ({ name: r.name, state: r.state, drifting: r.routing.drifting })) });
+  const exported = deps.heldElsewhere ? (r: { id: string }) => deps.registry.get(r.id) !== undefined || !deps.heldElsewhere!(r.id) : () => true;
+  metrics.setFleetSource({ nodes: () => rows().filter(exported).map((r) => ({ name: r.name, state: r.state, drifting: r.routing.drifting })) });
   return {
     directory,
     tokens,

@@ -25,6 +25,11 @@ export const presentDeployment = (d: Deployment) => ({
   finishedAt: toIso(d.finishedAt),
 });
 
+/** What the agent is sent for a deployment of a service's spec snapshot. */
+export function workloadOf(serviceId: string, deploymentId: string, spec: ServiceSpec): Workload {
+  return { serviceId, serviceName: spec.name, deploymentId, image: spec.image, env: spec.env, port: spec.internalPort, replicas: spec.replicas };
+}
+
 const notFound = () => new AppError('NOT_FOUND', 'no such deployment');
 
 /**
@@ -46,15 +51,7 @@ export async function createDeployment({ prisma, dispatcher }: ApiDeps, auth: Au
     return { deployment, nodeName: service.node.name, spec };
   });
 
-  const workload: Workload = {
-    serviceId,
-    serviceName: spec.name,
-    deploymentId: deployment.id,
-    image: spec.image,
-    env: spec.env,
-    port: spec.internalPort,
-    replicas: spec.replicas,
-  };
+  const workload = workloadOf(serviceId, deployment.id, spec);
   let outcome;
   try {
     outcome = await dispatcher.dispatch({ deploymentId: deployment.id, nodeId: deployment.nodeId, nodeName, workload });

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import Type from 'typebox';
 import type { Db } from '../db/database.js';
+import { DatabaseUnavailableError, isDatabaseUnavailable, withDeadline } from '../db/db-faults.js';
 import { fleetRow } from '../dashboard/fleet-rows.js';
 import type { Fleet } from '../dashboard/fleet.js';
 import type { Claim } from '../dashboard/cookie-session.js';
@@ -53,15 +54,18 @@ declare module 'fastify' {
   }
 }
 
-/** Database reads of the page wait `ms`, then answer NOT_READY (the live rows need no database). */
+/**
+ * Database reads of the page wait `ms`, then answer 503 DATABASE_UNAVAILABLE as the REST API does (the live
+ * rows need no database). Driver text stays in the log, never in the answer.
+ */
 function deadline(ms: number) {
-  return <T>(work: Promise<T>, what: string): Promise<T> => {
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new AppError('NOT_READY', `the database did not answer within ${ms} ms (${what})`)), ms);
+  return <T>(work: Promise<T>, what: string): Promise<T> =>
+    withDeadline(work, ms, `the database (${what})`).catch((err: unknown) => {
+      if (err instanceof AppError) throw err;
+      if (err instanceof DatabaseUnavailableError) throw new AppError('DATABASE_UNAVAILABLE', err.message);
+      if (isDatabaseUnavailable(err)) throw new AppError('DATABASE_UNAVAILABLE', `the database is unavailable (${what})`);
+      throw err;
     });
-    return Promise.race([work, late]).finally(() => clearTimeout(timer));
-  };
 }
 
 const SignInBody = Type.Object({ token: Type.String({ minLength: 1, maxLength: 512 }) }, { additionalProperties: false });
@@ -127,16 +131,13 @@ export const dashboardRoutes: FastifyPluginAsync<DashboardOptions> = async (app,
           prisma.node.findUnique({ where: { tokenHash: hash }, select: { id: true } }),
         ]),
         'checking a token that is not in the cached list',
-      ).catch((err: unknown) => {
-        if (err instanceof AppError) throw err;
-        throw new AppError('NOT_READY', `cannot check the token now: ${(err as Error).message}`);
-      });
+      );
       if (node) throw new AppError('FORBIDDEN', 'node tokens cannot sign in to the dashboard');
       if (!token || token.revokedAt) throw new AppError('UNAUTHORIZED', 'the token is unknown or revoked');
       if (token.role !== 'operator') throw new AppError('FORBIDDEN', 'only operator tokens can sign in to the dashboard');
       await fleet.tokens.refresh().catch(() => undefined);
       tokenId = token.id;
-      if (!fleet.tokens.valid(tokenId)) throw new AppError('NOT_READY', 'the token list could not be refreshed; try again');
+      if (!fleet.tokens.valid(tokenId)) throw new AppError('DATABASE_UNAVAILABLE', 'the token list could not be refreshed; try again');
     }
     const { value, claim } = fleet.cookies.sign(tokenId);
     void reply.header('set-cookie', fleet.cookies.setCookie(value));

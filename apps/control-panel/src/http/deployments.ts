@@ -4,8 +4,9 @@ import Type from 'typebox';
 import { DeploymentStatus } from '../generated/prisma/enums.js';
 import { authOf, requireAuth } from './auth.js';
 import { authErrors, IdParams, NullableTimestamp, security, Timestamp } from './schemas.js';
-import { createDeployment, getDeployment, listServiceDeployments } from '../domain/deployments.js';
+import { createDeployment, getDeployment, listServiceDeployments, presentDeployment } from '../domain/deployments.js';
 import type { ApiDeps } from '../domain/api-deps.js';
+import { isFinal, waitUntilFinal } from '../domain/deployment-watch.js';
 
 const DeploymentSchema = Type.Object({
   id: Type.String(),
@@ -32,10 +33,15 @@ const DeploymentSchema = Type.Object({
   dispatchedAt: NullableTimestamp,
   ackedAt: NullableTimestamp,
   finishedAt: NullableTimestamp,
+  final: Type.Optional(Type.Boolean({ description: 'with ?wait: whether the deployment reached a final state before the wait ended' })),
 });
 
+/** The longest `?wait=` a POST may ask for, in seconds. */
+export const MAX_DEPLOY_WAIT_SECONDS = 600;
+
 /** Deployments: record one of a service's current spec, read them back. */
-export const deploymentRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) => {
+export const deploymentRoutes: FastifyPluginAsyncTypebox<ApiDeps & { watchPollMs?: number }> = async (app, deps) => {
+  const watchPollMs = deps.watchPollMs ?? 250;
   app.post(
     '/services/:id/deployments',
     {
@@ -46,15 +52,27 @@ export const deploymentRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, 
         description:
           'The deployment is stored (pending) before it is sent. 202: the node received it; 201: recorded, not (yet) delivered. ' +
           'A node without a live session answers 503 NODE_UNREACHABLE, one that does not acknowledge in time 504 ACK_TIMEOUT; ' +
-          'either way the deployment ends with that status and reason.',
+          'either way the deployment ends with that status and reason. ' +
+          'With `?wait=SECONDS` (1-600) the answer waits until the deployment is final (running, failed, superseded): 200 with `"final": true`; ' +
+          'when the wait ends first, 202 with the state it is in and `"final": false`.',
         security,
         params: IdParams,
-        response: { 201: DeploymentSchema, 202: DeploymentSchema, ...authErrors(404, 409, 503, 504) },
+        querystring: Type.Object(
+          { wait: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_DEPLOY_WAIT_SECONDS, description: 'seconds to wait for a final state' })) },
+          { additionalProperties: false },
+        ),
+        response: { 200: DeploymentSchema, 201: DeploymentSchema, 202: DeploymentSchema, ...authErrors(404, 409, 503, 504) },
       },
     },
     async (request, reply) => {
       const { httpStatus, deployment } = await createDeployment(deps, authOf(request), request.params.id);
-      return reply.status(httpStatus).send(deployment);
+      const wait = request.query.wait;
+      if (wait === undefined) return reply.status(httpStatus).send(deployment);
+      const row = await deps.prisma.deployment.findUnique({ where: { id: deployment.id } });
+      if (!row) return reply.status(httpStatus).send({ ...deployment, final: isFinal(deployment.status) });
+      const now = await waitUntilFinal(deps.prisma, row, wait * 1000, watchPollMs);
+      const final = isFinal(now.status);
+      return reply.status(final ? 200 : 202).send({ ...presentDeployment(now), final });
     },
   );
 

@@ -34,7 +34,9 @@ const ERROR_DESCRIPTIONS = {
   413: 'PAYLOAD_TOO_LARGE: a body over 1 MiB',
   414: 'URI_TOO_LONG: a path parameter over 100 characters',
   415: 'UNSUPPORTED_MEDIA_TYPE (not application/json) or UNSUPPORTED_ENCODING (a Content-Encoding other than identity)',
+  429: 'LOG_STREAMS_EXHAUSTED: the node serves its most log streams at once',
   431: 'HEADERS_TOO_LARGE: request headers over 16 KiB',
+  501: "LOGS_NOT_SUPPORTED: the node's agent does not stream logs",
   503: 'NODE_UNREACHABLE',
   504: 'ACK_TIMEOUT',
 } as const;

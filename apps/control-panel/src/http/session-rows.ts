@@ -1,5 +1,7 @@
+import type { RemoteReport } from '../sessions/remote-report.js';
 import type { RoutingView } from '../routing/routing-reconciler.js';
 import type { SessionRegistry } from '../sessions/registry.js';
+import type { ClusterView } from '../sessions/service-status.js';
 
 // The dashboard row of one node, computed from the connected map (never from
 // a flag or a timestamp in the database) plus the persisted teardown history.
@@ -17,8 +19,11 @@ export interface NodeRecord {
 /** Sessions of a node killed by a missing ACK in the last 24 h (from session events; the session's own counter dies with it). */
 export type MissedAcks24h = (nodeId: string) => number;
 
-export function sessionRow(node: NodeRecord, registry: SessionRegistry, routing: RoutingView, now: number, missedAcks24h: MissedAcks24h) {
-  const session = node.decommissioned ? undefined : registry.get(node.id);
+export function sessionRow(node: NodeRecord, registry: SessionRegistry, routing: RoutingView, now: number, missedAcks24h: MissedAcks24h, cluster?: ClusterView) {
+  // A panel without its lease (and another live panel) cannot prove its own sessions; another panel's report counts while its lease is live.
+  const session = node.decommissioned || (cluster && !cluster.leaseHeld) ? undefined : registry.get(node.id);
+  const remote = session || node.decommissioned ? undefined : cluster?.remote.get(node.id);
+  if (remote && remote.live && remote.state === 'connected' && remote.panelId !== cluster?.panelId) return remoteRow(node, remote, routing, now, missedAcks24h);
   const teardown = registry.lastTeardown(node.id);
   const lastTeardown = teardown
     ? { at: new Date(teardown.at).toISOString(), reason: teardown.reason, code: teardown.code }
@@ -66,5 +71,44 @@ export function sessionRow(node: NodeRecord, registry: SessionRegistry, routing:
       : null,
     pushes: r.pushes,
     lastTeardown,
+    ...(cluster ? { panelId: session ? cluster.panelId : null } : {}),
+  };
+}
+
+/** The row of a node whose live session another panel holds, from that panel's report. */
+function remoteRow(node: NodeRecord, remote: RemoteReport, routing: RoutingView, now: number, missedAcks24h: MissedAcks24h) {
+  const extra = remote.extra;
+  const r = routing.forNode(node.id);
+  return {
+    nodeId: node.id,
+    nodeName: node.name,
+    state: 'connected',
+    sessionId: remote.sessionId,
+    peer: extra.peer,
+    agentVersion: extra.agentVersion,
+    connectedSince: extra.openedAt === null ? null : new Date(extra.openedAt).toISOString(),
+    lastFrameAgeMs: Math.max(0, now - remote.lastFrameAt),
+    heartbeats: extra.heartbeats,
+    lastHeartbeatSeq: null,
+    pingsSent: 0,
+    pongs: 0,
+    missedAcks: extra.missedAcks,
+    missedAcks24h: missedAcks24h(node.id),
+    invalidFrames: 0,
+    runtime: remote.runtime,
+    unreachableSince: null,
+    lastSeenAt: new Date(remote.lastFrameAt).toISOString(),
+    routing: { desiredHash: r.desiredHash, appliedHash: remote.routing?.appliedHash ?? null, drifting: r.desiredHash !== null && remote.routing?.appliedHash !== r.desiredHash },
+    reloads: {
+      today: remote.routing?.reloadsToday ?? 0,
+      total: remote.routing?.reloadsTotal ?? 0,
+      lastAt: remote.routing?.lastReloadAt ?? null,
+      lastReason: remote.routing?.lastReloadReason ?? null,
+      kinds: null,
+    },
+    canary: null,
+    pushes: { sent: 0, applied: 0, failed: 0 },
+    lastTeardown: null,
+    panelId: remote.panelId,
   };
 }

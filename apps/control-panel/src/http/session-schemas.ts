@@ -44,6 +44,8 @@ export const SessionRow = Type.Object({
   /** Routing maps pushed to the node since this panel started. */
   pushes: Type.Object({ sent: Type.Integer(), applied: Type.Integer(), failed: Type.Integer() }),
   lastTeardown: Nullable(Type.Object({ at: Timestamp, reason: NullableString, code: NullableInt })),
+  /** The panel holding the live session (several panels on one database); null without one. */
+  panelId: Type.Optional(NullableString),
 });
 
 export const SessionList = Type.Object({ sessions: Type.Array(SessionRow) });
@@ -83,9 +85,17 @@ export const ServiceStatusSchema = Type.Object({
   runningReplicas: NullableInt,
   reason: Type.String(),
   containers: Type.Array(Container),
-  evidence: Nullable(Type.Object({ sessionId: Type.String(), lastFrameAgeMs: Type.Integer(), reportAgeMs: Type.Integer() }), {
-    description: 'null when no live session proves the state (it is then unknown)',
-  }),
+  evidence: Nullable(
+    Type.Object({
+      sessionId: Type.String(),
+      lastFrameAgeMs: Type.Integer(),
+      reportAgeMs: Type.Integer(),
+      panelId: Type.Optional(Type.String({ description: 'the panel that holds the session (several panels on one database)' })),
+    }),
+    {
+      description: 'null when no live session proves the state (it is then unknown)',
+    },
+  ),
 });
 
 export const StatusList = Type.Object({ services: Type.Array(ServiceStatusSchema) });

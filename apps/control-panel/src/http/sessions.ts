@@ -9,6 +9,7 @@ import { SessionHistory, SessionList } from './session-schemas.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import type { RoutingView } from '../routing/routing-reconciler.js';
 import { sessionRow, type MissedAcks24h, type NodeRecord } from './session-rows.js';
+import type { ClusterView } from '../sessions/service-status.js';
 
 export interface SessionRoutesOptions {
   prisma: Db;
@@ -19,6 +20,8 @@ export interface SessionRoutesOptions {
   missedAcks24h: MissedAcks24h;
   /** Every node, by name; remembered so the list answers during a database outage. */
   nodes: LastGoodRead<NodeRecord[]>;
+  /** Several panels: other panels' reports and this panel's lease (ownership/cluster.ts). */
+  cluster?: { view(nodeIds: readonly string[]): Promise<ClusterView> };
 }
 
 const HistoryQuery = Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100 })) }, { additionalProperties: false });
@@ -49,8 +52,9 @@ export const sessionRoutes: FastifyPluginAsync<SessionRoutesOptions> = async (ap
           .map((s) => ({ id: s.nodeId, name: s.nodeName, decommissioned: false, lastSeenAt: null, unreachableSince: null, lastTeardownAt: null, lastTeardownReason: null }));
         if (added.length > 0) nodes = [...nodes, ...added].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
       }
+      const view = await opts.cluster?.view(nodes.filter((n) => !n.decommissioned && !opts.registry.get(n.id)).map((n) => n.id));
       const now = Date.now();
-      return { sessions: nodes.map((node) => sessionRow(node, opts.registry, opts.routing, now, opts.missedAcks24h)) };
+      return { sessions: nodes.map((node) => sessionRow(node, opts.registry, opts.routing, now, opts.missedAcks24h, view)) };
     },
   );
 
@@ -75,8 +79,9 @@ export const sessionRoutes: FastifyPluginAsync<SessionRoutesOptions> = async (ap
         orderBy: [{ at: 'desc' }, { id: 'desc' }],
         take: request.query.limit ?? 100,
       });
+      const view = await opts.cluster?.view(opts.registry.get(node.id) ? [] : [node.id]);
       return {
-        current: sessionRow(node, opts.registry, opts.routing, Date.now(), opts.missedAcks24h),
+        current: sessionRow(node, opts.registry, opts.routing, Date.now(), opts.missedAcks24h, view),
         events: events.map((e) => ({ sessionId: e.sessionId, kind: e.kind, at: e.at.toISOString(), reason: e.reason, closeCode: e.closeCode })),
       };
     },

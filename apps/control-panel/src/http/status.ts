@@ -7,11 +7,13 @@ import { authOf, requireAuth } from './auth.js';
 import { IdParams, authErrors, security } from './schemas.js';
 import { ServiceStatusSchema, StatusList } from './session-schemas.js';
 import type { SessionRegistry } from '../sessions/registry.js';
-import { serviceStatus, type StatusInput } from '../sessions/service-status.js';
+import { serviceStatus, type ClusterView, type StatusInput } from '../sessions/service-status.js';
 
 export interface StatusRoutesOptions {
   prisma: Db;
   registry: SessionRegistry;
+  /** Several panels: other panels' reports and this panel's lease (ownership/cluster.ts). */
+  cluster?: { view(nodeIds: readonly string[]): Promise<ClusterView> };
 }
 
 const serviceSelect = {
@@ -54,8 +56,9 @@ export const statusRoutes: FastifyPluginAsync<StatusRoutesOptions> = async (app,
       }
       const { data: services, fromMemoryAt } = await read.read();
       if (fromMemoryAt) void reply.header(FROM_MEMORY_HEADER, fromMemoryAt.toISOString());
+      const view = await opts.cluster?.view(services.map((s) => s.node.id).filter((id) => !opts.registry.get(id)));
       const now = Date.now();
-      return { services: services.map((s) => serviceStatus(s, opts.registry, now)) };
+      return { services: services.map((s) => serviceStatus(s, opts.registry, now, view)) };
     },
   );
 
@@ -80,7 +83,8 @@ export const statusRoutes: FastifyPluginAsync<StatusRoutesOptions> = async (app,
       if (service.node.decommissioned) {
         throw new AppError('NOT_FOUND', `service ${service.name} left status: its node ${service.node.name} is decommissioned`);
       }
-      return serviceStatus(service, opts.registry);
+      const view = await opts.cluster?.view(opts.registry.get(service.node.id) ? [] : [service.node.id]);
+      return serviceStatus(service, opts.registry, Date.now(), view);
     },
   );
 };

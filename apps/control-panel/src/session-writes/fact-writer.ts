@@ -73,7 +73,7 @@ async function applyFact(tx: Tx, fact: DurableFact): Promise<FactResult> {
       await applySessionFacts(tx, [fact]);
       return undefined;
     case 'sessions.orphaned':
-      await closeOrphans(tx, fact.reason, new Date(fact.before));
+      await closeOrphans(tx, fact.reason, new Date(fact.before), fact.panelId ?? null, fact.expiredOwnersOnly === true);
       return undefined;
     case 'deployment.dispatched':
       await tx.deployment.updateMany({ where: { id: fact.deploymentId }, data: { sessionId: fact.sessionId, dispatchedAt: new Date(fact.at) } });
@@ -120,7 +120,7 @@ async function finishDeployment(tx: Tx, fact: Extract<DurableFact, { kind: 'depl
  * never after the node's next session opened), and the node row says so when
  * that session was its latest.
  */
-async function closeOrphans(tx: Tx, reason: string, before: Date): Promise<void> {
+async function closeOrphans(tx: Tx, reason: string, before: Date, panelId: string | null, expiredOwnersOnly: boolean): Promise<void> {
   await tx.$executeRaw`
     WITH orphans AS (
       SELECT o.node_id, o.session_id,
@@ -131,6 +131,16 @@ async function closeOrphans(tx: Tx, reason: string, before: Date): Promise<void>
       FROM session_events o JOIN nodes n ON n.id = o.node_id
       WHERE o.kind = 'opened' AND o.at < ${before}
         AND NOT EXISTS (SELECT 1 FROM session_events c WHERE c.session_id = o.session_id AND c.kind = 'closed')
+        -- A session another panel owns under a live lease is not an orphan.
+        AND NOT EXISTS (
+          SELECT 1 FROM node_owners w JOIN panels p ON p.id = w.panel_id
+          WHERE w.session_id = o.session_id AND p.lease_until > now() AND p.id IS DISTINCT FROM ${panelId}::text
+        )
+        -- The periodic sweep: only sessions whose owner's lease expired.
+        AND (NOT ${expiredOwnersOnly}::boolean OR EXISTS (
+          SELECT 1 FROM node_owners w LEFT JOIN panels p ON p.id = w.panel_id
+          WHERE w.session_id = o.session_id AND (p.lease_until IS NULL OR p.lease_until <= now())
+        ))
     ), ins AS (
       INSERT INTO session_events (node_id, session_id, kind, reason, at)
       SELECT node_id, session_id, 'closed'::"SessionEventKind", ${reason}, closed_at FROM orphans

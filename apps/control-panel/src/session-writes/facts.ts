@@ -5,13 +5,14 @@
 // Times are ISO strings so a fact survives the spill file unchanged. Each
 // durable fact is idempotent: applied twice, it leaves one row.
 //
-// Issue 10 (several panels on one database) fences these writes by the
-// session's generation: the writer will compare it in the same statement.
+// Several panels on one database (issue 10): a session's opens and closes
+// carry the generation its panel claimed, and the node row is only touched
+// while that generation is the node's current one (same statement).
 
 export type DeploymentTerminal = 'unreachable' | 'ack_timeout' | 'failed' | 'running';
 
 export type DurableFact =
-  | { kind: 'session.opened'; nodeId: string; sessionId: string; at: string }
+  | { kind: 'session.opened'; nodeId: string; sessionId: string; at: string; generation?: number }
   | {
       kind: 'session.closed';
       nodeId: string;
@@ -22,9 +23,19 @@ export type DurableFact =
       lastFrameAt: string;
       /** Superseded by a newer session of the same node: the node stays reachable. */
       superseded: boolean;
+      /** The claim's generation (absent in facts spilled by an older panel: unfenced, as before). */
+      generation?: number;
     }
   /** Sessions a previous run of the panel left open (killed, crashed): closed at their last-seen time. */
-  | { kind: 'sessions.orphaned'; reason: string; before: string }
+  | {
+      kind: 'sessions.orphaned';
+      reason: string;
+      before: string;
+      /** The panel closing them: sessions owned by another panel whose lease is live are never orphans. */
+      panelId?: string;
+      /** Only sessions whose owning panel's lease expired (the periodic sweep, on any panel). */
+      expiredOwnersOnly?: boolean;
+    }
   | { kind: 'deployment.dispatched'; deploymentId: string; sessionId: string; at: string }
   | { kind: 'deployment.delivered'; deploymentId: string; at: string }
   /** nodeId set: only a deployment of that node (an agent reports only its own). */
@@ -32,6 +43,7 @@ export type DurableFact =
   | { kind: 'reload'; nodeId: string; key: string | null; at: string; hashBefore: string | null; hashAfter: string; reason: string };
 
 export const ORPHANED_REASON = 'panel stopped without closing its sessions';
+export const EXPIRED_OWNER_REASON = "the owning panel's lease expired (panel killed or cut off from the database)";
 
 /** What a durable fact's write answered (deployment.finished: whether the row changed). */
 export type FactResult = boolean | undefined;

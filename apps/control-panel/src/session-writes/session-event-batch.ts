@@ -8,7 +8,9 @@ import type { DurableFact } from './facts.js';
 // once (a statement cannot update one node row twice), each wave one
 // statement, waves in order: a node's facts keep their order, and a tick of a
 // storm (every node once) is one statement. Idempotent like the single-fact
-// form: the node row moves only for an event row really inserted.
+// form: the node row moves only for an event row really inserted, and (issue
+// 10) only while the fact's generation is the node's current claim (a fact
+// without one, spilled by an older panel, is unfenced).
 
 export type SessionFact = Extract<DurableFact, { kind: 'session.opened' | 'session.closed' }>;
 
@@ -41,13 +43,14 @@ async function applyWave(tx: Tx | Db, wave: readonly SessionFact[]): Promise<voi
   const ats = wave.map((f) => f.at);
   const lastFrames = wave.map((f) => closed(f)?.lastFrameAt ?? null);
   const superseded = wave.map((f) => closed(f)?.superseded ?? false);
+  const generations = wave.map((f) => f.generation ?? null);
   // An open clears unreachable and moves last-seen to its time; a close records the teardown, and
   // unless superseded (the node stays reachable through its newer session) marks the node unreachable.
   await tx.$executeRaw`
     WITH v AS (
       SELECT * FROM unnest(${kinds}::text[], ${nodeIds}::text[], ${sessionIds}::text[], ${reasons}::text[],
-        ${codes}::int[], ${ats}::timestamptz[], ${lastFrames}::timestamptz[], ${superseded}::bool[])
-        AS v(kind, node_id, session_id, reason, close_code, at, last_frame_at, superseded)
+        ${codes}::int[], ${ats}::timestamptz[], ${lastFrames}::timestamptz[], ${superseded}::bool[], ${generations}::bigint[])
+        AS v(kind, node_id, session_id, reason, close_code, at, last_frame_at, superseded, generation)
     ), ins AS (
       INSERT INTO session_events (node_id, session_id, kind, reason, close_code, at)
       SELECT node_id, session_id, kind::"SessionEventKind", reason, close_code, at FROM v
@@ -63,5 +66,6 @@ async function applyWave(tx: Tx | Db, wave: readonly SessionFact[]): Promise<voi
       last_teardown_at = CASE WHEN v.kind = 'closed' THEN v.at ELSE nodes.last_teardown_at END,
       last_teardown_reason = CASE WHEN v.kind = 'closed' THEN v.reason ELSE nodes.last_teardown_reason END
     FROM v JOIN ins ON ins.session_id = v.session_id AND ins.kind = v.kind
-    WHERE nodes.id = v.node_id`;
+    WHERE nodes.id = v.node_id
+      AND (v.generation IS NULL OR EXISTS (SELECT 1 FROM node_owners w WHERE w.node_id = v.node_id AND w.generation = v.generation))`;
 }

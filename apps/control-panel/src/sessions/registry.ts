@@ -39,6 +39,8 @@ export class SessionRegistry extends EventEmitter<RegistryEvents> {
   private readonly flushLoop: Loop;
   private readonly store: SessionStore;
   private readonly logger: Logger;
+  /** The generation a session's claim took (set when several panels share the database: ownership/cluster.ts). */
+  generationOf: (sessionId: string) => number | undefined = () => undefined;
 
   constructor(private readonly options: RegistryOptions) {
     super();
@@ -99,7 +101,10 @@ export class SessionRegistry extends EventEmitter<RegistryEvents> {
     // The newer session always wins: the old one is closed first, as superseded, so the node never reads unreachable.
     this.sessions.get(session.nodeId)?.teardown(CLOSE_CODES.SUPERSEDED, `superseded by session ${session.id}`);
     this.sessions.set(session.nodeId, session);
-    this.write(session.nodeId, () => this.store.sessionOpened({ nodeId: session.nodeId, sessionId: session.id, at: new Date(session.openedAt) }));
+    const generation = this.generationOf(session.id);
+    this.write(session.nodeId, () =>
+      this.store.sessionOpened({ nodeId: session.nodeId, sessionId: session.id, at: new Date(session.openedAt), ...(generation === undefined ? {} : { generation }) }),
+    );
     this.logger.info({ node: session.nodeName, nodeId: session.nodeId, sessionId: session.id, peer: session.peer }, 'session opened');
     this.emit('opened', session);
   }
@@ -110,6 +115,7 @@ export class SessionRegistry extends EventEmitter<RegistryEvents> {
     if (current) this.sessions.delete(session.nodeId);
     const superseded = code === CLOSE_CODES.SUPERSEDED || !current;
     const teardown: Teardown = { nodeId: session.nodeId, sessionId: session.id, code, reason, at: session.closed?.at ?? Date.now() };
+    const generation = this.generationOf(session.id);
     if (!superseded) this.teardowns.set(session.nodeId, teardown);
     this.write(session.nodeId, () =>
       this.store.sessionClosed({
@@ -120,6 +126,7 @@ export class SessionRegistry extends EventEmitter<RegistryEvents> {
         at: new Date(teardown.at),
         lastFrameAt: new Date(session.lastFrameAt),
         superseded,
+        ...(generation === undefined ? {} : { generation }),
       }),
     );
     this.logger.warn({ node: session.nodeName, nodeId: session.nodeId, sessionId: session.id, code, reason }, 'session closed');

@@ -1,4 +1,5 @@
 import type { ContainerState } from '@tether/protocol';
+import type { RemoteReport } from './remote-report.js';
 import type { SessionRegistry } from './registry.js';
 
 // Status is computed from live sessions only. Every answer carries its
@@ -25,10 +26,20 @@ export interface ServiceStatus {
   runningReplicas: number | null;
   reason: string;
   containers: ContainerState[];
-  evidence: { sessionId: string; lastFrameAgeMs: number; reportAgeMs: number } | null;
+  evidence: { sessionId: string; lastFrameAgeMs: number; reportAgeMs: number; panelId?: string } | null;
 }
 
-export function serviceStatus(service: StatusInput, registry: SessionRegistry, now = Date.now()): ServiceStatus {
+/**
+ * Where a node's session is proved when several panels share the database: this panel's own sessions count
+ * only while it holds its lease; another panel's report only while that panel's lease is live.
+ */
+export interface ClusterView {
+  panelId: string;
+  leaseHeld: boolean;
+  remote: ReadonlyMap<string, RemoteReport>;
+}
+
+export function serviceStatus(service: StatusInput, registry: SessionRegistry, now = Date.now(), cluster?: ClusterView): ServiceStatus {
   const base = {
     serviceId: service.id,
     name: service.name,
@@ -36,7 +47,15 @@ export function serviceStatus(service: StatusInput, registry: SessionRegistry, n
     node: { id: service.node.id, name: service.node.name },
     desiredReplicas: service.replicas,
   };
-  const session = registry.get(service.node.id);
+  const session = cluster && !cluster.leaseHeld ? undefined : registry.get(service.node.id);
+  const remote = session ? undefined : cluster?.remote.get(service.node.id);
+  if (remote && remote.live && remote.state === 'connected' && remote.panelId !== cluster?.panelId) {
+    return fromReport(base, service, remote, now);
+  }
+  if (cluster && !cluster.leaseHeld) {
+    const reason = `this panel (${cluster.panelId}) does not hold its lease on the database: node ${service.node.name} cannot be proved from here`;
+    return { ...base, state: 'unknown', runningReplicas: null, reason, containers: [], evidence: null };
+  }
   if (!session || !session.report) {
     const teardown = registry.lastTeardown(service.node.id);
     const since = teardown ? new Date(teardown.at) : service.node.unreachableSince;
@@ -47,17 +66,38 @@ export function serviceStatus(service: StatusInput, registry: SessionRegistry, n
     return { ...base, state: 'unknown', runningReplicas: null, reason, containers: [], evidence: null };
   }
   const report = session.report;
-  const evidence = { sessionId: session.id, lastFrameAgeMs: now - session.lastFrameAt, reportAgeMs: now - report.at };
+  const evidence = {
+    sessionId: session.id,
+    lastFrameAgeMs: now - session.lastFrameAt,
+    reportAgeMs: now - report.at,
+    ...(cluster ? { panelId: cluster.panelId } : {}),
+  };
   if (!report.runtime.available) {
     const reason = `container runtime unavailable on node ${service.node.name}: ${report.runtime.error ?? 'no detail'}`;
     return { ...base, state: 'unknown', runningReplicas: null, reason, containers: [], evidence };
   }
-  const containers = report.containers.filter((c) => c.serviceId === service.id);
+  return counted(base, service, report.containers, `session ${session.id}`, evidence);
+}
+
+type Base = Pick<ServiceStatus, 'serviceId' | 'name' | 'teamId' | 'node' | 'desiredReplicas'>;
+
+function counted(base: Base, service: StatusInput, all: ContainerState[], by: string, evidence: NonNullable<ServiceStatus['evidence']>): ServiceStatus {
+  const containers = all.filter((c) => c.serviceId === service.id);
   const running = containers.filter((c) => c.state === 'running' && c.health !== 'unhealthy').length;
   let state: ServiceState;
   if (service.replicas === 0) state = running === 0 ? 'stopped' : 'degraded';
   else if (running >= service.replicas) state = 'running';
   else state = running === 0 ? 'down' : 'degraded';
-  const reason = `${running}/${service.replicas} running, reported by session ${session.id}`;
+  const reason = `${running}/${service.replicas} running, reported by ${by}`;
   return { ...base, state, runningReplicas: running, reason, containers, evidence };
+}
+
+/** Status from the report row another panel (the owner, its lease live) wrote. */
+function fromReport(base: Base, service: StatusInput, r: RemoteReport, now: number): ServiceStatus {
+  const evidence = { sessionId: r.sessionId, lastFrameAgeMs: Math.max(0, now - r.lastFrameAt), reportAgeMs: Math.max(0, now - r.updatedAt), panelId: r.panelId };
+  if (r.runtime && !r.runtime.available) {
+    const reason = `container runtime unavailable on node ${service.node.name}: ${r.runtime.error ?? 'no detail'}`;
+    return { ...base, state: 'unknown', runningReplicas: null, reason, containers: [], evidence };
+  }
+  return counted(base, service, r.containers, `session ${r.sessionId} on panel ${r.panelId}`, evidence);
 }

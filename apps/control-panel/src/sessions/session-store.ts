@@ -17,6 +17,8 @@ export interface SessionOpenedRecord {
   nodeId: string;
   sessionId: string;
   at: Date;
+  /** The generation the session's claim took (several panels): fences the node row. */
+  generation?: number;
 }
 
 export interface SessionClosedRecord {
@@ -28,6 +30,7 @@ export interface SessionClosedRecord {
   lastFrameAt: Date;
   /** Superseded by a newer session of the same node: the node stays reachable. */
   superseded: boolean;
+  generation?: number;
 }
 
 export type { DeploymentTerminal };
@@ -66,7 +69,13 @@ export class OutboxSessionStore implements SessionStore {
   ) {}
 
   async sessionOpened(r: SessionOpenedRecord): Promise<void> {
-    await this.outbox.submit({ kind: 'session.opened', nodeId: r.nodeId, sessionId: r.sessionId, at: r.at.toISOString() });
+    await this.outbox.submit({
+      kind: 'session.opened',
+      nodeId: r.nodeId,
+      sessionId: r.sessionId,
+      at: r.at.toISOString(),
+      ...(r.generation === undefined ? {} : { generation: r.generation }),
+    });
   }
 
   async sessionClosed(r: SessionClosedRecord): Promise<void> {
@@ -79,6 +88,7 @@ export class OutboxSessionStore implements SessionStore {
       at: r.at.toISOString(),
       lastFrameAt: r.lastFrameAt.toISOString(),
       superseded: r.superseded,
+      ...(r.generation === undefined ? {} : { generation: r.generation }),
     });
   }
 

@@ -22,6 +22,7 @@ import {
 } from '@tether/protocol';
 import type { DeployOutcome, EventOutbox, RoutingController, WorkloadController } from '../controllers.js';
 import { AGENT_ERROR_CODES } from '../errors.js';
+import type { LogStreams } from '../logs/index.js';
 import { EventSender } from './event-sender.js';
 
 // The agent's one session with the panel. Every read runs under a read-idle
@@ -31,7 +32,8 @@ import { EventSender } from './event-sender.js';
 // human and no restart.
 
 export interface PanelConnectionOptions {
-  panelUrl: string;
+  /** One panel, or several sharing a database: each connect takes the next of them in a shuffled order. */
+  panelUrl: string | readonly string[];
   token: string;
   nodeName: string;
   agentVersion: string;
@@ -39,6 +41,8 @@ export interface PanelConnectionOptions {
   routing: RoutingController;
   /** Reload and canary events to send in `proxy.events` when the panel speaks it. */
   events?: EventOutbox;
+  /** Container logs over the session (capability `logs`); absent: not announced. */
+  logs?: LogStreams;
   reconnect: { minMs: number; maxMs: number; healthySessionMs: number; connectTimeoutMs: number };
   overrides?: { agentIdleTimeoutMs?: number; heartbeatIntervalMs?: number };
   logger: Logger;
@@ -93,12 +97,19 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
   private readonly outbox: DeployResult[] = [];
   private terminal = false;
   private readonly events: EventSender | null;
+  private readonly panelUrls: readonly string[];
+  /** Panels still to try in this round; reshuffled when empty, so a fleet spreads over the panels. */
+  private untried: string[] = [];
+  /** This session speaks `logs` (both ends named it). */
+  private logsAttached = false;
 
   constructor(private readonly options: PanelConnectionOptions) {
     super();
     this.backoff = new Backoff({ initialMs: options.reconnect.minMs, maxMs: options.reconnect.maxMs, random: options.random });
     this.idleTimeoutMs = options.overrides?.agentIdleTimeoutMs ?? TIMING_DEFAULTS.agentIdleTimeoutMs;
     this.events = options.events ? new EventSender(options.events, this.nextId) : null;
+    this.panelUrls = typeof options.panelUrl === 'string' ? [options.panelUrl] : [...options.panelUrl];
+    if (this.panelUrls.length === 0) throw new Error('no panel URL');
     options.events?.onRecorded(() => this.sendEvents());
   }
 
@@ -131,7 +142,9 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     this.state_ = 'connecting';
     this.terminal = false;
     const log = this.options.logger;
-    const socket = new WebSocket(agentConnectUrl(this.options.panelUrl), {
+    const panelUrl = this.nextPanelUrl();
+    log.debug({ panel: panelUrl }, 'connecting');
+    const socket = new WebSocket(agentConnectUrl(panelUrl), {
       headers: { authorization: `Bearer ${this.options.token}` },
       handshakeTimeout: this.options.reconnect.connectTimeoutMs,
       maxPayload: MAX_STATE_FRAME_BYTES,
@@ -157,6 +170,20 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     socket.on('close', (code, reason) => this.onClose(socket, code, reason.toString('utf8')));
   }
 
+  /** The next panel of a shuffled round (Fisher–Yates with the connection's random source). */
+  private nextPanelUrl(): string {
+    if (this.untried.length === 0) {
+      const order = [...this.panelUrls];
+      const random = this.options.random ?? Math.random;
+      for (let i = order.length - 1; i > 0; i--) {
+        const j = Math.floor(random() * (i + 1));
+        [order[i], order[j]] = [order[j]!, order[i]!];
+      }
+      this.untried = order;
+    }
+    return this.untried.shift()!;
+  }
+
   private async sendHello(socket: WebSocket): Promise<void> {
     const observation = await this.options.workloads.observe().catch((err: unknown) => ({
       containers: [],
@@ -171,7 +198,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       containers: observation.containers,
       runtime: runtimeStatus(observation.runtime),
       routing: this.routingStatus(),
-      ...(this.options.events ? { capabilities: [CAPABILITIES.PROXY_EVENTS] } : {}),
+      ...this.capabilities(),
     });
   }
 
@@ -213,7 +240,9 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     const message = result.message as PanelMessage;
     switch (message.type) {
       case 'welcome':
-        return this.onWelcome(socket, message.sessionId, message.timing, message.capabilities ?? []);
+        this.onWelcome(socket, message.sessionId, message.timing, message.capabilities ?? []);
+        this.attachLogs(socket, message.capabilities ?? []);
+        return;
       case 'ping':
         this.sendOn(socket, { type: 'pong', id: this.nextId(), ref: message.id });
         return;
@@ -230,6 +259,12 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
         void this.applyRouting(socket, message.id, { version: message.version, hash: message.hash, routes: message.routes });
         return;
       }
+      case 'logs.open':
+      case 'logs.credit':
+      case 'logs.close':
+        // Only on a session where both ends named the capability (attach above); else it is unexpected.
+        if (this.options.logs && this.logsAttached) return this.options.logs.handle(message);
+        break;
       case 'error':
         this.options.logger.warn({ code: message.code, ref: message.ref, message: message.message }, 'panel rejected a frame');
         return;
@@ -237,14 +272,35 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
         this.events?.acknowledged(message.ref);
         return;
       default:
-        this.sendOn(socket, {
-          type: 'error',
-          id: this.nextId(),
-          ref: (message as { id: string }).id,
-          code: FRAME_ERROR_CODES.UNEXPECTED_MESSAGE,
-          message: `${(message as { type: string }).type} is not accepted from the panel`,
-        });
+        break;
     }
+    this.sendOn(socket, {
+      type: 'error',
+      id: this.nextId(),
+      ref: (message as { id: string }).id,
+      code: FRAME_ERROR_CODES.UNEXPECTED_MESSAGE,
+      message: `${(message as { type: string }).type} is not accepted from the panel`,
+    });
+  }
+
+  /** What hello announces: the optional features this agent was built with. */
+  private capabilities(): { capabilities?: string[] } {
+    const names = [...(this.options.events ? [CAPABILITIES.PROXY_EVENTS] : []), ...(this.options.logs ? [CAPABILITIES.LOGS] : [])];
+    return names.length > 0 ? { capabilities: names } : {};
+  }
+
+  /** Log streams run on a session whose welcome confirmed `logs`; their sender writes to this socket. */
+  private attachLogs(socket: WebSocket, confirmed: readonly string[]): void {
+    this.logsAttached = Boolean(this.options.logs) && confirmed.includes(CAPABILITIES.LOGS);
+    if (!this.logsAttached) return;
+    this.options.logs!.attach({
+      send: (frame, onWritten) => {
+        if (socket.readyState !== WebSocket.OPEN) return false;
+        socket.send(frame, onWritten);
+        return true;
+      },
+      nextId: () => this.nextId(),
+    });
   }
 
   private onWelcome(socket: WebSocket, sessionId: string, timing: Timing, capabilities: readonly string[]): void {
@@ -337,6 +393,8 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
   private onClose(socket: WebSocket, code: number, reason: string): void {
     if (socket !== this.socket) return;
     this.idle?.cancel();
+    this.logsAttached = false;
+    this.options.logs?.detach();
     void this.heartbeat?.stop();
     this.heartbeat = undefined;
     const sessionId = this.sessionId;

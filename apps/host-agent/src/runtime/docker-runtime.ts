@@ -13,10 +13,13 @@ import type {
 } from './container-runtime.js';
 import { RUNTIME_ERROR_CODES, RuntimeError, toRuntimeError, type RuntimeSubject } from './errors.js';
 import { demuxLogs, parseJsonLines } from './docker-streams.js';
+import { CONTAINER_LOG_DEFAULTS, type ContainerLogOptions } from './settings.js';
 
 export interface DockerRuntimeOptions {
   /** Bound on every API call except pulls, stops (grace added) and the event stream. */
   callTimeoutMs: number;
+  /** json-file rotation for every container created; CONTAINER_LOG_DEFAULTS when absent. */
+  containerLogs?: ContainerLogOptions;
 }
 
 const NEVER = '0001-01-01T00:00:00Z';
@@ -32,6 +35,8 @@ function exposedPorts(spec: ContainerSpec): Record<string, object> | undefined {
   const ports = [...(spec.exposedPort === null ? [] : [`${spec.exposedPort}/tcp`]), ...Object.keys(spec.publish ?? {})];
   return ports.length === 0 ? undefined : Object.fromEntries(ports.map((port) => [port, {}]));
 }
+
+const logConfig = (o: ContainerLogOptions) => ({ 'max-size': o.maxSize, 'max-file': String(o.maxFile) });
 
 /** dockerode 5 honours `abortSignal` on every call; @types/dockerode does not declare it everywhere. */
 const withSignal = <T>(abortSignal: AbortSignal, options: object = {}): T => ({ ...options, abortSignal }) as unknown as T;
@@ -122,6 +127,8 @@ export class DockerContainerRuntime implements ContainerRuntime {
           NetworkMode: spec.network,
           // The agent owns service restarts (budget, backoff, reporting); Docker must not restart behind their back.
           RestartPolicy: { Name: spec.restartPolicy ?? 'no' },
+          // Without a bound, json-file logs grow until the disk is full. Not part of the spec hash: adopted containers keep theirs.
+          LogConfig: { Type: 'json-file', Config: logConfig(this.options.containerLogs ?? CONTAINER_LOG_DEFAULTS) },
           ...(spec.publish === undefined
             ? {}
             : { PortBindings: Object.fromEntries(Object.entries(spec.publish).map(([port, p]) => [port, [{ HostIp: p.hostIp, HostPort: String(p.hostPort) }]])) }),

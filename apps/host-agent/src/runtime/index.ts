@@ -19,7 +19,7 @@ export function createDockerWorkloadController(
   node: string,
   options: { logger?: Logger; onFailure?: (report: FailureReport) => void; restartCountersFile?: string } = {},
 ): DockerWorkloadController {
-  const runtime = new DockerContainerRuntime(createDockerClient(config.dockerHost), { callTimeoutMs: config.timing.callTimeoutMs });
+  const runtime = new DockerContainerRuntime(createDockerClient(config.dockerHost), { callTimeoutMs: config.timing.callTimeoutMs, containerLogs: config.containerLogs });
   return new DockerWorkloadController({
     runtime,
     node,

@@ -53,3 +53,13 @@ export const DEFAULT_RESTART_POLICY: RestartPolicy = Object.freeze({
   backoffMaxMs: 60_000,
   resetAfterMs: 600_000,
 });
+
+/** Docker json-file log rotation set on every container the agent creates. */
+export interface ContainerLogOptions {
+  /** Largest log file before Docker rotates it (`10m`, `500k`, `1g`). */
+  maxSize: string;
+  /** Log files kept per container. */
+  maxFile: number;
+}
+
+export const CONTAINER_LOG_DEFAULTS: Readonly<ContainerLogOptions> = Object.freeze({ maxSize: '10m', maxFile: 3 });

@@ -1,0 +1,84 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import Type from 'typebox';
+import type { Db } from '../db/database.js';
+import { isDatabaseUnavailable } from '../db/db-faults.js';
+import { isFinal, visibleDeployment, watchDeployment } from '../domain/deployment-watch.js';
+import { presentDeployment } from '../domain/deployments.js';
+import { authOf, requireAuth } from './auth.js';
+import { authErrors, IdParams, security } from './schemas.js';
+
+// GET /v1/deployments/:id/events: a deployment's states as server-sent
+// events, from the state it is in now to a final one. Access is checked (and
+// 404 answered in the API's error shape) before the stream starts; from then
+// on the reply is a raw text/event-stream.
+
+export interface DeploymentEventOptions {
+  prisma: Db;
+  /** How often the row is read (TETHER_DEPLOYMENT_WATCH_MS). */
+  pollMs: number;
+  /** A comment line this often keeps proxies from closing a quiet stream. */
+  keepAliveMs?: number;
+}
+
+/** One SSE frame; `data` is a single JSON line, so it never needs splitting. */
+const frame = (event: string, id: number, data: unknown) => `event: ${event}\nid: ${id}\ndata: ${JSON.stringify(data)}\n\n`;
+
+export const deploymentEventRoutes: FastifyPluginAsyncTypebox<DeploymentEventOptions> = async (app, { prisma, pollMs, keepAliveMs = 15_000 }) => {
+  // Open streams end when the panel closes (a hijacked reply would otherwise hold the server open).
+  const open = new Set<AbortController>();
+  app.addHook('preClose', async () => open.forEach((c) => c.abort()));
+  app.get(
+    '/deployments/:id/events',
+    {
+      onRequest: requireAuth,
+      schema: {
+        tags: ['deployments'],
+        summary: "A deployment's states as server-sent events, until it is final",
+        description:
+          'text/event-stream. Each event is `event: deployment` with the deployment as JSON in `data` plus `"final": true|false`; ' +
+          'the first is the state it is in now, then one per change. The stream ends after a final state ' +
+          '(running, failed, superseded, unreachable, ack_timeout), with `event: gone` when the deployment is deleted with its service, ' +
+          'or with `event: error` (`{ code, message }`: DATABASE_UNAVAILABLE, INTERNAL) when the row cannot be read.',
+        security,
+        params: IdParams,
+        response: {
+          200: { description: 'server-sent events', content: { 'text/event-stream': { schema: Type.String() } } },
+          ...authErrors(404),
+        },
+      },
+    },
+    async (request, reply) => {
+      const first = await visibleDeployment(prisma, authOf(request), request.params.id);
+      const controller = new AbortController();
+      open.add(controller);
+      reply.hijack();
+      const res = reply.raw;
+      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', 'x-accel-buffering': 'no' });
+      const stop = () => controller.abort();
+      request.raw.once('close', stop);
+      res.once('close', stop);
+      const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), keepAliveMs);
+      let seq = 0;
+      let ended = false;
+      try {
+        for await (const row of watchDeployment(prisma, first, { pollMs, signal: controller.signal })) {
+          const final = isFinal(row.status);
+          res.write(frame('deployment', ++seq, { ...presentDeployment(row), final }));
+          if (final) ended = true;
+        }
+        if (!ended && !controller.signal.aborted) res.write(frame('gone', ++seq, { id: first.id, reason: 'the deployment was deleted with its service' }));
+      } catch (err) {
+        request.log.warn({ err, deploymentId: first.id }, 'deployment event stream failed');
+        // The stream ends with the code the API would answer (a database outage is not a bug); the client reads again later.
+        const code = isDatabaseUnavailable(err) ? 'DATABASE_UNAVAILABLE' : 'INTERNAL';
+        if (!controller.signal.aborted) res.write(frame('error', ++seq, { code, message: 'reading the deployment failed; read it again' }));
+      } finally {
+        clearInterval(keepAlive);
+        open.delete(controller);
+        request.raw.off('close', stop);
+        res.off('close', stop);
+        res.end();
+      }
+    },
+  );
+};

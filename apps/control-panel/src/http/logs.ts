@@ -1,0 +1,128 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import Type from 'typebox';
+import { sanitizeText } from '@tether/common';
+import { CAPABILITIES, LOG_LIMITS } from '@tether/protocol';
+import type { Db } from '../db/database.js';
+import { teamScope } from '../domain/access.js';
+import { AppError } from '../errors.js';
+import type { LogRelay } from '../log-streams/log-relay.js';
+import type { SessionRegistry } from '../sessions/registry.js';
+import { authOf, requireAuth } from './auth.js';
+import { authErrors, errorResponses, IdParams, security } from './schemas.js';
+
+// GET /v1/services/:id/logs: the service's container output, carried over
+// its node's session (see log-streams/log-relay.ts), as newline-delimited
+// JSON. Everything that can be refused is refused before the stream starts,
+// in the API's error shape; from then on every line is JSON and the last one
+// (unless the client left) says why the stream ended.
+
+export interface LogRoutesOptions {
+  prisma: Db;
+  registry: SessionRegistry;
+  relay: LogRelay;
+}
+
+const DURATION = /^(\d{1,6})(s|m|h|d)$/;
+const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/;
+const UNIT_MS = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+/** `since` as an RFC 3339 UTC time: given as one, or as a duration back from now (`10m`). */
+export function parseSince(value: string, now = Date.now()): string | null {
+  const duration = DURATION.exec(value);
+  if (duration) return new Date(now - Number(duration[1]) * UNIT_MS[duration[2] as keyof typeof UNIT_MS]).toISOString();
+  if (!RFC3339.test(value) || Number.isNaN(Date.parse(value))) return null;
+  // Keep nanoseconds when given in UTC (Docker compares them); other offsets are converted (milliseconds).
+  return value.endsWith('Z') ? value : new Date(value).toISOString();
+}
+
+const Query = Type.Object(
+  {
+    tail: Type.Optional(Type.Integer({ minimum: 0, maximum: LOG_LIMITS.maxTail, description: `the last N lines over all replicas (default and most: ${LOG_LIMITS.maxTail})` })),
+    since: Type.Optional(Type.String({ maxLength: 64, description: 'RFC 3339 time, or a duration back from now: 30s, 10m, 2h, 1d' })),
+    follow: Type.Optional(Type.Union([Type.Literal('1'), Type.Literal('0'), Type.Literal('true'), Type.Literal('false')], { description: 'keep streaming new lines until the client leaves' })),
+  },
+  { additionalProperties: false },
+);
+
+export const logRoutes: FastifyPluginAsyncTypebox<LogRoutesOptions> = async (app, { prisma, registry, relay }) => {
+  app.addHook('preClose', async () => relay.stop());
+
+  app.get(
+    '/services/:id/logs',
+    {
+      onRequest: requireAuth,
+      schema: {
+        tags: ['logs'],
+        summary: "A service's container output, over its node's session",
+        description:
+          'application/x-ndjson: one JSON object per line. `{"type":"log","replica","containerId","stream","time","text"}` for each line ' +
+          '(text sanitised: invalid UTF-8 replaced, control characters escaped); `{"type":"notice","code","reason"}` when the rate cap holds the stream back; ' +
+          'a last `{"type":"end","code","reason"}` says why it ended (END_OF_LOGS, SESSION_ENDED, …). ' +
+          '503 NODE_UNREACHABLE at once when the node has no live session; 429 LOG_STREAMS_EXHAUSTED at the per-node cap.',
+        security,
+        params: IdParams,
+        querystring: Query,
+        response: {
+          200: { description: 'newline-delimited JSON', content: { 'application/x-ndjson': { schema: Type.String() } } },
+          ...authErrors(404, 503),
+          ...errorResponses(429, 501),
+        },
+      },
+    },
+    async (request, reply) => {
+      const { id } = request.params;
+      const service = await prisma.service.findFirst({
+        where: { id, ...teamScope(authOf(request)) },
+        select: { id: true, name: true, nodeId: true, node: { select: { name: true } } },
+      });
+      if (!service) throw new AppError('NOT_FOUND', 'no such service');
+      const since = request.query.since === undefined ? null : parseSince(request.query.since);
+      if (since === null && request.query.since !== undefined) {
+        throw new AppError('VALIDATION_FAILED', 'since must be an RFC 3339 time or a duration such as 30s, 10m, 2h, 1d');
+      }
+      const session = registry.get(service.nodeId);
+      if (!session) throw new AppError('NODE_UNREACHABLE', `node ${service.node.name} has no live session; its logs are unreachable until it rejoins`);
+      if (!session.hasCapability(CAPABILITIES.LOGS)) {
+        throw new AppError('LOGS_NOT_SUPPORTED', `the agent on node ${service.node.name} (version ${session.agentVersion}) does not stream logs`);
+      }
+      const follow = request.query.follow === '1' || request.query.follow === 'true';
+
+      const res = reply.raw;
+      const write = (value: unknown) => res.write(`${JSON.stringify(value)}\n`);
+      let done = false;
+      const stream = relay.open(
+        session,
+        { serviceId: service.id, tail: request.query.tail ?? null, since, follow },
+        {
+          lines(lines, taken) {
+            if (done) return;
+            const text = lines
+              .map((l) => JSON.stringify({ type: 'log', replica: l.replica, containerId: l.containerId, stream: l.stream, time: l.time, text: sanitizeText(l.text) }))
+              .join('\n');
+            if (res.write(`${text}\n`)) taken();
+            else res.once('drain', taken);
+          },
+          notice(code, reason) {
+            if (!done) write({ type: 'notice', code, reason });
+          },
+          end(code, reason) {
+            if (done) return;
+            done = true;
+            res.end(`${JSON.stringify({ type: 'end', code, reason })}\n`);
+          },
+        },
+      );
+      reply.hijack();
+      res.writeHead(200, { 'content-type': 'application/x-ndjson; charset=utf-8', 'cache-control': 'no-store', 'x-accel-buffering': 'no' });
+      // Headers now: a follow on a quiet service has no line to carry them for a while.
+      res.flushHeaders();
+      // The client left (or the connection broke): the agent stops reading.
+      res.once('close', () => {
+        if (!done) {
+          done = true;
+          relay.close(stream);
+        }
+      });
+    },
+  );
+};

@@ -1,0 +1,132 @@
+import type { Logger } from '@tether/common';
+import type { Db } from '../db/database.js';
+import type { ServiceSpec } from '../db/deployment-spec.js';
+import { workloadOf } from '../domain/deployments.js';
+import { AppError } from '../errors.js';
+import type { SessionRegistry } from '../sessions/registry.js';
+import type { DeploymentDispatcher, DispatchOutcome, DispatchRequest } from '../sessions/session-dispatcher.js';
+import type { SessionStore } from '../sessions/session-store.js';
+import type { PanelLease } from './panel-lease.js';
+import type { PanelSignals } from './panel-signals.js';
+
+// Deploys across panels. A deployment for a node whose session this panel
+// holds goes out locally. One whose node another live panel owns: that panel
+// is signalled (NOTIFY, the deployment id), sends it on its session, waits for
+// the ACK and records the outcome, then signals back; this panel answers from
+// the row: 202 delivered, 504 ACK_TIMEOUT, 503 NODE_UNREACHABLE, as for a
+// local session. No answer within the ACK timeout + 2 s (the owner died): the
+// row is settled `unreachable` where still pending. No owner: 503 at once.
+
+/** Beyond the ACK timeout, how long the asking panel waits for the owner's answer. */
+export const REMOTE_GRACE_MS = 2_000;
+
+export class ClusterDispatcher implements DeploymentDispatcher {
+  private readonly waiters = new Map<string, () => void>();
+
+  constructor(
+    private readonly deps: {
+      local: DeploymentDispatcher;
+      registry: SessionRegistry;
+      lease: PanelLease;
+      signals: PanelSignals;
+      prisma: Db;
+      store: SessionStore;
+      ackTimeoutMs: number;
+      logger: Logger;
+    },
+  ) {}
+
+  async dispatch(request: DispatchRequest): Promise<DispatchOutcome> {
+    const { lease, registry } = this.deps;
+    if (!lease.mayServe) {
+      const reason = `panel ${lease.panelId} does not hold its lease on the database; deploy through another panel`;
+      await this.deps.store.deploymentFinished(request.deploymentId, 'unreachable', reason);
+      throw new AppError('PANEL_LEASE_LOST', reason, { nodeId: request.nodeId, deploymentId: request.deploymentId });
+    }
+    if (registry.get(request.nodeId)) return this.deps.local.dispatch(request);
+    const owner = await this.liveOwner(request.nodeId);
+    // No other live owner: the local dispatcher ends it `unreachable` at once.
+    if (!owner) return this.deps.local.dispatch(request);
+    return this.remote(request, owner);
+  }
+
+  /** Another panel owning the node under a live lease (by PostgreSQL's clock), if any. */
+  private async liveOwner(nodeId: string): Promise<string | undefined> {
+    const rows = await this.deps.prisma.$queryRaw<{ panel_id: string }[]>`
+      SELECT w.panel_id FROM node_owners w JOIN panels p ON p.id = w.panel_id
+      WHERE w.node_id = ${nodeId} AND p.lease_until > now() AND w.panel_id <> ${this.deps.lease.panelId}`;
+    return rows[0]?.panel_id;
+  }
+
+  private async remote(request: DispatchRequest, owner: string): Promise<DispatchOutcome> {
+    const waitMs = this.deps.ackTimeoutMs + REMOTE_GRACE_MS;
+    let timer: NodeJS.Timeout | undefined;
+    const answered = new Promise<boolean>((resolve) => {
+      this.waiters.set(request.deploymentId, () => resolve(true));
+      timer = setTimeout(() => resolve(false), waitMs);
+    });
+    try {
+      await this.deps.signals.send('deploy', owner, [request.deploymentId]);
+      const got = await answered;
+      if (!got) {
+        const reason = `node ${request.nodeName}'s panel ${owner} did not answer within ${waitMs} ms (ACK timeout + ${REMOTE_GRACE_MS} ms); the node is unreachable until it rejoins`;
+        const changed = await this.deps.prisma.deployment.updateMany({
+          where: { id: request.deploymentId, status: 'pending' },
+          data: { status: 'unreachable', reason, finishedAt: new Date() },
+        });
+        if (changed.count > 0) throw new AppError('NODE_UNREACHABLE', reason, { nodeId: request.nodeId, deploymentId: request.deploymentId });
+      }
+    } finally {
+      clearTimeout(timer);
+      this.waiters.delete(request.deploymentId);
+    }
+    const row = await this.deps.prisma.deployment.findUnique({ where: { id: request.deploymentId }, select: { status: true, reason: true } });
+    const details = { nodeId: request.nodeId, deploymentId: request.deploymentId, panelId: owner };
+    switch (row?.status) {
+      case 'ack_timeout':
+        throw new AppError('ACK_TIMEOUT', row.reason ?? undefined, details);
+      case 'unreachable':
+        throw new AppError('NODE_UNREACHABLE', row.reason ?? undefined, details);
+      case 'pending':
+        // The owner answered without moving the row (its database write is still queued): the owner ends it.
+        throw new AppError('DATABASE_UNAVAILABLE', `panel ${owner} has not recorded the deployment's outcome yet`, details);
+      default:
+        return { httpStatus: 202 };
+    }
+  }
+
+  /** The owner answered a deployment this panel asked it to send. */
+  answered(deploymentId: string): void {
+    this.waiters.get(deploymentId)?.();
+  }
+
+  /** Another panel asks this one, the node's owner, to send a pending deployment; answers when its row moved. */
+  async requested(deploymentId: string): Promise<void> {
+    try {
+      const row = await this.deps.prisma.deployment.findUnique({
+        where: { id: deploymentId },
+        select: { id: true, serviceId: true, nodeId: true, spec: true, status: true, dispatchedAt: true, node: { select: { name: true } } },
+      });
+      if (!row || row.status !== 'pending' || row.dispatchedAt) return;
+      const workload = workloadOf(row.serviceId, row.id, row.spec as unknown as ServiceSpec);
+      await this.deps.local.dispatch({ deploymentId: row.id, nodeId: row.nodeId, nodeName: row.node.name, workload }).catch((err: unknown) => {
+        if (!(err instanceof AppError)) this.deps.logger.error({ err, deploymentId }, 'dispatch for another panel failed');
+      });
+    } catch (err) {
+      this.deps.logger.warn({ err, deploymentId }, 'could not dispatch for another panel');
+    } finally {
+      await this.deps.signals.send('deployed', this.deps.lease.panelId, [deploymentId]);
+    }
+  }
+
+  /** After LISTEN reconnected: pending deployments of nodes this panel holds that another panel may have signalled. */
+  async rescan(): Promise<void> {
+    const nodeIds = this.deps.registry.list().map((s) => s.nodeId);
+    if (nodeIds.length === 0) return;
+    const rows = await this.deps.prisma.deployment.findMany({
+      where: { nodeId: { in: nodeIds }, status: 'pending', dispatchedAt: null, createdAt: { gt: new Date(Date.now() - this.deps.ackTimeoutMs - REMOTE_GRACE_MS) } },
+      select: { id: true },
+    });
+    for (const r of rows) void this.requested(r.id);
+  }
+}

@@ -1,0 +1,269 @@
+import type { EventEmitter } from 'node:events';
+import { CLOSE_CODES } from '@tether/protocol';
+import { healthOf, type Db } from '../db/database.js';
+import { AppError } from '../errors.js';
+import type { PanelEvents } from '../panel-events.js';
+import type { SessionRegistry } from '../sessions/registry.js';
+import type { AgentSession } from '../sessions/session.js';
+import { EXPIRED_OWNER_REASON } from '../session-writes/facts.js';
+import type { SessionFactOutbox } from '../session-writes/outbox.js';
+import { withDeadline } from '../db/db-faults.js';
+import type { ClusterView } from '../sessions/service-status.js';
+import { NodeReportWriter, readReports, readReportsChanged, type RemoteReport } from './node-reports.js';
+import { PanelLease, type PanelLeaseOptions } from './panel-lease.js';
+import { PanelSignals, type Signal } from './panel-signals.js';
+
+// Several panels on one PostgreSQL (issue 10). This panel's lease, its claims
+// on the nodes whose sessions it holds (one statement, before `welcome`), the
+// signals between panels (LISTEN/NOTIFY, ids only), the per-node reports every
+// panel reads, and the sweep that closes sessions of panels whose lease
+// expired. The gateway calls `claim`; everything else is wired in `start`.
+
+/** The lease's settings, plus what the cluster wires together. */
+export interface ClusterOptions extends PanelLeaseOptions {
+  prisma: Db;
+  registry: SessionRegistry;
+  events: PanelEvents;
+  outbox: SessionFactOutbox;
+  /** A deployment another panel asked this one to send (its owner). */
+  onDeployRequest: (deploymentId: string) => void;
+  /** A deployment this panel asked another to send reached its next state. */
+  onDeployed: (deploymentId: string) => void;
+  /** LISTEN (re)connected: deployments of owned nodes that may have been signalled meanwhile. */
+  onRescan: () => void;
+}
+
+export class PanelCluster {
+  readonly lease: PanelLease;
+  readonly signals: PanelSignals;
+  readonly reports: NodeReportWriter;
+  /** The generation each live session of this panel claimed. */
+  private readonly generations = new Map<string, number>();
+  private sweeping = false;
+  /** Nodes whose session another live panel holds, as of this panel's last renewal (per-node metrics are theirs). */
+  private elsewhere: ReadonlySet<string> = new Set();
+  /** Every report row read so far (incrementally, at each renewal) and the panels live then: for the fleet page. */
+  private readonly reportsSeen = new Map<string, RemoteReport>();
+  private reportsReadAt: Date | null = null;
+  private livePanels: ReadonlySet<string> = new Set();
+  private readonly off: (() => void)[] = [];
+
+  constructor(private readonly options: ClusterOptions) {
+    const { prisma, databaseUrl, panelId, logger } = options;
+    this.lease = new PanelLease(options);
+    this.signals = new PanelSignals({ databaseUrl, prisma, connectTimeoutMs: options.connectTimeoutMs, logger, panelId });
+    this.reports = new NodeReportWriter({
+      prisma,
+      panelId,
+      flushMs: 1_000,
+      refreshMs: 10_000,
+      generationOf: (sessionId) => this.generations.get(sessionId),
+      signal: (ids) => this.signals.send('report', panelId, ids),
+      logger,
+    });
+  }
+
+  get panelId(): string {
+    return this.options.panelId;
+  }
+
+  heldElsewhere(nodeId: string): boolean {
+    return this.elsewhere.has(nodeId);
+  }
+
+  /** The node's live session on another panel, as of this panel's last renewal (the fleet page's rows). */
+  connectedElsewhere(nodeId: string): RemoteReport | undefined {
+    const r = this.reportsSeen.get(nodeId);
+    return r && r.state === 'connected' && r.panelId !== this.panelId && this.livePanels.has(r.panelId) ? r : undefined;
+  }
+
+  generationOf(sessionId: string): number | undefined {
+    return this.generations.get(sessionId);
+  }
+
+  /**
+   * Claims the node for a session of this panel: one statement, which succeeds
+   * only while this panel's lease is live by PostgreSQL's clock, takes the next
+   * generation and tells every panel (the older owner closes its session).
+   */
+  async claim(nodeId: string, sessionId: string): Promise<number> {
+    if (!this.lease.held) throw new AppError('PANEL_LEASE_LOST', `panel ${this.panelId} does not hold its lease; it claims no session until it does`);
+    const payloadPrefix = `owner:${this.panelId}:`;
+    const rows = await this.options.prisma.$queryRaw<{ generation: bigint }[]>`
+      WITH lease AS (SELECT 1 FROM panels WHERE id = ${this.panelId}::text AND lease_until > now()),
+      c AS (
+        INSERT INTO node_owners (node_id, panel_id, session_id, generation, claimed_at)
+        SELECT ${nodeId}::text, ${this.panelId}::text, ${sessionId}::text, 1, now() FROM lease
+        ON CONFLICT (node_id) DO UPDATE SET panel_id = EXCLUDED.panel_id, session_id = EXCLUDED.session_id,
+          generation = node_owners.generation + 1, claimed_at = now()
+        RETURNING generation
+      )
+      SELECT generation, pg_notify('tether_panels', ${payloadPrefix}::text || ${nodeId}::text || '/' || generation::text)::text AS sent FROM c`;
+    const row = rows[0];
+    if (!row) throw new AppError('PANEL_LEASE_LOST', `panel ${this.panelId}'s lease expired by the database's clock; claim refused`);
+    const generation = Number(row.generation);
+    this.generations.set(sessionId, generation);
+    return generation;
+  }
+
+  /** What status answers need: this panel's lease, and other panels' reports of these nodes (none if the database cannot say). */
+  async view(nodeIds: readonly string[]): Promise<ClusterView> {
+    let remote: ReadonlyMap<string, RemoteReport> = new Map();
+    // A database known down right now is not asked again (no full deadline per read): other panels' nodes read unknown.
+    if (nodeIds.length > 0 && !healthOf(this.options.prisma).recentlyDown) {
+      try {
+        remote = await withDeadline(readReports(this.options.prisma, nodeIds), this.options.queryTimeoutMs, 'the database');
+      } catch (err) {
+        this.options.logger.warn({ err }, 'other panels\' reports unavailable: their nodes read unknown');
+      }
+    }
+    return { panelId: this.panelId, leaseHeld: this.lease.mayServe, remote };
+  }
+
+  /** Starts the lease (first renewal awaited), LISTEN, the sweep, and the report writer's listeners. */
+  async start(): Promise<void> {
+    const { registry, events, logger } = this.options;
+    // Typed emitters of several kinds: each listener's arguments are spelled out where it is added.
+    const on = <T extends unknown[]>(emitter: object, event: string, listener: (...a: T) => void) => {
+      const target = emitter as EventEmitter;
+      const l = listener as (...a: unknown[]) => void;
+      target.on(event, l);
+      this.off.push(() => target.off(event, l));
+    };
+    on(registry, 'opened', (s: AgentSession) => this.reports.observe(s, 'connected'));
+    on(registry, 'message', (s: AgentSession) => this.reports.observe(s, 'connected'));
+    on(registry, 'closed', (s: AgentSession) => {
+      this.reports.observe(s, 'closed');
+      this.generations.delete(s.id);
+    });
+    on(this.signals, 'signal', (signal: Signal) => this.received(signal));
+    on(this.signals, 'connected', () => void this.rescan());
+    on(this.lease, 'renewed', () => {
+      void this.sweep();
+      void this.refreshElsewhere();
+    });
+    on(this.lease, 'lost', ({ othersSeen }: { othersSeen: boolean }) => {
+      // With another live panel, this one's agents can move there; alone, keeping the sessions keeps liveness.
+      if (!othersSeen) {
+        logger.warn({ panelId: this.panelId }, 'lease lost but no other live panel was seen: sessions kept');
+        return;
+      }
+      for (const s of registry.list()) s.teardown(CLOSE_CODES.GOING_AWAY, `panel ${this.panelId} lost its lease; reconnect to another panel`);
+    });
+    // REST changes committed here reach the owner wherever it is (a signal to self is ignored on receipt).
+    on(events, 'routing.changed', (e: { nodeIds: string[]; remote?: boolean }) => {
+      const ids = e.nodeIds.filter((id) => !registry.get(id));
+      if (!e.remote && ids.length > 0) void this.signals.send('routing', this.panelId, ids);
+    });
+    on(events, 'workloads.changed', (e: { nodeId: string; remote?: boolean }) => {
+      if (!e.remote && !registry.get(e.nodeId)) void this.signals.send('workloads', this.panelId, [e.nodeId]);
+    });
+    this.signals.start();
+    await this.lease.start();
+  }
+
+  async stop(): Promise<void> {
+    this.off.splice(0).forEach((f) => f());
+    await this.reports.stop().catch(() => {});
+    await this.signals.stop();
+    await this.lease.stop();
+  }
+
+  private received(signal: Signal): void {
+    const { registry, events } = this.options;
+    switch (signal.kind) {
+      case 'owner':
+        for (const entry of signal.ids) {
+          const [nodeId, gen] = entry.split('/');
+          const generation = Number(gen);
+          if (nodeId && Number.isFinite(generation)) this.supersedeIfOlder(nodeId, generation, signal.panel);
+        }
+        break;
+      case 'deploy':
+        if (signal.panel === this.panelId) for (const id of signal.ids) this.options.onDeployRequest(id);
+        break;
+      case 'deployed':
+        for (const id of signal.ids) this.options.onDeployed(id);
+        break;
+      case 'routing': {
+        if (signal.panel === this.panelId) break;
+        const nodeIds = signal.ids.filter((id) => registry.get(id));
+        if (nodeIds.length > 0) events.emit('routing.changed', { nodeIds, reason: `changed on panel ${signal.panel}`, remote: true });
+        break;
+      }
+      case 'workloads':
+        if (signal.panel === this.panelId) break;
+        for (const nodeId of signal.ids) if (registry.get(nodeId)) events.emit('workloads.changed', { nodeId, reason: `changed on panel ${signal.panel}`, remote: true });
+        break;
+      default:
+        break;
+    }
+  }
+
+  private supersedeIfOlder(nodeId: string, generation: number, panel: string): void {
+    const session = this.options.registry.get(nodeId);
+    if (!session) return;
+    const mine = this.generations.get(session.id);
+    if (mine !== undefined && mine < generation) {
+      session.teardown(CLOSE_CODES.SUPERSEDED, `superseded by a newer session of the node on panel ${panel} (generation ${generation})`);
+    }
+  }
+
+  /** After LISTEN (re)connects: signals sent meanwhile are lost, so ownership and pending work are read again. */
+  private async rescan(): Promise<void> {
+    const sessions = this.options.registry.list();
+    try {
+      if (sessions.length > 0) {
+        const rows = await this.options.prisma.$queryRaw<{ node_id: string; generation: bigint; panel_id: string }[]>`
+          SELECT node_id, generation, panel_id FROM node_owners WHERE node_id = ANY(${sessions.map((s) => s.nodeId)}::text[])`;
+        for (const r of rows) this.supersedeIfOlder(r.node_id, Number(r.generation), r.panel_id);
+        // Routing changes signalled while LISTEN was down: the owner pushes the full map (the agent ignores an identical one).
+        const owned = this.options.registry.list().map((s) => s.nodeId);
+        if (owned.length > 0) this.options.events.emit('routing.changed', { nodeIds: owned, reason: 'rescan after LISTEN reconnected', remote: true });
+      }
+      this.options.onRescan();
+    } catch (err) {
+      this.options.logger.warn({ err }, 'rescan after LISTEN reconnect failed');
+    }
+  }
+
+  private async refreshElsewhere(): Promise<void> {
+    try {
+      const rows = await this.options.prisma.$queryRaw<{ node_id: string }[]>`
+        SELECT w.node_id FROM node_owners w JOIN panels p ON p.id = w.panel_id
+        WHERE p.lease_until > now() AND w.panel_id <> ${this.panelId}::text`;
+      this.elsewhere = new Set(rows.map((r) => r.node_id));
+      const live = await this.options.prisma.$queryRaw<{ id: string }[]>`SELECT id FROM panels WHERE lease_until > now()`;
+      // Only rows written since the last read (their time by the database's clock): cheap at any fleet size.
+      const { reports, readAt } = await readReportsChanged(this.options.prisma, this.reportsReadAt);
+      for (const r of reports) this.reportsSeen.set(r.nodeId, r);
+      this.reportsReadAt = readAt;
+      this.livePanels = new Set(live.map((p) => p.id));
+    } catch (err) {
+      this.options.logger.warn({ err }, 'could not read which nodes other panels hold');
+    }
+  }
+
+  /**
+   * Closes, in the history, sessions whose owning panel's lease expired (killed,
+   * partitioned): after a renewal, so this panel's own lease is certainly live.
+   */
+  private async sweep(): Promise<void> {
+    if (this.sweeping) return;
+    this.sweeping = true;
+    try {
+      // A cheap read from the (small) owners table first: the close is written only when some expired owner left one open.
+      const open = await this.options.prisma.$queryRaw<unknown[]>`
+        SELECT 1 FROM node_owners w LEFT JOIN panels p ON p.id = w.panel_id
+        WHERE (p.lease_until IS NULL OR p.lease_until <= now())
+          AND NOT EXISTS (SELECT 1 FROM session_events c WHERE c.session_id = w.session_id AND c.kind = 'closed')
+        LIMIT 1`;
+      if (open.length === 0) return;
+      await this.options.outbox.submit({ kind: 'sessions.orphaned', reason: EXPIRED_OWNER_REASON, before: new Date().toISOString(), expiredOwnersOnly: true });
+    } catch (err) {
+      this.options.logger.warn({ err }, 'sweep of expired owners failed');
+    } finally {
+      this.sweeping = false;
+    }
+  }
+}

@@ -1,0 +1,149 @@
+import { EventEmitter } from 'node:events';
+import pg from 'pg';
+import type { Logger } from '@tether/common';
+import type { Db } from '../db/database.js';
+
+// Signals between panels: PostgreSQL LISTEN/NOTIFY on one channel, on a
+// dedicated connection outside Prisma's pool (a transaction-mode pooler
+// cannot carry LISTEN; docs/operations.md). Payloads carry ids only:
+// `kind:sender:id[,id…]`, under NOTIFY's 8,000-byte limit. NOTIFY is not
+// durable: what is sent while this connection is down is lost, so every
+// (re)connect emits `connected` and the owner rescans what it owns.
+
+export const CHANNEL = 'tether_panels';
+/** Under PostgreSQL's 8,000-byte NOTIFY payload limit, with room for the prefix. */
+const MAX_PAYLOAD = 7_000;
+
+export type SignalKind =
+  /** A node was claimed: `owner:panel:nodeId/generation`. */
+  | 'owner'
+  /** Deploy this (a pending deployment of a node the target panel owns): `deploy:target:deploymentId`. */
+  | 'deploy'
+  /** A deployment dispatched on request reached its next state: `deployed:panel:deploymentId`. */
+  | 'deployed'
+  | 'routing'
+  | 'workloads'
+  | 'report';
+
+export interface Signal {
+  kind: SignalKind;
+  /** The sender, or for `deploy` the panel asked to send. */
+  panel: string;
+  ids: string[];
+}
+
+export interface PanelSignalEvents {
+  signal: [Signal];
+  /** LISTEN is (again) in place: what was sent meanwhile is lost; rescan. */
+  connected: [];
+}
+
+export function parseSignal(payload: string): Signal | undefined {
+  const first = payload.indexOf(':');
+  const second = payload.indexOf(':', first + 1);
+  if (first < 0 || second < 0) return undefined;
+  const kind = payload.slice(0, first) as SignalKind;
+  if (!['owner', 'deploy', 'deployed', 'routing', 'workloads', 'report'].includes(kind)) return undefined;
+  const ids = payload.slice(second + 1).split(',').filter(Boolean);
+  return { kind, panel: payload.slice(first + 1, second), ids };
+}
+
+export class PanelSignals extends EventEmitter<PanelSignalEvents> {
+  private client: pg.Client | undefined;
+  private stopped = true;
+  private retry: NodeJS.Timeout | undefined;
+  private attempt = 0;
+
+  constructor(
+    private readonly options: { databaseUrl: string; prisma: Db; connectTimeoutMs: number; logger: Logger; panelId: string },
+  ) {
+    super();
+  }
+
+  get listening(): boolean {
+    return this.client !== undefined;
+  }
+
+  start(): void {
+    this.stopped = false;
+    void this.connect();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.retry);
+    const client = this.client;
+    this.client = undefined;
+    await client?.end().catch(() => {});
+  }
+
+  /** Sends ids to the other panels, in as many notifications as the payload limit needs. Never throws. */
+  async send(kind: SignalKind, panel: string, ids: readonly string[]): Promise<void> {
+    const prefix = `${kind}:${panel}:`;
+    const payloads: string[] = [];
+    let current = '';
+    for (const id of ids) {
+      if (current && prefix.length + current.length + id.length + 1 > MAX_PAYLOAD) {
+        payloads.push(prefix + current);
+        current = '';
+      }
+      current = current ? `${current},${id}` : id;
+    }
+    if (current) payloads.push(prefix + current);
+    for (const payload of payloads) {
+      try {
+        await this.options.prisma.$executeRaw`SELECT pg_notify(${CHANNEL}, ${payload})`;
+      } catch (err) {
+        this.options.logger.warn({ err, kind }, 'could not signal the other panels');
+      }
+    }
+  }
+
+  private async connect(): Promise<void> {
+    if (this.stopped) return;
+    const client = new pg.Client({
+      connectionString: this.options.databaseUrl,
+      connectionTimeoutMillis: this.options.connectTimeoutMs,
+      keepAlive: true,
+      application_name: `tether-listen-${this.options.panelId}`,
+    });
+    const lost = (err?: Error) => {
+      if (this.client !== client) return;
+      this.client = undefined;
+      this.options.logger.warn({ err }, 'LISTEN connection lost; reconnecting');
+      client.end().catch(() => {});
+      this.schedule();
+    };
+    client.on('error', lost);
+    client.on('end', () => lost());
+    client.on('notification', (n) => {
+      if (n.channel !== CHANNEL || !n.payload) return;
+      const signal = parseSignal(n.payload);
+      if (signal) this.emit('signal', signal);
+    });
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${CHANNEL}`);
+    } catch (err) {
+      client.removeAllListeners('end');
+      await client.end().catch(() => {});
+      this.options.logger.warn({ err }, 'LISTEN failed; retrying');
+      this.schedule();
+      return;
+    }
+    if (this.stopped) {
+      await client.end().catch(() => {});
+      return;
+    }
+    this.client = client;
+    this.attempt = 0;
+    this.emit('connected');
+  }
+
+  private schedule(): void {
+    if (this.stopped) return;
+    const delay = Math.min(2_000, 100 * 2 ** this.attempt++) * (0.5 + Math.random() / 2);
+    this.retry = setTimeout(() => void this.connect(), delay);
+    this.retry.unref();
+  }
+}

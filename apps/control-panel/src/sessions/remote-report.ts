@@ -1,0 +1,22 @@
+import type { ContainerState, RoutingStatus, RuntimeStatus } from '@tether/protocol';
+
+// A node's session as another panel holds it (several panels on one
+// database): the owner's report row (ownership/node-reports.ts), read by
+// status and session health on every panel.
+
+export interface RemoteReport {
+  nodeId: string;
+  panelId: string;
+  sessionId: string;
+  generation: number;
+  state: 'connected' | 'closed';
+  lastFrameAt: number;
+  updatedAt: number;
+  containers: ContainerState[];
+  runtime: RuntimeStatus | null;
+  routing: RoutingStatus | null;
+  /** Session counters and identity as the owner last wrote them. */
+  extra: { peer: string | null; agentVersion: string | null; openedAt: number | null; heartbeats: number; missedAcks: number };
+  /** The owner's lease is live and this row is of the node's current claim. */
+  live: boolean;
+}

@@ -1,0 +1,39 @@
+import { resolveService, type Context } from '../context.js';
+import { table } from '../output.js';
+
+interface ServiceStatus {
+  serviceId: string;
+  name: string;
+  node: { name: string };
+  state: string;
+  desiredReplicas: number;
+  runningReplicas: number | null;
+  reason: string;
+  evidence: { sessionId: string; lastFrameAgeMs: number } | null;
+}
+
+const replicas = (s: ServiceStatus) => `${s.runningReplicas ?? '?'}/${s.desiredReplicas}`;
+
+/** tether status [service]: desired vs running replicas, proven by the node's live session. */
+export async function status(ctx: Context, args: string[]): Promise<number> {
+  const client = ctx.client();
+  if (args[0] !== undefined) {
+    const service = await resolveService(client, args[0]);
+    const { body } = await client.call<ServiceStatus>('GET', `/v1/services/${service.id}/status`);
+    ctx.out.data(body);
+    ctx.out.say(`${body.name}: ${body.state} (${replicas(body)}) on ${body.node.name}\n${body.reason}`);
+    if (body.evidence) ctx.out.say(`evidence: session ${body.evidence.sessionId}, last frame ${body.evidence.lastFrameAgeMs} ms ago`);
+    return 0;
+  }
+  const { body } = await client.call<{ services: ServiceStatus[] }>('GET', '/v1/status');
+  ctx.out.data(body);
+  ctx.out.say(
+    body.services.length === 0
+      ? 'no services'
+      : table(
+          ['NAME', 'STATE', 'REPLICAS', 'NODE', 'REASON'],
+          body.services.map((s) => [s.name, s.state, replicas(s), s.node.name, s.reason]),
+        ),
+  );
+  return 0;
+}

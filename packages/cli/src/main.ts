@@ -1,0 +1,111 @@
+import { parseArgs } from 'node:util';
+import { errorCode, errorMessage } from '@tether/common';
+import { deploy } from './commands/deploy.js';
+import { login } from './commands/login.js';
+import { logs } from './commands/logs.js';
+import { routes } from './commands/routes.js';
+import { services } from './commands/services.js';
+import { status } from './commands/status.js';
+import { clientFor, type Context } from './context.js';
+import { readCliEnv } from './env.js';
+import { CliError, EXIT } from './errors.js';
+import { createOutput } from './output.js';
+import type { ApiClient } from './api-client.js';
+
+export const HELP = `tether: deploy and watch services on a Tether panel
+
+usage: tether <command> [options]
+
+  login <url>                         store the panel URL and an API token (from stdin, or a prompt)
+  services                            the services you can see
+  deploy <service> [--image IMG] [--wait] [--timeout S]
+                                      deploy (optionally a new image); --wait follows it until final
+  logs <service> [-f] [--tail N] [--since T] [--timestamps]
+                                      container output; -f follows until Ctrl-C
+  status [service]                    desired vs running replicas, with the live session's evidence
+  routes [add <domain> <service> [--path P] | rm <domain|id>]
+
+options: --json (machine output), -h/--help
+exit codes: 0 ok, 1 deployment failed, 2 usage, 3 node unreachable,
+            4 authentication or API error, 5 wait ended before the deployment was final
+`;
+
+const OPTIONS = {
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+  image: { type: 'string' },
+  wait: { type: 'boolean' },
+  timeout: { type: 'string' },
+  follow: { type: 'boolean', short: 'f' },
+  tail: { type: 'string' },
+  since: { type: 'string' },
+  timestamps: { type: 'boolean', short: 't' },
+  path: { type: 'string' },
+} as const;
+
+/** Runs the CLI; returns the exit code. Never throws. */
+export async function main(argv: string[], io: { stdout?: NodeJS.WritableStream; stderr?: NodeJS.WritableStream } = {}): Promise<number> {
+  const stderr = io.stderr ?? process.stderr;
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+  } catch (err) {
+    stderr.write(`tether: ${errorMessage(err)}\n\n${HELP}`);
+    return EXIT.USAGE;
+  }
+  const { values, positionals } = parsed;
+  const [command, ...args] = positionals;
+  if (values.help || command === undefined || command === 'help') {
+    (io.stdout ?? process.stdout).write(HELP);
+    return command === undefined && !values.help ? EXIT.USAGE : EXIT.OK;
+  }
+  const out = createOutput(values.json ?? false, io.stdout, stderr);
+  const env = readCliEnv();
+  const controller = new AbortController();
+  // The first Ctrl-C ends what runs cleanly; a second one leaves at once.
+  const onSignal = () => {
+    if (controller.signal.aborted) process.exit(130);
+    controller.abort();
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  let client: ApiClient | undefined;
+  const ctx: Context = {
+    env,
+    out,
+    signal: controller.signal,
+    stdin: process.stdin,
+    client: () => (client ??= clientFor(env)),
+  };
+  try {
+    switch (command) {
+      case 'login':
+        return await login(ctx, args);
+      case 'services':
+        return await services(ctx);
+      case 'deploy':
+        return await deploy(ctx, args, values);
+      case 'logs':
+        return await logs(ctx, args, values);
+      case 'status':
+        return await status(ctx, args);
+      case 'routes':
+        return await routes(ctx, args, values);
+      default:
+        stderr.write(`tether: unknown command ${command}\n\n${HELP}`);
+        return EXIT.USAGE;
+    }
+  } catch (err) {
+    if (err instanceof CliError) {
+      out.data({ error: { code: err.apiCode ?? err.code, message: err.message } });
+      stderr.write(`tether: ${err.message}\n`);
+      return err.exitCode;
+    }
+    stderr.write(`tether: unexpected error${errorCode(err) ? ` ${errorCode(err)}` : ''}: ${errorMessage(err)}\n`);
+    return EXIT.API_ERROR;
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    await client?.close().catch(() => undefined);
+  }
+}
