@@ -29,10 +29,10 @@ describe('read-idle deadline', () => {
     expect(status.body.evidence.sessionId).toBe(agent.welcome.sessionId);
 
     agent.goSilent();
-    const silentSince = Date.now();
     await waitFor(() => !panel.app.agentSide.registry.get(node.id), { timeoutMs: IDLE_MS + 3_000, intervalMs: 5 });
-    const tornDownAfter = Date.now() - silentSince;
-    expect(tornDownAfter).toBeGreaterThanOrEqual(IDLE_MS - 60); // the last heartbeat may have left up to one interval before silence
+    // Measured from the last frame the agent sent: the panel read it no earlier, so the deadline is exact from there.
+    const tornDownAfter = performance.now() - agent.lastSentAt;
+    expect(tornDownAfter).toBeGreaterThanOrEqual(IDLE_MS);
     expect(tornDownAfter).toBeLessThanOrEqual(IDLE_MS + 1_000);
 
     const closed = await agent.waitClosed();

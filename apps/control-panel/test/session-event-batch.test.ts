@@ -81,7 +81,13 @@ describe('batched session opens and closes', () => {
   });
 
   it('writes a storm tick (every node once) as one wave, and a node twice in a tick as two waves in order', async () => {
-    const ids = await Promise.all(Array.from({ length: 1_000 }, (_, i) => node(`storm-${i}`)));
+    // One statement for the 1,000 nodes: a thousand concurrent creates would queue on the two pooled
+    // connections past their acquire timeout on a loaded machine.
+    const created = await prisma.node.createManyAndReturn({
+      data: Array.from({ length: 1_000 }, (_, i) => ({ name: `storm-${i}`, tokenHash: hashToken(generateToken('node')) })),
+      select: { id: true },
+    });
+    const ids = created.map((row) => row.id);
     const tick = ids.map((id, i) => opened(id, `ses_storm_${i}`, t(10)));
     expect(sessionWaves(tick)).toHaveLength(1);
     const twice = [...tick, closed(ids[0]!, 'ses_storm_0', t(11), 'gone'), opened(ids[0]!, 'ses_storm_x', t(12))];

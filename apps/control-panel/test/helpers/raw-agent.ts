@@ -34,6 +34,13 @@ export class RawAgent {
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private seq = 0;
   silent = false;
+  /**
+   * `performance.now()` when this agent last handed a frame to its socket.
+   * The panel's silence starts no earlier than this (it reads the frame
+   * after), so a test bounds a teardown from here, not from goSilent(): on a
+   * loaded machine the last heartbeat can leave well over one interval before.
+   */
+  lastSentAt = 0;
   /** The routing hash hello and heartbeats report as applied (tests set it to look in sync). */
   appliedHash: string | null = null;
 
@@ -108,7 +115,9 @@ export class RawAgent {
   }
 
   sendRaw(data: string | Buffer, binary = false): void {
-    if (this.socket.readyState === WebSocket.OPEN) this.socket.send(data, { binary });
+    if (this.socket.readyState !== WebSocket.OPEN) return;
+    this.socket.send(data, { binary });
+    this.lastSentAt = performance.now();
   }
 
   get welcome(): Extract<PanelMessage, { type: 'welcome' }> {
