@@ -77,7 +77,7 @@ describe.skipIf(!ready)('fleet page during a database outage', () => {
     const readUntil = async (done: () => boolean, timeoutMs: number) => {
       const deadline = Date.now() + timeoutMs;
       while (!done()) {
-        if (Date.now() > deadline) throw new Error(`stream did not show it in ${timeoutMs} ms (agent closed: ${JSON.stringify(agent.closed)}, silent at ${silentAt}): ${text.slice(-1500)}`);
+        if (Date.now() > deadline) throw new Error(`stream did not show it in ${timeoutMs} ms (agent closed: ${JSON.stringify(agent.closed)}, last frame sent at ${agent.lastSentAt}): ${text.slice(-1500)}`);
         pending ??= reader.read();
         const chunk = await Promise.race([pending, new Promise<null>((r) => setTimeout(() => r(null), 100))]);
         if (chunk) {
