@@ -1,3 +1,6 @@
+import { PanelConnection, type ConnectionEvents } from '@tether/host-agent/dist/connection/panel-connection.js';
+import { DisabledRouting, UnavailableWorkloads } from '@tether/host-agent/dist/null-controllers.js';
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLOSE_CODES, FRAME_ERROR_CODES, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION } from '@tether/protocol';
 import { waitFor } from '@tether/testkit';
@@ -111,6 +114,44 @@ describe('this release\'s agent process against a v1 panel', () => {
       expect(v1.sessions.every((s) => !s.closed)).toBe(true);
     } finally {
       await v1.stop();
+    }
+  });
+});
+
+describe('a next-release agent against this panel', () => {
+  it('says version 2, is refused with 4008, says 1 at once, and gets deploys on that session', async () => {
+    const node = await panel.createNode('next-release-agent');
+    const service = await panel.createService(node.id);
+    // This release's connection code given the range a release with PROTOCOL_VERSION 2 would have.
+    const connection = new PanelConnection({
+      panelUrl: panel.url,
+      token: node.token,
+      nodeName: node.name,
+      agentVersion: 'next',
+      workloads: new UnavailableWorkloads(),
+      routing: new DisabledRouting(),
+      reconnect: { minMs: 2_000, maxMs: 4_000, healthySessionMs: 1_000, connectTimeoutMs: 1_000 },
+      protocolVersions: { min: 1, max: 2 },
+      logger: pino({ level: 'silent' }),
+    });
+    const closes: ConnectionEvents['closed'][0][] = [];
+    connection.on('closed', (event) => closes.push(event));
+    const ready = new Promise<ConnectionEvents['ready'][0]>((resolve) => connection.once('ready', resolve));
+    const startedAt = Date.now();
+    connection.start();
+    try {
+      const session = await ready;
+      // At once: well inside the shortest backoff this agent has.
+      expect(Date.now() - startedAt).toBeLessThan(1_000);
+      expect(session.protocolVersion).toBe(1);
+      expect(closes).toEqual([expect.objectContaining({ code: CLOSE_CODES.UNSUPPORTED_PROTOCOL_VERSION, sessionId: null, retryInMs: 0 })]);
+      expect(await sessionRow(node.id)).toMatchObject({ state: 'connected', sessionId: session.sessionId });
+      const res = await panel.api('POST', `/v1/services/${service.id}/deployments`, {});
+      expect(res.status).toBe(202);
+      // No runtime on this agent: the ACKed deploy ends failed with the agent's code.
+      await waitFor(async () => (await panel.prisma.deployment.findUniqueOrThrow({ where: { id: res.body.id } })).status === 'failed');
+    } finally {
+      await connection.stop();
     }
   });
 });
