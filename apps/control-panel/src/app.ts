@@ -221,6 +221,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     nodeAuth,
     metrics,
     ...(cluster ? { claim: (nodeId: string, sessionId: string) => cluster.claim(nodeId, sessionId) } : {}),
+    protocolVersions: s.protocolVersions,
     timing: {
       heartbeatIntervalMs: s.heartbeatIntervalMs,
       pingIntervalMs: s.pingIntervalMs,

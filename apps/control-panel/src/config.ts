@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import Type from 'typebox';
 import { ConfigError, parseEnv } from '@tether/common';
-import { TIMING_DEFAULTS } from '@tether/protocol';
+import { MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, TIMING_DEFAULTS, pinnedProtocolRange, type ProtocolRange } from '@tether/protocol';
 
 // The one place the panel reads process.env. Every variable is listed, with its
 // default, in docs/operations.md. Invalid values stop the panel at start with
@@ -43,6 +43,8 @@ const EnvSchema = Type.Object({
   TETHER_LOG_STREAM_BYTES_PER_SEC: Type.Integer({ minimum: 1024, maximum: 1024 * 1024 * 1024, default: 1024 * 1024 }),
   /** Per stream: credit the agent may hold plus bytes the HTTP client has not taken yet. */
   TETHER_LOG_WINDOW_BYTES: Type.Integer({ minimum: 65_536, maximum: 4 * 1024 * 1024, default: 256 * 1024 }),
+  /** The newest protocol version agents may speak; lower during a rolling upgrade (docs/protocol.md, "Versions"). */
+  TETHER_PROTOCOL_VERSION_MAX: Type.Integer({ minimum: MIN_PROTOCOL_VERSION, maximum: PROTOCOL_VERSION, default: PROTOCOL_VERSION }),
   TETHER_SEND_BUFFER_LIMIT_BYTES: Type.Integer({ minimum: 1024, default: 8 * 1024 * 1024 }),
   // Database bounds: a frozen server enforces nothing, so the client does (docs/operations.md, "Database outages").
   TETHER_DB_CONNECT_TIMEOUT_MS: Ms(5_000),
@@ -112,6 +114,8 @@ export interface PanelConfig {
     sendBufferLimitBytes: number;
     /** How long a verified node token is honoured without asking the database (0: ask every time). */
     nodeTokenCacheMs: number;
+    /** The `hello` versions accepted. */
+    protocolVersions: ProtocolRange;
   };
   routing: {
     reconcileIntervalMs: number;
@@ -174,6 +178,7 @@ export function loadConfig(env: Record<string, string | undefined>): PanelConfig
       lastSeenFlushMs: e.TETHER_LAST_SEEN_FLUSH_MS,
       sendBufferLimitBytes: e.TETHER_SEND_BUFFER_LIMIT_BYTES,
       nodeTokenCacheMs: e.TETHER_NODE_TOKEN_CACHE_MS,
+      protocolVersions: pinnedProtocolRange(e.TETHER_PROTOCOL_VERSION_MAX),
     },
     routing: {
       reconcileIntervalMs: e.TETHER_RECONCILE_INTERVAL_MS,

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { MIN_PROTOCOL_VERSION, PROTOCOL_VERSION } from '@tether/protocol';
 import { undocumentedEnvVars } from '@tether/testkit';
 import { ConfigError, ENV_VARS, loadConfig } from '../src/config.js';
 import { PANEL_ERROR_CATALOG } from '../src/errors.js';
@@ -38,6 +39,16 @@ describe('panel config', () => {
     } catch (err) {
       const problems = (err as ConfigError).problems.join('\n');
       for (const key of ['TETHER_SESSION_IDLE_MS', 'DATABASE_URL', 'TETHER_ADMIN_TOKEN']) expect(problems).toContain(key);
+    }
+  });
+});
+
+describe('TETHER_PROTOCOL_VERSION_MAX', () => {
+  it('defaults to every version this build speaks and takes a pin within MIN_PROTOCOL_VERSION..PROTOCOL_VERSION only', () => {
+    expect(loadConfig({}).sessions.protocolVersions).toEqual({ min: MIN_PROTOCOL_VERSION, max: PROTOCOL_VERSION });
+    expect(loadConfig({ TETHER_PROTOCOL_VERSION_MAX: String(MIN_PROTOCOL_VERSION) }).sessions.protocolVersions.max).toBe(MIN_PROTOCOL_VERSION);
+    for (const bad of [String(MIN_PROTOCOL_VERSION - 1), String(PROTOCOL_VERSION + 1), 'latest']) {
+      expect(() => loadConfig({ TETHER_PROTOCOL_VERSION_MAX: bad })).toThrow(/TETHER_PROTOCOL_VERSION_MAX/);
     }
   });
 });

@@ -158,7 +158,7 @@ describe('handshake', () => {
     await new Promise((r) => other.once('open', r));
     const hello = { type: 'hello', id: 'h1', node: 'rude-1', agentVersion: 'x', protocolVersion: PROTOCOL_VERSION + 1, containers: [], runtime: { available: true, error: null }, routing: { appliedHash: null, reloadsTotal: 0, reloadsToday: 0, lastReloadAt: null, lastReloadReason: null } };
     other.send(JSON.stringify(hello));
-    expect(await new Promise<number>((resolve) => other.on('close', (c) => resolve(c)))).toBe(CLOSE_CODES.PROTOCOL_ERROR);
+    expect(await new Promise<number>((resolve) => other.on('close', (c) => resolve(c)))).toBe(CLOSE_CODES.UNSUPPORTED_PROTOCOL_VERSION);
     expect(otherFrames[0]).toMatchObject({ type: 'error', code: FRAME_ERROR_CODES.UNSUPPORTED_PROTOCOL_VERSION });
   });
 });

@@ -27,6 +27,7 @@ export function createAgent(
     ...(deps.events ? { events: deps.events } : {}),
     ...(deps.logs ? { logs: deps.logs } : {}),
     reconnect: config.reconnect,
+    protocolVersions: config.protocolVersions,
     overrides: config.overrides,
     logger: deps.logger,
   });

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import Type from 'typebox';
 import { ConfigError, parseEnv } from '@tether/common';
+import { MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, pinnedProtocolRange, type ProtocolRange } from '@tether/protocol';
 import { CONTAINER_LOG_DEFAULTS, DEFAULT_RESTART_POLICY, DEFAULT_RUNTIME_TIMING, type ContainerLogOptions, type RestartPolicy, type RuntimeTiming } from './runtime/settings.js';
 
 // The one place the agent reads process.env. Every variable is listed, with
@@ -34,6 +35,8 @@ const EnvSchema = Type.Object({
   /** A session that stayed up this long resets the backoff. */
   TETHER_HEALTHY_SESSION_MS: Ms(10_000),
   TETHER_CONNECT_TIMEOUT_MS: Ms(10_000),
+  /** The newest protocol version hello says; lower during a rolling upgrade (docs/protocol.md, "Versions"). */
+  TETHER_PROTOCOL_VERSION_MAX: Type.Integer({ minimum: MIN_PROTOCOL_VERSION, maximum: PROTOCOL_VERSION, default: PROTOCOL_VERSION }),
   /** Container runtime: docker, or none (no containers; deploys fail with RUNTIME_UNAVAILABLE). */
   TETHER_RUNTIME: Type.Union([Type.Literal('docker'), Type.Literal('none')], { default: 'docker' }),
   DOCKER_HOST: Type.Optional(Type.String({ minLength: 1 })),
@@ -107,6 +110,8 @@ export interface AgentConfig {
   /** The metrics endpoint; null = off (the default). */
   metrics: { host: string; port: number } | null;
   reconnect: { minMs: number; maxMs: number; healthySessionMs: number; connectTimeoutMs: number };
+  /** The versions hello may say: the highest first, lower ones after a refusal. */
+  protocolVersions: ProtocolRange;
   runtime: {
     kind: 'docker' | 'none';
     dockerHost: string | undefined;
@@ -203,6 +208,7 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
       healthySessionMs: e.TETHER_HEALTHY_SESSION_MS,
       connectTimeoutMs: e.TETHER_CONNECT_TIMEOUT_MS,
     },
+    protocolVersions: pinnedProtocolRange(e.TETHER_PROTOCOL_VERSION_MAX),
     runtime: {
       kind: e.TETHER_RUNTIME,
       dockerHost: e.DOCKER_HOST,

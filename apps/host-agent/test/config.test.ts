@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { MIN_PROTOCOL_VERSION, PROTOCOL_VERSION } from '@tether/protocol';
 import { undocumentedEnvVars } from '@tether/testkit';
 import { ConfigError, ENV_VARS, loadConfig } from '../src/config.js';
 
@@ -26,6 +27,16 @@ describe('agent config', () => {
     expect(() => loadConfig({ ...base, TETHER_PROXY: 'external' })).toThrow(/TETHER_CADDY_ADMIN_URL/);
     expect(() => loadConfig({ ...base, TETHER_RECONNECT_MIN_MS: '5000', TETHER_RECONNECT_MAX_MS: '100' })).toThrow(/must not exceed/);
     expect(() => loadConfig({ ...base, TETHER_AGENT_IDLE_MS: 'soon' })).toThrow(/whole number/);
+  });
+});
+
+describe('TETHER_PROTOCOL_VERSION_MAX', () => {
+  it('defaults to every version this build speaks and takes a pin within MIN_PROTOCOL_VERSION..PROTOCOL_VERSION only', () => {
+    expect(loadConfig(base).protocolVersions).toEqual({ min: MIN_PROTOCOL_VERSION, max: PROTOCOL_VERSION });
+    expect(loadConfig({ ...base, TETHER_PROTOCOL_VERSION_MAX: String(MIN_PROTOCOL_VERSION) }).protocolVersions.max).toBe(MIN_PROTOCOL_VERSION);
+    for (const bad of [String(MIN_PROTOCOL_VERSION - 1), String(PROTOCOL_VERSION + 1), 'latest']) {
+      expect(() => loadConfig({ ...base, TETHER_PROTOCOL_VERSION_MAX: bad })).toThrow(/TETHER_PROTOCOL_VERSION_MAX/);
+    }
   });
 });
 

@@ -1,8 +1,9 @@
 import { Compile, type Validator } from 'typebox/compile';
 import { isIdentifier, sanitizeText } from '@tether/common';
-import { MAX_FRAME_BYTES, MAX_STATE_FRAME_BYTES, PROTOCOL_VERSION } from './constants.js';
+import { MAX_FRAME_BYTES, MAX_STATE_FRAME_BYTES } from './constants.js';
 import { FRAME_ERROR_CODES, InvalidMessageError, type FrameError, type FrameErrorCode } from './errors.js';
 import { FIELD_LIMITS, MESSAGE_SCHEMAS, type Message, type MessageType } from './messages.js';
+import { DEFAULT_PROTOCOL_RANGE, describeRange, speaksVersion, type ProtocolRange } from './versions.js';
 
 export type DecodeResult = { ok: true; message: Message } | { ok: false; error: FrameError };
 
@@ -11,6 +12,8 @@ export interface DecodeOptions {
   binary?: boolean;
   /** Override the size limit (bytes). */
   maxBytes?: number;
+  /** The `hello` versions accepted (default: MIN_PROTOCOL_VERSION to PROTOCOL_VERSION); a panel pinned lower passes its range. */
+  protocolVersions?: ProtocolRange;
 }
 
 const validators = new Map<string, Validator>(
@@ -98,10 +101,11 @@ export function decode(raw: unknown, options: DecodeOptions = {}): DecodeResult 
     const validator = Object.hasOwn(MESSAGE_SCHEMAS, type) ? validators.get(type) : undefined;
     if (!validator) return fail(FRAME_ERROR_CODES.UNKNOWN_TYPE, `unknown message type "${type.slice(0, 64)}"`, ref);
     if (!validator.Check(value)) return validationFailure(type, value, validator, ref);
-    if (type === 'hello' && value.protocolVersion !== PROTOCOL_VERSION) {
+    const versions = options.protocolVersions ?? DEFAULT_PROTOCOL_RANGE;
+    if (type === 'hello' && !speaksVersion(versions, value.protocolVersion as number)) {
       return fail(
         FRAME_ERROR_CODES.UNSUPPORTED_PROTOCOL_VERSION,
-        `protocol version ${String(value.protocolVersion)} is not supported; this end speaks ${PROTOCOL_VERSION}`,
+        `protocol version ${String(value.protocolVersion)} is not supported; this end speaks ${describeRange(versions)}`,
         ref,
       );
     }

@@ -1,5 +1,16 @@
-/** Version of the wire protocol. An agent whose `hello` names another version is refused. */
+/**
+ * The newest version of the wire protocol (N), the one `hello` names by default.
+ * Still 1: everything added since the first release is optional or announced by
+ * `capabilities`, and a first-release end accepts it (docs/protocol.md, "Versions").
+ * Bump it only for a change a peer of the previous version would reject.
+ */
 export const PROTOCOL_VERSION = 1;
+
+/**
+ * The oldest version a panel accepts and an agent falls back to (N-1 once N
+ * is 2). Raising it is the contract step that drops the previous version.
+ */
+export const MIN_PROTOCOL_VERSION = 1;
 
 /** Largest frame either end accepts, in bytes. Larger frames are rejected before parsing. */
 export const MAX_FRAME_BYTES = 1024 * 1024;
@@ -130,7 +141,7 @@ export const CLOSE_CODES = Object.freeze({
   SUPERSEDED: 4002,
   /** The node token is no longer valid. */
   UNAUTHORIZED: 4003,
-  /** The peer broke the protocol (first frame not `hello`, repeated invalid frames, wrong version). */
+  /** The peer broke the protocol (first frame not `hello`, repeated invalid frames). */
   PROTOCOL_ERROR: 4004,
   /** The node was decommissioned by an operator; the agent must not reconnect with this token. */
   DECOMMISSIONED: 4005,
@@ -138,6 +149,8 @@ export const CLOSE_CODES = Object.freeze({
   HELLO_TIMEOUT: 4006,
   /** The peer stopped reading: its send buffer passed the bound. */
   SLOW_CONSUMER: 4007,
+  /** `hello` named a protocol version this panel does not accept (too old or too new); an `error` with the same code comes first. */
+  UNSUPPORTED_PROTOCOL_VERSION: 4008,
   /** The panel is shutting down; reconnect with backoff. */
   GOING_AWAY: 1001,
   /** Sent by the WebSocket layer (RFC 6455): a text frame that is not valid UTF-8. */

@@ -15,7 +15,7 @@ export const FRAME_ERROR_CATALOG = defineErrorCatalog({
   UNKNOWN_TYPE: 'a `type` this protocol does not have',
   MISSING_FIELD: 'a required field is absent (the message names it)',
   INVALID_FIELD: 'a field has the wrong type, is out of bounds, or is an identifier holding a control character',
-  UNSUPPORTED_PROTOCOL_VERSION: '`hello` with another `protocolVersion`',
+  UNSUPPORTED_PROTOCOL_VERSION: '`hello` with a `protocolVersion` outside the versions this end accepts (too old or too new)',
   UNEXPECTED_MESSAGE: 'a valid message this end does not accept from that peer or at that moment (e.g. a second `hello`, or `deploy` sent by an agent)',
 });
 

@@ -2,6 +2,7 @@ export * from './constants.js';
 export * from './errors.js';
 export * from './messages.js';
 export * from './codec.js';
+export * from './versions.js';
 export * from './ids.js';
 export * from './routing.js';
 export * from './examples.js';

@@ -13,3 +13,4 @@ export * from './postgres-faults.js';
 export * from './tools.js';
 export * from './manual-clock.js';
 export * from './tcp-relay.js';
+export * from './protocol-v1.js';

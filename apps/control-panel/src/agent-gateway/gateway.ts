@@ -16,6 +16,7 @@ import {
   type AgentMessage,
   type FrameError,
   type Hello,
+  type ProtocolRange,
   type Timing,
 } from '@tether/protocol';
 import type { Db } from '../db/database.js';
@@ -43,6 +44,8 @@ export interface GatewayOptions {
    * session with GOING_AWAY (the agent backs off and may reach another panel). Absent: no claim.
    */
   claim?: (nodeId: string, sessionId: string) => Promise<unknown>;
+  /** The `hello` versions accepted (TETHER_PROTOCOL_VERSION_MAX); absent: every version this build speaks. */
+  protocolVersions?: ProtocolRange;
 }
 
 const AGENT_TYPES = new Set(['heartbeat', 'pong', 'ack', 'deploy.result', 'routing.applied', 'proxy.events', 'logs.chunk', 'logs.end', 'error']);
@@ -151,6 +154,13 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
         }
       };
 
+      // Its own close code (after the coded error) so an agent can tell "speak another version" from a broken frame.
+      const refuseVersion = (message: string) => {
+        if (session) return protocolError(message); // a second hello, whatever its version, is a broken session
+        clearTimeout(helloTimer);
+        closeHard(socket, CLOSE_CODES.UNSUPPORTED_PROTOCOL_VERSION, message);
+      };
+
       let claiming = false;
       const onHello = async (hello: Hello) => {
         clearTimeout(helloTimer);
@@ -198,10 +208,10 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
       socket.on('message', (data: RawData, isBinary: boolean) => {
         // After hello, a frame that starts with a type the panel does not take is refused unparsed.
         const early = session ? refuseByHead(data, isBinary, AGENT_TYPES) : null;
-        const result = early ? ({ ok: false, error: early } as const) : decode(data, { binary: isBinary });
+        const result = early ? ({ ok: false, error: early } as const) : decode(data, { binary: isBinary, protocolVersions: opts.protocolVersions });
         if (!result.ok) {
           reject(result.error, frameBytes(data));
-          if (result.error.code === FRAME_ERROR_CODES.UNSUPPORTED_PROTOCOL_VERSION) return protocolError(result.error.message);
+          if (result.error.code === FRAME_ERROR_CODES.UNSUPPORTED_PROTOCOL_VERSION) return refuseVersion(result.error.message);
           if (session) {
             const streak = session.recordInvalid();
             if (streak >= MAX_INVALID_STREAK) protocolError(`${streak} invalid frames in a row`);

@@ -4,18 +4,21 @@ import WebSocket, { type RawData } from 'ws';
 import { Backoff, createLoop, Deadline, errorMessage, sanitizeText, type DeadlineClock, type Loop } from '@tether/common';
 import {
   CAPABILITIES,
+  CLOSE_CODES,
+  DEFAULT_PROTOCOL_RANGE,
   FIELD_LIMITS,
   FRAME_ERROR_CODES,
   MAX_STATE_FRAME_BYTES,
-  PROTOCOL_VERSION,
   TERMINAL_CLOSE_CODES,
   TIMING_DEFAULTS,
   createIdGenerator,
   decode,
   encode,
+  versionBelow,
   type AgentMessage,
   type DeployResult,
   type PanelMessage,
+  type ProtocolRange,
   type RoutingStatus,
   type RuntimeStatus,
   type Timing,
@@ -44,6 +47,8 @@ export interface PanelConnectionOptions {
   /** Container logs over the session (capability `logs`); absent: not announced. */
   logs?: LogStreams;
   reconnect: { minMs: number; maxMs: number; healthySessionMs: number; connectTimeoutMs: number };
+  /** The versions hello may say (TETHER_PROTOCOL_VERSION_MAX); default: every version this build speaks. */
+  protocolVersions?: ProtocolRange;
   overrides?: { agentIdleTimeoutMs?: number; heartbeatIntervalMs?: number };
   logger: Logger;
   random?: () => number;
@@ -54,7 +59,7 @@ export interface PanelConnectionOptions {
 export type ConnectionState = 'connecting' | 'handshaking' | 'ready' | 'waiting' | 'stopped';
 
 export interface ConnectionEvents {
-  ready: [{ sessionId: string; timing: Timing }];
+  ready: [{ sessionId: string; timing: Timing; protocolVersion: number }];
   closed: [{ code: number; reason: string; sessionId: string | null; retryInMs: number }];
 }
 
@@ -102,15 +107,25 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
   private untried: string[] = [];
   /** This session speaks `logs` (both ends named it). */
   private logsAttached = false;
+  /** The version this connection's hello says, and the one the next says when a panel refused a higher one. */
+  private protocolVersion: number;
+  private stepDownTo: number | null = null;
+  /** The panel answered this connection's hello with UNSUPPORTED_PROTOCOL_VERSION. */
+  private versionRefused = false;
 
   constructor(private readonly options: PanelConnectionOptions) {
     super();
     this.backoff = new Backoff({ initialMs: options.reconnect.minMs, maxMs: options.reconnect.maxMs, random: options.random });
     this.idleTimeoutMs = options.overrides?.agentIdleTimeoutMs ?? TIMING_DEFAULTS.agentIdleTimeoutMs;
+    this.protocolVersion = this.versions.max;
     this.events = options.events ? new EventSender(options.events, this.nextId) : null;
     this.panelUrls = typeof options.panelUrl === 'string' ? [options.panelUrl] : [...options.panelUrl];
     if (this.panelUrls.length === 0) throw new Error('no panel URL');
     options.events?.onRecorded(() => this.sendEvents());
+  }
+
+  private get versions(): ProtocolRange {
+    return this.options.protocolVersions ?? DEFAULT_PROTOCOL_RANGE;
   }
 
   get state(): ConnectionState {
@@ -141,6 +156,11 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     if (this.state_ === 'stopped') return;
     this.state_ = 'connecting';
     this.terminal = false;
+    // Every connection starts from the highest version, unless the last one was just refused for its version:
+    // an upgraded panel is found without a restart, an old one costs one refused upgrade per reconnect.
+    this.protocolVersion = this.stepDownTo ?? this.versions.max;
+    this.stepDownTo = null;
+    this.versionRefused = false;
     const log = this.options.logger;
     const panelUrl = this.nextPanelUrl();
     log.debug({ panel: panelUrl }, 'connecting');
@@ -194,7 +214,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       id: this.nextId(),
       node: this.options.nodeName,
       agentVersion: this.options.agentVersion,
-      protocolVersion: PROTOCOL_VERSION,
+      protocolVersion: this.protocolVersion,
       containers: observation.containers,
       runtime: runtimeStatus(observation.runtime),
       routing: this.routingStatus(),
@@ -266,6 +286,8 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
         if (this.options.logs && this.logsAttached) return this.options.logs.handle(message);
         break;
       case 'error':
+        // Before welcome the only frame the agent sent is hello: this names its version (a v1 panel then closes with 4004).
+        if (message.code === FRAME_ERROR_CODES.UNSUPPORTED_PROTOCOL_VERSION && this.state_ === 'handshaking') this.versionRefused = true;
         this.options.logger.warn({ code: message.code, ref: message.ref, message: message.message }, 'panel rejected a frame');
         return;
       case 'ack':
@@ -321,8 +343,8 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     this.heartbeat.start();
     for (const result of this.outbox.splice(0)) this.sendOn(socket, result);
     this.sendEvents();
-    this.options.logger.info({ sessionId, heartbeatMs, idleTimeoutMs: this.idleTimeoutMs }, 'session ready');
-    this.emit('ready', { sessionId, timing });
+    this.options.logger.info({ sessionId, heartbeatMs, idleTimeoutMs: this.idleTimeoutMs, protocolVersion: this.protocolVersion }, 'session ready');
+    this.emit('ready', { sessionId, timing, protocolVersion: this.protocolVersion });
   }
 
   private async sendHeartbeat(socket: WebSocket): Promise<void> {
@@ -398,6 +420,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     void this.heartbeat?.stop();
     this.heartbeat = undefined;
     const sessionId = this.sessionId;
+    const versionRefused = !sessionId && (this.versionRefused || code === CLOSE_CODES.UNSUPPORTED_PROTOCOL_VERSION);
     this.events?.sessionClosed();
     const lasted = this.sessionStartedAt ? Date.now() - this.sessionStartedAt : 0;
     this.sessionId = null;
@@ -405,10 +428,13 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     this.socket = undefined;
     if (this.state_ === 'stopped') return;
     if (sessionId && lasted >= this.options.reconnect.healthySessionMs) this.backoff.reset();
-    const terminal = this.terminal || TERMINAL_CLOSE_CODES.has(code);
-    const retryInMs = terminal ? this.options.reconnect.maxMs : this.backoff.next();
+    const lower = versionRefused ? versionBelow(this.versions, this.protocolVersion) : null;
+    if (lower !== null) this.stepDownTo = lower;
+    // Refused at the oldest version it speaks, the agent cannot help it: an operator upgrades or unpins a side.
+    const terminal = this.terminal || TERMINAL_CLOSE_CODES.has(code) || (versionRefused && lower === null);
+    const retryInMs = lower !== null ? 0 : terminal ? this.options.reconnect.maxMs : this.backoff.next();
     this.state_ = 'waiting';
-    this.options.logger.warn({ code, reason, sessionId, retryInMs }, 'disconnected from panel');
+    this.options.logger.warn({ code, reason, sessionId, retryInMs, ...(versionRefused ? { refusedVersion: this.protocolVersion, nextVersion: lower } : {}) }, 'disconnected from panel');
     this.emit('closed', { code, reason, sessionId, retryInMs });
     this.retryTimer = setTimeout(() => this.connect(), retryInMs);
   }

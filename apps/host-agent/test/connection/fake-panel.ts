@@ -22,6 +22,11 @@ export class FakePanel {
   refuseWith: number | null = null;
   /** Send welcome automatically on hello. */
   autoWelcome: Partial<Timing> | null = {};
+  /**
+   * The hello versions this panel takes; any other gets UNSUPPORTED_PROTOCOL_VERSION and a close with
+   * `closeCode` (4008 today; a version-1 panel closed with 4004), or the close alone when `withError` is false.
+   */
+  versions: { min: number; max: number; closeCode: number; withError: boolean } = { min: 1, max: 1, closeCode: 4008, withError: true };
   private readonly server = http.createServer();
   private readonly wss = new WebSocketServer({ noServer: true });
 
@@ -59,10 +64,17 @@ export class FakePanel {
     };
     this.connections.push(conn);
     socket.on('message', (data, isBinary) => {
-      const result = decode(data, { binary: isBinary });
+      // Any version decodes here: refusing one is this panel's scripted choice below.
+      const result = decode(data, { binary: isBinary, protocolVersions: { min: 0, max: Number.MAX_SAFE_INTEGER } });
       if (!result.ok) throw new Error(`agent sent an invalid frame: ${result.error.message}`);
       const message = result.message as AgentMessage;
       inbox.push(message);
+      if (message.type === 'hello' && (message.protocolVersion < this.versions.min || message.protocolVersion > this.versions.max)) {
+        const text = `protocol version ${message.protocolVersion} is not supported`;
+        if (this.versions.withError) conn.send({ type: 'error', id: 'e1', ref: message.id, code: 'UNSUPPORTED_PROTOCOL_VERSION', message: text });
+        socket.close(this.versions.closeCode, text);
+        return;
+      }
       if (message.type === 'hello' && this.autoWelcome) conn.welcome(this.autoWelcome);
     });
     socket.on('close', () => {

@@ -1,0 +1,137 @@
+import { describe, expect, it } from 'vitest';
+import { V1_EXAMPLES, V1_MESSAGE_TYPES, V1_SCHEMAS, decodeV1 } from '@tether/testkit';
+import {
+  CAPABILITIES,
+  EXAMPLE_MESSAGES,
+  FRAME_ERROR_CODES,
+  MESSAGE_SCHEMAS,
+  MESSAGE_TYPES,
+  MIN_PROTOCOL_VERSION,
+  PROTOCOL_VERSION,
+  decode,
+  encode,
+  pinnedProtocolRange,
+  routingHash,
+  versionBelow,
+  type Message,
+  type Route,
+} from '../src/index.js';
+
+// The first release's wire (version 1, frozen in @tether/testkit from commit
+// a4fea2f) against this one, both ways: what a v1 end sends, this end takes;
+// what this end sends to a v1 end, v1's own schemas take. And the rule that
+// keeps it so: no v1 message gained or lost a required field.
+
+type Schema = Record<string, unknown>;
+const json = (schema: unknown): Schema => JSON.parse(JSON.stringify(schema)) as Schema;
+
+/** Where `now` differs from `v1` in what a peer must send or may rely on: required fields and v1's fields. */
+function contractBreaks(v1: Schema, now: Schema, at: string): string[] {
+  const breaks: string[] = [];
+  const required = (s: Schema) => new Set((s.required as string[] | undefined) ?? []);
+  if (v1.type === 'object') {
+    const before = required(v1);
+    const after = required(now);
+    for (const field of after) if (!before.has(field)) breaks.push(`${at}.${field} is required now, v1 did not send it`);
+    for (const field of before) if (!after.has(field)) breaks.push(`${at}.${field} is optional now, a v1 peer still requires it`);
+    const nowProps = (now.properties ?? {}) as Record<string, Schema>;
+    for (const [field, schema] of Object.entries((v1.properties ?? {}) as Record<string, Schema>)) {
+      if (!nowProps[field]) breaks.push(`${at}.${field} is gone`);
+      else breaks.push(...contractBreaks(schema, nowProps[field], `${at}.${field}`));
+    }
+  }
+  if (v1.items && now.items) breaks.push(...contractBreaks(v1.items as Schema, now.items as Schema, `${at}[]`));
+  const v1Any = v1.anyOf as Schema[] | undefined;
+  const nowAny = now.anyOf as Schema[] | undefined;
+  if (v1Any && nowAny) v1Any.forEach((member, i) => nowAny[i] && breaks.push(...contractBreaks(member, nowAny[i], `${at}|${i}`)));
+  if (v1.const !== undefined && v1.const !== now.const) breaks.push(`${at} is ${String(now.const)} now, was ${String(v1.const)}`);
+  return breaks;
+}
+
+describe('the v1 contract holds', () => {
+  it('every v1 message still exists with the same required fields at every depth', () => {
+    const breaks = V1_MESSAGE_TYPES.flatMap((type) => {
+      const now = (MESSAGE_SCHEMAS as Record<string, unknown>)[type];
+      return now ? contractBreaks(V1_SCHEMAS[type]!, json(now), type) : [`${type} is gone`];
+    });
+    expect(breaks).toEqual([]);
+  });
+
+  it('the checker sees a field made required and a field dropped', () => {
+    const hello = json(MESSAGE_SCHEMAS.hello);
+    const stricter = { ...hello, required: [...(hello.required as string[]), 'capabilities'] };
+    expect(contractBreaks(V1_SCHEMAS.hello!, stricter, 'hello')).toEqual(['hello.capabilities is required now, v1 did not send it']);
+    const props = { ...(hello.properties as Schema) };
+    delete props.routing;
+    expect(contractBreaks(V1_SCHEMAS.hello!, { ...hello, properties: props }, 'hello')).toContain('hello.routing is gone');
+  });
+
+  it('messages added since v1 are exactly those a capability announces', () => {
+    const added = MESSAGE_TYPES.filter((type) => !V1_MESSAGE_TYPES.includes(type)).sort();
+    expect(added).toEqual(['logs.chunk', 'logs.close', 'logs.credit', 'logs.end', 'logs.open', 'proxy.events']);
+    expect(Object.values(CAPABILITIES).sort()).toEqual(['logs', 'proxy.events']);
+    // A v1 peer refuses them: they may travel only on a session whose hello and welcome both named the capability.
+    for (const type of added) {
+      const refused = decodeV1(encode(EXAMPLE_MESSAGES[type] as Message));
+      expect(refused.ok ? null : refused.code).toBe('UNKNOWN_TYPE');
+    }
+  });
+});
+
+describe('a v1 end and this end understand each other', () => {
+  it.each(V1_MESSAGE_TYPES)('%s as v1 sent it decodes here unchanged', (type) => {
+    const frame = V1_EXAMPLES[type]!;
+    expect(decodeV1(JSON.stringify(frame)).ok).toBe(true);
+    expect(decode(JSON.stringify(frame))).toEqual({ ok: true, message: frame });
+  });
+
+  it('routing hashes are computed as v1 computed them', () => {
+    const map = V1_EXAMPLES['routing.map'] as unknown as { hash: string; routes: Route[] };
+    expect(map.routes.length).toBeGreaterThan(0);
+    expect(routingHash(map.routes)).toBe(map.hash);
+  });
+
+  it.each(V1_MESSAGE_TYPES)('%s as this end sends it passes v1\'s own validation', (type) => {
+    const result = decodeV1(encode(EXAMPLE_MESSAGES[type as keyof typeof EXAMPLE_MESSAGES] as Message), { maxBytes: 16 * 1024 * 1024 });
+    expect(result).toMatchObject({ ok: true });
+  });
+
+  it('v1 accepts this end\'s optional fields (capabilities, reload kinds, canary) because it ignores unknown ones; a closed-world v1 would not', () => {
+    const hello = encode(EXAMPLE_MESSAGES.hello);
+    expect(decodeV1(hello).ok).toBe(true);
+    const closed = decodeV1(hello, { closedWorld: true });
+    expect(closed.ok ? null : closed.code).toBe('INVALID_FIELD');
+    // Stripped of what v1 lacks, it passes even that: the fields are optional, so a panel can leave them out for a v1 agent.
+    const { capabilities: _c, ...bare } = EXAMPLE_MESSAGES.hello;
+    expect(decodeV1(encode(bare as Message), { closedWorld: true }).ok).toBe(true);
+  });
+});
+
+describe('version range', () => {
+  const hello = (protocolVersion: number) => JSON.stringify({ ...V1_EXAMPLES.hello, protocolVersion });
+  const codeOf = (raw: string, max?: number) => {
+    const result = decode(raw, max === undefined ? {} : { protocolVersions: pinnedProtocolRange(max) });
+    return result.ok ? 'ok' : result.error.code;
+  };
+
+  it('a hello from MIN_PROTOCOL_VERSION to PROTOCOL_VERSION is accepted; older and newer are refused with their code', () => {
+    for (let v = MIN_PROTOCOL_VERSION; v <= PROTOCOL_VERSION; v++) expect(codeOf(hello(v))).toBe('ok');
+    expect(codeOf(hello(MIN_PROTOCOL_VERSION - 1))).toBe(FRAME_ERROR_CODES.UNSUPPORTED_PROTOCOL_VERSION);
+    expect(codeOf(hello(PROTOCOL_VERSION + 1))).toBe(FRAME_ERROR_CODES.UNSUPPORTED_PROTOCOL_VERSION);
+    const refused = decode(hello(PROTOCOL_VERSION + 1));
+    expect(refused.ok ? '' : refused.error.message).toContain(`this end speaks ${MIN_PROTOCOL_VERSION}`);
+  });
+
+  it('a pin outside MIN_PROTOCOL_VERSION..PROTOCOL_VERSION is refused', () => {
+    expect(() => pinnedProtocolRange(MIN_PROTOCOL_VERSION - 1)).toThrow(RangeError);
+    expect(() => pinnedProtocolRange(PROTOCOL_VERSION + 1)).toThrow(RangeError);
+    expect(pinnedProtocolRange(MIN_PROTOCOL_VERSION)).toEqual({ min: MIN_PROTOCOL_VERSION, max: MIN_PROTOCOL_VERSION });
+  });
+
+  it('an agent steps down one version at a time and never below its oldest', () => {
+    expect(versionBelow({ min: 1, max: 3 }, 3)).toBe(2);
+    expect(versionBelow({ min: 1, max: 2 }, 5)).toBe(2);
+    expect(versionBelow({ min: 2, max: 3 }, 2)).toBeNull();
+    expect(versionBelow({ min: 1, max: 1 }, 1)).toBeNull();
+  });
+});
