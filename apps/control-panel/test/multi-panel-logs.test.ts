@@ -67,6 +67,17 @@ describe('log streams through a panel that does not hold the session', () => {
     expect(askedThroughA).toEqual(askedOfB);
   });
 
+  it('a customer leaving A ends the stream on B: the agent is told logs.close, and B holds no stream', async () => {
+    const { node, agent, service } = await nodeOn(b, 'logs-proxy-leave');
+    const reader = await readLogs(logsUrl(a, service.id, '?follow=1'), a.operatorToken);
+    const open = await agent.waitFor<LogsOpen>((m) => m.type === 'logs.open');
+    agent.send({ type: 'logs.chunk', id: 'l-1', streamId: open.streamId, lines: [line('one', 1)] });
+    await waitFor(() => reader.logs().length === 1);
+    reader.close();
+    await agent.waitFor((m) => m.type === 'logs.close' && m.streamId === open.streamId, 3_000);
+    expect(b.app.agentSide.logs.openOn(node.id)).toBe(0);
+  });
+
   it('the same refusals: 501 for an agent without logs, 429 at the owner\'s per-node cap, 404 and 400 as locally', async () => {
     const old = await nodeOn(b, 'logs-proxy-old', []);
     const get = async (panel: Panel, url: string) => {

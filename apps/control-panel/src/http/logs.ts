@@ -88,6 +88,8 @@ export const logRoutes: FastifyPluginAsyncTypebox<LogRoutesOptions> = async (app
       if (session) return serveLocalLogs(reply, relay, session, service.node.name, logRequest);
       // Another panel may hold the node's session: its stream, passed on with the same answers.
       const abort = new AbortController();
+      // A client that leaves while the owner is asked ends that request too (no stream read for nobody).
+      reply.raw.once('close', () => abort.abort());
       const remote = await remoteLogs?.open(service.nodeId, logRequest, abort.signal);
       if (!remote) throw new AppError('NODE_UNREACHABLE', `node ${service.node.name} has no live session; its logs are unreachable until it rejoins`);
       if (remote.upstream.statusCode !== 200) throw await refusalOf(remote.panelId, remote.upstream);

@@ -54,7 +54,9 @@ export async function refusalOf(panelId: string, upstream: UpstreamLogs): Promis
   const code = typeof error?.code === 'string' && error.code in ERROR_CATALOG ? (error.code as ErrorCode) : undefined;
   // The customer's token was fine: a refusal of this panel's credentials is the owner being unreachable to it.
   if (!served || !code || code === 'UNAUTHORIZED' || code === 'FORBIDDEN') {
-    const why = !served ? 'it does not serve /internal/v1 (an older release?)' : `it answered HTTP ${upstream.statusCode}${code ? ` ${code}` : ''}`;
+    const why = !served
+      ? `it answered HTTP ${upstream.statusCode} outside its internal surface (stopping, or an older release without /internal/v1)`
+      : `it answered HTTP ${upstream.statusCode}${code ? ` ${code}` : ''}`;
     return new AppError('OWNER_PANEL_UNREACHABLE', `panel ${panelId}, which holds the node's session, refused the log stream: ${why}`);
   }
   return new AppError(code, typeof error?.message === 'string' ? error.message : undefined);
@@ -65,6 +67,10 @@ export async function refusalOf(panelId: string, upstream: UpstreamLogs): Promis
  * OWNER_PANEL_LOST end line when the owner's answer broke off; a customer who leaves aborts the owner's request.
  */
 export async function pipeRemoteLogs(res: ServerResponse, panelId: string, upstream: UpstreamLogs, abort: AbortController): Promise<void> {
+  if (abort.signal.aborted || res.destroyed) {
+    upstream.body.destroy();
+    return;
+  }
   const type = upstream.headers['content-type'];
   res.writeHead(200, { 'content-type': typeof type === 'string' ? type : 'application/x-ndjson; charset=utf-8', 'cache-control': 'no-store', 'x-accel-buffering': 'no' });
   res.flushHeaders();
