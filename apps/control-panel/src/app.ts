@@ -19,6 +19,8 @@ import { deploymentRoutes } from './http/deployments.js';
 import { edgeServerOptions, installJsonBodyParser, refuseContentEncodings } from './http/edges.js';
 import { installErrorHandler } from './http/error-handler.js';
 import { healthRoutes } from './http/health.js';
+import { internalLogRoutes } from './http/internal-logs.js';
+import { internalReportRoutes } from './http/internal-reports.js';
 import { logRoutes } from './http/logs.js';
 import { metricsRoutes } from './http/metrics.js';
 import { nodeRoutes } from './http/nodes.js';
@@ -144,6 +146,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       panelId: deps.config.panel.id,
       internalUrl: deps.config.panel.internalUrl,
       leaseMs: deps.config.panel.leaseMs,
+      peerTimeoutMs: deps.config.panel.peerTimeoutMs,
       connectTimeoutMs: db.connectTimeoutMs,
       queryTimeoutMs: db.queryTimeoutMs,
       registry: agents.registry,
@@ -169,6 +172,14 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     agents.registry.generationOf = (sessionId) => made.generationOf(sessionId);
   }
   app.decorate('cluster', cluster);
+  // No internal URL configured: the address this panel listens on (unless a wildcard, which no other panel can dial).
+  app.addHook('onListen', async () => {
+    const address = app.server.address();
+    if (!cluster || cluster.lease.internalUrl || !address || typeof address === 'string') return;
+    if (address.address === '0.0.0.0' || address.address === '::') return;
+    const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+    cluster.lease.setInternalUrl(`http://${host}:${address.port}`);
+  });
   const nodes = new LastGoodRead(() => deps.prisma.node.findMany({ orderBy: { name: 'asc' } }), healthOf(deps.prisma));
   app.addHook('onReady', async () => {
     // What a previous run spilled is written first, then the sessions it left open are closed, then this run's facts.
@@ -250,7 +261,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   await app.register(serviceRoutes, { prefix: '/v1', ...api });
   await app.register(routeRoutes, { prefix: '/v1', ...api });
   await app.register(deploymentRoutes, { prefix: '/v1', ...api, watchPollMs: deps.config.deployments.watchPollMs });
-  await app.register(logRoutes, { prefix: '/v1', prisma: deps.prisma, registry: agents.registry, relay: agents.logs });
+  await app.register(logRoutes, { prefix: '/v1', prisma: deps.prisma, registry: agents.registry, relay: agents.logs, ...(cluster ? { remoteLogs: cluster.logs } : {}) });
   await app.register(deploymentEventRoutes, { prefix: '/v1', prisma: deps.prisma, pollMs: deps.config.deployments.watchPollMs });
   await app.register(sessionRoutes, {
     prefix: '/v1',
@@ -263,6 +274,18 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   });
   await app.register(reloadRoutes, { prefix: '/v1', prisma: deps.prisma, routing: agents.routing });
   await app.register(statusRoutes, { prefix: '/v1', prisma: deps.prisma, registry: agents.registry, ...(cluster ? { cluster } : {}) });
+  if (cluster) {
+    // The internal surface: other panels only (their credential, never a token).
+    const internal = { registry: agents.registry, verifier: cluster.verifier };
+    await app.register(internalReportRoutes, {
+      prefix: '/internal/v1',
+      ...internal,
+      panelId: cluster.panelId,
+      generationOf: (sessionId) => cluster.generationOf(sessionId),
+      mayServe: () => cluster.lease.mayServe,
+    });
+    await app.register(internalLogRoutes, { prefix: '/internal/v1', ...internal, prisma: deps.prisma, relay: agents.logs });
+  }
   await app.register(dashboardRoutes, { prisma: deps.prisma, fleet, publicUrl: deps.config.publicUrl, dbDeadlineMs: deps.config.dashboard.dbDeadlineMs });
   return app;
 }

@@ -70,6 +70,11 @@ const EnvSchema = Type.Object({
   TETHER_PANEL_INTERNAL_URL: Type.Optional(Type.String({ pattern: '^https?://' })),
   /** The panel's lease on its sessions, renewed at a third of it. */
   TETHER_PANEL_LEASE_MS: Ms(10_000, 300),
+  /**
+   * Bound on asking another panel over its internal URL (connect + answer). At most 1.5 s: an owner's answer
+   * counts from when it was asked, so it must come well within the 2 s frame ages may differ by.
+   */
+  TETHER_PANEL_PEER_TIMEOUT_MS: Type.Integer({ minimum: 50, maximum: 1_500, default: 1_000 }),
 });
 
 /** Every variable this app reads (docs/operations.md lists each; a test checks). */
@@ -126,6 +131,7 @@ export interface PanelConfig {
     id: string;
     internalUrl: string | undefined;
     leaseMs: number;
+    peerTimeoutMs: number;
   };
   deployments: {
     watchPollMs: number;
@@ -188,6 +194,7 @@ export function loadConfig(env: Record<string, string | undefined>): PanelConfig
       id: e.TETHER_PANEL_ID ?? `panel-${randomBytes(6).toString('hex')}`,
       internalUrl: e.TETHER_PANEL_INTERNAL_URL ?? e.TETHER_PUBLIC_URL,
       leaseMs: e.TETHER_PANEL_LEASE_MS,
+      peerTimeoutMs: e.TETHER_PANEL_PEER_TIMEOUT_MS,
     },
     deployments: {
       watchPollMs: e.TETHER_DEPLOYMENT_WATCH_MS,

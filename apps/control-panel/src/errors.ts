@@ -37,6 +37,8 @@ export const ERROR_CATALOG = defineErrorCatalog({
   NODE_UNREACHABLE: { status: 503, message: 'the node is unreachable until it rejoins' },
   NOT_READY: { status: 503, message: 'the panel is not ready' },
   PANEL_LEASE_LOST: { status: 503, message: 'this panel does not hold its lease on the database; use another panel' },
+  OWNER_PANEL_UNREACHABLE: { status: 503, message: "the panel holding the node's session did not answer at its internal URL; retry" },
+  OWNER_PANEL_NO_INTERNAL_URL: { status: 503, message: "the panel holding the node's session has no internal URL; ask that panel" },
   DATABASE_UNAVAILABLE: { status: 503, message: 'the database is unavailable; retry later' },
   ACK_TIMEOUT: { status: 504, message: 'the node did not acknowledge in time' },
 } as const satisfies Record<string, { status: number; message: string }>);

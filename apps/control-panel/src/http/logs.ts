@@ -1,12 +1,15 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import Type from 'typebox';
+import type { FastifyReply } from 'fastify';
+import Type, { type Static } from 'typebox';
 import { sanitizeText } from '@tether/common';
 import { CAPABILITIES, LOG_LIMITS } from '@tether/protocol';
 import type { Db } from '../db/database.js';
 import { teamScope } from '../domain/access.js';
 import { AppError } from '../errors.js';
-import type { LogRelay } from '../log-streams/log-relay.js';
+import type { LogRelay, LogRequest } from '../log-streams/log-relay.js';
+import { pipeRemoteLogs, refusalOf, type RemoteLogs } from '../log-streams/log-proxy.js';
 import type { SessionRegistry } from '../sessions/registry.js';
+import type { AgentSession } from '../sessions/session.js';
 import { authOf, requireAuth } from './auth.js';
 import { authErrors, errorResponses, IdParams, security } from './schemas.js';
 
@@ -20,6 +23,8 @@ export interface LogRoutesOptions {
   prisma: Db;
   registry: SessionRegistry;
   relay: LogRelay;
+  /** Several panels: streams of nodes whose session another panel holds (ownership/, wired in app.ts). */
+  remoteLogs?: RemoteLogs;
 }
 
 const DURATION = /^(\d{1,6})(s|m|h|d)$/;
@@ -35,7 +40,7 @@ export function parseSince(value: string, now = Date.now()): string | null {
   return value.endsWith('Z') ? value : new Date(value).toISOString();
 }
 
-const Query = Type.Object(
+export const LogQuery = Type.Object(
   {
     tail: Type.Optional(Type.Integer({ minimum: 0, maximum: LOG_LIMITS.maxTail, description: `the last N lines over all replicas (default and most: ${LOG_LIMITS.maxTail})` })),
     since: Type.Optional(Type.String({ maxLength: 64, description: 'RFC 3339 time, or a duration back from now: 30s, 10m, 2h, 1d' })),
@@ -44,7 +49,7 @@ const Query = Type.Object(
   { additionalProperties: false },
 );
 
-export const logRoutes: FastifyPluginAsyncTypebox<LogRoutesOptions> = async (app, { prisma, registry, relay }) => {
+export const logRoutes: FastifyPluginAsyncTypebox<LogRoutesOptions> = async (app, { prisma, registry, relay, remoteLogs }) => {
   app.addHook('preClose', async () => relay.stop());
 
   app.get(
@@ -58,10 +63,12 @@ export const logRoutes: FastifyPluginAsyncTypebox<LogRoutesOptions> = async (app
           'application/x-ndjson: one JSON object per line. `{"type":"log","replica","containerId","stream","time","text"}` for each line ' +
           '(text sanitised: invalid UTF-8 replaced, control characters escaped); `{"type":"notice","code","reason"}` when the rate cap holds the stream back; ' +
           'a last `{"type":"end","code","reason"}` says why it ended (END_OF_LOGS, SESSION_ENDED, …). ' +
-          '503 NODE_UNREACHABLE at once when the node has no live session; 429 LOG_STREAMS_EXHAUSTED at the per-node cap.',
+          '503 NODE_UNREACHABLE at once when the node has no live session; 429 LOG_STREAMS_EXHAUSTED at the per-node cap. ' +
+          "A node whose session another panel holds: that panel's stream, passed on with the same answers; " +
+          '503 OWNER_PANEL_UNREACHABLE / OWNER_PANEL_NO_INTERNAL_URL when it cannot be asked, and a last line OWNER_PANEL_LOST if it stops answering mid-stream.',
         security,
         params: IdParams,
-        querystring: Query,
+        querystring: LogQuery,
         response: {
           200: { description: 'newline-delimited JSON', content: { 'application/x-ndjson': { schema: Type.String() } } },
           ...authErrors(404, 503),
@@ -76,53 +83,66 @@ export const logRoutes: FastifyPluginAsyncTypebox<LogRoutesOptions> = async (app
         select: { id: true, name: true, nodeId: true, node: { select: { name: true } } },
       });
       if (!service) throw new AppError('NOT_FOUND', 'no such service');
-      const since = request.query.since === undefined ? null : parseSince(request.query.since);
-      if (since === null && request.query.since !== undefined) {
-        throw new AppError('VALIDATION_FAILED', 'since must be an RFC 3339 time or a duration such as 30s, 10m, 2h, 1d');
-      }
+      const logRequest = logRequestOf(service.id, request.query);
       const session = registry.get(service.nodeId);
-      if (!session) throw new AppError('NODE_UNREACHABLE', `node ${service.node.name} has no live session; its logs are unreachable until it rejoins`);
-      if (!session.hasCapability(CAPABILITIES.LOGS)) {
-        throw new AppError('LOGS_NOT_SUPPORTED', `the agent on node ${service.node.name} (version ${session.agentVersion}) does not stream logs`);
-      }
-      const follow = request.query.follow === '1' || request.query.follow === 'true';
-
-      const res = reply.raw;
-      const write = (value: unknown) => res.write(`${JSON.stringify(value)}\n`);
-      let done = false;
-      const stream = relay.open(
-        session,
-        { serviceId: service.id, tail: request.query.tail ?? null, since, follow },
-        {
-          lines(lines, taken) {
-            if (done) return;
-            const text = lines
-              .map((l) => JSON.stringify({ type: 'log', replica: l.replica, containerId: l.containerId, stream: l.stream, time: l.time, text: sanitizeText(l.text) }))
-              .join('\n');
-            if (res.write(`${text}\n`)) taken();
-            else res.once('drain', taken);
-          },
-          notice(code, reason) {
-            if (!done) write({ type: 'notice', code, reason });
-          },
-          end(code, reason) {
-            if (done) return;
-            done = true;
-            res.end(`${JSON.stringify({ type: 'end', code, reason })}\n`);
-          },
-        },
-      );
+      if (session) return serveLocalLogs(reply, relay, session, service.node.name, logRequest);
+      // Another panel may hold the node's session: its stream, passed on with the same answers.
+      const abort = new AbortController();
+      // A client that leaves while the owner is asked ends that request too (no stream read for nobody).
+      reply.raw.once('close', () => abort.abort());
+      const remote = await remoteLogs?.open(service.nodeId, logRequest, abort.signal);
+      if (!remote) throw new AppError('NODE_UNREACHABLE', `node ${service.node.name} has no live session; its logs are unreachable until it rejoins`);
+      if (remote.upstream.statusCode !== 200) throw await refusalOf(remote.panelId, remote.upstream);
       reply.hijack();
-      res.writeHead(200, { 'content-type': 'application/x-ndjson; charset=utf-8', 'cache-control': 'no-store', 'x-accel-buffering': 'no' });
-      // Headers now: a follow on a quiet service has no line to carry them for a while.
-      res.flushHeaders();
-      // The client left (or the connection broke): the agent stops reading.
-      res.once('close', () => {
-        if (!done) {
-          done = true;
-          relay.close(stream);
-        }
-      });
+      await pipeRemoteLogs(reply.raw, remote.panelId, remote.upstream, abort);
     },
   );
 };
+
+/** The query as the relay (and another panel's internal surface) takes it; `since` refused unless a time or duration. */
+export function logRequestOf(serviceId: string, query: Static<typeof LogQuery>): LogRequest {
+  const since = query.since === undefined ? null : parseSince(query.since);
+  if (since === null && query.since !== undefined) {
+    throw new AppError('VALIDATION_FAILED', 'since must be an RFC 3339 time or a duration such as 30s, 10m, 2h, 1d');
+  }
+  return { serviceId, tail: query.tail ?? null, since, follow: query.follow === '1' || query.follow === 'true' };
+}
+
+/** A stream from this panel's own session of the node: refused (501) for an agent without logs, else relayed as NDJSON. */
+export function serveLocalLogs(reply: FastifyReply, relay: LogRelay, session: AgentSession, nodeName: string, request: LogRequest): void {
+  if (!session.hasCapability(CAPABILITIES.LOGS)) {
+    throw new AppError('LOGS_NOT_SUPPORTED', `the agent on node ${nodeName} (version ${session.agentVersion}) does not stream logs`);
+  }
+  const res = reply.raw;
+  const write = (value: unknown) => res.write(`${JSON.stringify(value)}\n`);
+  let done = false;
+  const stream = relay.open(session, request, {
+    lines(lines, taken) {
+      if (done) return;
+      const text = lines
+        .map((l) => JSON.stringify({ type: 'log', replica: l.replica, containerId: l.containerId, stream: l.stream, time: l.time, text: sanitizeText(l.text) }))
+        .join('\n');
+      if (res.write(`${text}\n`)) taken();
+      else res.once('drain', taken);
+    },
+    notice(code, reason) {
+      if (!done) write({ type: 'notice', code, reason });
+    },
+    end(code, reason) {
+      if (done) return;
+      done = true;
+      res.end(`${JSON.stringify({ type: 'end', code, reason })}\n`);
+    },
+  });
+  reply.hijack();
+  res.writeHead(200, { 'content-type': 'application/x-ndjson; charset=utf-8', 'cache-control': 'no-store', 'x-accel-buffering': 'no' });
+  // Headers now: a follow on a quiet service has no line to carry them for a while.
+  res.flushHeaders();
+  // The client left (or the connection broke): the agent stops reading.
+  res.once('close', () => {
+    if (!done) {
+      done = true;
+      relay.close(stream);
+    }
+  });
+}

@@ -71,7 +71,7 @@ export function sessionRow(node: NodeRecord, registry: SessionRegistry, routing:
       : null,
     pushes: r.pushes,
     lastTeardown,
-    ...(cluster ? { panelId: session ? cluster.panelId : null } : {}),
+    ...(cluster ? { panelId: session ? cluster.panelId : null, source: session ? ('session' as const) : null } : {}),
   };
 }
 
@@ -89,12 +89,12 @@ function remoteRow(node: NodeRecord, remote: RemoteReport, routing: RoutingView,
     connectedSince: extra.openedAt === null ? null : new Date(extra.openedAt).toISOString(),
     lastFrameAgeMs: Math.max(0, now - remote.lastFrameAt),
     heartbeats: extra.heartbeats,
-    lastHeartbeatSeq: null,
-    pingsSent: 0,
-    pongs: 0,
+    lastHeartbeatSeq: remote.session?.lastHeartbeatSeq ?? null,
+    pingsSent: remote.session?.pingsSent ?? 0,
+    pongs: remote.session?.pongs ?? 0,
     missedAcks: extra.missedAcks,
     missedAcks24h: missedAcks24h(node.id),
-    invalidFrames: 0,
+    invalidFrames: remote.session?.invalidFrames ?? 0,
     runtime: remote.runtime,
     unreachableSince: null,
     lastSeenAt: new Date(remote.lastFrameAt).toISOString(),
@@ -110,5 +110,6 @@ function remoteRow(node: NodeRecord, remote: RemoteReport, routing: RoutingView,
     pushes: { sent: 0, applied: 0, failed: 0 },
     lastTeardown: null,
     panelId: remote.panelId,
+    source: remote.source,
   };
 }

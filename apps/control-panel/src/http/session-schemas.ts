@@ -6,6 +6,13 @@ import { NullableTimestamp, Timestamp } from './schemas.js';
 // fast serialisation). Ages are in milliseconds at the time of the answer.
 
 const NullableString = Nullable(Type.String());
+
+/** Several panels: where a live session's facts came from (sessions/remote-report.ts). */
+const EvidenceSource = Type.Union([Type.Literal('session'), Type.Literal('owner'), Type.Literal('report-row')], {
+  description:
+    "`session`: this panel's own session; `owner`: the panel holding it answered just now over its internal URL; " +
+    '`report-row`: that panel did not answer, so the report row it last wrote (its frame age may be up to 11 s older than on the owner)',
+});
 const NullableInt = Nullable(Type.Integer());
 
 export const SessionRow = Type.Object({
@@ -46,6 +53,7 @@ export const SessionRow = Type.Object({
   lastTeardown: Nullable(Type.Object({ at: Timestamp, reason: NullableString, code: NullableInt })),
   /** The panel holding the live session (several panels on one database); null without one. */
   panelId: Type.Optional(NullableString),
+  source: Type.Optional(Nullable(EvidenceSource)),
 });
 
 export const SessionList = Type.Object({ sessions: Type.Array(SessionRow) });
@@ -91,6 +99,7 @@ export const ServiceStatusSchema = Type.Object({
       lastFrameAgeMs: Type.Integer(),
       reportAgeMs: Type.Integer(),
       panelId: Type.Optional(Type.String({ description: 'the panel that holds the session (several panels on one database)' })),
+      source: Type.Optional(EvidenceSource),
     }),
     {
       description: 'null when no live session proves the state (it is then unknown)',

@@ -21,7 +21,7 @@ export interface SessionRoutesOptions {
   /** Every node, by name; remembered so the list answers during a database outage. */
   nodes: LastGoodRead<NodeRecord[]>;
   /** Several panels: other panels' reports and this panel's lease (ownership/cluster.ts). */
-  cluster?: { view(nodeIds: readonly string[]): Promise<ClusterView> };
+  cluster?: { view(nodeIds: readonly string[], options?: { containers?: boolean }): Promise<ClusterView> };
 }
 
 const HistoryQuery = Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100 })) }, { additionalProperties: false });

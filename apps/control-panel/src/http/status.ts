@@ -13,7 +13,7 @@ export interface StatusRoutesOptions {
   prisma: Db;
   registry: SessionRegistry;
   /** Several panels: other panels' reports and this panel's lease (ownership/cluster.ts). */
-  cluster?: { view(nodeIds: readonly string[]): Promise<ClusterView> };
+  cluster?: { view(nodeIds: readonly string[], options?: { containers?: boolean }): Promise<ClusterView> };
 }
 
 const serviceSelect = {
@@ -56,7 +56,7 @@ export const statusRoutes: FastifyPluginAsync<StatusRoutesOptions> = async (app,
       }
       const { data: services, fromMemoryAt } = await read.read();
       if (fromMemoryAt) void reply.header(FROM_MEMORY_HEADER, fromMemoryAt.toISOString());
-      const view = await opts.cluster?.view(services.map((s) => s.node.id).filter((id) => !opts.registry.get(id)));
+      const view = await opts.cluster?.view(services.map((s) => s.node.id).filter((id) => !opts.registry.get(id)), { containers: true });
       const now = Date.now();
       return { services: services.map((s) => serviceStatus(s, opts.registry, now, view)) };
     },
@@ -83,7 +83,7 @@ export const statusRoutes: FastifyPluginAsync<StatusRoutesOptions> = async (app,
       if (service.node.decommissioned) {
         throw new AppError('NOT_FOUND', `service ${service.name} left status: its node ${service.node.name} is decommissioned`);
       }
-      const view = await opts.cluster?.view(opts.registry.get(service.node.id) ? [] : [service.node.id]);
+      const view = await opts.cluster?.view(opts.registry.get(service.node.id) ? [] : [service.node.id], { containers: true });
       return serviceStatus(service, opts.registry, Date.now(), view);
     },
   );

@@ -42,6 +42,8 @@ export const LOG_STREAM_END_CODES = Object.freeze({
   LOG_CREDIT_EXCEEDED: 'LOG_CREDIT_EXCEEDED',
   PANEL_STOPPING: 'PANEL_STOPPING',
   LOG_RATE_LIMITED: 'LOG_RATE_LIMITED',
+  /** A stream through another panel (the node's owner) whose answer broke off (log-proxy.ts). */
+  OWNER_PANEL_LOST: 'OWNER_PANEL_LOST',
 });
 
 /** The smallest credit grant worth a frame (keeps grants from trickling in tiny pieces). */

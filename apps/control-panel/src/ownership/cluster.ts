@@ -10,7 +10,11 @@ import type { SessionFactOutbox } from '../session-writes/outbox.js';
 import { withDeadline } from '../db/db-faults.js';
 import type { ClusterView } from '../sessions/service-status.js';
 import { NodeReportWriter, readReports, readReportsChanged, type RemoteReport } from './node-reports.js';
+import { OwnerLogs } from './owner-logs.js';
+import { OwnerReports } from './owner-reports.js';
 import { PanelLease, type PanelLeaseOptions } from './panel-lease.js';
+import { PeerClient } from './peer-client.js';
+import { PANEL_AUTH_SCHEME, PanelSecret, PeerVerifier } from './peer-credentials.js';
 import { PanelSignals, type Signal } from './panel-signals.js';
 
 // Several panels on one PostgreSQL (issue 10). This panel's lease, its claims
@@ -31,10 +35,18 @@ export interface ClusterOptions extends PanelLeaseOptions {
   onDeployed: (deploymentId: string) => void;
   /** LISTEN (re)connected: deployments of owned nodes that may have been signalled meanwhile. */
   onRescan: () => void;
+  /** Bound on asking another panel (connect and answer headers; a live report's whole answer). */
+  peerTimeoutMs: number;
 }
 
 export class PanelCluster {
   readonly lease: PanelLease;
+  /** Checks other panels' credentials on this panel's internal surface. */
+  readonly verifier: PeerVerifier & { scheme: string };
+  private readonly peers: PeerClient;
+  private readonly owners: OwnerReports;
+  /** Log streams of nodes another panel holds, asked of that panel. */
+  readonly logs: OwnerLogs;
   readonly signals: PanelSignals;
   readonly reports: NodeReportWriter;
   /** The generation each live session of this panel claimed. */
@@ -50,7 +62,13 @@ export class PanelCluster {
 
   constructor(private readonly options: ClusterOptions) {
     const { prisma, databaseUrl, panelId, logger } = options;
-    this.lease = new PanelLease(options);
+    // A secret per run, its hash with the lease row: other panels check it there (peer-credentials.ts).
+    const secret = new PanelSecret(panelId);
+    this.lease = new PanelLease({ ...options, secretHash: secret.hash });
+    this.verifier = Object.assign(new PeerVerifier(prisma), { scheme: PANEL_AUTH_SCHEME });
+    this.peers = new PeerClient(secret, options.peerTimeoutMs);
+    this.owners = new OwnerReports(this.peers, panelId, logger);
+    this.logs = new OwnerLogs(prisma, panelId, this.peers);
     this.signals = new PanelSignals({ databaseUrl, prisma, connectTimeoutMs: options.connectTimeoutMs, logger, panelId });
     this.reports = new NodeReportWriter({
       prisma,
@@ -106,8 +124,12 @@ export class PanelCluster {
     return generation;
   }
 
-  /** What status answers need: this panel's lease, and other panels' reports of these nodes (none if the database cannot say). */
-  async view(nodeIds: readonly string[]): Promise<ClusterView> {
+  /**
+   * What status answers need: this panel's lease, and other panels' reports of these nodes (none if the
+   * database cannot say), each live one as its owner answers now (owner-reports.ts); `containers`: status
+   * reads need them, session health does not.
+   */
+  async view(nodeIds: readonly string[], options: { containers?: boolean } = {}): Promise<ClusterView> {
     let remote: ReadonlyMap<string, RemoteReport> = new Map();
     // A database known down right now is not asked again (no full deadline per read): other panels' nodes read unknown.
     if (nodeIds.length > 0 && !healthOf(this.options.prisma).recentlyDown) {
@@ -117,6 +139,7 @@ export class PanelCluster {
         this.options.logger.warn({ err }, 'other panels\' reports unavailable: their nodes read unknown');
       }
     }
+    if (remote.size > 0) remote = await this.owners.overlay(remote, options.containers === true);
     return { panelId: this.panelId, leaseHeld: this.lease.mayServe, remote };
   }
 
@@ -141,6 +164,8 @@ export class PanelCluster {
     on(this.lease, 'renewed', () => {
       void this.sweep();
       void this.refreshElsewhere();
+      // Panels whose lease ended drop out of the internal surface's credentials.
+      this.verifier.refresh().catch((err: unknown) => logger.warn({ err }, 'could not read other panels\' credentials'));
     });
     on(this.lease, 'lost', ({ othersSeen }: { othersSeen: boolean }) => {
       // With another live panel, this one's agents can move there; alone, keeping the sessions keeps liveness.
@@ -167,6 +192,7 @@ export class PanelCluster {
     await this.reports.stop().catch(() => {});
     await this.signals.stop();
     await this.lease.stop();
+    await this.peers.close();
   }
 
   private received(signal: Signal): void {

@@ -171,12 +171,13 @@ interface ReportRow {
     missedAcks?: number;
   };
   live: boolean;
+  internal_url: string | null;
 }
 
 /** Report rows written at or after `since` (all when null), with the database's time of the read. */
 export async function readReportsChanged(prisma: Db, since: Date | null): Promise<{ reports: RemoteReport[]; readAt: Date }> {
   const rows = await prisma.$queryRaw<(ReportRow & { read_at: Date })[]>`
-    SELECT r.*, false AS live, now() AS read_at FROM node_reports r WHERE ${since}::timestamptz IS NULL OR r.updated_at >= ${since}::timestamptz`;
+    SELECT r.*, false AS live, NULL::text AS internal_url, now() AS read_at FROM node_reports r WHERE ${since}::timestamptz IS NULL OR r.updated_at >= ${since}::timestamptz`;
   const readAt = rows[0]?.read_at ?? since ?? new Date(0);
   return { reports: rows.map(toReport), readAt };
 }
@@ -185,11 +186,11 @@ export async function readReportsChanged(prisma: Db, since: Date | null): Promis
 export async function readReports(prisma: Db, nodeIds: readonly string[] | undefined): Promise<Map<string, RemoteReport>> {
   const rows = nodeIds
     ? await prisma.$queryRaw<ReportRow[]>`
-        SELECT r.*, (p.lease_until > now() AND w.generation = r.generation) AS live
+        SELECT r.*, (p.lease_until > now() AND w.generation = r.generation) AS live, p.internal_url
         FROM node_reports r LEFT JOIN panels p ON p.id = r.panel_id LEFT JOIN node_owners w ON w.node_id = r.node_id
         WHERE r.node_id = ANY(${[...nodeIds]}::text[])`
     : await prisma.$queryRaw<ReportRow[]>`
-        SELECT r.*, (p.lease_until > now() AND w.generation = r.generation) AS live
+        SELECT r.*, (p.lease_until > now() AND w.generation = r.generation) AS live, p.internal_url
         FROM node_reports r LEFT JOIN panels p ON p.id = r.panel_id LEFT JOIN node_owners w ON w.node_id = r.node_id`;
   const out = new Map<string, RemoteReport>();
   for (const r of rows) out.set(r.node_id, toReport(r));
@@ -216,5 +217,7 @@ function toReport(r: ReportRow): RemoteReport {
       missedAcks: r.report.missedAcks ?? 0,
     },
     live: r.live === true,
+    internalUrl: r.internal_url,
+    source: 'report-row',
   };
 }

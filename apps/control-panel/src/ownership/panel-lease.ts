@@ -16,6 +16,8 @@ export interface PanelLeaseOptions {
   databaseUrl: string;
   panelId: string;
   internalUrl: string | undefined;
+  /** SHA-256 of this run's internal-surface secret (peer-credentials.ts), written with the row. */
+  secretHash?: string;
   leaseMs: number;
   connectTimeoutMs: number;
   queryTimeoutMs: number;
@@ -39,16 +41,33 @@ export class PanelLease extends EventEmitter<PanelLeaseEvents> {
   private timer: NodeJS.Timeout | undefined;
   private expiry: NodeJS.Timeout | undefined;
   private stopped = false;
+  private internalUrlNow: string | undefined;
   private running: Promise<void> = Promise.resolve();
   /** Another panel's lease was live at the last successful renewal. */
   othersSeen = false;
 
   constructor(private readonly options: PanelLeaseOptions) {
     super();
+    this.internalUrlNow = options.internalUrl;
   }
 
   get panelId(): string {
     return this.options.panelId;
+  }
+
+  get internalUrl(): string | undefined {
+    return this.internalUrlNow;
+  }
+
+  /**
+   * The internal URL learned once the server listens (none was configured): written at once, not at the next
+   * renewal, so other panels can reach this one as soon as it serves.
+   */
+  setInternalUrl(url: string): void {
+    this.internalUrlNow = url;
+    if (this.stopped || !this.wasHeld) return;
+    clearTimeout(this.timer);
+    void this.running.then(() => (this.stopped ? undefined : this.tick()));
   }
 
   /** The lease is held on this panel's clock. */
@@ -85,12 +104,15 @@ export class PanelLease extends EventEmitter<PanelLeaseEvents> {
   }
 
   private async tick(): Promise<void> {
+    // One renewal chain: a tick asked for early (setInternalUrl) replaces the scheduled one.
+    clearTimeout(this.timer);
     const run = this.renew();
     this.running = run;
     await run;
     if (!this.stopped) {
       // Without the lease, retry sooner: a database that returns gives the lease (and readiness) back within a quarter second.
       const every = Math.floor(this.options.leaseMs / 3);
+      clearTimeout(this.timer);
       this.timer = setTimeout(() => void this.tick(), Math.max(10, this.held ? every : Math.min(every, RETRY_UNHELD_MS)));
       this.timer.unref();
     }
@@ -102,13 +124,14 @@ export class PanelLease extends EventEmitter<PanelLeaseEvents> {
       const client = await this.connection();
       const result = await client.query<{ others: number }>(
         `WITH up AS (
-           INSERT INTO panels (id, internal_url, lease_until, renewed_at)
-           VALUES ($1, $2, now() + $3 * interval '1 millisecond', now())
-           ON CONFLICT (id) DO UPDATE SET internal_url = EXCLUDED.internal_url, lease_until = EXCLUDED.lease_until, renewed_at = now()
+           INSERT INTO panels (id, internal_url, internal_secret_hash, lease_until, renewed_at)
+           VALUES ($1, $2, $4, now() + $3 * interval '1 millisecond', now())
+           ON CONFLICT (id) DO UPDATE SET internal_url = EXCLUDED.internal_url, internal_secret_hash = EXCLUDED.internal_secret_hash,
+             lease_until = EXCLUDED.lease_until, renewed_at = now()
            RETURNING id
          )
          SELECT (SELECT count(*) FROM panels WHERE id <> $1 AND lease_until > now())::int AS others FROM up`,
-        [this.options.panelId, this.options.internalUrl ?? null, this.options.leaseMs],
+        [this.options.panelId, this.internalUrlNow ?? null, this.options.leaseMs, this.options.secretHash ?? null],
       );
       if (this.stopped) return;
       this.othersSeen = (result.rows[0]?.others ?? 0) > 0;

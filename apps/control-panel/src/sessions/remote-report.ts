@@ -19,4 +19,13 @@ export interface RemoteReport {
   extra: { peer: string | null; agentVersion: string | null; openedAt: number | null; heartbeats: number; missedAcks: number };
   /** The owner's lease is live and this row is of the node's current claim. */
   live: boolean;
+  /** Where the owner is reached (its lease row), null when it has none. */
+  internalUrl: string | null;
+  /**
+   * `owner`: the owning panel answered just now (live-report.ts); `report-row`: the row it last wrote (it
+   * did not answer, or was not asked), whose frame age may be up to the row's refresh (10 s) older.
+   */
+  source: 'owner' | 'report-row';
+  /** Counters only the owner's live answer carries. */
+  session?: { lastHeartbeatSeq: number | null; pingsSent: number; pongs: number; invalidFrames: number };
 }

@@ -26,7 +26,7 @@ export interface ServiceStatus {
   runningReplicas: number | null;
   reason: string;
   containers: ContainerState[];
-  evidence: { sessionId: string; lastFrameAgeMs: number; reportAgeMs: number; panelId?: string } | null;
+  evidence: { sessionId: string; lastFrameAgeMs: number; reportAgeMs: number; panelId?: string; source?: 'session' | 'owner' | 'report-row' } | null;
 }
 
 /**
@@ -70,7 +70,7 @@ export function serviceStatus(service: StatusInput, registry: SessionRegistry, n
     sessionId: session.id,
     lastFrameAgeMs: now - session.lastFrameAt,
     reportAgeMs: now - report.at,
-    ...(cluster ? { panelId: cluster.panelId } : {}),
+    ...(cluster ? { panelId: cluster.panelId, source: 'session' as const } : {}),
   };
   if (!report.runtime.available) {
     const reason = `container runtime unavailable on node ${service.node.name}: ${report.runtime.error ?? 'no detail'}`;
@@ -94,7 +94,7 @@ function counted(base: Base, service: StatusInput, all: ContainerState[], by: st
 
 /** Status from the report row another panel (the owner, its lease live) wrote. */
 function fromReport(base: Base, service: StatusInput, r: RemoteReport, now: number): ServiceStatus {
-  const evidence = { sessionId: r.sessionId, lastFrameAgeMs: Math.max(0, now - r.lastFrameAt), reportAgeMs: Math.max(0, now - r.updatedAt), panelId: r.panelId };
+  const evidence = { sessionId: r.sessionId, lastFrameAgeMs: Math.max(0, now - r.lastFrameAt), reportAgeMs: Math.max(0, now - r.updatedAt), panelId: r.panelId, source: r.source };
   if (r.runtime && !r.runtime.available) {
     const reason = `container runtime unavailable on node ${service.node.name}: ${r.runtime.error ?? 'no detail'}`;
     return { ...base, state: 'unknown', runningReplicas: null, reason, containers: [], evidence };

@@ -24,6 +24,8 @@ export interface LogReader {
   done: Promise<LogRecord | null>;
   /** Stops reading without closing (a client that stops reading). */
   pause(): void;
+  /** Reads again after pause(). */
+  resume(): void;
   close(): void;
 }
 
@@ -64,6 +66,7 @@ export function readLogs(url: string, token: string, options: { keep?: boolean }
         logs: () => records.filter((r) => r.type === 'log'),
         done,
         pause: () => res.pause(),
+        resume: () => res.resume(),
         close: () => req.destroy(),
       };
       resolve(reader);

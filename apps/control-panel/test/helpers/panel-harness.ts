@@ -2,6 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll } from 'vitest';
 import { startTestPostgres, waitFor, type TestPostgres } from '@tether/testkit';
 import { buildApp } from '../../src/app.js';
 import { loadConfig, type PanelConfig } from '../../src/config.js';
@@ -123,4 +124,53 @@ export async function startPanel(options: PanelOptions = {}): Promise<Panel> {
     },
   };
   return panel;
+}
+
+export interface PanelGroup {
+  pg: TestPostgres;
+  databaseUrl: string;
+  panels: Panel[];
+  close(): Promise<void>;
+}
+
+/**
+ * Panels on one new database of one test PostgreSQL (several panels, issue 10), ids `panel-<id>`; resolves once
+ * each has written, with its lease, the internal URL it listens on.
+ */
+export async function startPanels(ids: readonly string[], env: Record<string, string>): Promise<PanelGroup> {
+  const pg = await startTestPostgres();
+  const databaseUrl = await pg.createDatabase();
+  const panels = await Promise.all(ids.map((id) => startPanel({ databaseUrl, env: { ...env, TETHER_PANEL_ID: `panel-${id}` } })));
+  await waitFor(async () => (await panels[0]!.prisma.panel.count({ where: { internalUrl: { not: null }, internalSecretHash: { not: null } } })) === ids.length);
+  return {
+    pg,
+    databaseUrl,
+    panels,
+    async close() {
+      await Promise.all(panels.map((p) => p.close()));
+      await pg.stop();
+    },
+  };
+}
+
+/**
+ * startPanels for a test file: started before its tests; `cleanup` (newest first), then the panels, after them.
+ * `panels` stand for the panels once started (each forwards to its panel), so a file can name them at its top.
+ */
+export function usePanels(ids: readonly string[], env: Record<string, string>) {
+  let group: PanelGroup | undefined;
+  const cleanup: (() => unknown)[] = [];
+  beforeAll(async () => {
+    group = await startPanels(ids, env);
+  }, 60_000);
+  afterAll(async () => {
+    for (const f of cleanup.reverse()) await f();
+    await group?.close();
+  });
+  const started = () => {
+    if (!group) throw new Error('the panels have not started yet');
+    return group;
+  };
+  const panels = ids.map((_, i) => new Proxy({} as Panel, { get: (_t, key) => Reflect.get(started().panels[i]!, key) }));
+  return { panels, cleanup, databaseUrl: () => started().databaseUrl };
 }
