@@ -85,7 +85,7 @@ describe.skipIf(!docker.available)('logs under load: 10 followers at 5 MB/s do n
       expect(res.status).toBe(202);
     })();
     while (performance.now() - started < RUN_MS) {
-      await sleep(1_000);
+      await sleep(500);
       agentSamples.push(rss(agent.process.pid));
       panelSamples.push(process.memoryUsage().rss);
     }
@@ -114,10 +114,21 @@ describe.skipIf(!docker.available)('logs under load: 10 followers at 5 MB/s do n
     expect(maxGap).toBeLessThan(IDLE_MS);
     // Every follower got lines (streams take turns), and the total is real traffic.
     for (const b of perReader) expect(b).toBeGreaterThan(50_000);
-    // Bounded, not growing: the heap grows in the first second of churn (tens of MB/s of JSON through the
-    // garbage collector) and then moves around that level; no trend from the first third to the last.
-    const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-    const trend = (samples: number[]) => mean(samples.slice(-4)) - mean(samples.slice(0, 4));
+    // Bounded, not growing. The agent's RSS is a sawtooth (tens of MB/s of JSON through the garbage collector:
+    // 60-100 MB from a collection to the next, about 4 s apart here, the peaks rising while V8 sizes its heap),
+    // so means of a few samples or peaks do not compare like with like in 12 s. The floors do: what is left
+    // after a collection. A 60 s run on a loaded machine read floors 160 → 183 → 194 → 200 MB over the first
+    // 30 s, then flat to the end (peaks 244-281 MB). After the first 2 s, compare the lowest sample of the second
+    // half with the lowest of the first (each half spans a collection; 12-28 MB apart in four 12 s runs at load 11-14): a
+    // leak of more than about 8 MB/s shows there; the absolute bound below catches credit being ignored.
+    const halves = (samples: number[]) => {
+      const warm = samples.slice(4);
+      return [warm.slice(0, Math.floor(warm.length / 2)), warm.slice(Math.floor(warm.length / 2))] as const;
+    };
+    const trend = (samples: number[]) => {
+      const [first, second] = halves(samples);
+      return Math.min(...second) - Math.min(...first);
+    };
     expect(Math.max(...agentSamples) - agentBefore).toBeLessThan(250e6);
     expect(trend(agentSamples)).toBeLessThan(50e6);
     expect(Math.max(...panelSamples) - panelBefore).toBeLessThan(150e6);
