@@ -104,7 +104,9 @@ class SimAgent {
       const decoded = decode(data, { maxBytes: 16 * 1024 * 1024 });
       if (decoded.ok) this.onMessage(decoded.message);
     });
-    socket.on('error', (err: Error & { code?: string }) => bump(errors, err.code ?? err.message));
+    // Keyed by panel too (panel-a is URL 0, as bench/panels-cluster.ts names them): a slow panel shows as itself.
+    const panel = `panel-${String.fromCharCode(97 + this.panel)}`;
+    socket.on('error', (err: Error & { code?: string }) => bump(errors, `${err.code ?? err.message} @${panel}`));
     socket.on('close', (code) => this.onClose(socket, code));
   }
 

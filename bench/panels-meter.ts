@@ -3,7 +3,7 @@
 // sees each notification once, as every panel does), database writes
 // (pg_stat_database and per-table pg_stat_user_tables deltas, and WAL bytes
 // from pg_current_wal_lsn(), which has no statistics lag), heartbeats the
-// panels took (their /metrics), and CPU seconds per second of each group of
+// panels took and their event-loop delay (their /metrics), and CPU seconds per second of each group of
 // processes (/proc/<pid>/stat), so a saturated machine shows in the figures.
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
@@ -23,7 +23,13 @@ export interface Snapshot {
   notify: Map<string, number>;
   db: DbCounters;
   cpu: Map<string, number>;
+  panels: PanelFigures;
+}
+
+/** Heartbeats the live panels took so far, and each one's event-loop delay p99 (ms) since its previous scrape. */
+export interface PanelFigures {
   heartbeats: number;
+  loopP99Ms: number[];
 }
 
 /** Seconds of CPU (user + system) a process used so far; 0 once it is gone. */
@@ -44,13 +50,13 @@ export class Meter {
     private readonly listener: pg.Client,
     /** Process groups whose CPU is shown, by label (re-read each snapshot: PostgreSQL backends come and go). */
     private readonly groups: () => Promise<Map<string, number[]>>,
-    private readonly heartbeats: () => Promise<number>,
+    private readonly scrape: () => Promise<PanelFigures>,
   ) {}
 
-  static async start(dbUrl: string, client: pg.Client, groups: () => Promise<Map<string, number[]>>, heartbeats: () => Promise<number>): Promise<Meter> {
+  static async start(dbUrl: string, client: pg.Client, groups: () => Promise<Map<string, number[]>>, scrape: () => Promise<PanelFigures>): Promise<Meter> {
     const listener = new pg.Client({ connectionString: dbUrl, application_name: 'bench-listen' });
     await listener.connect();
-    const meter = new Meter(client, listener, groups, heartbeats);
+    const meter = new Meter(client, listener, groups, scrape);
     listener.on('notification', (n) => {
       const kind = n.payload?.split(':', 1)[0] ?? '?';
       meter.notify.set(kind, (meter.notify.get(kind) ?? 0) + 1);
@@ -81,7 +87,7 @@ export class Meter {
       notify: new Map(this.notify),
       db: { xacts: Number(rows[0]!.xacts), rows: Number(rows[0]!.rows), walBytes: Number(rows[0]!.wal), tables: new Map(tables.rows.map((t) => [t.relname, Number(t.n)])) },
       cpu,
-      heartbeats: await this.heartbeats(),
+      panels: await this.scrape(),
     };
   }
 
@@ -98,7 +104,8 @@ export class Meter {
       .slice(0, 5);
     const cpu = [...b.cpu].map(([label, v]) => `${label} ${((v - (a.cpu.get(label) ?? 0)) / s).toFixed(2)}`);
     return (
-      `${s.toFixed(0)} s: heartbeats ${rate(b.heartbeats - a.heartbeats)}/s; ` +
+      `${s.toFixed(0)} s: heartbeats ${rate(b.panels.heartbeats - a.panels.heartbeats)}/s; ` +
+      `panels' event-loop delay p99 ${b.panels.loopP99Ms.map((ms) => ms.toFixed(0)).join(' / ')} ms; ` +
       `NOTIFY ${rate(notifyTotal)}/s (${kinds.map(([k, n]) => `${k} ${rate(n)}`).join(', ') || 'none'}); ` +
       `database ${rate(b.db.xacts - a.db.xacts)} transactions/s, ${rate(b.db.rows - a.db.rows)} rows written/s ` +
       `(${tables.map(([t, n]) => `${t} ${rate(n)}`).join(', ') || 'none'}), WAL ${rate((b.db.walBytes - a.db.walBytes) / 1024)} KiB/s; ` +

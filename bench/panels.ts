@@ -79,10 +79,15 @@ async function main(): Promise<void> {
     log(`${PANELS} panels (${panels.map((p) => `${p.id} ${p.url} pid ${p.process.pid}`).join(', ')}); ${N} nodes, ${DEPLOYS} services`);
 
     const live = () => panels.filter((p) => p.process.child.exitCode === null && p.process.child.signalCode === null);
-    const heartbeats = async () => {
-      let n = 0;
-      for (const p of live()) n += metric(await (await fetch(`${p.url}/metrics`)).text(), 'tether_frames_received_total{type="heartbeat"}');
-      return n;
+    // prom-client resets its event-loop histogram at each scrape: the p99 is the window's (less its 10 ms sampling).
+    const scrape = async () => {
+      const figures = { heartbeats: 0, loopP99Ms: [] as number[] };
+      for (const p of live()) {
+        const text = await (await fetch(`${p.url}/metrics`)).text();
+        figures.heartbeats += metric(text, 'tether_frames_received_total{type="heartbeat"}');
+        figures.loopP99Ms.push(Math.max(0, metric(text, 'tether_panel_nodejs_eventloop_lag_p99_seconds') * 1000 - 10));
+      }
+      return figures;
     };
     const groups = async () =>
       new Map([
@@ -90,7 +95,7 @@ async function main(): Promise<void> {
         ['postgres', await Meter.postgresPids(cluster.client)],
         ['agents', generators.map((g) => g.pid!)],
       ]);
-    meter = await Meter.start(cluster.dbUrl, cluster.client, groups, heartbeats);
+    meter = await Meter.start(cluster.dbUrl, cluster.client, groups, scrape);
 
     // 1. connect
     const t0 = Date.now();
@@ -188,6 +193,8 @@ async function main(): Promise<void> {
       const before = byPanel(await reports());
       const unknownAt = new Map<string, number>();
       let polling = true;
+      /** The last time any other panel answered a status with the dead panel's session as evidence. */
+      let lastDeadEvidence = 0;
       const killedAt = Date.now();
       panels[victim]!.process.child.kill('SIGKILL');
       // Every 250 ms: status on every other panel; a held node counts once it reads unknown on all of them.
@@ -196,7 +203,10 @@ async function main(): Promise<void> {
           const seen = new Map<string, number>();
           for (const p of others) {
             const res = await cluster.api(p, 'GET', '/v1/status');
-            for (const st of (res.body.services ?? []) as { serviceId: string; state: string }[]) if (st.state === 'unknown') seen.set(st.serviceId, (seen.get(st.serviceId) ?? 0) + 1);
+            for (const st of (res.body.services ?? []) as { serviceId: string; state: string; evidence: { panelId?: string } | null }[]) {
+              if (st.state === 'unknown') seen.set(st.serviceId, (seen.get(st.serviceId) ?? 0) + 1);
+              if (st.state !== 'unknown' && st.evidence?.panelId === panels[victim]!.id) lastDeadEvidence = Date.now() - killedAt;
+            }
           }
           for (const s of held) if (!unknownAt.has(s.id) && seen.get(s.id) === others.length) unknownAt.set(s.id, Date.now() - killedAt);
           await sleep(250);
@@ -218,7 +228,7 @@ async function main(): Promise<void> {
           `now ${byPanel(rs).join(' + ')}; connect errors ${merged(rs, 'errors')}; sessions closed ${merged(rs, 'closes')}`,
       );
       const unknown = [...unknownAt.values()].map((ms) => ms / 1000);
-      log(`kill: ${unknown.length}/${held.length} nodes left away read unknown on ${others.map((p) => p.id).join(' and ')}: ${spread(unknown, 's', 2)} after the kill (bound: lease ${LEASE_MS / 1000} s + 2 s)`);
+      log(`kill: ${unknown.length}/${held.length} nodes left away read unknown on ${others.map((p) => p.id).join(' and ')}: ${spread(unknown, 's', 2)} after the kill (bound: lease ${LEASE_MS / 1000} s + 2 s); a status with ${panels[victim]!.id}'s session as evidence last read ${(lastDeadEvidence / 1000).toFixed(2)} s after the kill`);
       const owned = await cluster.owners();
       const moved = services.filter((s) => owners.get(s.nodeId) === victim && !held.includes(s)).slice(0, 20);
       const answers: Record<number, number> = {};
