@@ -22,7 +22,8 @@ export interface Snapshot {
   at: number;
   notify: Map<string, number>;
   db: DbCounters;
-  cpu: Map<string, number>;
+  /** CPU seconds so far per process, by group label. */
+  cpu: Map<string, Map<number, number>>;
   panels: PanelFigures;
 }
 
@@ -80,8 +81,8 @@ export class Meter {
        FROM pg_stat_database WHERE datname = current_database()`,
     );
     const tables = await this.client.query<{ relname: string; n: string }>('SELECT relname, n_tup_ins + n_tup_upd + n_tup_del AS n FROM pg_stat_user_tables');
-    const cpu = new Map<string, number>();
-    for (const [label, pids] of await this.groups()) cpu.set(label, pids.reduce((s, pid) => s + cpuSeconds(pid), 0));
+    const cpu = new Map<string, Map<number, number>>();
+    for (const [label, pids] of await this.groups()) cpu.set(label, new Map(pids.map((pid) => [pid, cpuSeconds(pid)])));
     return {
       at: Date.now(),
       notify: new Map(this.notify),
@@ -91,7 +92,7 @@ export class Meter {
     };
   }
 
-  /** One line of rates between two snapshots. CPU of PostgreSQL backends that ended meanwhile is not counted. */
+  /** One line of rates between two snapshots. */
   static describe(a: Snapshot, b: Snapshot): string {
     const s = (b.at - a.at) / 1000;
     const rate = (x: number) => (x / s).toFixed(x / s < 10 ? 1 : 0);
@@ -102,7 +103,9 @@ export class Meter {
       .filter(([, n]) => n > 0)
       .sort((x, y) => y[1] - x[1])
       .slice(0, 5);
-    const cpu = [...b.cpu].map(([label, v]) => `${label} ${((v - (a.cpu.get(label) ?? 0)) / s).toFixed(2)}`);
+    // Per process present at both ends (a process that started meanwhile counts from 0, one that ended is lost).
+    const used = (label: string, now: Map<number, number>) => [...now].reduce((t, [pid, v]) => t + v - (a.cpu.get(label)?.get(pid) ?? 0), 0);
+    const cpu = [...b.cpu].map(([label, now]) => `${label} ${(used(label, now) / s).toFixed(2)}`);
     return (
       `${s.toFixed(0)} s: heartbeats ${rate(b.panels.heartbeats - a.panels.heartbeats)}/s; ` +
       `panels' event-loop delay p99 ${b.panels.loopP99Ms.map((ms) => ms.toFixed(0)).join(' / ')} ms; ` +

@@ -33,7 +33,7 @@ const { values } = parseArgs({
     panels: { type: 'string', default: '3' },
     'per-process': { type: 'string', default: '2500' },
     spread: { type: 'string', default: '30' },
-    window: { type: 'string', default: '30' },
+    window: { type: 'string', default: '60' },
     'fast-heartbeat': { type: 'string', default: '1000' },
     deploys: { type: 'string', default: '200' },
     hold: { type: 'string', default: '50' },
@@ -98,6 +98,7 @@ async function main(): Promise<void> {
     meter = await Meter.start(cluster.dbUrl, cluster.client, groups, scrape);
 
     // 1. connect
+    const beforeConnect = await meter.snapshot();
     const t0 = Date.now();
     for (let k = 0, from = 0; from < N; k++, from += PER_PROCESS) {
       const child = fork(path.join(here, 'panels-agents.ts'), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
@@ -133,6 +134,7 @@ async function main(): Promise<void> {
       rs = await reports();
     }
     log(`connect: ${byPanel(rs).join(' + ')} sessions with workloads + map in ${((Date.now() - t0) / 1000).toFixed(1)} s (first attempts over ${values.spread} s); errors ${merged(rs, 'errors')}`);
+    log(`connect: ${Meter.describe(beforeConnect, await meter.snapshot())}`);
 
     // 2. steady, at two heartbeat rates
     const window = async (label: string, work?: () => Promise<void>) => {
