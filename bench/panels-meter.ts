@@ -43,6 +43,13 @@ function cpuSeconds(pid: number): number {
   }
 }
 
+/** The kernel's count of connections dropped because a listen queue was full (whole machine: other jobs' too). */
+export function listenOverflows(): number {
+  const lines = readFileSync('/proc/net/netstat', 'utf8').split('\n').filter((l) => l.startsWith('TcpExt:'));
+  const [names, values] = lines.map((l) => l.split(' '));
+  return Number(values?.[names?.indexOf('ListenOverflows') ?? -1] ?? NaN);
+}
+
 export class Meter {
   private readonly notify = new Map<string, number>();
 
@@ -114,6 +121,15 @@ export class Meter {
       `(${tables.map(([t, n]) => `${t} ${rate(n)}`).join(', ') || 'none'}), WAL ${rate((b.db.walBytes - a.db.walBytes) / 1024)} KiB/s; ` +
       `CPU s/s ${cpu.join(', ')}; load ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}`
     );
+  }
+
+  /** What this database's active backends are doing now (state or wait event) and their statements' first words: counts, to sum over samples. */
+  async activity(into: Map<string, number>): Promise<void> {
+    const { rows } = await this.client.query<{ what: string }>(
+      `SELECT coalesce(wait_event_type || ':' || wait_event, 'cpu') || ' ' || left(regexp_replace(query, '\\s+', ' ', 'g'), 40) AS what
+       FROM pg_stat_activity WHERE state = 'active' AND pid <> pg_backend_pid() AND datname = current_database()`,
+    );
+    for (const r of rows) into.set(r.what, (into.get(r.what) ?? 0) + 1);
   }
 
   async stop(): Promise<void> {

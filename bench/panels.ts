@@ -23,7 +23,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { sleep } from '@tether/common';
 import { BenchPanels, type PanelProcess } from './panels-cluster.js';
-import { Meter } from './panels-meter.js';
+import { Meter, listenOverflows } from './panels-meter.js';
 import type { GeneratorCommand, GeneratorReport } from './panels-agents.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -99,6 +99,7 @@ async function main(): Promise<void> {
 
     // 1. connect
     const beforeConnect = await meter.snapshot();
+    const overflows = listenOverflows();
     const t0 = Date.now();
     for (let k = 0, from = 0; from < N; k++, from += PER_PROCESS) {
       const child = fork(path.join(here, 'panels-agents.ts'), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
@@ -129,12 +130,18 @@ async function main(): Promise<void> {
       return JSON.stringify(out);
     };
     let rs = await reports();
+    const activity = new Map<string, number>();
+    let samples = 0;
     while (byPanel(rs).reduce((a, b) => a + b, 0) < N && Date.now() - t0 < 600_000) {
       await sleep(500);
+      await meter.activity(activity);
+      samples++;
       rs = await reports();
     }
-    log(`connect: ${byPanel(rs).join(' + ')} sessions with workloads + map in ${((Date.now() - t0) / 1000).toFixed(1)} s (first attempts over ${values.spread} s); errors ${merged(rs, 'errors')}`);
+    log(`connect: ${byPanel(rs).join(' + ')} sessions with workloads + map in ${((Date.now() - t0) / 1000).toFixed(1)} s (first attempts over ${values.spread} s); errors ${merged(rs, 'errors')}; listen queue overflows (machine) ${listenOverflows() - overflows}`);
     log(`connect: ${Meter.describe(beforeConnect, await meter.snapshot())}`);
+    const busiest = [...activity].sort((x, y) => y[1] - x[1]).slice(0, 6);
+    log(`connect: PostgreSQL backends active per sample (${samples} samples): ${busiest.map(([w, n]) => `${(n / samples).toFixed(2)} ${w}`).join('; ')}`);
 
     // 2. steady, at two heartbeat rates
     const window = async (label: string, work?: () => Promise<void>) => {
