@@ -108,8 +108,10 @@ async function main(): Promise<void> {
       child.send(start);
     }
     const tell = (c: GeneratorCommand) => generators.forEach((g) => g.send(c));
-    const reports = () =>
-      Promise.all(
+    /** Every ACK of a deploy the agents reported (each report hands over those since the previous one). */
+    const acks = new Map<string, number>();
+    const reports = async () => {
+      const rs = await Promise.all(
         generators.map(
           (g) =>
             new Promise<GeneratorReport>((resolve) => {
@@ -123,6 +125,9 @@ async function main(): Promise<void> {
             }),
         ),
       );
+      for (const r of rs) for (const [id, at] of r.acks) acks.set(id, at);
+      return rs;
+    };
     const byPanel = (rs: GeneratorReport[]) => panels.map((_, i) => rs.reduce((n, r) => n + r.completeByPanel[i]!, 0));
     const merged = (rs: GeneratorReport[], key: 'errors' | 'closes') => {
       const out: Record<string, number> = {};
@@ -149,7 +154,7 @@ async function main(): Promise<void> {
       const done = work ? work() : sleep(WINDOW_MS);
       await done;
       const b = await meter!.snapshot();
-      log(`${label}: ${Meter.describe(a, b)}`);
+      log(`${label}: ${Meter.describe(a, b)}; sessions closed so far ${merged(await reports(), 'closes')}`);
     };
     if (!skip.has('steady')) {
       await sleep(12_000); // past the connect: reports and last-seen times flushed at least once
@@ -170,7 +175,6 @@ async function main(): Promise<void> {
         const res = await cluster.api(panel, 'POST', `/v1/services/${serviceId}/deployments`);
         results.push({ kind, id: res.body.id, startedAt, ms: res.ms, status: res.status });
       };
-      await reports(); // drains ACKs received before this phase
       await window('dispatch', async () => {
         for (const [i, s] of services.entries()) {
           const owner = owners.get(s.nodeId) ?? 0;
@@ -180,7 +184,7 @@ async function main(): Promise<void> {
           for (const run of pair) await run();
         }
       });
-      const acks = new Map((await reports()).flatMap((r) => r.acks));
+      await reports();
       for (const kind of ['local', 'cross'] as const) {
         const mine = results.filter((r) => r.kind === kind);
         const statuses: Record<number, number> = {};
@@ -246,6 +250,12 @@ async function main(): Promise<void> {
         answers[res.status] = (answers[res.status] ?? 0) + 1;
       }
       log(`kill: ${moved.length} deploys through ${others[0]!.id} to moved nodes (now on ${[...new Set(moved.map((s) => panels[owned.get(s.nodeId)!]?.id))].join(', ')}): ${JSON.stringify(answers)}`);
+    }
+    // A panel that could not renew its lease in time closes its sessions (its agents move): say whether it happened.
+    for (const p of panels) {
+      const out = p.process.output();
+      const count = (re: RegExp) => out.match(re)?.length ?? 0;
+      log(`${p.id}: lease renewals failed ${count(/lease renewal failed/g)}, lease lost ${count(/panel lease lost/g)}`);
     }
     tell({ type: 'stop' });
   } finally {
