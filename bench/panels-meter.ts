@@ -31,6 +31,8 @@ export interface Snapshot {
 export interface PanelFigures {
   heartbeats: number;
   loopP99Ms: number[];
+  /** A rare stall (a periodic read of the whole fleet) hides below the p99: the max shows it. */
+  loopMaxMs: number[];
 }
 
 /** Seconds of CPU (user + system) a process used so far; 0 once it is gone. */
@@ -115,7 +117,7 @@ export class Meter {
     const cpu = [...b.cpu].map(([label, now]) => `${label} ${(used(label, now) / s).toFixed(2)}`);
     return (
       `${s.toFixed(0)} s: heartbeats ${rate(b.panels.heartbeats - a.panels.heartbeats)}/s; ` +
-      `panels' event-loop delay p99 ${b.panels.loopP99Ms.map((ms) => ms.toFixed(0)).join(' / ')} ms; ` +
+      `panels' event-loop delay p99 ${b.panels.loopP99Ms.map((ms) => ms.toFixed(0)).join(' / ')} ms, max ${b.panels.loopMaxMs.map((ms) => ms.toFixed(0)).join(' / ')} ms; ` +
       `NOTIFY ${rate(notifyTotal)}/s (${kinds.map(([k, n]) => `${k} ${rate(n)}`).join(', ') || 'none'}); ` +
       `database ${rate(b.db.xacts - a.db.xacts)} transactions/s, ${rate(b.db.rows - a.db.rows)} rows written/s ` +
       `(${tables.map(([t, n]) => `${t} ${rate(n)}`).join(', ') || 'none'}), WAL ${rate((b.db.walBytes - a.db.walBytes) / 1024)} KiB/s; ` +

@@ -81,11 +81,12 @@ async function main(): Promise<void> {
     const live = () => panels.filter((p) => p.process.child.exitCode === null && p.process.child.signalCode === null);
     // prom-client resets its event-loop histogram at each scrape: the p99 is the window's (less its 10 ms sampling).
     const scrape = async () => {
-      const figures = { heartbeats: 0, loopP99Ms: [] as number[] };
+      const figures = { heartbeats: 0, loopP99Ms: [] as number[], loopMaxMs: [] as number[] };
       for (const p of live()) {
         const text = await (await fetch(`${p.url}/metrics`)).text();
         figures.heartbeats += metric(text, 'tether_frames_received_total{type="heartbeat"}');
         figures.loopP99Ms.push(Math.max(0, metric(text, 'tether_panel_nodejs_eventloop_lag_p99_seconds') * 1000 - 10));
+        figures.loopMaxMs.push(Math.max(0, metric(text, 'tether_panel_nodejs_eventloop_lag_max_seconds') * 1000 - 10));
       }
       return figures;
     };
