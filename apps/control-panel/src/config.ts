@@ -34,6 +34,8 @@ const EnvSchema = Type.Object({
   TETHER_RECONCILE_INTERVAL_MS: Ms(TIMING_DEFAULTS.routingPushIntervalMs),
   TETHER_ROUTING_DEBOUNCE_MS: Ms(250, 0),
   TETHER_LAST_SEEN_FLUSH_MS: Ms(10_000),
+  /** Opens a second the fleet is spread to when it comes back after a planned stop (the retry hint's window). */
+  TETHER_RESTART_OPENS_PER_SEC: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1_500 }),
   TETHER_TOKEN_LAST_USED_FLUSH_MS: Ms(10_000),
   /** How often a deployment being waited on (?wait=, /events) is read again. */
   TETHER_DEPLOYMENT_WATCH_MS: Ms(250),
@@ -112,6 +114,8 @@ export interface PanelConfig {
     sendBufferLimitBytes: number;
     /** How long a verified node token is honoured without asking the database (0: ask every time). */
     nodeTokenCacheMs: number;
+    /** Sizes the retry window a planned stop hints to the agents (docs/protocol.md, "Retry hint"). */
+    restartOpensPerSec: number;
   };
   routing: {
     reconcileIntervalMs: number;
@@ -174,6 +178,7 @@ export function loadConfig(env: Record<string, string | undefined>): PanelConfig
       lastSeenFlushMs: e.TETHER_LAST_SEEN_FLUSH_MS,
       sendBufferLimitBytes: e.TETHER_SEND_BUFFER_LIMIT_BYTES,
       nodeTokenCacheMs: e.TETHER_NODE_TOKEN_CACHE_MS,
+      restartOpensPerSec: e.TETHER_RESTART_OPENS_PER_SEC,
     },
     routing: {
       reconcileIntervalMs: e.TETHER_RECONCILE_INTERVAL_MS,

@@ -4,4 +4,5 @@ export * from './messages.js';
 export * from './codec.js';
 export * from './ids.js';
 export * from './routing.js';
+export * from './retry-hint.js';
 export * from './examples.js';

@@ -156,7 +156,7 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
         clearTimeout(helloTimer);
         // The panel began stopping while this upgrade was authenticated: a session opened now would keep the
         // server from closing (its socket counts as a connection) and outlive the panel.
-        if (opts.registry.isStopping) return closeHard(socket, CLOSE_CODES.GOING_AWAY, 'panel shutting down');
+        if (opts.registry.isStopping) return closeHard(socket, CLOSE_CODES.SERVICE_RESTART, opts.registry.restartReason);
         if (hello.node !== node.name) log().warn({ reported: hello.node }, 'hello names another node than the token; the token decides');
         // Until the claim commits the session is not in the registry, and its teardown records nothing.
         let admitted = false;
@@ -175,7 +175,7 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
             claiming = false;
           }
           if (s.closed || socket.readyState !== socket.OPEN) return void s.teardown(CLOSE_CODES.GOING_AWAY, 'closed while claiming');
-          if (opts.registry.isStopping) return void s.teardown(CLOSE_CODES.GOING_AWAY, 'panel shutting down');
+          if (opts.registry.isStopping) return void s.teardown(CLOSE_CODES.SERVICE_RESTART, opts.registry.restartReason);
         }
         admitted = true;
         session = s;

@@ -4,6 +4,7 @@ import WebSocket, { type RawData } from 'ws';
 import { Backoff, createLoop, Deadline, errorMessage, sanitizeText, type DeadlineClock, type Loop } from '@tether/common';
 import {
   CAPABILITIES,
+  CLOSE_CODES,
   FIELD_LIMITS,
   FRAME_ERROR_CODES,
   MAX_STATE_FRAME_BYTES,
@@ -13,6 +14,7 @@ import {
   createIdGenerator,
   decode,
   encode,
+  parseRetryHint,
   type AgentMessage,
   type DeployResult,
   type PanelMessage,
@@ -405,10 +407,13 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     this.socket = undefined;
     if (this.state_ === 'stopped') return;
     if (sessionId && lasted >= this.options.reconnect.healthySessionMs) this.backoff.reset();
+    // A planned panel stop says when to come back (docs/protocol.md, "Retry hint"): spread within its window, not doubling.
+    const hintMs = code === CLOSE_CODES.SERVICE_RESTART ? parseRetryHint(reason) : null;
+    if (hintMs !== null) this.backoff.hint(hintMs);
     const terminal = this.terminal || TERMINAL_CLOSE_CODES.has(code);
     const retryInMs = terminal ? this.options.reconnect.maxMs : this.backoff.next();
     this.state_ = 'waiting';
-    this.options.logger.warn({ code, reason, sessionId, retryInMs }, 'disconnected from panel');
+    this.options.logger.warn({ code, reason, sessionId, retryInMs, hinted: this.backoff.isHinted }, 'disconnected from panel');
     this.emit('closed', { code, reason, sessionId, retryInMs });
     this.retryTimer = setTimeout(() => this.connect(), retryInMs);
   }
