@@ -83,6 +83,7 @@ function connect(agent: Agent): void {
     handshakeTimeout: CONNECT_TIMEOUT_MS,
   });
   agent.socket = socket;
+  let refused = false;
   socket.on('open', () => {
     send(agent, { type: 'hello', id: nextId(), node: `bench-${start.base + agent.index}`, agentVersion: 'bench', protocolVersion: PROTOCOL_VERSION, containers: [], runtime, routing });
   });
@@ -107,6 +108,7 @@ function connect(agent: Agent): void {
     complete(agent, attemptAt);
   });
   socket.on('error', (err: Error & { code?: string }) => {
+    if (err.code === 'ECONNREFUSED') refused = true;
     count(errors, err.code ?? err.message);
     errorTimes.push([err.code ?? err.message, Date.now()]);
   });
@@ -121,7 +123,7 @@ function connect(agent: Agent): void {
     if (lasted >= HEALTHY_SESSION_MS) agent.backoff.reset();
     const hintMs = code === CLOSE_CODES.SERVICE_RESTART ? parseRetryHint(reason.toString()) : null;
     if (hintMs !== null && !ignoreHint) agent.backoff.hint(hintMs);
-    setTimeout(() => connect(agent), fixedRetryMs ?? agent.backoff.next());
+    setTimeout(() => connect(agent), fixedRetryMs ?? agent.backoff.next(refused));
   });
 }
 

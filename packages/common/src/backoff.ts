@@ -46,7 +46,10 @@ export const RETRY_HINT_HORIZON_MS = 60_000;
  * every agent tries at least once per W (cheap refusals) and, once it listens,
  * the whole fleet arrives spread over one W: the peer sizes W to what it can
  * open per second. Doubling would instead leave agents waiting 8–16 s after a
- * 10 s restart. The hint governs at most RETRY_HINT_HORIZON_MS of delays
+ * 10 s restart. An attempt that reached the peer and still failed (a timeout,
+ * a 503: the peer is up but busy) doubles W, so a fleet that arrived faster
+ * than the peer opens spreads itself out instead of retrying into a queue it
+ * already fills. The hint governs at most RETRY_HINT_HORIZON_MS of delays
  * (a peer that does not come back is not hammered forever); after that the
  * ordinary growth continues from the first bound at or above W.
  */
@@ -61,9 +64,11 @@ export class Backoff {
     return this.hinted ? this.hinted.windowMs : backoffCeiling(this.attempt, this.options);
   }
 
-  next(): number {
+  /** The delay before the next attempt; `refused`: the last attempt found nobody listening (ECONNREFUSED). */
+  next(refused = false): number {
     const hinted = this.hinted;
     if (hinted && hinted.spentMs < RETRY_HINT_HORIZON_MS) {
+      if (hinted.attempts > 0 && !refused) hinted.windowMs = Math.min(hinted.windowMs * 2, this.options.maxMs);
       const random = (this.options.random ?? Math.random)();
       const w = hinted.windowMs;
       const delay = Math.floor(hinted.attempts === 0 ? w * random : w / 2 + (w / 2) * random);

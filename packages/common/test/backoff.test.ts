@@ -50,7 +50,8 @@ describe('Backoff.hint (a peer that said when to come back)', () => {
     const start = Date.now();
     const attempt = () => {
       times.push(Date.now() - start);
-      if (Date.now() - start < acceptFromMs) setTimeout(attempt, backoff.next());
+      // Refused: nobody listening yet (the peer is down).
+      if (Date.now() - start < acceptFromMs) setTimeout(attempt, backoff.next(true));
     };
     setTimeout(attempt, backoff.next());
     vi.advanceTimersByTime(runForMs);
@@ -108,6 +109,15 @@ describe('Backoff.hint (a peer that said when to come back)', () => {
     expect(times.slice(0, hintedGaps.length + 1).at(-1)).toBeLessThanOrEqual(RETRY_HINT_HORIZON_MS + 8_000);
     expect(hintedGaps.length).toBeGreaterThanOrEqual(14);
     expect(gaps.slice(hintedGaps.length, hintedGaps.length + 3)).toEqual([7_999, 15_999, 29_999]);
+    expect(b.isHinted).toBe(false);
+  });
+
+  it('an attempt that reached a busy peer and failed doubles the window (bounded by the cap); refusals do not', () => {
+    const b = new Backoff({ initialMs: 500, maxMs: 20_000, random: () => 0.999999 });
+    b.hint(4_000);
+    const delays = [b.next(), b.next(true), b.next(false), b.next(true), b.next(false), b.next(false), b.next(false)];
+    expect(delays).toEqual([3_999, 3_999, 7_999, 7_999, 15_999, 19_999, 19_999]);
+    // 80 s of delays: past the horizon, the ordinary growth takes over.
     expect(b.isHinted).toBe(false);
   });
 

@@ -102,6 +102,8 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
   private readonly panelUrls: readonly string[];
   /** Panels still to try in this round; reshuffled when empty, so a fleet spreads over the panels. */
   private untried: string[] = [];
+  /** The last connect found nobody listening (ECONNREFUSED): a hinted backoff does not widen for it. */
+  private refused = false;
   /** This session speaks `logs` (both ends named it). */
   private logsAttached = false;
 
@@ -143,6 +145,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     if (this.state_ === 'stopped') return;
     this.state_ = 'connecting';
     this.terminal = false;
+    this.refused = false;
     const log = this.options.logger;
     const panelUrl = this.nextPanelUrl();
     log.debug({ panel: panelUrl }, 'connecting');
@@ -168,7 +171,10 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       void this.sendHello(socket);
     });
     socket.on('message', (data: RawData, isBinary: boolean) => this.onFrame(socket, data, isBinary));
-    socket.on('error', (err) => log.warn({ err }, 'panel socket error'));
+    socket.on('error', (err: Error & { code?: string }) => {
+      if (err.code === 'ECONNREFUSED') this.refused = true;
+      log.warn({ err }, 'panel socket error');
+    });
     socket.on('close', (code, reason) => this.onClose(socket, code, reason.toString('utf8')));
   }
 
@@ -411,7 +417,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     const hintMs = code === CLOSE_CODES.SERVICE_RESTART ? parseRetryHint(reason) : null;
     if (hintMs !== null) this.backoff.hint(hintMs);
     const terminal = this.terminal || TERMINAL_CLOSE_CODES.has(code);
-    const retryInMs = terminal ? this.options.reconnect.maxMs : this.backoff.next();
+    const retryInMs = terminal ? this.options.reconnect.maxMs : this.backoff.next(this.refused);
     this.state_ = 'waiting';
     this.options.logger.warn({ code, reason, sessionId, retryInMs, hinted: this.backoff.isHinted }, 'disconnected from panel');
     this.emit('closed', { code, reason, sessionId, retryInMs });
