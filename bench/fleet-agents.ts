@@ -84,6 +84,14 @@ function connect(agent: Agent): void {
   });
   agent.socket = socket;
   let refused = false;
+  socket.on('unexpected-response', (_req, res) => {
+    count(errors, `HTTP ${res.statusCode}`);
+    errorTimes.push([`HTTP ${res.statusCode}`, Date.now()]);
+    const retryAfterS = res.statusCode === 503 ? Number(res.headers['retry-after']) : NaN;
+    if (Number.isInteger(retryAfterS) && retryAfterS > 0 && !agent.backoff.isHinted && !ignoreHint) agent.backoff.hint(retryAfterS * 1_000);
+    res.resume();
+    socket.terminate();
+  });
   socket.on('open', () => {
     send(agent, { type: 'hello', id: nextId(), node: `bench-${start.base + agent.index}`, agentVersion: 'bench', protocolVersion: PROTOCOL_VERSION, containers: [], runtime, routing });
   });

@@ -23,7 +23,9 @@ import type { PanelMetrics } from '../panel-metrics.js';
 import { AgentSession, closeHard, type SessionTiming } from '../sessions/session.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import type { NodeAuthenticator, AuthenticatedNode } from './authenticate.js';
+import { AppError } from '../errors.js';
 import { FrameGuard, frameBytes, refuseByHead } from './frame-guard.js';
+import { OpenAdmission } from './open-admission.js';
 
 // GET /v1/agent/connect: authenticate before the upgrade, require `hello`
 // within the hello timeout, answer `welcome`, then hand every valid frame of
@@ -43,6 +45,10 @@ export interface GatewayOptions {
    * session with GOING_AWAY (the agent backs off and may reach another panel). Absent: no claim.
    */
   claim?: (nodeId: string, sessionId: string) => Promise<unknown>;
+  /** Upgrades opening at once (upgrade → welcome) past which new ones get 503 + Retry-After (open-admission.ts). */
+  maxOpening: number;
+  /** The Retry-After of such a 503, in seconds. */
+  busyRetryAfterS: () => number;
 }
 
 const AGENT_TYPES = new Set(['heartbeat', 'pong', 'ack', 'deploy.result', 'routing.applied', 'proxy.events', 'logs.chunk', 'logs.end', 'error']);
@@ -82,11 +88,13 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
   // those refused while closing are ended, and those still pending a second into the close are destroyed.
   let closing = false;
   const pendingUpgrades = new Set<Duplex>();
+  const admission = new OpenAdmission(opts.maxOpening);
   const onUpgrade = (_request: IncomingMessage, socket: Duplex) => {
     if (closing) {
       socket.end(); // after the 503 Fastify has just written
       return;
     }
+    admission.arrived(socket);
     pendingUpgrades.add(socket);
     socket.once('close', () => pendingUpgrades.delete(socket));
   };
@@ -104,13 +112,19 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
     {
       websocket: true,
       schema: { hide: true },
-      preValidation: async (request) => {
+      preValidation: async (request, reply) => {
+        if (admission.refuse(request.raw.socket)) {
+          opts.metrics?.upgradesRefusedBusy.inc();
+          void reply.header('retry-after', String(opts.busyRetryAfterS()));
+          throw new AppError('NOT_READY', 'the panel is opening too many sessions at once; retry after Retry-After');
+        }
         request.agentNode = await opts.nodeAuth.authenticate(request);
       },
     },
     (socket, request) => {
       const node = request.agentNode!;
-      pendingUpgrades.delete(request.raw.socket);
+      const tcp = request.raw.socket;
+      pendingUpgrades.delete(tcp);
       const peer = `${request.socket.remoteAddress}:${request.socket.remotePort}`;
       releaseUpgrade(socket, request);
       // Made on first use: most sessions never log, and a child logger per session is memory kept for hours.
@@ -193,6 +207,7 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
           ...(capabilities ? { capabilities } : {}),
         });
         opts.registry.open(session);
+        admission.done(tcp);
       };
 
       socket.on('message', (data: RawData, isBinary: boolean) => {
