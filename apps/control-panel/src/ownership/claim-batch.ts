@@ -1,5 +1,6 @@
 import { TickBatcher } from '@tether/common';
 import type { Db } from '../db/database.js';
+import { OPEN_READ_LINGER_MS } from '../sessions/session-store.js';
 
 // The claims of one turn of the loop as one statement. A restarted panel
 // takes thousands of sessions a second; a claim each was a transaction (and a
@@ -10,7 +11,7 @@ import type { Db } from '../db/database.js';
 export class ClaimBatch {
   /** The node each pending claim (by session id) is for. */
   private readonly nodeOf = new Map<string, string>();
-  private readonly batcher = new TickBatcher<string, number>((sessionIds) => this.claimMany(sessionIds), 1_000);
+  private readonly batcher = new TickBatcher<string, number>((sessionIds) => this.claimMany(sessionIds), 1_000, 2, OPEN_READ_LINGER_MS);
 
   constructor(
     private readonly prisma: Db,
