@@ -87,6 +87,7 @@ function connect(agent: Agent): void {
   socket.on('unexpected-response', (_req, res) => {
     count(errors, `HTTP ${res.statusCode}`);
     errorTimes.push([`HTTP ${res.statusCode}`, Date.now()]);
+    refused = res.statusCode === 503;
     const retryAfterS = res.statusCode === 503 ? Number(res.headers['retry-after']) : NaN;
     if (Number.isInteger(retryAfterS) && retryAfterS > 0 && !agent.backoff.isHinted && !ignoreHint) agent.backoff.hint(retryAfterS * 1_000);
     res.resume();
@@ -116,7 +117,7 @@ function connect(agent: Agent): void {
     complete(agent, attemptAt);
   });
   socket.on('error', (err: Error & { code?: string }) => {
-    if (err.code === 'ECONNREFUSED') refused = true;
+    if (err.code === 'ECONNREFUSED' || err.code === 'ECONNRESET') refused = true;
     count(errors, err.code ?? err.message);
     errorTimes.push([err.code ?? err.message, Date.now()]);
   });

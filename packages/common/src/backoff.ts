@@ -46,10 +46,12 @@ export const RETRY_HINT_HORIZON_MS = 60_000;
  * every agent tries at least once per W (cheap refusals) and, once it listens,
  * the whole fleet arrives spread over one W: the peer sizes W to what it can
  * open per second. Doubling would instead leave agents waiting 8–16 s after a
- * 10 s restart. An attempt that reached the peer and still failed (a timeout,
- * a 503: the peer is up but busy) doubles W, so a fleet that arrived faster
- * than the peer opens spreads itself out instead of retrying into a queue it
- * already fills. The hint governs at most RETRY_HINT_HORIZON_MS of delays
+ * 10 s restart. An attempt that was not refused at once but timed out (the
+ * peer is up and past its pace) doubles W, so a fleet that arrived faster than
+ * the peer opens spreads itself out instead of retrying into a queue it
+ * already fills; quick refusals (nobody listening, a reset or a 503 from a
+ * peer stopping or shedding) keep W: measured, widening on those too left
+ * agents that met the stopping panel waiting 13–27 s. The hint governs at most RETRY_HINT_HORIZON_MS of delays
  * (a peer that does not come back is not hammered forever); after that the
  * ordinary growth continues from the first bound at or above W.
  */
@@ -64,7 +66,7 @@ export class Backoff {
     return this.hinted ? this.hinted.windowMs : backoffCeiling(this.attempt, this.options);
   }
 
-  /** The delay before the next attempt; `refused`: the last attempt found nobody listening (ECONNREFUSED). */
+  /** The delay before the next attempt; `refused`: the last attempt was refused at once, it did not time out. */
   next(refused = false): number {
     const hinted = this.hinted;
     if (hinted && hinted.spentMs < RETRY_HINT_HORIZON_MS) {

@@ -102,7 +102,10 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
   private readonly panelUrls: readonly string[];
   /** Panels still to try in this round; reshuffled when empty, so a fleet spreads over the panels. */
   private untried: string[] = [];
-  /** The last connect found nobody listening (ECONNREFUSED): a hinted backoff does not widen for it. */
+  /**
+   * The last connect was refused at once (ECONNREFUSED, ECONNRESET, 503: a panel down, stopping or shedding)
+   * rather than left to time out: a hinted backoff widens only for a timeout, the sign of a panel past its pace.
+   */
   private refused = false;
   /** This session speaks `logs` (both ends named it). */
   private logsAttached = false;
@@ -161,7 +164,8 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       // 401 (unknown token) and 403 (decommissioned) need an operator: keep trying, but slowly.
       this.terminal = res.statusCode === 401 || res.statusCode === 403;
       // A busy or restarting panel names when to come back (docs/protocol.md, "Retry hint"); an agent already
-      // on a hinted schedule keeps it (and widens it: this attempt reached a busy panel).
+      // on a hinted schedule keeps it (a quick refusal does not widen it).
+      this.refused = res.statusCode === 503;
       const retryAfterS = res.statusCode === 503 ? Number(res.headers['retry-after']) : NaN;
       if (Number.isInteger(retryAfterS) && retryAfterS > 0 && !this.backoff.isHinted) this.backoff.hint(retryAfterS * 1_000);
       log.error({ status: res.statusCode }, this.terminal ? 'panel refused this node token' : 'panel refused the upgrade');
@@ -176,7 +180,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     });
     socket.on('message', (data: RawData, isBinary: boolean) => this.onFrame(socket, data, isBinary));
     socket.on('error', (err: Error & { code?: string }) => {
-      if (err.code === 'ECONNREFUSED') this.refused = true;
+      if (err.code === 'ECONNREFUSED' || err.code === 'ECONNRESET') this.refused = true;
       log.warn({ err }, 'panel socket error');
     });
     socket.on('close', (code, reason) => this.onClose(socket, code, reason.toString('utf8')));
