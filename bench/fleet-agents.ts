@@ -5,10 +5,11 @@
 // deploy, workloads and routing.map, and on a lost connection the agent's
 // own reconnect backoff (@tether/common Backoff with the host agent's
 // defaults: 0.5 s doubling to 30 s, full jitter, reset after a session that
-// lasted 10 s, 10 s connect timeout).
+// lasted 10 s, 10 s connect timeout), including the retry hint of a planned
+// panel stop (1012 SERVICE_RESTART: retries spread within the hinted window).
 import WebSocket from 'ws';
 import { Backoff } from '@tether/common';
-import { PROTOCOL_VERSION, createIdGenerator, decode, encode, type Message } from '@tether/protocol';
+import { CLOSE_CODES, PROTOCOL_VERSION, createIdGenerator, decode, encode, parseRetryHint, type Message } from '@tether/protocol';
 
 interface Start {
   type: 'start';
@@ -22,7 +23,7 @@ interface Start {
   spreadMs: number;
 }
 /** mark: a new phase (counters cleared); `fixedRetryMs` set: reconnect after exactly that, not the backoff (capacity test). */
-type Command = Start | { type: 'report'; since?: number } | { type: 'mark'; fixedRetryMs?: number } | { type: 'stop' };
+type Command = Start | { type: 'report'; since?: number } | { type: 'mark'; fixedRetryMs?: number; ignoreHint?: boolean } | { type: 'stop' };
 
 const RECONNECT = { initialMs: 500, maxMs: 30_000 };
 const HEALTHY_SESSION_MS = 10_000;
@@ -54,6 +55,8 @@ const errors = new Map<string, number>();
 /** When each connect error happened, by code (to count those after the panel listened). */
 const errorTimes: [string, number][] = [];
 let fixedRetryMs: number | undefined;
+/** Behave like an agent older than the retry hint (before/after comparison). */
+let ignoreHint = false;
 const closes = new Map<number, number>();
 let start: Start;
 
@@ -80,6 +83,16 @@ function connect(agent: Agent): void {
     handshakeTimeout: CONNECT_TIMEOUT_MS,
   });
   agent.socket = socket;
+  let refused = false;
+  socket.on('unexpected-response', (_req, res) => {
+    count(errors, `HTTP ${res.statusCode}`);
+    errorTimes.push([`HTTP ${res.statusCode}`, Date.now()]);
+    refused = res.statusCode === 503;
+    const retryAfterS = res.statusCode === 503 ? Number(res.headers['retry-after']) : NaN;
+    if (Number.isInteger(retryAfterS) && retryAfterS > 0 && !agent.backoff.isHinted && !ignoreHint) agent.backoff.hint(retryAfterS * 1_000);
+    res.resume();
+    socket.terminate();
+  });
   socket.on('open', () => {
     send(agent, { type: 'hello', id: nextId(), node: `bench-${start.base + agent.index}`, agentVersion: 'bench', protocolVersion: PROTOCOL_VERSION, containers: [], runtime, routing });
   });
@@ -104,10 +117,11 @@ function connect(agent: Agent): void {
     complete(agent, attemptAt);
   });
   socket.on('error', (err: Error & { code?: string }) => {
+    if (err.code === 'ECONNREFUSED' || err.code === 'ECONNRESET') refused = true;
     count(errors, err.code ?? err.message);
     errorTimes.push([err.code ?? err.message, Date.now()]);
   });
-  socket.on('close', (code) => {
+  socket.on('close', (code, reason) => {
     if (agent.socket !== socket) return;
     clearTimeout(agent.timer);
     clearInterval(agent.timer);
@@ -116,7 +130,9 @@ function connect(agent: Agent): void {
     agent.ready = agent.workloads = agent.map = false;
     agent.socket = undefined;
     if (lasted >= HEALTHY_SESSION_MS) agent.backoff.reset();
-    setTimeout(() => connect(agent), fixedRetryMs ?? agent.backoff.next());
+    const hintMs = code === CLOSE_CODES.SERVICE_RESTART ? parseRetryHint(reason.toString()) : null;
+    if (hintMs !== null && !ignoreHint) agent.backoff.hint(hintMs);
+    setTimeout(() => connect(agent), fixedRetryMs ?? agent.backoff.next(refused));
   });
 }
 
@@ -160,6 +176,7 @@ process.on('message', (command: Command) => {
     errorTimes.length = 0;
     closes.clear();
     fixedRetryMs = command.fixedRetryMs;
+    ignoreHint = command.ignoreHint ?? false;
   } else if (command.type === 'report') process.send?.(report(command.since));
   else if (command.type === 'stop') {
     for (const a of agents) a.socket?.terminate();

@@ -13,7 +13,8 @@
 //      as it can for --window s while the N others heartbeat;
 //   6. storm: the panel is stopped (SIGTERM), stays down --down s, starts on
 //      the same port; time until every agent has a session again and was
-//      pushed its workloads and map, with the agents' real reconnect backoff.
+//      pushed its workloads and map, with the agents' real reconnect backoff
+//      and the retry hint of the planned stop (--ignore-hint: agents without it).
 // Run from the repository root after `npm run build`:
 //
 //   pnpm --filter @tether/bench fleet --sessions 10000
@@ -43,6 +44,8 @@ const { values } = parseArgs({
     deploys: { type: 'string', default: '200' },
     down: { type: 'string', default: '5' },
     skip: { type: 'string', default: '' },
+    /** The agents ignore the panel's retry hint (agents older than it): the before figure. */
+    'ignore-hint': { type: 'boolean', default: false },
   },
 });
 const N = Number(values.sessions);
@@ -294,7 +297,7 @@ async function main(): Promise<void> {
     // 6. storm, with the agents' real backoff; then 7. the same with every agent retrying every 250 ms
     // (no backoff): what the panel itself can open per second.
     const storm = async (label: string, fixedRetryMs?: number) => {
-      for (const c of fleet) c.send({ type: 'mark', fixedRetryMs });
+      for (const c of fleet) c.send({ type: 'mark', fixedRetryMs, ignoreHint: values['ignore-hint'] });
       // Transactions the database committed (each statement outside a transaction is one): before the stop, after the storm.
       const xacts = async () =>
         Number((await client.query<{ n: string }>('SELECT xact_commit + xact_rollback AS n FROM pg_stat_database WHERE datname = current_database()')).rows[0]!.n);

@@ -110,6 +110,7 @@ export function createAgentSide(deps: {
     logger,
     pingIntervalMs: config.sessions.pingIntervalMs,
     lastSeenFlushMs: config.sessions.lastSeenFlushMs,
+    restartOpensPerSec: config.sessions.restartOpensPerSec,
   });
   const dispatcher = new SessionDispatcher({ registry, store, events, logger, metrics });
   const workloads = new WorkloadSync(registry, store, logger);

@@ -233,6 +233,9 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     metrics,
     ...(cluster ? { claim: (nodeId: string, sessionId: string) => cluster.claim(nodeId, sessionId) } : {}),
     protocolVersions: s.protocolVersions,
+    maxOpening: s.maxOpening,
+    // The window a busy panel hints, in seconds: the opens it holds now at its planned rate (at least 1 s).
+    busyRetryAfterS: () => Math.max(1, Math.ceil(s.maxOpening / s.restartOpensPerSec)),
     timing: {
       heartbeatIntervalMs: s.heartbeatIntervalMs,
       pingIntervalMs: s.pingIntervalMs,

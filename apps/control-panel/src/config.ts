@@ -34,6 +34,10 @@ const EnvSchema = Type.Object({
   TETHER_RECONCILE_INTERVAL_MS: Ms(TIMING_DEFAULTS.routingPushIntervalMs),
   TETHER_ROUTING_DEBOUNCE_MS: Ms(250, 0),
   TETHER_LAST_SEEN_FLUSH_MS: Ms(10_000),
+  /** Opens a second the fleet is spread to when it comes back after a planned stop (the retry hint's window). */
+  TETHER_RESTART_OPENS_PER_SEC: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1_500 }),
+  /** Agent upgrades opening at once (upgrade → welcome) past which new ones get 503 + Retry-After. */
+  TETHER_MAX_OPENING_SESSIONS: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 500 }),
   TETHER_TOKEN_LAST_USED_FLUSH_MS: Ms(10_000),
   /** How often a deployment being waited on (?wait=, /events) is read again. */
   TETHER_DEPLOYMENT_WATCH_MS: Ms(250),
@@ -121,6 +125,10 @@ export interface PanelConfig {
     nodeTokenCacheMs: number;
     /** The `hello` versions accepted. */
     protocolVersions: ProtocolRange;
+    /** Sizes the retry window a planned stop hints to the agents (docs/protocol.md, "Retry hint"). */
+    restartOpensPerSec: number;
+    /** Upgrades opening at once past which new ones are refused with 503 + Retry-After. */
+    maxOpening: number;
   };
   routing: {
     reconcileIntervalMs: number;
@@ -185,6 +193,8 @@ export function loadConfig(env: Record<string, string | undefined>): PanelConfig
       sendBufferLimitBytes: e.TETHER_SEND_BUFFER_LIMIT_BYTES,
       nodeTokenCacheMs: e.TETHER_NODE_TOKEN_CACHE_MS,
       protocolVersions: pinnedProtocolRange(e.TETHER_PROTOCOL_VERSION_MAX),
+      restartOpensPerSec: e.TETHER_RESTART_OPENS_PER_SEC,
+      maxOpening: e.TETHER_MAX_OPENING_SESSIONS,
     },
     routing: {
       reconcileIntervalMs: e.TETHER_RECONCILE_INTERVAL_MS,

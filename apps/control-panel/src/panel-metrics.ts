@@ -25,6 +25,7 @@ export interface PanelMetrics {
   sessionTeardowns: Counter<'reason'>;
   framesReceived: Counter<'type'>;
   invalidFrames: Counter<'code'>;
+  upgradesRefusedBusy: Counter;
   deployDispatches: Counter<'outcome'>;
   ackWait: Histogram;
   nodeSessionsOpened: Counter<'node'>;
@@ -98,6 +99,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Panel
     }),
     framesReceived: new Counter({ name: 'tether_frames_received_total', help: 'Valid agent frames', labelNames: ['type'], registers }),
     invalidFrames: new Counter({ name: 'tether_invalid_frames_total', help: 'Rejected agent frames', labelNames: ['code'], registers }),
+    upgradesRefusedBusy: new Counter({ name: 'tether_agent_upgrades_refused_busy_total', help: 'Agent upgrades answered 503 because too many sessions were opening', registers }),
     deployDispatches: new Counter({
       name: 'tether_deploy_dispatches_total',
       help: 'Deployments dispatched, by outcome',

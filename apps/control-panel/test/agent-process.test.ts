@@ -124,9 +124,40 @@ describe('panel restart', () => {
     const events = await panel.prisma.sessionEvent.findMany({ where: { nodeId: node.id }, orderBy: { id: 'asc' } });
     expect(events.map((e) => [e.kind, e.closeCode])).toEqual([
       ['opened', null],
-      ['closed', CLOSE_CODES.GOING_AWAY],
+      ['closed', CLOSE_CODES.SERVICE_RESTART],
       ['opened', null],
     ]);
+  });
+
+  it('an agent deep in a slow backoff comes back within the hinted window of the panel listening, not later', async () => {
+    const node = await panel.createNode('hinted-1');
+    // Its own backoff alone would wait up to 4 s, then 8 s: only the hint brings it back within 1 s.
+    const agent = await startAgentProcess({ panelUrl: panel.url, token: node.token, nodeName: node.name, env: { TETHER_RECONNECT_MIN_MS: '4000', TETHER_RECONNECT_MAX_MS: '30000' } });
+    agents.push(agent);
+    const first = await waitFor(() => panel.app.agentSide.registry.get(node.id), { timeoutMs: 10_000 });
+    await panel.stopApp();
+    const line = await agent.process.waitForOutput(/\{[^\n]*"code":1012[^\n]*disconnected from panel[^\n]*\}/, 5_000);
+    // One panel session: the window is the 1 s floor.
+    expect(JSON.parse(line[0])).toMatchObject({ reason: 'panel shutting down; retry-window-ms=1000', hinted: true });
+    await new Promise((r) => setTimeout(r, 2_500));
+    const restartAt = Date.now();
+    await panel.restartApp();
+    const listening = Date.now();
+    const rejoined = await waitFor(() => panel.app.agentSide.registry.get(node.id), { timeoutMs: 6_000, intervalMs: 10 });
+    const backAt = rejoined.openedAt;
+    expect(rejoined.id).not.toBe(first.id);
+    expect(backAt).toBeGreaterThanOrEqual(restartAt);
+    // Within the window (attempts every 0.5–1 s while the panel was down) plus a connect and hello on this machine.
+    expect(backAt - listening).toBeLessThanOrEqual(1_000 + 500);
+    // Every retry while the panel was down came from the hinted schedule: refused about once a window, never doubled.
+    const retries = [...agent.process.output().matchAll(/\{[^\n]*disconnected from panel[^\n]*\}/g)].map((m) => JSON.parse(m[0]) as { retryInMs: number; hinted: boolean });
+    const afterStop = retries.slice(retries.findIndex((r) => r.hinted));
+    expect(afterStop.length).toBeGreaterThanOrEqual(3);
+    for (const r of afterStop) {
+      expect(r.hinted).toBe(true);
+      expect(r.retryInMs).toBeLessThanOrEqual(1_000);
+    }
+    for (const r of afterStop.slice(1)) expect(r.retryInMs).toBeGreaterThanOrEqual(500);
   });
 });
 

@@ -161,7 +161,7 @@ describe('panel restarted during an outage', () => {
     await pg.stop();
     agents[0]!.close();
     await waitFor(() => panel.app.agentSide.registry.size === 1);
-    // Stopping closes the other session (GOING_AWAY); the database is out, so both closes go to the spill file, in time.
+    // Stopping closes the other session (SERVICE_RESTART with a retry hint); the database is out, so both closes go to the spill file, in time.
     const stopping = performance.now();
     await panel.stopApp();
     expect(performance.now() - stopping).toBeLessThan(800 + 800 + 1_000);
@@ -181,7 +181,7 @@ describe('panel restarted during an outage', () => {
         [sessionIds[1], 'closed'],
       ]);
       expect(rows[2]!.reason).toMatch(/closed by agent/);
-      expect(rows[3]!.reason).toBe('panel shutting down');
+      expect(rows[3]!.reason).toBe('panel shutting down; retry-window-ms=1000');
     };
     await expectHistory();
 

@@ -32,31 +32,83 @@ export function backoffDelay(attempt: number, options: BackoffOptions): number {
   return Math.floor(ceiling * (1 - jitter + jitter * (options.random ?? Math.random)()));
 }
 
+/** How long a retry hint (Backoff.hint) governs the delays before the ordinary growth takes over again. */
+export const RETRY_HINT_HORIZON_MS = 60_000;
+
 /**
  * A backoff that counts its own attempts. With full jitter it spreads a fleet
  * of agents that lost the panel at the same moment, so they do not all come
  * back at once.
+ *
+ * A peer that knows it will be back soon (a panel's planned restart) can give
+ * a retry window W instead: `hint(W)`. The next attempt then comes uniformly
+ * within [0, W) and each later one within [W/2, W], so while the peer is down
+ * every agent tries at least once per W (cheap refusals) and, once it listens,
+ * the whole fleet arrives spread over one W: the peer sizes W to what it can
+ * open per second. Doubling would instead leave agents waiting 8–16 s after a
+ * 10 s restart. An attempt that was not refused at once but timed out (the
+ * peer is up and past its pace) doubles W, so a fleet that arrived faster than
+ * the peer opens spreads itself out instead of retrying into a queue it
+ * already fills; quick refusals (nobody listening, a reset or a 503 from a
+ * peer stopping or shedding) keep W: measured, widening on those too left
+ * agents that met the stopping panel waiting 13–27 s. The hint governs at most RETRY_HINT_HORIZON_MS of delays
+ * (a peer that does not come back is not hammered forever); after that the
+ * ordinary growth continues from the first bound at or above W.
  */
 export class Backoff {
   private attempt = 0;
+  /** The hinted window while a hint governs, with the delay it has spent so far. */
+  private hinted: { windowMs: number; spentMs: number; attempts: number } | null = null;
   constructor(private readonly options: BackoffOptions) {}
 
   /** The bound (not the delay) for the next attempt. */
   ceiling(): number {
-    return backoffCeiling(this.attempt, this.options);
+    return this.hinted ? this.hinted.windowMs : backoffCeiling(this.attempt, this.options);
   }
 
-  next(): number {
+  /** The delay before the next attempt; `refused`: the last attempt was refused at once, it did not time out. */
+  next(refused = false): number {
+    const hinted = this.hinted;
+    if (hinted && hinted.spentMs < RETRY_HINT_HORIZON_MS) {
+      if (hinted.attempts > 0 && !refused) hinted.windowMs = Math.min(hinted.windowMs * 2, this.options.maxMs);
+      const random = (this.options.random ?? Math.random)();
+      const w = hinted.windowMs;
+      const delay = Math.floor(hinted.attempts === 0 ? w * random : w / 2 + (w / 2) * random);
+      hinted.attempts++;
+      hinted.spentMs += delay;
+      return delay;
+    }
+    if (hinted) {
+      // The horizon passed: ordinary growth from the first bound not below the window (never back to the smallest).
+      this.hinted = null;
+      this.attempt = 0;
+      while (backoffCeiling(this.attempt, this.options) < hinted.windowMs && backoffCeiling(this.attempt, this.options) < this.options.maxMs) this.attempt++;
+    }
     const delay = backoffDelay(this.attempt, this.options);
     this.attempt++;
     return delay;
   }
 
+  /**
+   * The peer said when to come back: retry within windowMs (spread, see the class comment) instead of the
+   * ordinary growth. A window is capped at the backoff's own cap; a new hint replaces an older one.
+   */
+  hint(windowMs: number): void {
+    const w = Math.min(Math.max(1, Math.floor(windowMs)), this.options.maxMs);
+    this.hinted = { windowMs: w, spentMs: 0, attempts: 0 };
+  }
+
+  /** A hint governs the next delay. */
+  get isHinted(): boolean {
+    return this.hinted !== null && this.hinted.spentMs < RETRY_HINT_HORIZON_MS;
+  }
+
   reset(): void {
     this.attempt = 0;
+    this.hinted = null;
   }
 
   get attempts(): number {
-    return this.attempt;
+    return this.attempt + (this.hinted?.attempts ?? 0);
   }
 }

@@ -6,16 +6,26 @@
  * next one, so the busier the database, the larger the batches (and an idle
  * panel adds no delay). Keys asked twice in a batch are loaded once; a batch
  * holds at most `maxBatch` keys.
+ *
+ * `lingerMs` (default 0): a key asked within lingerMs of the last batch waits
+ * lingerMs for others to join. A storm's opens arrive one every few ms, not in
+ * the same turn, so without it batches averaged about two keys and every open
+ * still cost a query per read (most of a storm's CPU went to query writes and
+ * Prisma's per-query work, see docs/benchmarks.md); a lone key after a quiet
+ * spell is still loaded at once.
  */
 export class TickBatcher<K, V> {
   private pending = new Map<K, { resolve: (v: V | undefined) => void; reject: (err: unknown) => void }[]>();
   private scheduled = false;
   private inFlight = 0;
+  /** When the last batch was started (performance.now()); -Infinity: never. */
+  private lastFlushAt = Number.NEGATIVE_INFINITY;
 
   constructor(
     private readonly loadMany: (keys: K[]) => Promise<ReadonlyMap<K, V>>,
     private readonly maxBatch = 1_000,
     private readonly maxInFlight = 2,
+    private readonly lingerMs = 0,
   ) {}
 
   /** Resolves with what `loadMany` found for the key (undefined: nothing), or rejects with its error. */
@@ -26,11 +36,14 @@ export class TickBatcher<K, V> {
       else this.pending.set(key, [{ resolve, reject }]);
       if (!this.scheduled) {
         this.scheduled = true;
-        // setImmediate: after the I/O callbacks of this poll phase, so every caller in it joins.
-        setImmediate(() => {
+        const run = () => {
           this.scheduled = false;
           this.flush();
-        });
+        };
+        // Busy (a batch started within lingerMs): wait for more keys. Else setImmediate: after the I/O
+        // callbacks of this poll phase, so every caller in it joins.
+        if (this.lingerMs > 0 && performance.now() - this.lastFlushAt < this.lingerMs) setTimeout(run, this.lingerMs);
+        else setImmediate(run);
       }
     });
   }
@@ -44,6 +57,7 @@ export class TickBatcher<K, V> {
       }
       for (const key of batch.keys()) this.pending.delete(key);
       this.inFlight++;
+      this.lastFlushAt = performance.now();
       let loading: Promise<ReadonlyMap<K, V>>;
       try {
         loading = this.loadMany([...batch.keys()]);

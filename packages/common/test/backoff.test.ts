@@ -1,5 +1,5 @@
-import { describe, expect, it } from 'vitest';
-import { Backoff, backoffCeiling, backoffDelay } from '../src/index.js';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { Backoff, RETRY_HINT_HORIZON_MS, backoffCeiling, backoffDelay } from '../src/index.js';
 
 describe('Backoff', () => {
   it('grows the bound exponentially to the cap, with full jitter below it', () => {
@@ -37,5 +37,97 @@ describe('backoffDelay', () => {
 
   it('honours another growth factor', () => {
     expect(backoffCeiling(2, { initialMs: 10, maxMs: 1_000, factor: 3 })).toBe(90);
+  });
+});
+
+describe('Backoff.hint (a peer that said when to come back)', () => {
+  /** A seeded generator: the schedule must hold for any draw, so many draws are checked. */
+  const seeded = (seed: number) => () => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
+
+  /** Drives reconnect attempts on fake timers, like an agent's retry timer: the attempt times from the call. */
+  function attemptsUntil(backoff: Backoff, acceptFromMs: number, runForMs = acceptFromMs + 120_000): number[] {
+    const times: number[] = [];
+    const start = Date.now();
+    const attempt = () => {
+      times.push(Date.now() - start);
+      // Refused: nobody listening yet (the peer is down).
+      if (Date.now() - start < acceptFromMs) setTimeout(attempt, backoff.next(true));
+    };
+    setTimeout(attempt, backoff.next());
+    vi.advanceTimersByTime(runForMs);
+    return times;
+  }
+
+  beforeEach(() => {
+    vi.useFakeTimers({ now: 0 });
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('spreads the first attempt over the window, then retries every W/2..W: back within one window of the peer listening', () => {
+    for (let seed = 1; seed <= 200; seed++) {
+      const b = new Backoff({ initialMs: 500, maxMs: 30_000, random: seeded(seed) });
+      for (let i = 0; i < 5; i++) b.next(); // an agent deep in its doubling (bound 16 s)
+      b.hint(5_000);
+      const listenAt = 14_000; // a panel down 14 s after it closed the sessions
+      const times = attemptsUntil(b, listenAt);
+      expect(times[0]).toBeGreaterThanOrEqual(0);
+      expect(times[0]).toBeLessThan(5_000);
+      for (let i = 1; i < times.length; i++) {
+        expect(times[i]! - times[i - 1]!).toBeGreaterThanOrEqual(2_500);
+        expect(times[i]! - times[i - 1]!).toBeLessThanOrEqual(5_000);
+      }
+      const back = times.at(-1)!;
+      expect(back).toBeGreaterThanOrEqual(listenAt);
+      expect(back).toBeLessThanOrEqual(listenAt + 5_000);
+    }
+  });
+
+  it('a fleet that got the hint arrives spread over the window, not at once', () => {
+    const random = seeded(7);
+    const firsts = Array.from({ length: 10_000 }, () => {
+      const b = new Backoff({ initialMs: 500, maxMs: 30_000, random });
+      b.hint(5_000);
+      return b.next();
+    });
+    const perSecond = [0, 0, 0, 0, 0];
+    for (const t of firsts) perSecond[Math.floor(t / 1_000)]!++;
+    for (const n of perSecond) {
+      expect(n).toBeGreaterThan(1_800);
+      expect(n).toBeLessThan(2_200);
+    }
+  });
+
+  it('governs at most the horizon, then grows from the window (never from the first bound), capped', () => {
+    const b = new Backoff({ initialMs: 500, maxMs: 30_000, random: () => 0.999999 });
+    b.hint(4_000);
+    const times = attemptsUntil(b, Infinity, 200_000);
+    const gaps = times.slice(1).map((t, i) => t - times[i]!);
+    const hintedGaps = gaps.filter((g) => g <= 4_000);
+    // 60 s of hinted delays at ~4 s each, then ordinary bounds 4 s, 8 s, 16 s, 30 s (full jitter at the top of each).
+    expect(times.slice(0, hintedGaps.length + 1).at(-1)).toBeLessThanOrEqual(RETRY_HINT_HORIZON_MS + 8_000);
+    expect(hintedGaps.length).toBeGreaterThanOrEqual(14);
+    expect(gaps.slice(hintedGaps.length, hintedGaps.length + 3)).toEqual([7_999, 15_999, 29_999]);
+    expect(b.isHinted).toBe(false);
+  });
+
+  it('an attempt that reached a busy peer and failed doubles the window (bounded by the cap); refusals do not', () => {
+    const b = new Backoff({ initialMs: 500, maxMs: 20_000, random: () => 0.999999 });
+    b.hint(4_000);
+    const delays = [b.next(), b.next(true), b.next(false), b.next(true), b.next(false), b.next(false), b.next(false)];
+    expect(delays).toEqual([3_999, 3_999, 7_999, 7_999, 15_999, 19_999, 19_999]);
+    // 80 s of delays: past the horizon, the ordinary growth takes over.
+    expect(b.isHinted).toBe(false);
+  });
+
+  it('reset forgets the hint; a window is capped at the backoff cap', () => {
+    const b = new Backoff({ initialMs: 500, maxMs: 10_000, random: () => 0.5 });
+    b.hint(60_000);
+    expect(b.ceiling()).toBe(10_000);
+    expect(b.isHinted).toBe(true);
+    b.reset();
+    expect(b.isHinted).toBe(false);
+    expect(b.next()).toBe(250);
   });
 });

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { TickBatcher } from '../src/tick-batcher.js';
 
 describe('TickBatcher', () => {
@@ -54,5 +54,40 @@ describe('TickBatcher', () => {
     expect(await first).toBe(10);
     expect(await Promise.all(later)).toEqual([20, 30, 40]);
     expect(calls).toEqual([[1], [2, 3, 4]]);
+  });
+
+  describe('lingerMs', () => {
+    afterEach(() => {
+      vi.useRealTimers();
+    });
+
+    it('a lone key goes at once; keys arriving one by one soon after a batch wait lingerMs and go together', async () => {
+      vi.useFakeTimers({ toFake: ['setTimeout', 'setImmediate', 'performance'] });
+      const calls: number[][] = [];
+      const batcher = new TickBatcher<number, number>(async (keys) => {
+        calls.push(keys);
+        return new Map(keys.map((k) => [k, k]));
+      }, 1_000, 2, 20);
+      const first = batcher.load(1);
+      await vi.advanceTimersByTimeAsync(0);
+      expect(calls).toEqual([[1]]);
+      expect(await first).toBe(1);
+      // A storm: one key every 3 ms, each in its own turn of the loop.
+      const storm: Promise<number | undefined>[] = [];
+      for (let k = 2; k <= 8; k++) {
+        storm.push(batcher.load(k));
+        await vi.advanceTimersByTimeAsync(3);
+      }
+      await vi.advanceTimersByTimeAsync(50);
+      expect(await Promise.all(storm)).toEqual([2, 3, 4, 5, 6, 7, 8]);
+      expect(calls.length).toBeLessThanOrEqual(3);
+      expect(calls.slice(1).flat()).toEqual([2, 3, 4, 5, 6, 7, 8]);
+      // After a quiet spell a lone key goes at once again.
+      await vi.advanceTimersByTimeAsync(100);
+      const lone = batcher.load(9);
+      await vi.advanceTimersByTimeAsync(0);
+      expect(calls.at(-1)).toEqual([9]);
+      expect(await lone).toBe(9);
+    });
   });
 });

@@ -153,6 +153,11 @@ export const CLOSE_CODES = Object.freeze({
   UNSUPPORTED_PROTOCOL_VERSION: 4008,
   /** The panel is shutting down; reconnect with backoff. */
   GOING_AWAY: 1001,
+  /**
+   * RFC 6455 "service restart": a planned panel stop. The reason carries a retry hint
+   * (`retry-window-ms=<n>`, see retry-hint.ts): reconnect spread within that window, not with doubling backoff.
+   */
+  SERVICE_RESTART: 1012,
   /** Sent by the WebSocket layer (RFC 6455): a text frame that is not valid UTF-8. */
   INVALID_PAYLOAD: 1007,
   /** Sent by the WebSocket layer (RFC 6455): a frame over the receiver's payload limit (see MAX_PAYLOAD_BYTES). */

@@ -5,4 +5,5 @@ export * from './codec.js';
 export * from './versions.js';
 export * from './ids.js';
 export * from './routing.js';
+export * from './retry-hint.js';
 export * from './examples.js';

@@ -2,6 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import { TickBatcher } from '@tether/common';
 import { AppError } from '../errors.js';
 import type { Db } from '../db/database.js';
+import { OPEN_READ_LINGER_MS } from '../sessions/session-store.js';
 import { isDatabaseUnavailable } from '../db/db-faults.js';
 import { hashToken } from '../domain/tokens.js';
 
@@ -47,7 +48,7 @@ export class NodeAuthenticator {
         select: { id: true, name: true, decommissioned: true, tokenHash: true },
       });
       return new Map(rows.map((r) => [r.tokenHash, { id: r.id, name: r.name, decommissioned: r.decommissioned }]));
-    });
+    }, 1_000, 2, OPEN_READ_LINGER_MS);
   }
 
   async authenticate(request: FastifyRequest): Promise<AuthenticatedNode> {

@@ -24,7 +24,9 @@ import type { PanelMetrics } from '../panel-metrics.js';
 import { AgentSession, closeHard, type SessionTiming } from '../sessions/session.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import type { NodeAuthenticator, AuthenticatedNode } from './authenticate.js';
+import { AppError } from '../errors.js';
 import { FrameGuard, frameBytes, refuseByHead } from './frame-guard.js';
+import { OpenAdmission } from './open-admission.js';
 
 // GET /v1/agent/connect: authenticate before the upgrade, require `hello`
 // within the hello timeout, answer `welcome`, then hand every valid frame of
@@ -46,6 +48,10 @@ export interface GatewayOptions {
   claim?: (nodeId: string, sessionId: string) => Promise<unknown>;
   /** The `hello` versions accepted (TETHER_PROTOCOL_VERSION_MAX); absent: every version this build speaks. */
   protocolVersions?: ProtocolRange;
+  /** Upgrades opening at once (upgrade → welcome) past which new ones get 503 + Retry-After (open-admission.ts). */
+  maxOpening: number;
+  /** The Retry-After of such a 503, in seconds. */
+  busyRetryAfterS: () => number;
 }
 
 const AGENT_TYPES = new Set(['heartbeat', 'pong', 'ack', 'deploy.result', 'routing.applied', 'proxy.events', 'logs.chunk', 'logs.end', 'error']);
@@ -85,11 +91,13 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
   // those refused while closing are ended, and those still pending a second into the close are destroyed.
   let closing = false;
   const pendingUpgrades = new Set<Duplex>();
+  const admission = new OpenAdmission(opts.maxOpening);
   const onUpgrade = (_request: IncomingMessage, socket: Duplex) => {
     if (closing) {
       socket.end(); // after the 503 Fastify has just written
       return;
     }
+    admission.arrived(socket);
     pendingUpgrades.add(socket);
     socket.once('close', () => pendingUpgrades.delete(socket));
   };
@@ -107,13 +115,19 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
     {
       websocket: true,
       schema: { hide: true },
-      preValidation: async (request) => {
+      preValidation: async (request, reply) => {
+        if (admission.refuse(request.raw.socket)) {
+          opts.metrics?.upgradesRefusedBusy.inc();
+          void reply.header('retry-after', String(opts.busyRetryAfterS()));
+          throw new AppError('NOT_READY', 'the panel is opening too many sessions at once; retry after Retry-After');
+        }
         request.agentNode = await opts.nodeAuth.authenticate(request);
       },
     },
     (socket, request) => {
       const node = request.agentNode!;
-      pendingUpgrades.delete(request.raw.socket);
+      const tcp = request.raw.socket;
+      pendingUpgrades.delete(tcp);
       const peer = `${request.socket.remoteAddress}:${request.socket.remotePort}`;
       releaseUpgrade(socket, request);
       // Made on first use: most sessions never log, and a child logger per session is memory kept for hours.
@@ -166,7 +180,7 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
         clearTimeout(helloTimer);
         // The panel began stopping while this upgrade was authenticated: a session opened now would keep the
         // server from closing (its socket counts as a connection) and outlive the panel.
-        if (opts.registry.isStopping) return closeHard(socket, CLOSE_CODES.GOING_AWAY, 'panel shutting down');
+        if (opts.registry.isStopping) return closeHard(socket, CLOSE_CODES.SERVICE_RESTART, opts.registry.restartReason);
         if (hello.node !== node.name) log().warn({ reported: hello.node }, 'hello names another node than the token; the token decides');
         // Until the claim commits the session is not in the registry, and its teardown records nothing.
         let admitted = false;
@@ -185,7 +199,7 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
             claiming = false;
           }
           if (s.closed || socket.readyState !== socket.OPEN) return void s.teardown(CLOSE_CODES.GOING_AWAY, 'closed while claiming');
-          if (opts.registry.isStopping) return void s.teardown(CLOSE_CODES.GOING_AWAY, 'panel shutting down');
+          if (opts.registry.isStopping) return void s.teardown(CLOSE_CODES.SERVICE_RESTART, opts.registry.restartReason);
         }
         admitted = true;
         session = s;
@@ -203,6 +217,7 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
           ...(capabilities ? { capabilities } : {}),
         });
         opts.registry.open(session);
+        admission.done(tcp);
       };
 
       socket.on('message', (data: RawData, isBinary: boolean) => {

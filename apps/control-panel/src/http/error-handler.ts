@@ -33,7 +33,7 @@ export function installErrorHandler(app: FastifyInstance): void {
     if (dbDown) request.log.warn({ err: error }, 'database unavailable');
     const appErr = error instanceof AppError ? error : dbDown ? new AppError('DATABASE_UNAVAILABLE') : fromFastify(error as FastifyError);
     if (appErr.statusCode >= 500 && !(error instanceof AppError) && !dbDown) request.log.error({ err: error }, 'unhandled error');
-    if (appErr.code === 'DATABASE_UNAVAILABLE' || appErr.code === 'NOT_READY') void reply.header('retry-after', String(RETRY_AFTER_SECONDS));
+    if ((appErr.code === 'DATABASE_UNAVAILABLE' || appErr.code === 'NOT_READY') && !reply.hasHeader('retry-after')) void reply.header('retry-after', String(RETRY_AFTER_SECONDS));
     const body: { error: { code: string; message: string; details?: Record<string, unknown> } } = {
       error: { code: appErr.code, message: appErr.message },
     };

@@ -9,6 +9,7 @@ import { EXPIRED_OWNER_REASON } from '../session-writes/facts.js';
 import type { SessionFactOutbox } from '../session-writes/outbox.js';
 import { withDeadline } from '../db/db-faults.js';
 import type { ClusterView } from '../sessions/service-status.js';
+import { ClaimBatch } from './claim-batch.js';
 import { NodeReportWriter, readReports, readReportsChanged, type RemoteReport } from './node-reports.js';
 import { OwnerLogs } from './owner-logs.js';
 import { OwnerReports } from './owner-reports.js';
@@ -59,12 +60,14 @@ export class PanelCluster {
   private reportsReadAt: Date | null = null;
   private livePanels: ReadonlySet<string> = new Set();
   private readonly off: (() => void)[] = [];
+  private readonly claims: ClaimBatch;
 
   constructor(private readonly options: ClusterOptions) {
     const { prisma, databaseUrl, panelId, logger } = options;
     // A secret per run, its hash with the lease row: other panels check it there (peer-credentials.ts).
     const secret = new PanelSecret(panelId);
     this.lease = new PanelLease({ ...options, secretHash: secret.hash });
+    this.claims = new ClaimBatch(prisma, panelId);
     this.verifier = Object.assign(new PeerVerifier(prisma), { scheme: PANEL_AUTH_SCHEME });
     this.peers = new PeerClient(secret, options.peerTimeoutMs);
     this.owners = new OwnerReports(this.peers, panelId, logger);
@@ -100,26 +103,16 @@ export class PanelCluster {
   }
 
   /**
-   * Claims the node for a session of this panel: one statement, which succeeds
-   * only while this panel's lease is live by PostgreSQL's clock, takes the next
-   * generation and tells every panel (the older owner closes its session).
+   * Claims the node for a session of this panel: one statement (shared by the claims of one loop turn,
+   * claim-batch.ts), which succeeds only while this panel's lease is live by PostgreSQL's clock, takes the
+   * next generation and tells every panel (the older owner closes its session).
    */
   async claim(nodeId: string, sessionId: string): Promise<number> {
     if (!this.lease.held) throw new AppError('PANEL_LEASE_LOST', `panel ${this.panelId} does not hold its lease; it claims no session until it does`);
-    const payloadPrefix = `owner:${this.panelId}:`;
-    const rows = await this.options.prisma.$queryRaw<{ generation: bigint }[]>`
-      WITH lease AS (SELECT 1 FROM panels WHERE id = ${this.panelId}::text AND lease_until > now()),
-      c AS (
-        INSERT INTO node_owners (node_id, panel_id, session_id, generation, claimed_at)
-        SELECT ${nodeId}::text, ${this.panelId}::text, ${sessionId}::text, 1, now() FROM lease
-        ON CONFLICT (node_id) DO UPDATE SET panel_id = EXCLUDED.panel_id, session_id = EXCLUDED.session_id,
-          generation = node_owners.generation + 1, claimed_at = now()
-        RETURNING generation
-      )
-      SELECT generation, pg_notify('tether_panels', ${payloadPrefix}::text || ${nodeId}::text || '/' || generation::text)::text AS sent FROM c`;
-    const row = rows[0];
-    if (!row) throw new AppError('PANEL_LEASE_LOST', `panel ${this.panelId}'s lease expired by the database's clock; claim refused`);
-    const generation = Number(row.generation);
+    const generation = await this.claims.claim(nodeId, sessionId);
+    if (generation === undefined) {
+      throw new AppError('PANEL_LEASE_LOST', `panel ${this.panelId}'s claim refused: lease expired by the database's clock, or a newer session of the node claimed it`);
+    }
     this.generations.set(sessionId, generation);
     return generation;
   }

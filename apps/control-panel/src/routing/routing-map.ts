@@ -1,6 +1,7 @@
 import { canonicalRoutes, routingHash, serviceUpstream, type Route } from '@tether/protocol';
 import { TickBatcher } from '@tether/common';
 import type { Db } from '../db/database.js';
+import { OPEN_READ_LINGER_MS } from '../sessions/session-store.js';
 
 // The routing map of a host: every route whose service runs there (it has a
 // delivered or running deployment and a port), pointing at the service's
@@ -22,7 +23,7 @@ export function routingMapContent(routes: Route[]): RoutingMapContent {
 
 export class PrismaRoutingMapSource implements RoutingMapSource {
   /** Maps asked for in one turn of the loop (a reconnect storm opens hundreds of sessions at once) share one query. */
-  private readonly batch = new TickBatcher<string, Route[]>((nodeIds) => this.load(nodeIds), 500);
+  private readonly batch = new TickBatcher<string, Route[]>((nodeIds) => this.load(nodeIds), 500, 2, OPEN_READ_LINGER_MS);
 
   constructor(private readonly prisma: Db) {}
 

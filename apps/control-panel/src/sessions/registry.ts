@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { createLoop, type Loop, type Logger } from '@tether/common';
-import { CLOSE_CODES, createIdGenerator, type AgentMessage } from '@tether/protocol';
+import { CLOSE_CODES, createIdGenerator, formatRetryHint, type AgentMessage } from '@tether/protocol';
 import type { AgentSession } from './session.js';
 import type { SessionStore } from './session-store.js';
 
@@ -13,7 +13,12 @@ export interface RegistryOptions {
   logger: Logger;
   pingIntervalMs: number;
   lastSeenFlushMs: number;
+  /** Sizes the retry window a planned stop hints (absent: 1,500 a second). */
+  restartOpensPerSec?: number;
 }
+
+/** Bounds of the hinted window: one agent still waits up to 1 s; a huge fleet is not told to wait minutes. */
+const RESTART_WINDOW_MS = { min: 1_000, max: 60_000 };
 
 export interface Teardown {
   nodeId: string;
@@ -69,12 +74,26 @@ export class SessionRegistry extends EventEmitter<RegistryEvents> {
     return this.stopping;
   }
 
-  /** Closes every session (GOING_AWAY) and flushes what is pending. */
+  /**
+   * The close reason of a planned stop: the retry window sized so the fleet comes back at about
+   * restartOpensPerSec, set when stop() begins (the session count then is the fleet that will return).
+   */
+  private restartReason_ = formatRetryHint(RESTART_WINDOW_MS.min);
+
+  get restartReason(): string {
+    return this.restartReason_;
+  }
+
+  /** Closes every session (SERVICE_RESTART with a retry hint) and flushes what is pending. */
   async stop(): Promise<void> {
+    if (!this.stopping) {
+      const windowMs = (this.sessions.size * 1_000) / (this.options.restartOpensPerSec ?? 1_500);
+      this.restartReason_ = formatRetryHint(Math.min(Math.max(windowMs, RESTART_WINDOW_MS.min), RESTART_WINDOW_MS.max));
+    }
     this.stopping = true;
     await this.pingLoop.stop();
     await this.flushLoop.stop();
-    for (const session of [...this.sessions.values()]) session.teardown(CLOSE_CODES.GOING_AWAY, 'panel shutting down');
+    for (const session of [...this.sessions.values()]) session.teardown(CLOSE_CODES.SERVICE_RESTART, this.restartReason_);
     // The closes and last-seen times are queued; the outbox writes (or spills) them when the app stops.
     await this.flushLastSeen();
   }

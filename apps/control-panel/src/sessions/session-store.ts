@@ -55,11 +55,18 @@ export interface SessionStore {
   desiredWorkloads(nodeId: string): Promise<Workload[]>;
 }
 
+/**
+ * How long a read made by a session open waits for other opens to share its query, when another batch went
+ * out less than this ago (TickBatcher's lingerMs): a storm's opens arrive one every few ms, and a query each
+ * was most of an open's cost. A lone open after a quiet spell is not delayed.
+ */
+export const OPEN_READ_LINGER_MS = 20;
+
 export class OutboxSessionStore implements SessionStore {
   // Reads a session open makes, shared by every open of one turn of the loop: a reconnect storm opens
   // hundreds of sessions at once, and a query each was most of an open's cost.
-  private readonly delivered = new TickBatcher<string, string[]>((nodeIds) => this.loadDelivered(nodeIds), 500);
-  private readonly workloads = new TickBatcher<string, Workload[]>((nodeIds) => this.loadWorkloads(nodeIds), 500);
+  private readonly delivered = new TickBatcher<string, string[]>((nodeIds) => this.loadDelivered(nodeIds), 500, 2, OPEN_READ_LINGER_MS);
+  private readonly workloads = new TickBatcher<string, Workload[]>((nodeIds) => this.loadWorkloads(nodeIds), 500, 2, OPEN_READ_LINGER_MS);
 
   constructor(
     private readonly prisma: Db,

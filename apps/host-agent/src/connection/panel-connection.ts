@@ -15,6 +15,7 @@ import {
   decode,
   encode,
   versionBelow,
+  parseRetryHint,
   type AgentMessage,
   type DeployResult,
   type PanelMessage,
@@ -105,6 +106,11 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
   private readonly panelUrls: readonly string[];
   /** Panels still to try in this round; reshuffled when empty, so a fleet spreads over the panels. */
   private untried: string[] = [];
+  /**
+   * The last connect was refused at once (ECONNREFUSED, ECONNRESET, 503: a panel down, stopping or shedding)
+   * rather than left to time out: a hinted backoff widens only for a timeout, the sign of a panel past its pace.
+   */
+  private refused = false;
   /** This session speaks `logs` (both ends named it). */
   private logsAttached = false;
   /** The version this connection's hello says, and the one the next says when a panel refused a higher one. */
@@ -161,6 +167,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     this.protocolVersion = this.stepDownTo ?? this.versions.max;
     this.stepDownTo = null;
     this.versionRefused = false;
+    this.refused = false;
     const log = this.options.logger;
     const panelUrl = this.nextPanelUrl();
     log.debug({ panel: panelUrl }, 'connecting');
@@ -175,6 +182,11 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     socket.on('unexpected-response', (_req, res) => {
       // 401 (unknown token) and 403 (decommissioned) need an operator: keep trying, but slowly.
       this.terminal = res.statusCode === 401 || res.statusCode === 403;
+      // A busy or restarting panel names when to come back (docs/protocol.md, "Retry hint"); an agent already
+      // on a hinted schedule keeps it (a quick refusal does not widen it).
+      this.refused = res.statusCode === 503;
+      const retryAfterS = res.statusCode === 503 ? Number(res.headers['retry-after']) : NaN;
+      if (Number.isInteger(retryAfterS) && retryAfterS > 0 && !this.backoff.isHinted) this.backoff.hint(retryAfterS * 1_000);
       log.error({ status: res.statusCode }, this.terminal ? 'panel refused this node token' : 'panel refused the upgrade');
       res.resume();
       socket.terminate();
@@ -186,7 +198,10 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       void this.sendHello(socket);
     });
     socket.on('message', (data: RawData, isBinary: boolean) => this.onFrame(socket, data, isBinary));
-    socket.on('error', (err) => log.warn({ err }, 'panel socket error'));
+    socket.on('error', (err: Error & { code?: string }) => {
+      if (err.code === 'ECONNREFUSED' || err.code === 'ECONNRESET') this.refused = true;
+      log.warn({ err }, 'panel socket error');
+    });
     socket.on('close', (code, reason) => this.onClose(socket, code, reason.toString('utf8')));
   }
 
@@ -430,11 +445,17 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     if (sessionId && lasted >= this.options.reconnect.healthySessionMs) this.backoff.reset();
     const lower = versionRefused ? versionBelow(this.versions, this.protocolVersion) : null;
     if (lower !== null) this.stepDownTo = lower;
+    // A planned panel stop says when to come back (docs/protocol.md, "Retry hint"): spread within its window, not doubling.
+    const hintMs = code === CLOSE_CODES.SERVICE_RESTART ? parseRetryHint(reason) : null;
+    if (hintMs !== null) this.backoff.hint(hintMs);
     // Refused at the oldest version it speaks, the agent cannot help it: an operator upgrades or unpins a side.
     const terminal = this.terminal || TERMINAL_CLOSE_CODES.has(code) || (versionRefused && lower === null);
-    const retryInMs = lower !== null ? 0 : terminal ? this.options.reconnect.maxMs : this.backoff.next();
+    const retryInMs = lower !== null ? 0 : terminal ? this.options.reconnect.maxMs : this.backoff.next(this.refused);
     this.state_ = 'waiting';
-    this.options.logger.warn({ code, reason, sessionId, retryInMs, ...(versionRefused ? { refusedVersion: this.protocolVersion, nextVersion: lower } : {}) }, 'disconnected from panel');
+    this.options.logger.warn(
+      { code, reason, sessionId, retryInMs, hinted: this.backoff.isHinted, ...(versionRefused ? { refusedVersion: this.protocolVersion, nextVersion: lower } : {}) },
+      'disconnected from panel',
+    );
     this.emit('closed', { code, reason, sessionId, retryInMs });
     this.retryTimer = setTimeout(() => this.connect(), retryInMs);
   }
