@@ -2,6 +2,9 @@ import http from 'node:http';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { DEFAULT_TIMING, decode, encode, type AgentMessage, type PanelMessage, type Timing } from '@tether/protocol';
 import { Inbox } from '@tether/testkit';
+import { pino } from 'pino';
+import { PanelConnection, type PanelConnectionOptions } from '../../src/connection/panel-connection.js';
+import { DisabledRouting, UnavailableWorkloads } from '../../src/null-controllers.js';
 
 // A scripted panel for agent connection tests: real HTTP upgrade and real
 // WebSocket frames; each test decides what the "panel" answers.
@@ -97,4 +100,21 @@ export class FakePanel {
     this.wss.close();
     await new Promise((resolve) => this.server.close(resolve));
   }
+}
+
+/**
+ * A PanelConnection to a fake panel with the identity every connection test uses (node edge-1, a fixed token,
+ * no runtime, no proxy, silent logs); a test gives what it is about (reconnect timing, events, versions).
+ */
+export function testConnection(panelUrl: string, options: Pick<PanelConnectionOptions, 'reconnect'> & Partial<PanelConnectionOptions>): PanelConnection {
+  return new PanelConnection({
+    panelUrl,
+    token: 'tth_node_test_token_0123456789',
+    nodeName: 'edge-1',
+    agentVersion: 'test',
+    workloads: new UnavailableWorkloads(),
+    routing: new DisabledRouting(),
+    logger: pino({ level: 'silent' }),
+    ...options,
+  });
 }

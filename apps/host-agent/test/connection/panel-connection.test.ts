@@ -1,11 +1,10 @@
-import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FIELD_LIMITS, type Workload } from '@tether/protocol';
 import { ManualClock, waitFor } from '@tether/testkit';
-import { PanelConnection, agentConnectUrl } from '../../src/connection/panel-connection.js';
+import type { PanelConnection} from '../../src/connection/panel-connection.js';
+import { agentConnectUrl } from '../../src/connection/panel-connection.js';
 import type { DeployOutcome, Observation, WorkloadController } from '../../src/controllers.js';
-import { DisabledRouting } from '../../src/null-controllers.js';
-import { FakePanel } from './fake-panel.js';
+import { FakePanel, testConnection } from './fake-panel.js';
 
 class ScriptedWorkloads implements WorkloadController {
   desired: Workload[][] = [];
@@ -39,18 +38,13 @@ async function setup(options: { reconnect?: Partial<PanelConnection['options' & 
   panels.push(panel);
   const url = await panel.start();
   const workloads = new ScriptedWorkloads();
-  const connection = new PanelConnection({
-    panelUrl: url,
-    token: 'tth_node_test_token_0123456789',
-    nodeName: 'edge-1',
-    agentVersion: 'test',
+  const connection = testConnection(url, {
     workloads,
-    routing: new DisabledRouting(),
     reconnect: { minMs: options.min ?? 50, maxMs: options.max ?? 400, healthySessionMs: 300, connectTimeoutMs: 1_000 },
-    logger: pino({ level: 'silent' }),
     ...(options.random ? { random: options.random } : {}),
     ...(options.clock ? { clock: options.clock } : {}),
   });
+
   connections.push(connection);
   return { panel, workloads, connection };
 }

@@ -1,9 +1,8 @@
-import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CLOSE_CODES, PROTOCOL_VERSION, type ProtocolRange } from '@tether/protocol';
-import { PanelConnection, type ConnectionEvents } from '../../src/connection/panel-connection.js';
-import { DisabledRouting, UnavailableWorkloads } from '../../src/null-controllers.js';
-import { FakePanel } from './fake-panel.js';
+import type { PanelConnection} from '../../src/connection/panel-connection.js';
+import { type ConnectionEvents } from '../../src/connection/panel-connection.js';
+import { FakePanel, testConnection } from './fake-panel.js';
 
 // Version negotiation on the agent (docs/protocol.md, "Versions"): hello says
 // the highest version the agent speaks; refused for it, the agent says the next
@@ -25,16 +24,9 @@ async function setup(versions: ProtocolRange | undefined, panelTakes: Partial<Fa
   panels.push(panel);
   panel.versions = { ...panel.versions, ...panelTakes };
   const url = await panel.start();
-  const connection = new PanelConnection({
-    panelUrl: url,
-    token: 'tth_node_test_token_0123456789',
-    nodeName: 'edge-1',
-    agentVersion: 'test',
-    workloads: new UnavailableWorkloads(),
-    routing: new DisabledRouting(),
+  const connection = testConnection(url, {
     reconnect: RECONNECT,
     ...(versions ? { protocolVersions: versions } : {}),
-    logger: pino({ level: 'silent' }),
     // Mid-range jitter: a backoff delay is never near zero, so "at once" and "backed off" cannot be confused.
     random: () => 0.5,
   });

@@ -4,10 +4,9 @@ import path from 'node:path';
 import { pino } from 'pino';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { CAPABILITIES, DEFAULT_TIMING, type ProxyEvents } from '@tether/protocol';
-import { PanelConnection } from '../../src/connection/panel-connection.js';
-import { DisabledRouting, UnavailableWorkloads } from '../../src/null-controllers.js';
+import type { PanelConnection } from '../../src/connection/panel-connection.js';
 import { EventJournal, reloadEvent } from '../../src/proxy/index.js';
-import { FakePanel, type PanelConn } from './fake-panel.js';
+import { FakePanel, testConnection, type PanelConn } from './fake-panel.js';
 
 // proxy.events end to end on the agent side, against a scripted panel over a
 // real WebSocket: events go only to a panel that confirmed the capability,
@@ -34,18 +33,13 @@ async function setup(options: { capabilities: string[] | null; stateDir?: string
   // Welcome by hand, with or without the capability.
   panel.autoWelcome = null;
   const url = await panel.start();
-  const connection = new PanelConnection({
-    panelUrl: url,
-    token: 'tth_node_test_token_0123456789',
-    nodeName: 'edge-1',
-    agentVersion: 'test',
-    workloads: new UnavailableWorkloads(),
-    routing: new DisabledRouting(),
+  const connection = testConnection(url, {
     events: journal,
     reconnect: { minMs: 50, maxMs: 100, healthySessionMs: 300, connectTimeoutMs: 1_000 },
     overrides: { heartbeatIntervalMs: 100 },
     logger,
   });
+
   connections.push(connection);
   const welcome = async (n: number) => {
     const conn = await panel.waitForConnection(n);
