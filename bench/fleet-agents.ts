@@ -126,6 +126,8 @@ function connect(agent: Agent): void {
     clearTimeout(agent.timer);
     clearInterval(agent.timer);
     if (agent.ready) count(closes, code);
+    // Closed after the upgrade but before welcome (a refused claim, a panel stopping): counted apart.
+    else if (code !== 1006) count(closes, `before welcome: ${code} ${reason.toString().slice(0, 60)}`);
     const lasted = agent.ready ? Date.now() - agent.sessionAt : 0;
     agent.ready = agent.workloads = agent.map = false;
     agent.socket = undefined;

@@ -91,7 +91,14 @@ async function main(): Promise<void> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'tether-fleet-'));
   // BENCH_PG_LOG=<file>: PostgreSQL's log (with every statement: log_statement=all) goes there.
   const pgLog = process.env.BENCH_PG_LOG ? createWriteStream(process.env.BENCH_PG_LOG) : undefined;
-  const db = await startEmbeddedPostgres({ dataDir: path.join(dir, 'pg'), persistent: false, onLog: (line) => pgLog?.write(line) });
+  // BENCH_PG_STATEMENTS=<n>: each storm ends with the n statements that took most of PostgreSQL's time (pg_stat_statements).
+  const topStatements = Number(process.env.BENCH_PG_STATEMENTS ?? 0);
+  const db = await startEmbeddedPostgres({
+    dataDir: path.join(dir, 'pg'),
+    persistent: false,
+    onLog: (line) => pgLog?.write(line),
+    ...(topStatements ? { settings: { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'all' } } : {}),
+  });
   const dbUrl = await db.createDatabase('tether');
   const adminToken = `tth_op_${randomBytes(24).toString('base64url')}`;
   const port = await freeTcpPort();
@@ -158,6 +165,7 @@ async function main(): Promise<void> {
     const client = new pg.Client({ connectionString: dbUrl });
     await client.connect();
     if (pgLog) await client.query(`ALTER SYSTEM SET log_statement = 'all'`).then(() => client.query('SELECT pg_reload_conf()'));
+    if (topStatements) await client.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
     panel = await startPanel();
     const tokens = Array.from({ length: N + 1 }, (_, i) => `tth_node_bench_${i}_${randomBytes(12).toString('base64url')}`);
     for (let i = 0; i < tokens.length; i += 5000) {
@@ -302,6 +310,7 @@ async function main(): Promise<void> {
       const xacts = async () =>
         Number((await client.query<{ n: string }>('SELECT xact_commit + xact_rollback AS n FROM pg_stat_database WHERE datname = current_database()')).rows[0]!.n);
       const x0 = await xacts();
+      if (topStatements) await client.query('SELECT pg_stat_statements_reset()');
       const stopAt = Date.now();
       await stopPanel(panel!);
       log(`${label}: panel stopped in ${Date.now() - stopAt} ms; down ${values.down} s`);
@@ -315,11 +324,25 @@ async function main(): Promise<void> {
       const all = Math.max(...times);
       log(
         `${label}: ${back}/${N} sessions back and pushed workloads + map; after listening: p50 ${pct(times, 50).toFixed(1)} s, p99 ${pct(times, 99).toFixed(1)} s, all ${all.toFixed(1)} s ` +
-          `(${(back / all).toFixed(0)} opens/s); the successful connect attempts started up to ${Math.max(...attempts).toFixed(1)} s after listening; ` +
+          `(${(back / all).toFixed(0)} opens/s); the successful connect attempts started p50 ${pct(attempts, 50).toFixed(1)} s, p99 ${pct(attempts, 99).toFixed(1)} s, up to ${Math.max(...attempts).toFixed(1)} s after listening; ` +
           `connect errors after listening ${JSON.stringify(merge(rs, 'errorsSince'))}; over the whole phase ${JSON.stringify(merge(rs, 'errors'))}; sessions closed ${JSON.stringify(merge(rs, 'closes'))}; load ${load()}`,
       );
       await sleep(1_500); // the statistics collector lags
       log(`${label}: ${(await xacts()) - x0} database transactions from the stop to the last session back (${N} sessions closed and opened)`);
+      if (topStatements) {
+        const { rows: top } = await client.query<{ calls: string; rows: string; ms: number; query: string }>(
+          `SELECT calls, rows, total_exec_time AS ms, query FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT $1`,
+          [topStatements],
+        );
+        for (const t of top) log(`${label}: pg ${Number(t.ms).toFixed(0)} ms, ${t.calls} calls, ${t.rows} rows: ${t.query.replace(/\s+/g, ' ').slice(0, 220)}`);
+        const { rows: most } = await client.query<{ calls: string; ms: number; query: string }>(
+          `SELECT calls, total_exec_time AS ms, query FROM pg_stat_statements WHERE toplevel ORDER BY calls DESC LIMIT $1`,
+          [topStatements],
+        );
+        const { rows: sums } = await client.query<{ calls: string; ms: number }>(`SELECT sum(calls) AS calls, sum(total_exec_time) AS ms FROM pg_stat_statements WHERE toplevel`);
+        log(`${label}: pg statements sent by clients: ${sums[0]!.calls} (${Number(sums[0]!.ms).toFixed(0)} ms); most called:`);
+        for (const t of most) log(`${label}:   ${t.calls} calls, ${Number(t.ms).toFixed(0)} ms: ${t.query.replace(/\s+/g, ' ').slice(0, 160)}`);
+      }
       const busy = times.map((t, i) => t - Math.max(0, attempts[i]!));
       log(`${label}: per agent, successful attempt → welcome + workloads + map: p50 ${pct(busy, 50).toFixed(2)} s, p99 ${pct(busy, 99).toFixed(2)} s, max ${Math.max(...busy).toFixed(2)} s`);
     };

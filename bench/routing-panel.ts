@@ -164,7 +164,7 @@ async function runPanel(): Promise<void> {
     log(`${SESSIONS} nodes, ${ROUTES} routes on ${services} services of node 0`);
 
     // Computing and serializing the map, each on its own.
-    const source = new mapMod.PrismaRoutingMapSource(prisma);
+    const source = new mapMod.DbRoutingMapSource(prisma);
     await source.mapFor('node_0');
     const compute = await timed(10, () => source.mapFor('node_0'));
     const content = compute.result;

@@ -7,7 +7,7 @@ import type { PanelEvents } from './panel-events.js';
 import type { PanelMetrics, ReloadKind } from './panel-metrics.js';
 import { PrismaReloadRecorder } from './routing/reload-store.js';
 import type { ProxyEventStore, ReloadRecorder } from './routing/routing-reconciler.js';
-import { PrismaRoutingMapSource, type RoutingMapSource } from './routing/routing-map.js';
+import { DbRoutingMapSource, type RoutingMapSource } from './routing/routing-map.js';
 import { RoutingReconciler } from './routing/routing-reconciler.js';
 import { SessionRegistry } from './sessions/registry.js';
 import { SessionDispatcher } from './sessions/session-dispatcher.js';
@@ -117,7 +117,7 @@ export function createAgentSide(deps: {
   const recorder = countedReloads(new PrismaReloadRecorder(deps.prisma, deps.outbox), registry, metrics);
   const routing = new RoutingReconciler({
     sessions: registry,
-    maps: deps.maps ?? new PrismaRoutingMapSource(deps.prisma),
+    maps: deps.maps ?? new DbRoutingMapSource(deps.prisma),
     reloads: recorder,
     events: recorder,
     onPush: (node, outcome) => metrics.nodeRoutingPushes.inc({ node, outcome }),
@@ -127,6 +127,16 @@ export function createAgentSide(deps: {
   });
 
   const logs = new LogRelay(config.logs, logger);
+
+  /** Nodes whose per-node series were started at 0 by this process. */
+  const seriesStarted = new Set<string>();
+  /** The frame counter of each message type, looked up once (every heartbeat counts). */
+  const frameCounters = new Map<string, { inc(): void }>();
+  const framesOf = (type: string) => {
+    let counter = frameCounters.get(type);
+    if (!counter) frameCounters.set(type, (counter = metrics.framesReceived.labels({ type })));
+    return counter;
+  };
 
   // In this order: a deployment's awaited results are loaded before the node is sent its workloads and map.
   const off: Unsubscribe[] = [
@@ -148,7 +158,10 @@ export function createAgentSide(deps: {
       metrics.sessionsConnected.set(registry.size);
       const node = session.nodeName;
       metrics.nodeSessionsOpened.inc({ node });
-      // Per-node counters exist from the first session on, so increase() sees their first event.
+      // Per-node counters exist from the first session on, so increase() sees their first event. Once per node
+      // and process: a label lookup each is a share of a storm's opens worth saving.
+      if (seriesStarted.has(node)) return;
+      seriesStarted.add(node);
       metrics.nodeAckTimeouts.inc({ node }, 0);
       for (const kind of RELOAD_KINDS) metrics.nodeProxyReloads.inc({ node, kind }, 0);
     }),
@@ -157,7 +170,7 @@ export function createAgentSide(deps: {
       metrics.sessionTeardowns.inc({ reason: closeCodeName(teardown.code) ?? String(teardown.code) });
       if (teardown.code === CLOSE_CODES.ACK_TIMEOUT) metrics.nodeAckTimeouts.inc({ node: session.nodeName });
     }),
-    listen(registry, 'message', (_session, message) => metrics.framesReceived.inc({ type: message.type })),
+    listen(registry, 'message', (_session, message) => framesOf(message.type).inc()),
   ];
 
   return {

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { sqlOf } from '../src/db/database.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
 
 // Claims before welcome, batched: the claims of one loop turn are one statement (a restarted panel takes
@@ -18,7 +19,7 @@ describe('claims of one loop turn', () => {
     const cluster = panel.app.cluster!;
     const nodes = await Promise.all([0, 1, 2].map((i) => panel.createNode(`claim-${i}`)));
     const before = await cluster.claim(nodes[0]!.id, 'sess-before');
-    const spy = vi.spyOn(panel.prisma, '$queryRaw');
+    const spy = vi.spyOn(sqlOf(panel.prisma), 'rows');
     try {
       const claims = [
         cluster.claim(nodes[0]!.id, 'sess-a1'),
@@ -28,7 +29,7 @@ describe('claims of one loop turn', () => {
       ].map((p) => p.then((g) => ({ ok: g }), (err: Error & { code?: string }) => ({ refused: err.code })));
       const results = await Promise.all(claims);
       expect(results).toEqual([{ refused: 'PANEL_LEASE_LOST' }, { ok: 1 }, { ok: before + 1 }, { ok: 1 }]);
-      const claimStatements = spy.mock.calls.filter((call) => (call[0] as unknown as string[]).join('?').includes('INSERT INTO node_owners'));
+      const claimStatements = spy.mock.calls.filter((call) => call[0].includes('INSERT INTO node_owners'));
       expect(claimStatements).toHaveLength(1);
     } finally {
       spy.mockRestore();

@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startFaultablePostgres, waitFor, type FaultablePostgres } from '@tether/testkit';
-import { createPrisma, healthOf, MIGRATIONS_DIR, type Db } from '../src/db/database.js';
+import { createPrisma, healthOf, MIGRATIONS_DIR, sqlOf, type Db } from '../src/db/database.js';
 import { DbHealth, isDatabaseUnavailable, isPermanentDatabaseError } from '../src/db/db-faults.js';
 import { applyMigrations } from '../src/db/migrate.js';
 import { createPool } from '../src/db/pg-pool.js';
@@ -80,6 +80,23 @@ describe('bounded pool', () => {
     expect(healthOf(prisma).recentlyDown).toBe(true);
     pg.thaw();
     expect(await prisma.team.count({ where: { name: 'frozen' } })).toBe(0);
+  });
+
+  it('plain SQL (the hot paths of a session open) shares the pool: same bound, same health, same error kinds', async () => {
+    const sql = sqlOf(prisma);
+    expect(await sql.rows<{ n: number }>('SELECT $1::int + 1 AS n', [41])).toEqual([{ n: 42 }]);
+    expect(healthOf(prisma).recentlyDown).toBe(false);
+    pg.freeze();
+    const read = await timed(sql.rows('SELECT 1'));
+    expect(isDatabaseUnavailable(read.error)).toBe(true);
+    expect(read.ms).toBeLessThan(2 * LIMIT_MS + 700);
+    expect(healthOf(prisma).recentlyDown).toBe(true);
+    pg.thaw();
+    await prisma.team.create({ data: { name: 'plain-sql-once' } });
+    const duplicate = await timed(sql.run(`INSERT INTO teams (id, name, created_at) VALUES ('dup', 'plain-sql-once', now())`));
+    expect(isDatabaseUnavailable(duplicate.error)).toBe(false);
+    expect(isPermanentDatabaseError(duplicate.error)).toBe(true);
+    await prisma.team.deleteMany({ where: { name: 'plain-sql-once' } });
   });
 
   it('a stopped server is "unavailable" at once; bugs and constraint violations are not', async () => {

@@ -33,6 +33,8 @@ export interface EmbeddedPostgresOptions {
   onLog?: (line: string) => void;
   /** Root only: where the shared copy of the binaries goes (default /var/cache/tether). */
   binaryCacheDir?: string;
+  /** Extra server settings (`-c name=value`), e.g. `shared_preload_libraries` for a benchmark's statement statistics. */
+  settings?: Record<string, string>;
 }
 
 export interface EmbeddedPostgresHandle {
@@ -124,7 +126,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   const port = options.port || (await freeTcpPort());
   await prepareDataDir(dataDir, runAs, runAsName);
 
-  const spec = { binaries, dataDir, port, user, password, runAs, runAsName, startTimeoutMs: options.startTimeoutMs ?? 60_000, ...(options.onLog ? { onLog: options.onLog } : {}) };
+  const spec = { binaries, dataDir, port, user, password, runAs, runAsName, startTimeoutMs: options.startTimeoutMs ?? 60_000, ...(options.onLog ? { onLog: options.onLog } : {}), ...(options.settings ? { settings: options.settings } : {}) };
   if (!existsSync(path.join(dataDir, 'PG_VERSION'))) await initCluster(spec);
   const server = await startServer(spec);
   // Never leave an orphaned server behind: if this process exits without stop(), ask

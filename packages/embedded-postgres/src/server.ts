@@ -21,6 +21,8 @@ export interface ServerSpec {
   runAsName: string;
   startTimeoutMs: number;
   onLog?: (line: string) => void;
+  /** Extra server settings, each passed as `-c name=value`. */
+  settings?: Record<string, string>;
 }
 
 const READY = 'database system is ready to accept connections';
@@ -85,6 +87,7 @@ export async function startServer(spec: ServerSpec): Promise<ChildProcess> {
     'listen_addresses=127.0.0.1',
     '-c',
     'unix_socket_directories=',
+    ...Object.entries(spec.settings ?? {}).flatMap(([name, value]) => ['-c', `${name}=${value}`]),
   ]);
   const output = collect(child, spec);
   await new Promise<void>((resolve, reject) => {

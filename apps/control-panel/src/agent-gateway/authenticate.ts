@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import { TickBatcher } from '@tether/common';
 import { AppError } from '../errors.js';
-import type { Db } from '../db/database.js';
+import { sqlOf, type Db } from '../db/database.js';
 import { OPEN_READ_LINGER_MS } from '../sessions/session-store.js';
 import { isDatabaseUnavailable } from '../db/db-faults.js';
 import { hashToken } from '../domain/tokens.js';
@@ -43,11 +43,11 @@ export class NodeAuthenticator {
   ) {
     this.cold = new TickBatcher(async (hashes) => {
       this.queries++;
-      const rows = await this.prisma.node.findMany({
-        where: { tokenHash: { in: hashes } },
-        select: { id: true, name: true, decommissioned: true, tokenHash: true },
-      });
-      return new Map(rows.map((r) => [r.tokenHash, { id: r.id, name: r.name, decommissioned: r.decommissioned }]));
+      const rows = await sqlOf(this.prisma).rows<NodeRow & { token_hash: string }>(
+        'SELECT id, name, decommissioned, token_hash FROM nodes WHERE token_hash = ANY($1::text[])',
+        [hashes],
+      );
+      return new Map(rows.map((r) => [r.token_hash, { id: r.id, name: r.name, decommissioned: r.decommissioned }]));
     }, 1_000, 2, OPEN_READ_LINGER_MS);
   }
 

@@ -6,6 +6,7 @@ import { PrismaClient, type Prisma } from '../generated/prisma/client.js';
 import { applyMigrations, type MigrationResult } from './migrate.js';
 import { DbHealth } from './db-faults.js';
 import { createPool, DEFAULT_DB_LIMITS, type DbLimits } from './pg-pool.js';
+import { poolSql, prismaSql, type Sql } from './sql.js';
 
 export type Db = PrismaClient;
 
@@ -26,10 +27,19 @@ export function createPrisma(databaseUrl: string, limits: DbLimits = DEFAULT_DB_
     transactionOptions: { maxWait: limits.connectTimeoutMs, timeout: limits.queryTimeoutMs * 2 },
   });
   healthByClient.set(prisma, health);
+  sqlByClient.set(prisma, poolSql(pool));
   return prisma;
 }
 
 const healthByClient = new WeakMap<Db, DbHealth>();
+const sqlByClient = new WeakMap<Db, Sql>();
+
+/** Plain SQL on the client's own pool (through Prisma's raw statements for a client not made by createPrisma). */
+export function sqlOf(prisma: Db): Sql {
+  let sql = sqlByClient.get(prisma);
+  if (!sql) sqlByClient.set(prisma, (sql = prismaSql(prisma)));
+  return sql;
+}
 
 /** What the client's pool last saw of the database (always "up" for a client not made by createPrisma). */
 export function healthOf(prisma: Db): DbHealth {

@@ -1,5 +1,5 @@
 import { TickBatcher } from '@tether/common';
-import type { Db } from '../db/database.js';
+import { sqlOf, type Db } from '../db/database.js';
 import { OPEN_READ_LINGER_MS } from '../sessions/session-store.js';
 
 // The claims of one turn of the loop as one statement. A restarted panel
@@ -35,17 +35,19 @@ export class ClaimBatch {
     const nodeIds = [...latest.keys()];
     const sessions = [...latest.values()];
     const prefix = `owner:${this.panelId}:`;
-    const rows = await this.prisma.$queryRaw<{ session_id: string; generation: bigint }[]>`
-      WITH lease AS (SELECT 1 FROM panels WHERE id = ${this.panelId}::text AND lease_until > now()),
+    const rows = await sqlOf(this.prisma).rows<{ session_id: string; generation: string | bigint }>(
+      `WITH lease AS (SELECT 1 FROM panels WHERE id = $1::text AND lease_until > now()),
       c AS (
         INSERT INTO node_owners (node_id, panel_id, session_id, generation, claimed_at)
-        SELECT v.node_id, ${this.panelId}::text, v.session_id, 1, now()
-        FROM unnest(${nodeIds}::text[], ${sessions}::text[]) AS v(node_id, session_id), lease
+        SELECT v.node_id, $1::text, v.session_id, 1, now()
+        FROM unnest($2::text[], $3::text[]) AS v(node_id, session_id), lease
         ON CONFLICT (node_id) DO UPDATE SET panel_id = EXCLUDED.panel_id, session_id = EXCLUDED.session_id,
           generation = node_owners.generation + 1, claimed_at = now()
         RETURNING node_id, session_id, generation
       )
-      SELECT session_id, generation, pg_notify('tether_panels', ${prefix}::text || node_id || '/' || generation::text)::text AS sent FROM c`;
+      SELECT session_id, generation, pg_notify('tether_panels', $4::text || node_id || '/' || generation::text)::text AS sent FROM c`,
+      [this.panelId, nodeIds, sessions, prefix],
+    );
     return new Map(rows.map((r) => [r.session_id, Number(r.generation)]));
   }
 }

@@ -1,6 +1,6 @@
 import { canonicalRoutes, routingHash, serviceUpstream, type Route } from '@tether/protocol';
 import { TickBatcher } from '@tether/common';
-import type { Db } from '../db/database.js';
+import { sqlOf, type Db } from '../db/database.js';
 import { OPEN_READ_LINGER_MS } from '../sessions/session-store.js';
 
 // The routing map of a host: every route whose service runs there (it has a
@@ -21,7 +21,7 @@ export function routingMapContent(routes: Route[]): RoutingMapContent {
   return { routes: canonical, hash: routingHash(canonical) };
 }
 
-export class PrismaRoutingMapSource implements RoutingMapSource {
+export class DbRoutingMapSource implements RoutingMapSource {
   /** Maps asked for in one turn of the loop (a reconnect storm opens hundreds of sessions at once) share one query. */
   private readonly batch = new TickBatcher<string, Route[]>((nodeIds) => this.load(nodeIds), 500, 2, OPEN_READ_LINGER_MS);
 
@@ -32,29 +32,19 @@ export class PrismaRoutingMapSource implements RoutingMapSource {
   }
 
   private async load(nodeIds: string[]): Promise<Map<string, Route[]>> {
-    const rows = await this.prisma.route.findMany({
-      where: {
-        service: {
-          nodeId: { in: nodeIds },
-          internalPort: { not: null },
-          deployments: { some: { nodeId: { in: nodeIds }, status: { in: ['delivered', 'running'] } } },
-        },
-      },
-      select: {
-        domain: true,
-        pathPrefix: true,
-        serviceId: true,
-        service: { select: { nodeId: true, internalPort: true, deployments: { where: { status: { in: ['delivered', 'running'] } }, select: { nodeId: true } } } },
-      },
-    });
+    // A service runs on its node only once a deployment made for that node was delivered there.
+    const rows = await sqlOf(this.prisma).rows<{ domain: string; path_prefix: string | null; service_id: string; node_id: string; internal_port: number }>(
+      `SELECT r.domain, r.path_prefix, r.service_id, s.node_id, s.internal_port
+      FROM routes r JOIN services s ON s.id = r.service_id
+      WHERE s.node_id = ANY($1::text[]) AND s.internal_port IS NOT NULL
+        AND EXISTS (SELECT 1 FROM deployments d WHERE d.service_id = s.id AND d.node_id = s.node_id AND d.status IN ('delivered', 'running'))`,
+      [nodeIds],
+    );
     const maps = new Map<string, Route[]>();
     for (const r of rows) {
-      const nodeId = r.service.nodeId;
-      // A service runs on its node only once a deployment made for that node was delivered there.
-      if (!nodeId || !r.service.deployments.some((d) => d.nodeId === nodeId)) continue;
-      const routes = maps.get(nodeId) ?? [];
-      routes.push({ domain: r.domain, pathPrefix: r.pathPrefix, serviceId: r.serviceId, upstream: serviceUpstream(r.serviceId, r.service.internalPort!) });
-      maps.set(nodeId, routes);
+      const routes = maps.get(r.node_id) ?? [];
+      routes.push({ domain: r.domain, pathPrefix: r.path_prefix, serviceId: r.service_id, upstream: serviceUpstream(r.service_id, r.internal_port) });
+      maps.set(r.node_id, routes);
     }
     return maps;
   }

@@ -1,4 +1,5 @@
-import type { Db, Tx } from '../db/database.js';
+import { sqlOf, type Db, type Tx } from '../db/database.js';
+import { prismaSql } from '../db/sql.js';
 import type { DurableFact, FactResult, FactWriter } from './facts.js';
 import { applySessionFacts, isSessionFact, sessionWaves, type SessionFact } from './session-event-batch.js';
 
@@ -24,7 +25,7 @@ export class PrismaFactWriter implements FactWriter {
     // Only session opens and closes, each node once (a storm tick): one statement, atomic by itself, with no
     // BEGIN and COMMIT round trips around it.
     if (facts.every(isSessionFact) && sessionWaves(facts).length === 1) {
-      await applySessionFacts(this.prisma, facts);
+      await applySessionFacts(sqlOf(this.prisma), facts);
       return facts.map(() => undefined);
     }
     return this.prisma.$transaction(async (tx) => {
@@ -34,7 +35,7 @@ export class PrismaFactWriter implements FactWriter {
         let end = i;
         while (end < facts.length && isSessionFact(facts[end]!)) end++;
         if (end > i) {
-          await applySessionFacts(tx, facts.slice(i, end) as SessionFact[]);
+          await applySessionFacts(prismaSql(tx), facts.slice(i, end) as SessionFact[]);
           for (; i < end; i++) results.push(undefined);
           continue;
         }
@@ -49,20 +50,24 @@ export class PrismaFactWriter implements FactWriter {
     if (entries.length === 0) return;
     const ids = entries.map((e) => e.nodeId);
     const times = entries.map((e) => e.at.toISOString());
-    await this.prisma.$executeRaw`
-      UPDATE nodes SET last_seen_at = v.at
-      FROM unnest(${ids}::text[], ${times}::timestamptz[]) AS v(id, at)
-      WHERE nodes.id = v.id AND (nodes.last_seen_at IS NULL OR nodes.last_seen_at < v.at)`;
+    await sqlOf(this.prisma).run(
+      `UPDATE nodes SET last_seen_at = v.at
+      FROM unnest($1::text[], $2::timestamptz[]) AS v(id, at)
+      WHERE nodes.id = v.id AND (nodes.last_seen_at IS NULL OR nodes.last_seen_at < v.at)`,
+      [ids, times],
+    );
   }
 
   async tokensUsed(entries: readonly { tokenId: string; at: Date }[]): Promise<void> {
     if (entries.length === 0) return;
     const ids = entries.map((e) => e.tokenId);
     const times = entries.map((e) => e.at.toISOString());
-    await this.prisma.$executeRaw`
-      UPDATE api_tokens SET last_used_at = v.at
-      FROM unnest(${ids}::text[], ${times}::timestamptz[]) AS v(id, at)
-      WHERE api_tokens.id = v.id AND (api_tokens.last_used_at IS NULL OR api_tokens.last_used_at < v.at)`;
+    await sqlOf(this.prisma).run(
+      `UPDATE api_tokens SET last_used_at = v.at
+      FROM unnest($1::text[], $2::timestamptz[]) AS v(id, at)
+      WHERE api_tokens.id = v.id AND (api_tokens.last_used_at IS NULL OR api_tokens.last_used_at < v.at)`,
+      [ids, times],
+    );
   }
 }
 
@@ -70,7 +75,7 @@ async function applyFact(tx: Tx, fact: DurableFact): Promise<FactResult> {
   switch (fact.kind) {
     case 'session.opened':
     case 'session.closed':
-      await applySessionFacts(tx, [fact]);
+      await applySessionFacts(prismaSql(tx), [fact]);
       return undefined;
     case 'sessions.orphaned':
       await closeOrphans(tx, fact.reason, new Date(fact.before), fact.panelId ?? null, fact.expiredOwnersOnly === true);

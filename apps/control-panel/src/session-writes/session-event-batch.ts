@@ -1,4 +1,4 @@
-import type { Db, Tx } from '../db/database.js';
+import type { Sql } from '../db/sql.js';
 import type { DurableFact } from './facts.js';
 
 // Session opens and closes, many in one statement. A reconnect storm opens
@@ -29,11 +29,11 @@ export function sessionWaves(facts: readonly SessionFact[]): SessionFact[][] {
 }
 
 /** Writes a run of session facts: one statement per wave. */
-export async function applySessionFacts(tx: Tx | Db, facts: readonly SessionFact[]): Promise<void> {
-  for (const wave of sessionWaves(facts)) await applyWave(tx, wave);
+export async function applySessionFacts(sql: Sql, facts: readonly SessionFact[]): Promise<void> {
+  for (const wave of sessionWaves(facts)) await applyWave(sql, wave);
 }
 
-async function applyWave(tx: Tx | Db, wave: readonly SessionFact[]): Promise<void> {
+async function applyWave(sql: Sql, wave: readonly SessionFact[]): Promise<void> {
   const closed = (f: SessionFact) => (f.kind === 'session.closed' ? f : undefined);
   const kinds = wave.map((f) => (f.kind === 'session.opened' ? 'opened' : 'closed'));
   const nodeIds = wave.map((f) => f.nodeId);
@@ -46,10 +46,11 @@ async function applyWave(tx: Tx | Db, wave: readonly SessionFact[]): Promise<voi
   const generations = wave.map((f) => f.generation ?? null);
   // An open clears unreachable and moves last-seen to its time; a close records the teardown, and
   // unless superseded (the node stays reachable through its newer session) marks the node unreachable.
-  await tx.$executeRaw`
-    WITH v AS (
-      SELECT * FROM unnest(${kinds}::text[], ${nodeIds}::text[], ${sessionIds}::text[], ${reasons}::text[],
-        ${codes}::int[], ${ats}::timestamptz[], ${lastFrames}::timestamptz[], ${superseded}::bool[], ${generations}::bigint[])
+  // The generation fence is a join on node_owners' key: written as EXISTS (…) inside the OR, PostgreSQL
+  // hashed the whole table for every statement (5 of 7 ms for 30 facts at 10,000 nodes).
+  await sql.run(
+    `WITH v AS (
+      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::timestamptz[], $7::timestamptz[], $8::bool[], $9::bigint[])
         AS v(kind, node_id, session_id, reason, close_code, at, last_frame_at, superseded, generation)
     ), ins AS (
       INSERT INTO session_events (node_id, session_id, kind, reason, close_code, at)
@@ -66,6 +67,9 @@ async function applyWave(tx: Tx | Db, wave: readonly SessionFact[]): Promise<voi
       last_teardown_at = CASE WHEN v.kind = 'closed' THEN v.at ELSE nodes.last_teardown_at END,
       last_teardown_reason = CASE WHEN v.kind = 'closed' THEN v.reason ELSE nodes.last_teardown_reason END
     FROM v JOIN ins ON ins.session_id = v.session_id AND ins.kind = v.kind
+      LEFT JOIN node_owners w ON w.node_id = v.node_id
     WHERE nodes.id = v.node_id
-      AND (v.generation IS NULL OR EXISTS (SELECT 1 FROM node_owners w WHERE w.node_id = v.node_id AND w.generation = v.generation))`;
+      AND (v.generation IS NULL OR w.generation = v.generation)`,
+    [kinds, nodeIds, sessionIds, reasons, codes, ats, lastFrames, superseded, generations],
+  );
 }

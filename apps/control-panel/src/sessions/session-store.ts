@@ -1,6 +1,6 @@
 import { TickBatcher } from '@tether/common';
 import type { Workload } from '@tether/protocol';
-import type { Db } from '../db/database.js';
+import { sqlOf, type Db } from '../db/database.js';
 import type { ServiceSpec } from '../db/deployment-spec.js';
 import { withDeadline } from '../db/db-faults.js';
 import { AppError } from '../errors.js';
@@ -136,45 +136,39 @@ export class OutboxSessionStore implements SessionStore {
   }
 
   private async loadDelivered(nodeIds: string[]): Promise<Map<string, string[]>> {
-    const rows = await this.prisma.deployment.findMany({ where: { nodeId: { in: nodeIds }, status: 'delivered' }, select: { id: true, nodeId: true } });
+    const rows = await sqlOf(this.prisma).rows<{ id: string; node_id: string }>(
+      `SELECT id, node_id FROM deployments WHERE node_id = ANY($1::text[]) AND status = 'delivered' ORDER BY created_at, id`,
+      [nodeIds],
+    );
     const byNode = new Map<string, string[]>();
-    for (const r of rows) byNode.set(r.nodeId, [...(byNode.get(r.nodeId) ?? []), r.id]);
+    for (const r of rows) byNode.set(r.node_id, [...(byNode.get(r.node_id) ?? []), r.id]);
     return byNode;
   }
 
   private async loadWorkloads(nodeIds: string[]): Promise<Map<string, Workload[]>> {
-    const services = await this.prisma.service.findMany({
-      where: { nodeId: { in: nodeIds } },
-      orderBy: { id: 'asc' },
-      select: {
-        id: true,
-        name: true,
-        nodeId: true,
-        deployments: {
-          where: { nodeId: { in: nodeIds }, status: { in: ['delivered', 'running'] } },
-          orderBy: { createdAt: 'desc' },
-          select: { id: true, nodeId: true, spec: true },
-        },
-      },
-    });
+    // Per service placed on these nodes, its newest deployment made for the node it is placed on (a service
+    // moved here runs once it is deployed here) that was delivered or runs.
+    const rows = await sqlOf(this.prisma).rows<{ service_id: string; name: string; node_id: string; deployment_id: string; spec: ServiceSpec }>(
+      `SELECT DISTINCT ON (s.id) s.id AS service_id, s.name, s.node_id, d.id AS deployment_id, d.spec
+      FROM services s JOIN deployments d ON d.service_id = s.id AND d.node_id = s.node_id AND d.status IN ('delivered', 'running')
+      WHERE s.node_id = ANY($1::text[])
+      ORDER BY s.id, d.created_at DESC, d.id DESC`,
+      [nodeIds],
+    );
     const byNode = new Map<string, Workload[]>();
-    for (const service of services) {
-      if (!service.nodeId) continue;
-      // Only deployments made for this node: a service moved here runs once it is deployed here.
-      const current = service.deployments.find((d) => d.nodeId === service.nodeId);
-      if (!current) continue;
-      const spec = current.spec as unknown as ServiceSpec;
-      const workloads = byNode.get(service.nodeId) ?? [];
+    for (const row of rows) {
+      const spec = row.spec;
+      const workloads = byNode.get(row.node_id) ?? [];
       workloads.push({
-        serviceId: service.id,
-        serviceName: service.name,
-        deploymentId: current.id,
+        serviceId: row.service_id,
+        serviceName: row.name,
+        deploymentId: row.deployment_id,
         image: spec.image,
         env: spec.env,
         port: spec.internalPort,
         replicas: spec.replicas,
       });
-      byNode.set(service.nodeId, workloads);
+      byNode.set(row.node_id, workloads);
     }
     return byNode;
   }
