@@ -9,7 +9,7 @@
 // panel stop (1012 SERVICE_RESTART: retries spread within the hinted window).
 import WebSocket from 'ws';
 import { Backoff } from '@tether/common';
-import { CLOSE_CODES, PROTOCOL_VERSION, createIdGenerator, decode, encode, parseRetryHint, type Message } from '@tether/protocol';
+import { CLOSE_CODES, PROTOCOL_VERSION, createIdGenerator, parseRetryHint, type Message } from '@tether/protocol';
 
 interface Start {
   type: 'start';
@@ -63,7 +63,10 @@ let start: Start;
 const count = (map: Map<string | number, number>, key: string | number) => map.set(key, (map.get(key) ?? 0) + 1);
 
 function send(agent: Agent, message: Message): void {
-  if (agent.socket?.readyState === WebSocket.OPEN) agent.socket.send(encode(message));
+  // A load generator, not an agent: frames of known shapes are stringified and read as plain JSON (the
+  // panel validates what it gets; a real agent validates on its own host, and here the generator's CPU is
+  // taken from the same two cores as the panel's).
+  if (agent.socket?.readyState === WebSocket.OPEN) agent.socket.send(JSON.stringify(message));
 }
 
 function complete(agent: Agent, attemptAt: number): void {
@@ -89,7 +92,10 @@ function connect(agent: Agent): void {
     errorTimes.push([`HTTP ${res.statusCode}`, Date.now()]);
     refused = res.statusCode === 503;
     const retryAfterS = res.statusCode === 503 ? Number(res.headers['retry-after']) : NaN;
-    if (Number.isInteger(retryAfterS) && retryAfterS > 0 && !agent.backoff.isHinted && !ignoreHint) agent.backoff.hint(retryAfterS * 1_000);
+    if (Number.isInteger(retryAfterS) && retryAfterS > 0 && !ignoreHint) {
+      if (agent.backoff.isHinted) agent.backoff.retryAfter(retryAfterS * 1_000);
+      else agent.backoff.hint(retryAfterS * 1_000);
+    }
     res.resume();
     socket.terminate();
   });
@@ -97,9 +103,12 @@ function connect(agent: Agent): void {
     send(agent, { type: 'hello', id: nextId(), node: `bench-${start.base + agent.index}`, agentVersion: 'bench', protocolVersion: PROTOCOL_VERSION, containers: [], runtime, routing });
   });
   socket.on('message', (data) => {
-    const result = decode(data, { maxBytes: 16 * 1024 * 1024 });
-    if (!result.ok) return;
-    const m = result.message;
+    let m: Message;
+    try {
+      m = JSON.parse(String(data)) as Message;
+    } catch {
+      return;
+    }
     if (m.type === 'welcome') {
       agent.ready = true;
       agent.sessionAt = Date.now();

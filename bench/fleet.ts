@@ -105,7 +105,8 @@ async function main(): Promise<void> {
   const children: ChildProcess[] = [];
   let panel: Panel | undefined;
   const extraEnv = Object.fromEntries((process.env.BENCH_PANEL_ENV ?? '').split(' ').filter(Boolean).map((kv) => kv.split('=') as [string, string]));
-  const nodeArgs = process.env.BENCH_PANEL_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
+  // The image's node flags (docs/operations.md, "Node flags"), then any the run adds.
+  const nodeArgs = ['--max-semi-space-size=32', ...(process.env.BENCH_PANEL_NODE_ARGS?.split(' ').filter(Boolean) ?? [])];
 
   const startPanel = async (): Promise<Panel> => {
     const child = spawn(process.execPath, ['--inspect=127.0.0.1:0', ...nodeArgs, path.join(root, 'apps/control-panel/dist/main.js')], {

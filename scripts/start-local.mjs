@@ -105,7 +105,8 @@ async function localNodeToken(url) {
 }
 
 const panelEnv = { ...process.env, TETHER_DATA_DIR: dataDir, TETHER_ADMIN_TOKEN: adminToken };
-const panel = spawn(process.execPath, [path.join(root, 'apps', 'control-panel', 'dist', 'main.js')], {
+// The panel's node flags are the image's (docs/operations.md, "Node flags").
+const panel = spawn(process.execPath, ['--max-semi-space-size=32', path.join(root, 'apps', 'control-panel', 'dist', 'main.js')], {
   cwd: root,
   env: panelEnv,
   stdio: ['ignore', 'pipe', 'inherit'],

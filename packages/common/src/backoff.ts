@@ -68,6 +68,15 @@ export class Backoff {
 
   /** The delay before the next attempt; `refused`: the last attempt was refused at once, it did not time out. */
   next(refused = false): number {
+    const after = this.retryAfterMs;
+    if (after !== null) {
+      // Once, spread over [after, 2·after): the peer's own word beats the schedule, without bringing a fleet back at one instant.
+      this.retryAfterMs = null;
+      const delay = Math.min(Math.floor(after + after * (this.options.random ?? Math.random)()), this.options.maxMs);
+      if (this.hinted) this.hinted.spentMs += delay;
+      else this.attempt++;
+      return delay;
+    }
     const hinted = this.hinted;
     if (hinted && hinted.spentMs < RETRY_HINT_HORIZON_MS) {
       if (hinted.attempts > 0 && !refused) hinted.windowMs = Math.min(hinted.windowMs * 2, this.options.maxMs);
@@ -98,6 +107,18 @@ export class Backoff {
     this.hinted = { windowMs: w, spentMs: 0, attempts: 0 };
   }
 
+  /**
+   * A peer that is up but shedding (503 with Retry-After) named when to try again: the next delay only is
+   * within [ms, 2·ms) (at most the cap), whatever the schedule (a hinted window keeps its size and goes on after it). Measured:
+   * hinted agents refused by a busy panel right after it listened waited a whole window (3–7 s) more, the
+   * tail of the restart storm (docs/benchmarks.md, "The storm, third round").
+   */
+  retryAfter(ms: number): void {
+    this.retryAfterMs = Math.min(Math.max(1, Math.floor(ms)), this.options.maxMs);
+  }
+
+  private retryAfterMs: number | null = null;
+
   /** A hint governs the next delay. */
   get isHinted(): boolean {
     return this.hinted !== null && this.hinted.spentMs < RETRY_HINT_HORIZON_MS;
@@ -106,6 +127,7 @@ export class Backoff {
   reset(): void {
     this.attempt = 0;
     this.hinted = null;
+    this.retryAfterMs = null;
   }
 
   get attempts(): number {

@@ -121,6 +121,29 @@ describe('Backoff.hint (a peer that said when to come back)', () => {
     expect(b.isHinted).toBe(false);
   });
 
+  it("a busy peer's Retry-After sets the next delay only, within [ms, 2·ms); a hinted window keeps its size after it", () => {
+    const b = new Backoff({ initialMs: 500, maxMs: 30_000, random: () => 0.5 });
+    b.hint(6_000);
+    expect(b.next(true)).toBe(3_000);
+    b.retryAfter(1_000);
+    expect(b.next(true)).toBe(1_500);
+    expect(b.isHinted).toBe(true);
+    expect(b.ceiling()).toBe(6_000);
+    expect(b.next(true)).toBe(4_500);
+    // Without a hint: the next delay is the peer's, then the ordinary growth goes on (one attempt further).
+    const plain = new Backoff({ initialMs: 500, maxMs: 30_000, random: () => 0.999999 });
+    plain.retryAfter(2_000);
+    expect(plain.next()).toBe(3_999);
+    expect(plain.next()).toBe(999);
+    expect(plain.next()).toBe(1_999);
+    // Never past the backoff's cap; forgotten by reset.
+    plain.retryAfter(120_000);
+    expect(plain.next()).toBe(30_000);
+    plain.retryAfter(1_000);
+    plain.reset();
+    expect(plain.next()).toBe(499);
+  });
+
   it('reset forgets the hint; a window is capped at the backoff cap', () => {
     const b = new Backoff({ initialMs: 500, maxMs: 10_000, random: () => 0.5 });
     b.hint(60_000);

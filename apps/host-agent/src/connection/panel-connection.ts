@@ -182,11 +182,14 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     socket.on('unexpected-response', (_req, res) => {
       // 401 (unknown token) and 403 (decommissioned) need an operator: keep trying, but slowly.
       this.terminal = res.statusCode === 401 || res.statusCode === 403;
-      // A busy or restarting panel names when to come back (docs/protocol.md, "Retry hint"); an agent already
-      // on a hinted schedule keeps it (a quick refusal does not widen it).
+      // A busy or restarting panel names when to come back (docs/protocol.md, "Retry hint"): a window to spread
+      // over, or, for an agent already on a hinted schedule, the next delay only (the schedule goes on after it).
       this.refused = res.statusCode === 503;
       const retryAfterS = res.statusCode === 503 ? Number(res.headers['retry-after']) : NaN;
-      if (Number.isInteger(retryAfterS) && retryAfterS > 0 && !this.backoff.isHinted) this.backoff.hint(retryAfterS * 1_000);
+      if (Number.isInteger(retryAfterS) && retryAfterS > 0) {
+        if (this.backoff.isHinted) this.backoff.retryAfter(retryAfterS * 1_000);
+        else this.backoff.hint(retryAfterS * 1_000);
+      }
       log.error({ status: res.statusCode }, this.terminal ? 'panel refused this node token' : 'panel refused the upgrade');
       res.resume();
       socket.terminate();

@@ -23,6 +23,8 @@ export class FakePanel {
   readonly connections: PanelConn[] = [];
   /** Answer the upgrade with this HTTP status instead (e.g. 401). */
   refuseWith: number | null = null;
+  /** Sent as Retry-After (seconds) with a refusal. */
+  retryAfterS: number | null = null;
   /** Send welcome automatically on hello. */
   autoWelcome: Partial<Timing> | null = {};
   /**
@@ -36,7 +38,8 @@ export class FakePanel {
   async start(): Promise<string> {
     this.server.on('upgrade', (req, socket, head) => {
       if (this.refuseWith) {
-        socket.end(`HTTP/1.1 ${this.refuseWith} Refused\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
+        const retryAfter = this.retryAfterS === null ? '' : `retry-after: ${this.retryAfterS}\r\n`;
+        socket.end(`HTTP/1.1 ${this.refuseWith} Refused\r\nconnection: close\r\n${retryAfter}content-length: 0\r\n\r\n`);
         return;
       }
       this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws));

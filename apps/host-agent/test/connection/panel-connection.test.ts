@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { FIELD_LIMITS, type Workload } from '@tether/protocol';
+import { CLOSE_CODES, FIELD_LIMITS, formatRetryHint, type Workload } from '@tether/protocol';
 import { ManualClock, waitFor } from '@tether/testkit';
 import type { PanelConnection} from '../../src/connection/panel-connection.js';
 import { agentConnectUrl } from '../../src/connection/panel-connection.js';
@@ -131,6 +131,22 @@ describe('panel connection', () => {
     panel.connections.at(-1)!.socket.terminate();
     await waitFor(() => delays.length >= 6);
     expect(delays[5]).toBe(49);
+  });
+
+  it("a busy panel's Retry-After sets a hinted agent's next delay only; the hinted window goes on after it", async () => {
+    const { panel, connection } = await setup({ random: () => 0.5, max: 10_000 });
+    const delays: number[] = [];
+    connection.on('closed', (e) => delays.push(e.retryInMs));
+    connection.start();
+    await waitFor(() => connection.state === 'ready', { timeoutMs: 3_000 });
+    panel.refuseWith = 503;
+    panel.retryAfterS = 1;
+    panel.connections.at(-1)!.socket.close(CLOSE_CODES.SERVICE_RESTART, formatRetryHint(4_000));
+    await waitFor(() => delays.length >= 2, { timeoutMs: 5_000 });
+    panel.retryAfterS = null;
+    await waitFor(() => delays.length >= 3, { timeoutMs: 5_000 });
+    // The hint's first attempt within [0, W); the busy panel's 1 s within [1, 2) s; then the window again, [W/2, W].
+    expect(delays.slice(0, 3)).toEqual([2_000, 1_500, 3_000]);
   });
 
   it('an unknown or decommissioned token (401/403) keeps retrying, at the backoff cap', async () => {
