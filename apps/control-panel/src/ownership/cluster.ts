@@ -79,7 +79,6 @@ export class PanelCluster {
       flushMs: 1_000,
       refreshMs: 10_000,
       generationOf: (sessionId) => this.generations.get(sessionId),
-      signal: (ids) => this.signals.send('report', panelId, ids),
       logger,
     });
   }
