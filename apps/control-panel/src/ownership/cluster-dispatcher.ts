@@ -11,17 +11,26 @@ import type { PanelSignals } from './panel-signals.js';
 
 // Deploys across panels. A deployment for a node whose session this panel
 // holds goes out locally. One whose node another live panel owns: that panel
-// is signalled (NOTIFY, the deployment id), sends it on its session, waits for
-// the ACK and records the outcome, then signals back; this panel answers from
-// the row: 202 delivered, 504 ACK_TIMEOUT, 503 NODE_UNREACHABLE, as for a
-// local session. No answer within the ACK timeout + 2 s (the owner died): the
-// row is settled `unreachable` where still pending. No owner: 503 at once.
+// is found and signalled in one statement (NOTIFY, the deployment id), sends
+// it on its session, waits for the ACK and records the outcome, then signals
+// back; this panel answers from the row: 202 delivered, 504 ACK_TIMEOUT, 503
+// NODE_UNREACHABLE, as for a local session. No answer within the ACK timeout
+// + 2 s (the owner died): the row is settled `unreachable` where still
+// pending. No owner: 503 at once.
 
 /** Beyond the ACK timeout, how long the asking panel waits for the owner's answer. */
 export const REMOTE_GRACE_MS = 2_000;
 
+/** The owner's answer awaited: true when it came, false when the wait ran out. */
+interface Waiting {
+  answered: Promise<boolean>;
+  cancel(): void;
+}
+
 export class ClusterDispatcher implements DeploymentDispatcher {
   private readonly waiters = new Map<string, () => void>();
+  /** Deployments this panel is sending for another (a signal and a rescan may ask for the same one at once). */
+  private readonly sending = new Set<string>();
 
   constructor(
     private readonly deps: {
@@ -44,30 +53,40 @@ export class ClusterDispatcher implements DeploymentDispatcher {
       throw new AppError('PANEL_LEASE_LOST', reason, { nodeId: request.nodeId, deploymentId: request.deploymentId });
     }
     if (registry.get(request.nodeId)) return this.deps.local.dispatch(request);
-    const owner = await this.liveOwner(request.nodeId);
+    // Waiting before the owner is signalled: its answer can come before the statement's result does.
+    const waiting = this.wait(request.deploymentId);
+    let owner: string | undefined;
+    try {
+      owner = await this.deps.signals.askOwner(request.nodeId, request.deploymentId);
+    } catch (err) {
+      waiting.cancel();
+      throw err;
+    }
     // No other live owner: the local dispatcher ends it `unreachable` at once.
-    if (!owner) return this.deps.local.dispatch(request);
-    return this.remote(request, owner);
+    if (!owner) {
+      waiting.cancel();
+      return this.deps.local.dispatch(request);
+    }
+    return this.remote(request, owner, waiting);
   }
 
-  /** Another panel owning the node under a live lease (by PostgreSQL's clock), if any. */
-  private async liveOwner(nodeId: string): Promise<string | undefined> {
-    const rows = await this.deps.prisma.$queryRaw<{ panel_id: string }[]>`
-      SELECT w.panel_id FROM node_owners w JOIN panels p ON p.id = w.panel_id
-      WHERE w.node_id = ${nodeId} AND p.lease_until > now() AND w.panel_id <> ${this.deps.lease.panelId}`;
-    return rows[0]?.panel_id;
-  }
-
-  private async remote(request: DispatchRequest, owner: string): Promise<DispatchOutcome> {
-    const waitMs = this.deps.ackTimeoutMs + REMOTE_GRACE_MS;
+  private wait(deploymentId: string): Waiting {
     let timer: NodeJS.Timeout | undefined;
     const answered = new Promise<boolean>((resolve) => {
-      this.waiters.set(request.deploymentId, () => resolve(true));
-      timer = setTimeout(() => resolve(false), waitMs);
+      this.waiters.set(deploymentId, () => resolve(true));
+      timer = setTimeout(() => resolve(false), this.deps.ackTimeoutMs + REMOTE_GRACE_MS);
     });
+    const cancel = () => {
+      clearTimeout(timer);
+      this.waiters.delete(deploymentId);
+    };
+    return { answered, cancel };
+  }
+
+  private async remote(request: DispatchRequest, owner: string, waiting: Waiting): Promise<DispatchOutcome> {
+    const waitMs = this.deps.ackTimeoutMs + REMOTE_GRACE_MS;
     try {
-      await this.deps.signals.send('deploy', owner, [request.deploymentId]);
-      const got = await answered;
+      const got = await waiting.answered;
       if (!got) {
         const reason = `node ${request.nodeName}'s panel ${owner} did not answer within ${waitMs} ms (ACK timeout + ${REMOTE_GRACE_MS} ms); the node is unreachable until it rejoins`;
         const changed = await this.deps.prisma.deployment.updateMany({
@@ -77,8 +96,7 @@ export class ClusterDispatcher implements DeploymentDispatcher {
         if (changed.count > 0) throw new AppError('NODE_UNREACHABLE', reason, { nodeId: request.nodeId, deploymentId: request.deploymentId });
       }
     } finally {
-      clearTimeout(timer);
-      this.waiters.delete(request.deploymentId);
+      waiting.cancel();
     }
     const row = await this.deps.prisma.deployment.findUnique({ where: { id: request.deploymentId }, select: { status: true, reason: true } });
     const details = { nodeId: request.nodeId, deploymentId: request.deploymentId, panelId: owner };
@@ -102,6 +120,9 @@ export class ClusterDispatcher implements DeploymentDispatcher {
 
   /** Another panel asks this one, the node's owner, to send a pending deployment; answers when its row moved. */
   async requested(deploymentId: string): Promise<void> {
+    // Already being sent: that send answers (two reads of a pending row must not send the deploy twice).
+    if (this.sending.has(deploymentId)) return;
+    this.sending.add(deploymentId);
     try {
       const row = await this.deps.prisma.deployment.findUnique({
         where: { id: deploymentId },
@@ -115,6 +136,7 @@ export class ClusterDispatcher implements DeploymentDispatcher {
     } catch (err) {
       this.deps.logger.warn({ err, deploymentId }, 'could not dispatch for another panel');
     } finally {
+      this.sending.delete(deploymentId);
       await this.deps.signals.send('deployed', this.deps.lease.panelId, [deploymentId]);
     }
   }

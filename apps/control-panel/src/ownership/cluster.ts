@@ -72,7 +72,7 @@ export class PanelCluster {
     this.peers = new PeerClient(secret, options.peerTimeoutMs);
     this.owners = new OwnerReports(this.peers, panelId, logger);
     this.logs = new OwnerLogs(prisma, panelId, this.peers);
-    this.signals = new PanelSignals({ databaseUrl, prisma, connectTimeoutMs: options.connectTimeoutMs, logger, panelId });
+    this.signals = new PanelSignals({ databaseUrl, prisma, connectTimeoutMs: options.connectTimeoutMs, queryTimeoutMs: options.queryTimeoutMs, logger, panelId });
     this.reports = new NodeReportWriter({
       prisma,
       panelId,
