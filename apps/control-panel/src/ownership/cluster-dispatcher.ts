@@ -14,21 +14,29 @@ import type { PanelSignals } from './panel-signals.js';
 // is found and signalled in one statement (NOTIFY, the deployment id), sends
 // it on its session, waits for the ACK and records the outcome, then signals
 // back; this panel answers from the row: 202 delivered, 504 ACK_TIMEOUT, 503
-// NODE_UNREACHABLE, as for a local session. No answer within the ACK timeout
+// NODE_UNREACHABLE, as for a local session (a signal that says `delivered`
+// needs no read: the row has committed at least that far). No answer within the ACK timeout
 // + 2 s (the owner died): the row is settled `unreachable` where still
 // pending. No owner: 503 at once.
 
 /** Beyond the ACK timeout, how long the asking panel waits for the owner's answer. */
 export const REMOTE_GRACE_MS = 2_000;
 
-/** The owner's answer awaited: true when it came, false when the wait ran out. */
+/**
+ * The owner's answer to `deploy`: `deployed:owner:id/delivered,id` when its send was ACKed and recorded,
+ * `deployed:owner:id` otherwise (read the row). The bare id is for panels of the previous version, which
+ * know no outcome (they ignore the entry with one): drop it once none is left.
+ */
+export const DELIVERED = 'delivered';
+
+/** The owner's answer awaited: its outcome ('' when it named none), false when the wait ran out. */
 interface Waiting {
-  answered: Promise<boolean>;
+  answered: Promise<string | false>;
   cancel(): void;
 }
 
 export class ClusterDispatcher implements DeploymentDispatcher {
-  private readonly waiters = new Map<string, () => void>();
+  private readonly waiters = new Map<string, (outcome: string) => void>();
   /** Deployments this panel is sending for another (a signal and a rescan may ask for the same one at once). */
   private readonly sending = new Set<string>();
 
@@ -72,8 +80,8 @@ export class ClusterDispatcher implements DeploymentDispatcher {
 
   private wait(deploymentId: string): Waiting {
     let timer: NodeJS.Timeout | undefined;
-    const answered = new Promise<boolean>((resolve) => {
-      this.waiters.set(deploymentId, () => resolve(true));
+    const answered = new Promise<string | false>((resolve) => {
+      this.waiters.set(deploymentId, (outcome) => resolve(outcome));
       timer = setTimeout(() => resolve(false), this.deps.ackTimeoutMs + REMOTE_GRACE_MS);
     });
     const cancel = () => {
@@ -87,7 +95,8 @@ export class ClusterDispatcher implements DeploymentDispatcher {
     const waitMs = this.deps.ackTimeoutMs + REMOTE_GRACE_MS;
     try {
       const got = await waiting.answered;
-      if (!got) {
+      if (got === DELIVERED) return { httpStatus: 202 };
+      if (got === false) {
         const reason = `node ${request.nodeName}'s panel ${owner} did not answer within ${waitMs} ms (ACK timeout + ${REMOTE_GRACE_MS} ms); the node is unreachable until it rejoins`;
         const changed = await this.deps.prisma.deployment.updateMany({
           where: { id: request.deploymentId, status: 'pending' },
@@ -113,9 +122,9 @@ export class ClusterDispatcher implements DeploymentDispatcher {
     }
   }
 
-  /** The owner answered a deployment this panel asked it to send. */
-  answered(deploymentId: string): void {
-    this.waiters.get(deploymentId)?.();
+  /** The owner answered a deployment this panel asked it to send (`outcome`: what its signal said, if anything). */
+  answered(deploymentId: string, outcome = ''): void {
+    this.waiters.get(deploymentId)?.(outcome);
   }
 
   /** Another panel asks this one, the node's owner, to send a pending deployment; answers when its row moved. */
@@ -123,6 +132,7 @@ export class ClusterDispatcher implements DeploymentDispatcher {
     // Already being sent: that send answers (two reads of a pending row must not send the deploy twice).
     if (this.sending.has(deploymentId)) return;
     this.sending.add(deploymentId);
+    let answer = [deploymentId];
     try {
       const row = await this.deps.prisma.deployment.findUnique({
         where: { id: deploymentId },
@@ -130,14 +140,20 @@ export class ClusterDispatcher implements DeploymentDispatcher {
       });
       if (!row || row.status !== 'pending' || row.dispatchedAt) return;
       const workload = workloadOf(row.serviceId, row.id, row.spec as unknown as ServiceSpec);
-      await this.deps.local.dispatch({ deploymentId: row.id, nodeId: row.nodeId, nodeName: row.node.name, workload }).catch((err: unknown) => {
-        if (!(err instanceof AppError)) this.deps.logger.error({ err, deploymentId }, 'dispatch for another panel failed');
-      });
+      const sent = await this.deps.local.dispatch({ deploymentId: row.id, nodeId: row.nodeId, nodeName: row.node.name, workload }).then(
+        (outcome) => outcome.httpStatus === 202,
+        (err: unknown) => {
+          if (!(err instanceof AppError)) this.deps.logger.error({ err, deploymentId }, 'dispatch for another panel failed');
+          return false;
+        },
+      );
+      // The outcome first: a panel that knows it answers from it; the bare id after it resolves nothing more there.
+      if (sent) answer = [`${deploymentId}/${DELIVERED}`, deploymentId];
     } catch (err) {
       this.deps.logger.warn({ err, deploymentId }, 'could not dispatch for another panel');
     } finally {
       this.sending.delete(deploymentId);
-      await this.deps.signals.send('deployed', this.deps.lease.panelId, [deploymentId]);
+      await this.deps.signals.send('deployed', this.deps.lease.panelId, answer);
     }
   }
 

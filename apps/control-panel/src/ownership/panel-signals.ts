@@ -23,7 +23,7 @@ export type SignalKind =
   | 'owner'
   /** Deploy this (a pending deployment of a node the target panel owns): `deploy:target:deploymentId`. */
   | 'deploy'
-  /** A deployment dispatched on request reached its next state: `deployed:panel:deploymentId`. */
+  /** A deployment dispatched on request reached its next state: `deployed:panel:deploymentId[/delivered]` (cluster-dispatcher.ts). */
   | 'deployed'
   | 'routing'
   | 'workloads'
