@@ -20,10 +20,11 @@ const request: DispatchRequest = {
   nodeName: 'n1',
   workload: { serviceId: 's1', serviceName: 'svc', deploymentId: 'dep-1', image: 'x:1', env: {}, port: null, replicas: 1 },
 };
-const pendingRow = { id: 'dep-1', serviceId: 's1', nodeId: 'node-1', status: 'pending', dispatchedAt: null, node: { name: 'n1' }, spec: { name: 'svc', image: 'x:1', env: {}, internalPort: null, replicas: 1 } };
+const pendingRow = { id: 'dep-1', service_id: 's1', node_id: 'node-1', name: 'n1', spec: { name: 'svc', image: 'x:1', env: {}, internalPort: null, replicas: 1 } };
 
 function setup(row: { status: string; reason: string | null } = { status: 'delivered', reason: null }) {
-  const findUnique = vi.fn(async (args: { select?: { spec?: boolean } }) => (args.select?.spec ? pendingRow : row));
+  const findUnique = vi.fn(async () => row);
+  const pending = vi.fn(async () => [pendingRow]);
   const send = vi.fn(async () => {});
   const local = { dispatch: vi.fn<DeploymentDispatcher['dispatch']>(async () => ({ httpStatus: 202 as const })) };
   const dispatcher = new ClusterDispatcher({
@@ -31,7 +32,7 @@ function setup(row: { status: string; reason: string | null } = { status: 'deliv
     registry: { get: () => undefined, list: () => [] } as unknown as SessionRegistry,
     lease: { mayServe: true, panelId: 'panel-a' } as unknown as PanelLease,
     signals: { askOwner: async () => 'panel-b', send } as unknown as PanelSignals,
-    prisma: { deployment: { findUnique, updateMany: vi.fn() } } as unknown as Db,
+    prisma: { deployment: { findUnique, updateMany: vi.fn() }, $queryRaw: pending } as unknown as Db,
     store: {} as SessionStore,
     ackTimeoutMs: 1_000,
     logger: silentLogger,

@@ -134,13 +134,13 @@ export class ClusterDispatcher implements DeploymentDispatcher {
     this.sending.add(deploymentId);
     let answer = [deploymentId];
     try {
-      const row = await this.deps.prisma.deployment.findUnique({
-        where: { id: deploymentId },
-        select: { id: true, serviceId: true, nodeId: true, spec: true, status: true, dispatchedAt: true, node: { select: { name: true } } },
-      });
-      if (!row || row.status !== 'pending' || row.dispatchedAt) return;
-      const workload = workloadOf(row.serviceId, row.id, row.spec as unknown as ServiceSpec);
-      const sent = await this.deps.local.dispatch({ deploymentId: row.id, nodeId: row.nodeId, nodeName: row.node.name, workload }).then(
+      // One statement with the node's name (the relation through Prisma is a second round trip on the deploy's path).
+      const [row] = await this.deps.prisma.$queryRaw<{ id: string; service_id: string; node_id: string; spec: ServiceSpec; name: string }[]>`
+        SELECT d.id, d.service_id, d.node_id, d.spec, n.name FROM deployments d JOIN nodes n ON n.id = d.node_id
+        WHERE d.id = ${deploymentId} AND d.status = 'pending' AND d.dispatched_at IS NULL`;
+      if (!row) return;
+      const workload = workloadOf(row.service_id, row.id, row.spec);
+      const sent = await this.deps.local.dispatch({ deploymentId: row.id, nodeId: row.node_id, nodeName: row.name, workload }).then(
         (outcome) => outcome.httpStatus === 202,
         (err: unknown) => {
           if (!(err instanceof AppError)) this.deps.logger.error({ err, deploymentId }, 'dispatch for another panel failed');
