@@ -52,7 +52,9 @@ export class BenchPanels {
     const id = `panel-${String.fromCharCode(97 + index)}`;
     const port = await freeTcpPort();
     const url = `http://127.0.0.1:${port}`;
-    const child = spawnProcess(process.execPath, [path.join(root, 'apps/control-panel/dist/main.js')], {
+    // Node flags for the panels only, e.g. BENCH_PANEL_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/prof' (not the bench, not the agents).
+    const nodeArgs = (process.env.BENCH_PANEL_NODE_ARGS ?? '').split(' ').filter(Boolean);
+    const child = spawnProcess(process.execPath, [...nodeArgs, path.join(root, 'apps/control-panel/dist/main.js')], {
       env: {
         DATABASE_URL: this.dbUrl,
         TETHER_PORT: String(port),

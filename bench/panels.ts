@@ -256,7 +256,7 @@ async function main(): Promise<void> {
     for (const p of panels) {
       const out = p.process.output();
       const count = (re: RegExp) => out.match(re)?.length ?? 0;
-      log(`${p.id}: lease renewals failed ${count(/lease renewal failed/g)}, lease lost ${count(/panel lease lost/g)}`);
+      log(`${p.id}: lease renewals failed ${count(/lease renewal failed/g)}, lease lost ${count(/panel lease lost/g)}, LISTEN connection lost ${count(/LISTEN connection lost/g)}`);
     }
     tell({ type: 'stop' });
   } finally {

@@ -154,7 +154,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       outbox,
       logger: app.log,
       onDeployRequest: (id) => void cross.requested(id),
-      onDeployed: (id) => cross.answered(id),
+      onDeployed: (id, outcome) => cross.answered(id, outcome),
       onRescan: () => void cross.rescan().catch((err: unknown) => app.log.warn({ err }, 'deployment rescan failed')),
     });
     cluster = made;

@@ -11,17 +11,34 @@ import type { PanelSignals } from './panel-signals.js';
 
 // Deploys across panels. A deployment for a node whose session this panel
 // holds goes out locally. One whose node another live panel owns: that panel
-// is signalled (NOTIFY, the deployment id), sends it on its session, waits for
-// the ACK and records the outcome, then signals back; this panel answers from
-// the row: 202 delivered, 504 ACK_TIMEOUT, 503 NODE_UNREACHABLE, as for a
-// local session. No answer within the ACK timeout + 2 s (the owner died): the
-// row is settled `unreachable` where still pending. No owner: 503 at once.
+// is found and signalled in one statement (NOTIFY, the deployment id), sends
+// it on its session, waits for the ACK and records the outcome, then signals
+// back; this panel answers from the row: 202 delivered, 504 ACK_TIMEOUT, 503
+// NODE_UNREACHABLE, as for a local session (a signal that says `delivered`
+// needs no read: the row has committed at least that far). No answer within the ACK timeout
+// + 2 s (the owner died): the row is settled `unreachable` where still
+// pending. No owner: 503 at once.
 
 /** Beyond the ACK timeout, how long the asking panel waits for the owner's answer. */
 export const REMOTE_GRACE_MS = 2_000;
 
+/**
+ * The owner's answer to `deploy`: `deployed:owner:id/delivered,id` when its send was ACKed and recorded,
+ * `deployed:owner:id` otherwise (read the row). The bare id is for panels of the previous version, which
+ * know no outcome (they ignore the entry with one): drop it once none is left.
+ */
+export const DELIVERED = 'delivered';
+
+/** The owner's answer awaited: its outcome ('' when it named none), false when the wait ran out. */
+interface Waiting {
+  answered: Promise<string | false>;
+  cancel(): void;
+}
+
 export class ClusterDispatcher implements DeploymentDispatcher {
-  private readonly waiters = new Map<string, () => void>();
+  private readonly waiters = new Map<string, (outcome: string) => void>();
+  /** Deployments this panel is sending for another (a signal and a rescan may ask for the same one at once). */
+  private readonly sending = new Set<string>();
 
   constructor(
     private readonly deps: {
@@ -44,31 +61,42 @@ export class ClusterDispatcher implements DeploymentDispatcher {
       throw new AppError('PANEL_LEASE_LOST', reason, { nodeId: request.nodeId, deploymentId: request.deploymentId });
     }
     if (registry.get(request.nodeId)) return this.deps.local.dispatch(request);
-    const owner = await this.liveOwner(request.nodeId);
-    // No other live owner: the local dispatcher ends it `unreachable` at once.
-    if (!owner) return this.deps.local.dispatch(request);
-    return this.remote(request, owner);
-  }
-
-  /** Another panel owning the node under a live lease (by PostgreSQL's clock), if any. */
-  private async liveOwner(nodeId: string): Promise<string | undefined> {
-    const rows = await this.deps.prisma.$queryRaw<{ panel_id: string }[]>`
-      SELECT w.panel_id FROM node_owners w JOIN panels p ON p.id = w.panel_id
-      WHERE w.node_id = ${nodeId} AND p.lease_until > now() AND w.panel_id <> ${this.deps.lease.panelId}`;
-    return rows[0]?.panel_id;
-  }
-
-  private async remote(request: DispatchRequest, owner: string): Promise<DispatchOutcome> {
-    const waitMs = this.deps.ackTimeoutMs + REMOTE_GRACE_MS;
-    let timer: NodeJS.Timeout | undefined;
-    const answered = new Promise<boolean>((resolve) => {
-      this.waiters.set(request.deploymentId, () => resolve(true));
-      timer = setTimeout(() => resolve(false), waitMs);
-    });
+    // Waiting before the owner is signalled: its answer can come before the statement's result does.
+    const waiting = this.wait(request.deploymentId);
+    let owner: string | undefined;
     try {
-      await this.deps.signals.send('deploy', owner, [request.deploymentId]);
-      const got = await answered;
-      if (!got) {
+      owner = await this.deps.signals.askOwner(request.nodeId, request.deploymentId);
+    } catch (err) {
+      waiting.cancel();
+      throw err;
+    }
+    // No other live owner: the local dispatcher ends it `unreachable` at once.
+    if (!owner) {
+      waiting.cancel();
+      return this.deps.local.dispatch(request);
+    }
+    return this.remote(request, owner, waiting);
+  }
+
+  private wait(deploymentId: string): Waiting {
+    let timer: NodeJS.Timeout | undefined;
+    const answered = new Promise<string | false>((resolve) => {
+      this.waiters.set(deploymentId, (outcome) => resolve(outcome));
+      timer = setTimeout(() => resolve(false), this.deps.ackTimeoutMs + REMOTE_GRACE_MS);
+    });
+    const cancel = () => {
+      clearTimeout(timer);
+      this.waiters.delete(deploymentId);
+    };
+    return { answered, cancel };
+  }
+
+  private async remote(request: DispatchRequest, owner: string, waiting: Waiting): Promise<DispatchOutcome> {
+    const waitMs = this.deps.ackTimeoutMs + REMOTE_GRACE_MS;
+    try {
+      const got = await waiting.answered;
+      if (got === DELIVERED) return { httpStatus: 202 };
+      if (got === false) {
         const reason = `node ${request.nodeName}'s panel ${owner} did not answer within ${waitMs} ms (ACK timeout + ${REMOTE_GRACE_MS} ms); the node is unreachable until it rejoins`;
         const changed = await this.deps.prisma.deployment.updateMany({
           where: { id: request.deploymentId, status: 'pending' },
@@ -77,8 +105,7 @@ export class ClusterDispatcher implements DeploymentDispatcher {
         if (changed.count > 0) throw new AppError('NODE_UNREACHABLE', reason, { nodeId: request.nodeId, deploymentId: request.deploymentId });
       }
     } finally {
-      clearTimeout(timer);
-      this.waiters.delete(request.deploymentId);
+      waiting.cancel();
     }
     const row = await this.deps.prisma.deployment.findUnique({ where: { id: request.deploymentId }, select: { status: true, reason: true } });
     const details = { nodeId: request.nodeId, deploymentId: request.deploymentId, panelId: owner };
@@ -95,27 +122,38 @@ export class ClusterDispatcher implements DeploymentDispatcher {
     }
   }
 
-  /** The owner answered a deployment this panel asked it to send. */
-  answered(deploymentId: string): void {
-    this.waiters.get(deploymentId)?.();
+  /** The owner answered a deployment this panel asked it to send (`outcome`: what its signal said, if anything). */
+  answered(deploymentId: string, outcome = ''): void {
+    this.waiters.get(deploymentId)?.(outcome);
   }
 
   /** Another panel asks this one, the node's owner, to send a pending deployment; answers when its row moved. */
   async requested(deploymentId: string): Promise<void> {
+    // Already being sent: that send answers (two reads of a pending row must not send the deploy twice).
+    if (this.sending.has(deploymentId)) return;
+    this.sending.add(deploymentId);
+    let answer = [deploymentId];
     try {
-      const row = await this.deps.prisma.deployment.findUnique({
-        where: { id: deploymentId },
-        select: { id: true, serviceId: true, nodeId: true, spec: true, status: true, dispatchedAt: true, node: { select: { name: true } } },
-      });
-      if (!row || row.status !== 'pending' || row.dispatchedAt) return;
-      const workload = workloadOf(row.serviceId, row.id, row.spec as unknown as ServiceSpec);
-      await this.deps.local.dispatch({ deploymentId: row.id, nodeId: row.nodeId, nodeName: row.node.name, workload }).catch((err: unknown) => {
-        if (!(err instanceof AppError)) this.deps.logger.error({ err, deploymentId }, 'dispatch for another panel failed');
-      });
+      // One statement with the node's name (the relation through Prisma is a second round trip on the deploy's path).
+      const [row] = await this.deps.prisma.$queryRaw<{ id: string; service_id: string; node_id: string; spec: ServiceSpec; name: string }[]>`
+        SELECT d.id, d.service_id, d.node_id, d.spec, n.name FROM deployments d JOIN nodes n ON n.id = d.node_id
+        WHERE d.id = ${deploymentId} AND d.status = 'pending' AND d.dispatched_at IS NULL`;
+      if (!row) return;
+      const workload = workloadOf(row.service_id, row.id, row.spec);
+      const sent = await this.deps.local.dispatch({ deploymentId: row.id, nodeId: row.node_id, nodeName: row.name, workload }).then(
+        (outcome) => outcome.httpStatus === 202,
+        (err: unknown) => {
+          if (!(err instanceof AppError)) this.deps.logger.error({ err, deploymentId }, 'dispatch for another panel failed');
+          return false;
+        },
+      );
+      // The outcome first: a panel that knows it answers from it; the bare id after it resolves nothing more there.
+      if (sent) answer = [`${deploymentId}/${DELIVERED}`, deploymentId];
     } catch (err) {
       this.deps.logger.warn({ err, deploymentId }, 'could not dispatch for another panel');
     } finally {
-      await this.deps.signals.send('deployed', this.deps.lease.panelId, [deploymentId]);
+      this.sending.delete(deploymentId);
+      await this.deps.signals.send('deployed', this.deps.lease.panelId, answer);
     }
   }
 

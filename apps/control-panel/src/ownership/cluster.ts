@@ -32,8 +32,8 @@ export interface ClusterOptions extends PanelLeaseOptions {
   outbox: SessionFactOutbox;
   /** A deployment another panel asked this one to send (its owner). */
   onDeployRequest: (deploymentId: string) => void;
-  /** A deployment this panel asked another to send reached its next state. */
-  onDeployed: (deploymentId: string) => void;
+  /** A deployment this panel asked another to send reached its next state (`outcome`: as the owner's signal says it). */
+  onDeployed: (deploymentId: string, outcome?: string) => void;
   /** LISTEN (re)connected: deployments of owned nodes that may have been signalled meanwhile. */
   onRescan: () => void;
   /** Bound on asking another panel (connect and answer headers; a live report's whole answer). */
@@ -72,14 +72,13 @@ export class PanelCluster {
     this.peers = new PeerClient(secret, options.peerTimeoutMs);
     this.owners = new OwnerReports(this.peers, panelId, logger);
     this.logs = new OwnerLogs(prisma, panelId, this.peers);
-    this.signals = new PanelSignals({ databaseUrl, prisma, connectTimeoutMs: options.connectTimeoutMs, logger, panelId });
+    this.signals = new PanelSignals({ databaseUrl, prisma, connectTimeoutMs: options.connectTimeoutMs, queryTimeoutMs: options.queryTimeoutMs, logger, panelId });
     this.reports = new NodeReportWriter({
       prisma,
       panelId,
       flushMs: 1_000,
       refreshMs: 10_000,
       generationOf: (sessionId) => this.generations.get(sessionId),
-      signal: (ids) => this.signals.send('report', panelId, ids),
       logger,
     });
   }
@@ -202,7 +201,10 @@ export class PanelCluster {
         if (signal.panel === this.panelId) for (const id of signal.ids) this.options.onDeployRequest(id);
         break;
       case 'deployed':
-        for (const id of signal.ids) this.options.onDeployed(id);
+        for (const entry of signal.ids) {
+          const [id, outcome] = entry.split('/');
+          if (id) this.options.onDeployed(id, outcome);
+        }
         break;
       case 'routing': {
         if (signal.panel === this.panelId) break;

@@ -9,9 +9,11 @@ export type { RemoteReport };
 // Shared truth between panels: the owner of a node's session writes a report
 // row (state, containers, runtime, routing) when it changes, at most once a
 // second for all changed nodes in one statement, fenced by the session's
-// generation, and signals the node ids. Other panels answer status from these
-// rows, and only while the owner's lease is live (PostgreSQL's now()) and the
-// row's generation is the node's current one: never a stale "running".
+// generation. Other panels answer status from these rows, and only while the
+// owner's lease is live (PostgreSQL's now()) and the row's generation is the
+// node's current one: never a stale "running". No signal follows a write:
+// readers read the rows when asked (and at each lease renewal), so a NOTIFY
+// per flush cost every panel a parse and the writer a round trip for nothing.
 
 
 /** How soon a session opened or closed is written (batched with whatever else changed meanwhile). */
@@ -50,7 +52,6 @@ export class NodeReportWriter {
       /** Re-write an unchanged connected report this often, so other panels' frame ages stay near. */
       refreshMs: number;
       generationOf: (sessionId: string) => number | undefined;
-      signal: (nodeIds: string[]) => Promise<void>;
       logger: Logger;
     },
   ) {}
@@ -141,7 +142,6 @@ export class NodeReportWriter {
           generation = EXCLUDED.generation, state = EXCLUDED.state, last_frame_at = EXCLUDED.last_frame_at,
           report = EXCLUDED.report, updated_at = now()
         WHERE node_reports.generation <= EXCLUDED.generation`;
-      await this.options.signal(rows.map((r) => r.nodeId));
     } catch (err) {
       // Put back what is not newer already; the next change (or the refresh) retries.
       for (const r of rows) if (!this.dirty.has(r.nodeId)) this.dirty.set(r.nodeId, r);

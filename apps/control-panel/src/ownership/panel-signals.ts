@@ -9,6 +9,10 @@ import type { Db } from '../db/database.js';
 // `kind:sender:id[,id…]`, under NOTIFY's 8,000-byte limit. NOTIFY is not
 // durable: what is sent while this connection is down is lost, so every
 // (re)connect emits `connected` and the owner rescans what it owns.
+// Signals are sent on that same connection while it is up: a cross-panel
+// deploy waits on two of them, and on the pool they queued behind the batch
+// writers' statements and paid Prisma's per-query cost (docs/benchmarks.md,
+// issue 10); the pool is the fallback while LISTEN reconnects.
 
 export const CHANNEL = 'tether_panels';
 /** Under PostgreSQL's 8,000-byte NOTIFY payload limit, with room for the prefix. */
@@ -19,10 +23,11 @@ export type SignalKind =
   | 'owner'
   /** Deploy this (a pending deployment of a node the target panel owns): `deploy:target:deploymentId`. */
   | 'deploy'
-  /** A deployment dispatched on request reached its next state: `deployed:panel:deploymentId`. */
+  /** A deployment dispatched on request reached its next state: `deployed:panel:deploymentId[/delivered]` (cluster-dispatcher.ts). */
   | 'deployed'
   | 'routing'
   | 'workloads'
+  /** Sent by panels before the report rows needed no signal (nothing acts on it): still parsed, ignored. */
   | 'report';
 
 export interface Signal {
@@ -53,9 +58,11 @@ export class PanelSignals extends EventEmitter<PanelSignalEvents> {
   private stopped = true;
   private retry: NodeJS.Timeout | undefined;
   private attempt = 0;
+  /** The last statement sent on the LISTEN connection: the next waits for it. */
+  private queue: Promise<unknown> = Promise.resolve();
 
   constructor(
-    private readonly options: { databaseUrl: string; prisma: Db; connectTimeoutMs: number; logger: Logger; panelId: string },
+    private readonly options: { databaseUrl: string; prisma: Db; connectTimeoutMs: number; queryTimeoutMs: number; logger: Logger; panelId: string },
   ) {
     super();
   }
@@ -92,11 +99,55 @@ export class PanelSignals extends EventEmitter<PanelSignalEvents> {
     if (current) payloads.push(prefix + current);
     for (const payload of payloads) {
       try {
-        await this.options.prisma.$executeRaw`SELECT pg_notify(${CHANNEL}, ${payload})`;
+        await this.query('SELECT pg_notify($1, $2)', [CHANNEL, payload]);
       } catch (err) {
         this.options.logger.warn({ err, kind }, 'could not signal the other panels');
       }
     }
+  }
+
+  /**
+   * The node's owner, another panel whose lease is live by PostgreSQL's clock, asked in the same statement
+   * to send the deployment (`deploy:owner:deploymentId`): one round trip. None: undefined, nothing sent.
+   * Throws when the database does not answer.
+   */
+  async askOwner(nodeId: string, deploymentId: string): Promise<string | undefined> {
+    const rows = await this.query<{ panel_id: string }>(
+      `SELECT w.panel_id, pg_notify($1, 'deploy:' || w.panel_id || ':' || $2::text) FROM node_owners w JOIN panels p ON p.id = w.panel_id
+       WHERE w.node_id = $3 AND p.lease_until > now() AND w.panel_id <> $4`,
+      [CHANNEL, deploymentId, nodeId, this.options.panelId],
+    );
+    return rows[0]?.panel_id;
+  }
+
+  /**
+   * A statement on the LISTEN connection while it is up (bounded by its query timeout; one that fails drops
+   * the connection, which reconnects and rescans), else on the pool. Never both: a NOTIFY that may have
+   * committed is not sent twice.
+   */
+  private async query<T>(sql: string, params: unknown[]): Promise<T[]> {
+    const client = this.client;
+    if (!client) return this.options.prisma.$queryRawUnsafe<T[]>(sql, ...params);
+    // One statement at a time on the connection (node-postgres is dropping its implicit queue).
+    const run = this.queue.then(() => client.query(sql, params));
+    this.queue = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    try {
+      return (await run).rows as T[];
+    } catch (err) {
+      this.drop(client, err as Error);
+      throw err;
+    }
+  }
+
+  private drop(client: pg.Client, err?: Error): void {
+    if (this.client !== client) return;
+    this.client = undefined;
+    this.options.logger.warn({ err }, 'LISTEN connection lost; reconnecting');
+    client.end().catch(() => {});
+    this.schedule();
   }
 
   private async connect(): Promise<void> {
@@ -104,16 +155,12 @@ export class PanelSignals extends EventEmitter<PanelSignalEvents> {
     const client = new pg.Client({
       connectionString: this.options.databaseUrl,
       connectionTimeoutMillis: this.options.connectTimeoutMs,
+      // Signals are sent here too: a frozen server fails them (and drops the connection) instead of hanging a deploy.
+      query_timeout: this.options.queryTimeoutMs,
       keepAlive: true,
       application_name: `tether-listen-${this.options.panelId}`,
     });
-    const lost = (err?: Error) => {
-      if (this.client !== client) return;
-      this.client = undefined;
-      this.options.logger.warn({ err }, 'LISTEN connection lost; reconnecting');
-      client.end().catch(() => {});
-      this.schedule();
-    };
+    const lost = (err?: Error) => this.drop(client, err);
     client.on('error', lost);
     client.on('end', () => lost());
     client.on('notification', (n) => {
