@@ -340,6 +340,11 @@ async function main(): Promise<void> {
           `SELECT calls, total_exec_time AS ms, query FROM pg_stat_statements WHERE toplevel ORDER BY calls DESC LIMIT $1`,
           [topStatements],
         );
+        const { rows: maint } = await client.query<{ relname: string; vac: string | null; ana: string | null }>(
+          `SELECT relname, to_char(last_autovacuum, 'HH24:MI:SS') AS vac, to_char(last_autoanalyze, 'HH24:MI:SS') AS ana FROM pg_stat_user_tables
+           WHERE greatest(last_autovacuum, last_autoanalyze) > now() - interval '3 minutes' ORDER BY relname`,
+        );
+        log(`${label}: autovacuum / autoanalyze in the last 3 minutes: ${maint.map((m) => `${m.relname} vacuum ${m.vac ?? '-'} analyze ${m.ana ?? '-'}`).join('; ') || 'none'}`);
         const { rows: sums } = await client.query<{ calls: string; ms: number }>(`SELECT sum(calls) AS calls, sum(total_exec_time) AS ms FROM pg_stat_statements WHERE toplevel`);
         log(`${label}: pg statements sent by clients: ${sums[0]!.calls} (${Number(sums[0]!.ms).toFixed(0)} ms); most called:`);
         for (const t of most) log(`${label}:   ${t.calls} calls, ${Number(t.ms).toFixed(0)} ms: ${t.query.replace(/\s+/g, ' ').slice(0, 160)}`);

@@ -1,6 +1,6 @@
 import type { EventEmitter } from 'node:events';
 import { CLOSE_CODES } from '@tether/protocol';
-import { healthOf, type Db } from '../db/database.js';
+import { healthOf, sqlOf, type Db } from '../db/database.js';
 import { AppError } from '../errors.js';
 import type { PanelEvents } from '../panel-events.js';
 import type { SessionRegistry } from '../sessions/registry.js';
@@ -273,13 +273,20 @@ export class PanelCluster {
     if (this.sweeping) return;
     this.sweeping = true;
     try {
-      // A cheap read from the (small) owners table first: the close is written only when some expired owner left one open.
-      const open = await this.options.prisma.$queryRaw<unknown[]>`
-        SELECT 1 FROM node_owners w LEFT JOIN panels p ON p.id = w.panel_id
-        WHERE (p.lease_until IS NULL OR p.lease_until <= now())
-          AND NOT EXISTS (SELECT 1 FROM session_events c WHERE c.session_id = w.session_id AND c.kind = 'closed')
-        LIMIT 1`;
-      if (open.length === 0) return;
+      // Cheap reads first: the close is written only when some expired owner left its session open. Two
+      // statements, not one anti-join: right after a restart every owner row is the stopped run's (its lease
+      // ended) and its closes are all written, and with stale statistics PostgreSQL planned the anti-join as a
+      // scan of session_events per owner row: 1.3 s a sweep during a 10,000-agent storm (docs/benchmarks.md).
+      const sql = sqlOf(this.options.prisma);
+      const expired = await sql.rows<{ session_id: string }>(
+        `SELECT w.session_id FROM node_owners w LEFT JOIN panels p ON p.id = w.panel_id
+        WHERE p.lease_until IS NULL OR p.lease_until <= now()`,
+      );
+      if (expired.length === 0) return;
+      const [closed] = await sql.rows<{ n: number }>(`SELECT count(*)::int AS n FROM session_events WHERE session_id = ANY($1::text[]) AND kind = 'closed'`, [
+        expired.map((e) => e.session_id),
+      ]);
+      if ((closed?.n ?? 0) >= expired.length) return;
       await this.options.outbox.submit({ kind: 'sessions.orphaned', reason: EXPIRED_OWNER_REASON, before: new Date().toISOString(), expiredOwnersOnly: true });
     } catch (err) {
       this.options.logger.warn({ err }, 'sweep of expired owners failed');
