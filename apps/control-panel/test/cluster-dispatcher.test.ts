@@ -32,7 +32,7 @@ function setup(row: { status: string; reason: string | null } = { status: 'deliv
     registry: { get: () => undefined, list: () => [] } as unknown as SessionRegistry,
     lease: { mayServe: true, panelId: 'panel-a' } as unknown as PanelLease,
     signals: { askOwner: async () => 'panel-b', send } as unknown as PanelSignals,
-    prisma: { deployment: { findUnique, updateMany: vi.fn() }, $queryRaw: pending } as unknown as Db,
+    prisma: { deployment: { findUnique, updateMany: vi.fn() }, $queryRawUnsafe: pending } as unknown as Db,
     store: {} as SessionStore,
     ackTimeoutMs: 1_000,
     logger: silentLogger,

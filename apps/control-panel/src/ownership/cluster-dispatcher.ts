@@ -1,5 +1,5 @@
 import type { Logger } from '@tether/common';
-import type { Db } from '../db/database.js';
+import { sqlOf, type Db } from '../db/database.js';
 import type { ServiceSpec } from '../db/deployment-spec.js';
 import { workloadOf } from '../domain/deployments.js';
 import { AppError } from '../errors.js';
@@ -135,9 +135,11 @@ export class ClusterDispatcher implements DeploymentDispatcher {
     let answer = [deploymentId];
     try {
       // One statement with the node's name (the relation through Prisma is a second round trip on the deploy's path).
-      const [row] = await this.deps.prisma.$queryRaw<{ id: string; service_id: string; node_id: string; spec: ServiceSpec; name: string }[]>`
-        SELECT d.id, d.service_id, d.node_id, d.spec, n.name FROM deployments d JOIN nodes n ON n.id = d.node_id
-        WHERE d.id = ${deploymentId} AND d.status = 'pending' AND d.dispatched_at IS NULL`;
+      const [row] = await sqlOf(this.deps.prisma).rows<{ id: string; service_id: string; node_id: string; spec: ServiceSpec; name: string }>(
+        `SELECT d.id, d.service_id, d.node_id, d.spec, n.name FROM deployments d JOIN nodes n ON n.id = d.node_id
+        WHERE d.id = $1 AND d.status = 'pending' AND d.dispatched_at IS NULL`,
+        [deploymentId],
+      );
       if (!row) return;
       const workload = workloadOf(row.service_id, row.id, row.spec);
       const sent = await this.deps.local.dispatch({ deploymentId: row.id, nodeId: row.node_id, nodeName: row.name, workload }).then(

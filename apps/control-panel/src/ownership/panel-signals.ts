@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import pg from 'pg';
 import type { Logger } from '@tether/common';
-import type { Db } from '../db/database.js';
+import { sqlOf, type Db } from '../db/database.js';
 
 // Signals between panels: PostgreSQL LISTEN/NOTIFY on one channel, on a
 // dedicated connection outside Prisma's pool (a transaction-mode pooler
@@ -127,7 +127,7 @@ export class PanelSignals extends EventEmitter<PanelSignalEvents> {
    */
   private async query<T>(sql: string, params: unknown[]): Promise<T[]> {
     const client = this.client;
-    if (!client) return this.options.prisma.$queryRawUnsafe<T[]>(sql, ...params);
+    if (!client) return sqlOf(this.options.prisma).rows<T>(sql, params);
     // One statement at a time on the connection (node-postgres is dropping its implicit queue).
     const run = this.queue.then(() => client.query(sql, params));
     this.queue = run.then(
