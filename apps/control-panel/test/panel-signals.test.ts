@@ -90,7 +90,7 @@ describe('signals between panels', () => {
     const b = await listening('panel-b3');
     await prisma.$executeRawUnsafe(`INSERT INTO nodes (id, name, token_hash) VALUES ('rep-n1', 'rep-n1', 'hr1')`);
     await prisma.$executeRawUnsafe(`INSERT INTO node_owners (node_id, panel_id, session_id, generation, claimed_at) VALUES ('rep-n1', 'panel-a3', 'rs1', 1, now())`);
-    const writer = new NodeReportWriter({ prisma, panelId: 'panel-a3', flushMs: 10, refreshMs: 10_000, generationOf: () => 1, logger: silentLogger });
+    const writer = new NodeReportWriter({ prisma, panelId: 'panel-a3', flushMs: 10, refreshMs: 10_000, othersLive: () => true, generationOf: () => 1, logger: silentLogger });
     const session = { id: 'rs1', nodeId: 'rep-n1', report: undefined, lastFrameAt: Date.now(), heartbeats: 1, missedAcks: 0, agentVersion: 'x', peer: '127.0.0.1', openedAt: Date.now() };
     writer.observe(session as unknown as AgentSession, 'connected');
     await waitFor(async () => (await prisma.nodeReport.findUnique({ where: { nodeId: 'rep-n1' } })) ?? undefined);

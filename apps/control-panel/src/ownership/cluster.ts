@@ -59,6 +59,8 @@ export class PanelCluster {
   private readonly reportsSeen = new Map<string, RemoteReport>();
   private reportsReadAt: Date | null = null;
   private livePanels: ReadonlySet<string> = new Set();
+  /** Another panel's lease was live at this panel's last renewal. */
+  private othersLive = false;
   private readonly off: (() => void)[] = [];
   private readonly claims: ClaimBatch;
 
@@ -78,6 +80,7 @@ export class PanelCluster {
       panelId,
       flushMs: 1_000,
       refreshMs: 10_000,
+      othersLive: () => this.othersLive,
       generationOf: (sessionId) => this.generations.get(sessionId),
       logger,
     });
@@ -250,16 +253,28 @@ export class PanelCluster {
 
   private async refreshElsewhere(): Promise<void> {
     try {
-      const rows = await this.options.prisma.$queryRaw<{ node_id: string }[]>`
-        SELECT w.node_id FROM node_owners w JOIN panels p ON p.id = w.panel_id
-        WHERE p.lease_until > now() AND w.panel_id <> ${this.panelId}::text`;
-      this.elsewhere = new Set(rows.map((r) => r.node_id));
-      const live = await this.options.prisma.$queryRaw<{ id: string }[]>`SELECT id FROM panels WHERE lease_until > now()`;
-      // Only rows written since the last read (their time by the database's clock): cheap at any fleet size.
-      const { reports, readAt } = await readReportsChanged(this.options.prisma, this.reportsReadAt);
-      for (const r of reports) this.reportsSeen.set(r.nodeId, r);
-      this.reportsReadAt = readAt;
-      this.livePanels = new Set(live.map((p) => p.id));
+      const sql = sqlOf(this.options.prisma);
+      const live = await sql.rows<{ id: string }>(`SELECT id FROM panels WHERE lease_until > now()`);
+      const livePanels = new Set(live.map((p) => p.id));
+      // Alone, no node is held elsewhere and no row another panel wrote is live: nothing more to read. The
+      // changed rows are then this panel's own (a storm writes 10,000 of them): reading them back cost
+      // PostgreSQL 0.9 s per 10,000-agent storm for nothing. The read resumes from the same point once another
+      // panel is live, so none of its rows is missed.
+      this.othersLive = [...livePanels].some((id) => id !== this.panelId);
+      if (this.othersLive) {
+        const rows = await sql.rows<{ node_id: string }>(
+          `SELECT w.node_id FROM node_owners w JOIN panels p ON p.id = w.panel_id WHERE p.lease_until > now() AND w.panel_id <> $1::text`,
+          [this.panelId],
+        );
+        this.elsewhere = new Set(rows.map((r) => r.node_id));
+        // Only rows written since the last read (their time by the database's clock).
+        const { reports, readAt } = await readReportsChanged(this.options.prisma, this.reportsReadAt, this.panelId);
+        for (const r of reports) this.reportsSeen.set(r.nodeId, r);
+        this.reportsReadAt = readAt;
+      } else {
+        this.elsewhere = new Set();
+      }
+      this.livePanels = livePanels;
     } catch (err) {
       this.options.logger.warn({ err }, 'could not read which nodes other panels hold');
     }
