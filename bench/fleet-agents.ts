@@ -8,6 +8,7 @@
 // lasted 10 s, 10 s connect timeout), including the retry hint of a planned
 // panel stop (1012 SERVICE_RESTART: retries spread within the hinted window).
 import WebSocket from 'ws';
+import { LeanWs } from './lean-ws.js';
 import { Backoff } from '@tether/common';
 import { CLOSE_CODES, PROTOCOL_VERSION, createIdGenerator, parseRetryHint, type Message } from '@tether/protocol';
 
@@ -21,6 +22,8 @@ interface Start {
   heartbeatMs: number;
   /** First connects spread over this long. */
   spreadMs: number;
+  /** `lean`: bench/lean-ws.ts (default); `ws`: the ws package, as the agent uses (the generator then costs more CPU). */
+  client?: 'lean' | 'ws';
 }
 /** mark: a new phase (counters cleared); `fixedRetryMs` set: reconnect after exactly that, not the backoff (capacity test). */
 type Command = Start | { type: 'report'; since?: number } | { type: 'mark'; fixedRetryMs?: number; ignoreHint?: boolean } | { type: 'stop' };
@@ -35,7 +38,7 @@ const runtime = { available: true, error: null };
 
 interface Agent {
   index: number;
-  socket?: WebSocket;
+  socket?: WebSocket | LeanWs;
   backoff: Backoff;
   sessionAt: number;
   seq: number;
@@ -81,12 +84,9 @@ function complete(agent: Agent, attemptAt: number): void {
 function connect(agent: Agent): void {
   const attemptAt = Date.now();
   if (!agent.attemptAt) agent.attemptAt = attemptAt;
-  const socket = new WebSocket(`${start.url.replace(/^http/, 'ws')}/v1/agent/connect`, {
-    headers: { authorization: `Bearer ${start.tokens[agent.index]}` },
-    perMessageDeflate: false,
-    localAddress: start.localAddress,
-    handshakeTimeout: CONNECT_TIMEOUT_MS,
-  });
+  const url = `${start.url.replace(/^http/, 'ws')}/v1/agent/connect`;
+  const options = { headers: { authorization: `Bearer ${start.tokens[agent.index]}` }, localAddress: start.localAddress, handshakeTimeout: CONNECT_TIMEOUT_MS };
+  const socket = start.client === 'ws' ? new WebSocket(url, { ...options, perMessageDeflate: false }) : new LeanWs(url, options);
   agent.socket = socket;
   let refused = false;
   socket.on('unexpected-response', (_req, res) => {

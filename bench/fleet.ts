@@ -20,7 +20,8 @@
 //   pnpm --filter @tether/bench fleet --sessions 10000
 //
 // BENCH_PANEL_ENV="MALLOC_ARENA_MAX=2" adds environment to the panel;
-// BENCH_PANEL_NODE_ARGS adds node flags. Figures go to docs/benchmarks.md.
+// BENCH_PANEL_NODE_ARGS adds node flags (BENCH_AGENT_NODE_ARGS to the load
+// generators, e.g. --cpu-prof). Figures go to docs/benchmarks.md.
 import { fork, spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
@@ -44,6 +45,8 @@ const { values } = parseArgs({
     deploys: { type: 'string', default: '200' },
     down: { type: 'string', default: '5' },
     skip: { type: 'string', default: '' },
+    /** The load generators' WebSocket client: lean (bench/lean-ws.ts) or ws (the agent's, costlier on the shared cores). */
+    client: { type: 'string', default: 'lean' },
     /** The agents ignore the panel's retry hint (agents older than it): the before figure. */
     'ignore-hint': { type: 'boolean', default: false },
   },
@@ -199,11 +202,12 @@ async function main(): Promise<void> {
     const procs = Math.ceil(N / PER_PROCESS);
     const fleet: ChildProcess[] = [];
     for (let k = 0; k < procs; k++) {
-      const child = fork(path.join(here, 'fleet-agents.ts'), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+      const agentArgs = process.env.BENCH_AGENT_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
+      const child = fork(path.join(here, 'fleet-agents.ts'), [], { execArgv: ['--import', 'tsx', ...agentArgs], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
       children.push(child);
       fleet.push(child);
       const from = k * PER_PROCESS;
-      child.send({ type: 'start', url: panel.url, tokens: tokens.slice(from, Math.min(N, from + PER_PROCESS)), base: from, localAddress: `127.0.0.${10 + k}`, heartbeatMs: HEARTBEAT_MS, spreadMs: Number(values.spread) * 1000 });
+      child.send({ type: 'start', url: panel.url, tokens: tokens.slice(from, Math.min(N, from + PER_PROCESS)), base: from, localAddress: `127.0.0.${10 + k}`, heartbeatMs: HEARTBEAT_MS, spreadMs: Number(values.spread) * 1000, client: values.client === 'ws' ? 'ws' : 'lean' });
     }
     const reports = async (since = 0): Promise<Report[]> =>
       Promise.all(
@@ -311,6 +315,14 @@ async function main(): Promise<void> {
       const xacts = async () =>
         Number((await client.query<{ n: string }>('SELECT xact_commit + xact_rollback AS n FROM pg_stat_database WHERE datname = current_database()')).rows[0]!.n);
       const x0 = await xacts();
+      // Row writes per table (inserts, updates and how many of those were HOT: no index touched).
+      const tableWrites = async () =>
+        (
+          await client.query<{ relname: string; ins: string; upd: string; hot: string }>(
+            `SELECT relname, n_tup_ins AS ins, n_tup_upd AS upd, n_tup_hot_upd AS hot FROM pg_stat_user_tables WHERE n_tup_ins + n_tup_upd > 0`,
+          )
+        ).rows;
+      const w0 = topStatements ? await tableWrites() : [];
       if (topStatements) await client.query('SELECT pg_stat_statements_reset()');
       const stopAt = Date.now();
       await stopPanel(panel!);
@@ -345,6 +357,14 @@ async function main(): Promise<void> {
            WHERE greatest(last_autovacuum, last_autoanalyze) > now() - interval '3 minutes' ORDER BY relname`,
         );
         log(`${label}: autovacuum / autoanalyze in the last 3 minutes: ${maint.map((m) => `${m.relname} vacuum ${m.vac ?? '-'} analyze ${m.ana ?? '-'}`).join('; ') || 'none'}`);
+        const before = new Map(w0.map((w) => [w.relname, w]));
+        const delta = (await tableWrites()).map((w) => {
+          const b = before.get(w.relname);
+          const d = (k: 'ins' | 'upd' | 'hot') => Number(w[k]) - Number(b?.[k] ?? 0);
+          return { table: w.relname, ins: d('ins'), upd: d('upd'), hot: d('hot') };
+        });
+        const written = delta.filter((d) => d.ins + d.upd > 0).map((d) => `${d.table} +${d.ins} ins, ${d.upd} upd (${d.hot} HOT)`);
+        log(`${label}: rows written per table: ${written.join('; ') || 'none'}`);
         const { rows: sums } = await client.query<{ calls: string; ms: number }>(`SELECT sum(calls) AS calls, sum(total_exec_time) AS ms FROM pg_stat_statements WHERE toplevel`);
         log(`${label}: pg statements sent by clients: ${sums[0]!.calls} (${Number(sums[0]!.ms).toFixed(0)} ms); most called:`);
         for (const t of most) log(`${label}:   ${t.calls} calls, ${Number(t.ms).toFixed(0)} ms: ${t.query.replace(/\s+/g, ' ').slice(0, 160)}`);
