@@ -52,10 +52,16 @@ export class LeanWs extends EventEmitter {
       `GET ${u.pathname} HTTP/1.1\r\nHost: ${u.host}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: ${KEY}\r\n${headers}\r\n`,
     );
     this.socket.on('data', (chunk: Buffer) => (this.head ? this.onHead(chunk) : this.onFrames(chunk)));
-    this.socket.on('error', (err) => this.emit('error', err));
+    let failed = false;
+    this.socket.on('error', (err) => {
+      failed = true;
+      this.emit('error', err);
+    });
     this.socket.on('close', () => {
       clearTimeout(this.timer);
       if (this.readyState === CLOSED) return;
+      // Ended by the server before its answer (a panel stopping): what ws reports as "socket hang up", ECONNRESET.
+      if (this.readyState === CONNECTING && !failed) this.emit('error', Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }));
       this.readyState = CLOSED;
       this.emit('close', this.closeCode, Buffer.from(this.closeReason));
     });
@@ -77,7 +83,7 @@ export class LeanWs extends EventEmitter {
 
   private fail(err: Error): void {
     if (this.readyState === CLOSED) return;
-    this.emit('error', err);
+    this.socket.emit('error', err);
     this.socket.destroy();
   }
 
