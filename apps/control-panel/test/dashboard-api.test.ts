@@ -175,6 +175,11 @@ describe('fleet page API', () => {
       return d.row ? d : null;
     }, { timeoutMs: 3_000 });
     expect(after.row).toMatchObject({ missedAcks24h: 1, state: 'unreachable', reason: 'ACK timeout' });
+    // Read from the database after the restart: the times are the rows' own, to the millisecond.
+    const stored = await panel.prisma.node.findUniqueOrThrow({ where: { id: node.id } });
+    expect(stored.unreachableSince).not.toBeNull();
+    expect(after.row.since).toBe(stored.unreachableSince!.getTime());
+    expect(after.row.lastFrameAt).toBe(stored.lastSeenAt!.getTime());
     // The REST session health says the same (its per-session counter died with the session).
     const rest = await panel.api('GET', '/v1/sessions');
     expect(rest.body.sessions.find((r: { nodeName: string }) => r.nodeName === 'api-acks')).toMatchObject({ missedAcks: 0, missedAcks24h: 1 });

@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Loop } from '@tether/common';
 import { CLOSE_CODES } from '@tether/protocol';
-import type { Db } from '../db/database.js';
+import { sqlOf, type Db } from '../db/database.js';
 import { cachedRead } from './cached-read.js';
 
 // What the fleet page and the per-node metrics need from the database, read
@@ -74,42 +74,45 @@ export class NodeDirectory {
   }
 
   async refresh(): Promise<void> {
+    // Plain SQL, times as epoch milliseconds: at 10,000 nodes the first read after a restart (every node
+    // "changed") cost the panel about a second of Prisma result handling and GC right after it began
+    // listening, in the middle of its fleet's reconnect storm (docs/benchmarks.md, "The storm, fourth round").
+    const sql = sqlOf(this.prisma);
+    const ms = (column: string) => `(extract(epoch FROM ${column}) * 1000)::float8`;
     const [nodes, services, acks] = await Promise.all([
-      this.prisma.node.findMany({
-        orderBy: { name: 'asc' },
-        select: {
-          id: true,
-          name: true,
-          decommissioned: true,
-          lastSeenAt: true,
-          unreachableSince: true,
-          lastTeardownAt: true,
-          lastTeardownReason: true,
-        },
-      }),
-      this.prisma.$queryRaw<{ id: string; name: string; node_id: string; replicas: number }[]>`
-        SELECT s.id, s.name, s.node_id, s.replicas FROM services s
+      sql.rows<{ id: string; name: string; decommissioned: boolean; last_seen: number | null; unreachable: number | null; teardown: number | null; teardown_reason: string | null }>(
+        `SELECT id, name, decommissioned, ${ms('last_seen_at')} AS last_seen, ${ms('unreachable_since')} AS unreachable,
+          ${ms('last_teardown_at')} AS teardown, last_teardown_reason AS teardown_reason
+        FROM nodes ORDER BY name`,
+      ),
+      sql.rows<{ id: string; name: string; node_id: string; replicas: number }>(
+        `SELECT s.id, s.name, s.node_id, s.replicas FROM services s
         WHERE EXISTS (SELECT 1 FROM deployments d WHERE d.service_id = s.id AND d.node_id = s.node_id AND d.status IN ('delivered', 'running'))
         ORDER BY s.node_id, s.name`,
-      this.prisma.$queryRaw<{ node_id: string; n: number }[]>`
-        SELECT node_id, count(*)::int AS n FROM session_events
-        WHERE kind = 'closed' AND close_code = ${CLOSE_CODES.ACK_TIMEOUT} AND at > now() - interval '24 hours'
+      ),
+      sql.rows<{ node_id: string; n: number }>(
+        `SELECT node_id, count(*)::int AS n FROM session_events
+        WHERE kind = 'closed' AND close_code = $1 AND at > now() - interval '24 hours'
         GROUP BY node_id`,
+        [CLOSE_CODES.ACK_TIMEOUT],
+      ),
     ]);
     // The close code of each node's last real teardown (superseded closes leave the node reachable): read
     // for every node once, then only for nodes whose teardown time moved (by node id, on the (node_id, at) index).
     const previous = this.current.byId;
     const changed = nodes.filter((n) => {
       const before = previous.get(n.id);
-      return !before || before.lastTeardownAt !== (n.lastTeardownAt?.getTime() ?? null);
+      return !before || before.lastTeardownAt !== (n.teardown === null ? null : Math.round(n.teardown));
     });
     const codes = new Map<string, number | null>();
     for (const n of previous.values()) codes.set(n.id, n.lastCloseCode);
     if (changed.length > 0) {
-      const lastCloses = await this.prisma.$queryRaw<{ node_id: string; close_code: number | null }[]>`
-        SELECT DISTINCT ON (node_id) node_id, close_code FROM session_events
-        WHERE node_id = ANY(${changed.map((n) => n.id)}::text[]) AND kind = 'closed' AND close_code IS DISTINCT FROM ${CLOSE_CODES.SUPERSEDED}
-        ORDER BY node_id, at DESC, id DESC`;
+      const lastCloses = await sql.rows<{ node_id: string; close_code: number | null }>(
+        `SELECT DISTINCT ON (node_id) node_id, close_code FROM session_events
+        WHERE node_id = ANY($1::text[]) AND kind = 'closed' AND close_code IS DISTINCT FROM $2
+        ORDER BY node_id, at DESC, id DESC`,
+        [changed.map((n) => n.id), CLOSE_CODES.SUPERSEDED],
+      );
       for (const n of changed) codes.set(n.id, null);
       for (const r of lastCloses) codes.set(r.node_id, r.close_code);
     }
@@ -120,15 +123,16 @@ export class NodeDirectory {
       byNode.set(s.node_id, list);
     }
     const list: DirectoryNode[] = nodes.map((n) => ({
-        id: n.id,
-        name: n.name,
-        decommissioned: n.decommissioned,
-        lastSeenAt: n.lastSeenAt?.getTime() ?? null,
-        unreachableSince: n.unreachableSince?.getTime() ?? null,
-        lastTeardownAt: n.lastTeardownAt?.getTime() ?? null,
-        lastTeardownReason: n.lastTeardownReason,
-        lastCloseCode: codes.get(n.id) ?? null,
-      }));
+      id: n.id,
+      name: n.name,
+      decommissioned: n.decommissioned,
+      // float8 of whole milliseconds: exact, but normalised to an integer like Date.getTime().
+      lastSeenAt: n.last_seen === null ? null : Math.round(n.last_seen),
+      unreachableSince: n.unreachable === null ? null : Math.round(n.unreachable),
+      lastTeardownAt: n.teardown === null ? null : Math.round(n.teardown),
+      lastTeardownReason: n.teardown_reason,
+      lastCloseCode: codes.get(n.id) ?? null,
+    }));
     this.current = {
       nodes: list,
       byId: new Map(list.map((n) => [n.id, n])),
