@@ -52,6 +52,8 @@ export interface OutboxOptions {
 interface Entry {
   seq: number;
   fact: DurableFact;
+  /** performance.now() at submit (none: replayed from the spill file). */
+  submittedAt?: number;
   resolve(result: FactResult): void;
   reject(err: unknown): void;
 }
@@ -83,6 +85,8 @@ export class SessionFactOutbox {
   /** Writes that touch `nodes` rows take turns (see the header). */
   private readonly nodeRows = new TakeTurns();
   readonly stats: OutboxStats = { committed: 0, failedAttempts: 0, spilled: 0, replayed: 0, droppedTimes: 0, rejected: 0 };
+  /** Told of every submitted fact that committed: its kind and ms from submit to commit (outbox-metrics.ts). */
+  onCommitted: ((kind: DurableFact['kind'], waitedMs: number) => void) | undefined;
 
   constructor(private readonly options: OutboxOptions) {
     this.retryMinMs = options.retryMinMs ?? 100;
@@ -131,7 +135,7 @@ export class SessionFactOutbox {
   /** Queues a durable fact; resolves when it has committed (it may wait out an outage). */
   submit(fact: DurableFact): Promise<FactResult> {
     return new Promise<FactResult>((resolve, reject) => {
-      const entry: Entry = { seq: this.nextSeq++, fact, resolve, reject };
+      const entry: Entry = { seq: this.nextSeq++, fact, submittedAt: performance.now(), resolve, reject };
       this.queue.push(entry);
       // While the database refuses writes, a new fact goes to the file at once: a crash now must not lose it.
       // So does one that arrives after stop(): nothing writes it any more, the next start will.
@@ -239,7 +243,11 @@ export class SessionFactOutbox {
     this.stats.committed += batch.length;
     // Before the facts' promises resolve: whoever awaited them finds the file gone when nothing else is queued.
     this.removeSpillWhenEmpty();
-    batch.forEach((e, i) => e.resolve(results[i]));
+    const now = performance.now();
+    batch.forEach((e, i) => {
+      if (e.submittedAt !== undefined) this.onCommitted?.(e.fact.kind, now - e.submittedAt);
+      e.resolve(results[i]);
+    });
     this.recovered(this.durable);
   }
 
