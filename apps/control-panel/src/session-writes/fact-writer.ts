@@ -1,5 +1,5 @@
 import { sqlOf, type Db, type Tx } from '../db/database.js';
-import { prismaSql } from '../db/sql.js';
+import { prismaSql, type Sql } from '../db/sql.js';
 import type { DurableFact, FactResult, FactWriter } from './facts.js';
 import { applySessionFacts, isSessionFact, sessionWaves, type SessionFact } from './session-event-batch.js';
 
@@ -27,6 +27,12 @@ export class PrismaFactWriter implements FactWriter {
     if (facts.every(isSessionFact) && sessionWaves(facts).length === 1) {
       await applySessionFacts(sqlOf(this.prisma), facts);
       return facts.map(() => undefined);
+    }
+    // One deploy's step alone (the usual batch while deploys come one by one, and what its 202 waits for): one
+    // statement, no BEGIN and COMMIT, no Prisma client cost.
+    if (facts.length === 1 && isDeploymentStep(facts[0]!)) {
+      await applyDeploymentStep(sqlOf(this.prisma), facts[0]);
+      return [undefined];
     }
     return this.prisma.$transaction(async (tx) => {
       const results: FactResult[] = [];
@@ -81,13 +87,8 @@ async function applyFact(tx: Tx, fact: DurableFact): Promise<FactResult> {
       await closeOrphans(tx, fact.reason, new Date(fact.before), fact.panelId ?? null, fact.expiredOwnersOnly === true);
       return undefined;
     case 'deployment.dispatched':
-      await tx.deployment.updateMany({ where: { id: fact.deploymentId }, data: { sessionId: fact.sessionId, dispatchedAt: new Date(fact.at) } });
-      return undefined;
     case 'deployment.delivered':
-      await tx.deployment.updateMany({
-        where: { id: fact.deploymentId, status: 'pending' },
-        data: { status: 'delivered', ackedAt: new Date(fact.at), reason: 'acknowledged by the agent' },
-      });
+      await applyDeploymentStep(prismaSql(tx), fact);
       return undefined;
     case 'deployment.finished':
       return finishDeployment(tx, fact);
@@ -97,6 +98,26 @@ async function applyFact(tx: Tx, fact: DurableFact): Promise<FactResult> {
         VALUES (${fact.nodeId}, ${new Date(fact.at)}, ${fact.hashBefore}, ${fact.hashAfter}, ${fact.reason}, ${fact.key})
         ON CONFLICT (fact_key) DO NOTHING`;
       return undefined;
+  }
+}
+
+type DeploymentStep = Extract<DurableFact, { kind: 'deployment.dispatched' | 'deployment.delivered' }>;
+
+const isDeploymentStep = (fact: DurableFact): fact is DeploymentStep => fact.kind === 'deployment.dispatched' || fact.kind === 'deployment.delivered';
+
+/**
+ * Sent (on which session, when), then ACKed: delivered only from pending.
+ * The columns are `timestamp(3)` holding UTC, as Prisma writes them: the ISO
+ * time goes in as UTC whatever the session's TimeZone.
+ */
+async function applyDeploymentStep(sql: Sql, fact: DeploymentStep): Promise<void> {
+  if (fact.kind === 'deployment.dispatched') {
+    await sql.run(`UPDATE deployments SET session_id = $2, dispatched_at = $3::timestamptz AT TIME ZONE 'UTC' WHERE id = $1`, [fact.deploymentId, fact.sessionId, fact.at]);
+  } else {
+    await sql.run(
+      `UPDATE deployments SET status = 'delivered', acked_at = $2::timestamptz AT TIME ZONE 'UTC', reason = 'acknowledged by the agent' WHERE id = $1 AND status = 'pending'`,
+      [fact.deploymentId, fact.at],
+    );
   }
 }
 
