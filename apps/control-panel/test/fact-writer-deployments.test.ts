@@ -10,7 +10,8 @@ import type { DurableFact } from '../src/session-writes/facts.js';
 // statement when alone in a batch, and inside the batch's transaction
 // otherwise. Against a real PostgreSQL whose sessions run in a time zone
 // other than UTC: the times land as Prisma reads them, delivered moves only
-// from pending, and both forms write the same row.
+// from pending, running supersedes the service's previous running
+// deployment, and both forms write the same row.
 
 let pg: TestPostgres;
 let prisma: Db;
@@ -32,12 +33,16 @@ afterAll(async () => {
   await pg?.stop();
 });
 
-async function pendingDeployment(name: string): Promise<string> {
+async function service(name: string): Promise<{ serviceId: string; nodeId: string }> {
   const team = await prisma.team.create({ data: { name } });
   const node = await prisma.node.create({ data: { name, tokenHash: hashToken(generateToken('node')) } });
   const service = await prisma.service.create({ data: { teamId: team.id, name, image: 'app:1', nodeId: node.id } });
-  const deployment = await prisma.deployment.create({ data: { serviceId: service.id, nodeId: node.id, spec: {}, status: 'pending' } });
-  return deployment.id;
+  return { serviceId: service.id, nodeId: node.id };
+}
+
+async function pendingDeployment(name: string): Promise<string> {
+  const s = await service(name);
+  return (await prisma.deployment.create({ data: { ...s, spec: {}, status: 'pending' } })).id;
 }
 
 const sentAt = new Date(Date.UTC(2026, 11, 1, 6, 0, 1, 234));
@@ -74,5 +79,22 @@ describe('deployment steps in the fact writer', () => {
       dispatchedAt: sentAt,
       ackedAt,
     });
+  });
+
+  it('finished: says whether the row changed; running supersedes the running one before it; a failure may follow running; only the named node', async () => {
+    const s = await service('finished');
+    const older = (await prisma.deployment.create({ data: { ...s, spec: {}, status: 'running' } })).id;
+    const id = (await prisma.deployment.create({ data: { ...s, spec: {}, status: 'delivered' } })).id;
+    const finished = (status: 'running' | 'failed', nodeId: string | null): DurableFact => ({ kind: 'deployment.finished', deploymentId: id, status, reason: status, at: ackedAt.toISOString(), nodeId });
+
+    expect(await writer.apply([finished('running', 'another-node')])).toEqual([false]);
+    expect(await writer.apply([finished('running', s.nodeId)])).toEqual([true]);
+    expect(await prisma.deployment.findUniqueOrThrow({ where: { id } })).toMatchObject({ status: 'running', reason: 'running', finishedAt: ackedAt });
+    expect(await prisma.deployment.findUniqueOrThrow({ where: { id: older } })).toMatchObject({ status: 'superseded', reason: `replaced by deployment ${id}` });
+    // Running again (a retried write) changes nothing and supersedes nothing more.
+    expect(await writer.apply([finished('running', s.nodeId)])).toEqual([false]);
+    expect(await writer.apply([finished('failed', null)])).toEqual([true]);
+    expect(await prisma.deployment.findUniqueOrThrow({ where: { id } })).toMatchObject({ status: 'failed' });
+    expect(await writer.apply([finished('failed', null)])).toEqual([false]);
   });
 });

@@ -28,12 +28,9 @@ export class PrismaFactWriter implements FactWriter {
       await applySessionFacts(sqlOf(this.prisma), facts);
       return facts.map(() => undefined);
     }
-    // One deploy's step alone (the usual batch while deploys come one by one, and what its 202 waits for): one
-    // statement, no BEGIN and COMMIT, no Prisma client cost.
-    if (facts.length === 1 && isDeploymentStep(facts[0]!)) {
-      await applyDeploymentStep(sqlOf(this.prisma), facts[0]);
-      return [undefined];
-    }
+    // One deploy's step alone (the usual batch while deploys come one by one; its 202 waits for dispatched and
+    // delivered, and for whatever batch is in flight): one statement, no BEGIN and COMMIT, no Prisma client cost.
+    if (facts.length === 1 && isDeploymentStep(facts[0]!)) return [await applyDeploymentStep(sqlOf(this.prisma), facts[0])];
     return this.prisma.$transaction(async (tx) => {
       const results: FactResult[] = [];
       for (let i = 0; i < facts.length; ) {
@@ -88,10 +85,8 @@ async function applyFact(tx: Tx, fact: DurableFact): Promise<FactResult> {
       return undefined;
     case 'deployment.dispatched':
     case 'deployment.delivered':
-      await applyDeploymentStep(prismaSql(tx), fact);
-      return undefined;
     case 'deployment.finished':
-      return finishDeployment(tx, fact);
+      return applyDeploymentStep(prismaSql(tx), fact);
     case 'reload':
       await tx.$executeRaw`
         INSERT INTO reload_events (node_id, at, hash_before, hash_after, reason, fact_key)
@@ -101,42 +96,47 @@ async function applyFact(tx: Tx, fact: DurableFact): Promise<FactResult> {
   }
 }
 
-type DeploymentStep = Extract<DurableFact, { kind: 'deployment.dispatched' | 'deployment.delivered' }>;
+type DeploymentStep = Extract<DurableFact, { kind: 'deployment.dispatched' | 'deployment.delivered' | 'deployment.finished' }>;
 
-const isDeploymentStep = (fact: DurableFact): fact is DeploymentStep => fact.kind === 'deployment.dispatched' || fact.kind === 'deployment.delivered';
+const isDeploymentStep = (fact: DurableFact): fact is DeploymentStep =>
+  fact.kind === 'deployment.dispatched' || fact.kind === 'deployment.delivered' || fact.kind === 'deployment.finished';
 
 /**
- * Sent (on which session, when), then ACKed: delivered only from pending.
+ * A deployment's step as one statement: sent (on which session, when), ACKed
+ * (delivered only from pending), finished (whether the row changed; running
+ * supersedes the service's other running deployment in the same statement).
  * The columns are `timestamp(3)` holding UTC, as Prisma writes them: the ISO
  * time goes in as UTC whatever the session's TimeZone.
  */
-async function applyDeploymentStep(sql: Sql, fact: DeploymentStep): Promise<void> {
-  if (fact.kind === 'deployment.dispatched') {
-    await sql.run(`UPDATE deployments SET session_id = $2, dispatched_at = $3::timestamptz AT TIME ZONE 'UTC' WHERE id = $1`, [fact.deploymentId, fact.sessionId, fact.at]);
-  } else {
-    await sql.run(
-      `UPDATE deployments SET status = 'delivered', acked_at = $2::timestamptz AT TIME ZONE 'UTC', reason = 'acknowledged by the agent' WHERE id = $1 AND status = 'pending'`,
-      [fact.deploymentId, fact.at],
-    );
+async function applyDeploymentStep(sql: Sql, fact: DeploymentStep): Promise<FactResult> {
+  switch (fact.kind) {
+    case 'deployment.dispatched':
+      await sql.run(`UPDATE deployments SET session_id = $2, dispatched_at = $3::timestamptz AT TIME ZONE 'UTC' WHERE id = $1`, [fact.deploymentId, fact.sessionId, fact.at]);
+      return undefined;
+    case 'deployment.delivered':
+      await sql.run(
+        `UPDATE deployments SET status = 'delivered', acked_at = $2::timestamptz AT TIME ZONE 'UTC', reason = 'acknowledged by the agent' WHERE id = $1 AND status = 'pending'`,
+        [fact.deploymentId, fact.at],
+      );
+      return undefined;
+    case 'deployment.finished': {
+      // A running deployment can still fail later (its containers crashed past the agent's restart budget).
+      const from = fact.status === 'failed' ? [...OPEN_STATUSES, 'running'] : [...OPEN_STATUSES];
+      const [row] = await sql.rows<{ changed: number }>(
+        `WITH done AS (
+          UPDATE deployments SET status = $2::"DeploymentStatus", reason = $3, finished_at = $4::timestamptz AT TIME ZONE 'UTC'
+          WHERE id = $1 AND status = ANY($5::"DeploymentStatus"[]) AND ($6::text IS NULL OR node_id = $6)
+          RETURNING service_id, status
+        ), superseded AS (
+          UPDATE deployments d SET status = 'superseded', reason = 'replaced by deployment ' || $1
+          FROM done WHERE done.status = 'running' AND d.service_id = done.service_id AND d.status = 'running' AND d.id <> $1
+        )
+        SELECT count(*)::int AS changed FROM done`,
+        [fact.deploymentId, fact.status, fact.reason, fact.at, from, fact.nodeId],
+      );
+      return (row?.changed ?? 0) > 0;
+    }
   }
-}
-
-async function finishDeployment(tx: Tx, fact: Extract<DurableFact, { kind: 'deployment.finished' }>): Promise<boolean> {
-  // A running deployment can still fail later (its containers crashed past the agent's restart budget).
-  const from = fact.status === 'failed' ? [...OPEN_STATUSES, 'running' as const] : [...OPEN_STATUSES];
-  const changed = await tx.deployment.updateMany({
-    where: { id: fact.deploymentId, status: { in: from }, ...(fact.nodeId ? { nodeId: fact.nodeId } : {}) },
-    data: { status: fact.status, reason: fact.reason, finishedAt: new Date(fact.at) },
-  });
-  if (changed.count === 0) return false;
-  if (fact.status === 'running') {
-    const row = await tx.deployment.findUniqueOrThrow({ where: { id: fact.deploymentId }, select: { serviceId: true } });
-    await tx.deployment.updateMany({
-      where: { serviceId: row.serviceId, status: 'running', id: { not: fact.deploymentId } },
-      data: { status: 'superseded', reason: `replaced by deployment ${fact.deploymentId}` },
-    });
-  }
-  return true;
 }
 
 /**
