@@ -75,6 +75,8 @@ describe('outbox lanes', () => {
   it('commits a deployment fact while a slow last-seen write is still in flight', async () => {
     const writer = new HeldWriter();
     const outbox = outboxOf(writer);
+    const waits: [string, number][] = [];
+    outbox.onCommitted = (kind, ms) => waits.push([kind, ms]);
     outbox.start();
     outbox.noteLastSeen('node-1', new Date());
     const lastSeen = await writer.take('lastSeen node-1');
@@ -84,6 +86,9 @@ describe('outbox lanes', () => {
     expect(await settlesWithin(committed, 1_000)).toBe(true);
     // The last-seen write has not finished: the fact did not wait for it.
     expect(writer.done).toEqual(['apply deployment.delivered']);
+    // What tether_session_fact_commit_seconds observes.
+    expect(waits).toEqual([['deployment.delivered', expect.any(Number)]]);
+    expect(waits[0]![1]).toBeLessThan(1_000);
 
     lastSeen.release();
     await outbox.stop(1_000);
