@@ -57,6 +57,9 @@ const pct = (xs: number[], p: number) => {
 const spread = (xs: number[], unit = 'ms', digits = 1) =>
   `p50 ${pct(xs, 50).toFixed(digits)} / p99 ${pct(xs, 99).toFixed(digits)} / max ${Math.max(...xs).toFixed(digits)} ${unit} (n=${xs.length})`;
 const metric = (text: string, line: string) => Number(text.split('\n').find((l) => l.startsWith(`${line} `))?.split(' ').at(-1) ?? 0);
+/** A summary's quantile for one label (prom-client writes `quantile` and the labels in an order of its own); NaN: none. */
+const quantile = (text: string, name: string, label: string, q: string) =>
+  Number(text.split('\n').find((l) => l.startsWith(`${name}{`) && l.includes(label) && l.includes(`quantile="${q}"`))?.split(' ').at(-1) ?? NaN);
 
 async function main(): Promise<void> {
   const cluster = await BenchPanels.start();
@@ -192,6 +195,12 @@ async function main(): Promise<void> {
         for (const r of mine) statuses[r.status] = (statuses[r.status] ?? 0) + 1;
         const toAck = mine.flatMap((r) => (r.id && acks.has(r.id) ? [acks.get(r.id)! - r.startedAt] : []));
         log(`dispatch ${kind}: answers ${JSON.stringify(statuses)}; deploy → 202 ${spread(mine.map((r) => r.ms))}; deploy → ACK sent ${spread(toAck, 'ms', 0)}`);
+      }
+      // How long the owner's deployment facts waited for their commit in the outbox (the panel's last 60 s; a deploy's 202 waits for both).
+      const texts = await Promise.all(live().map(async (p) => (await fetch(`${p.url}/metrics`)).text()));
+      for (const kind of ['deployment.dispatched', 'deployment.delivered']) {
+        const wait = texts.map((t) => ['0.5', '0.99', '1'].map((q) => (quantile(t, 'tether_session_fact_commit_seconds', `kind="${kind}"`, q) * 1000).toFixed(1)).join(' / '));
+        log(`dispatch: outbox commit wait of ${kind} p50 / p99 / max ${wait.join(', ')} ms (panels, last 60 s)`);
       }
       const p99 = (kind: string) => pct(results.filter((r) => r.kind === kind).map((r) => r.ms), 99);
       log(`dispatch: cross-panel overhead p99 ${(p99('cross') - p99('local')).toFixed(1)} ms (target < 50 ms)`);

@@ -3,9 +3,10 @@ import type { Workload } from '@tether/protocol';
 import { AppError } from '../errors.js';
 import type { Deployment } from '../generated/prisma/client.js';
 import { teamScope, type AuthContext } from './access.js';
-import { lockNodeShared, toIso } from '../db/prisma-helpers.js';
+import { toIso } from '../db/prisma-helpers.js';
+import { prismaSql } from '../db/sql.js';
 import type { ApiDeps } from './api-deps.js';
-import { specOf, type ServiceSpec } from './services.js';
+import type { ServiceSpec } from './services.js';
 
 // A deployment carries out a snapshot of its service's spec on the service's
 // node. The row is committed (status pending) before it is dispatched, so a
@@ -32,23 +33,44 @@ export function workloadOf(serviceId: string, deploymentId: string, spec: Servic
 
 const notFound = () => new AppError('NOT_FOUND', 'no such deployment');
 
+interface ServiceToDeploy {
+  node_id: string;
+  node_name: string;
+  decommissioned: boolean;
+  name: string;
+  image: string;
+  env: Record<string, string>;
+  internal_port: number | null;
+  replicas: number;
+}
+
 /**
  * Records a deployment of the service's current spec and hands it to the
  * dispatcher. A service on a decommissioned node is refused with
  * NODE_DECOMMISSIONED and no row is created (the node row is locked FOR SHARE
  * while the deployment is inserted, so a decommission cannot slip between).
+ * Four round trips: BEGIN, the service (in the caller's scope) with its node
+ * locked in one statement, the insert, COMMIT. (One statement would need the
+ * row's id made outside Prisma, which makes the cuid.)
  */
 export async function createDeployment({ prisma, dispatcher }: ApiDeps, auth: AuthContext, serviceId: string) {
+  const { teamId } = teamScope(auth);
   const { deployment, nodeName, spec } = await prisma.$transaction(async (tx) => {
-    const service = await tx.service.findFirst({ where: { id: serviceId, ...teamScope(auth) }, include: { node: { select: { name: true } } } });
+    // FOR SHARE OF n: a decommission waiting on the lock or committed before it is seen (the locked row is re-read).
+    const [service] = await prismaSql(tx).rows<ServiceToDeploy>(
+      `SELECT s.node_id, n.name AS node_name, n.decommissioned, s.name, s.image, s.env, s.internal_port, s.replicas
+      FROM services s JOIN nodes n ON n.id = s.node_id
+      WHERE s.id = $1 AND ($2::text IS NULL OR s.team_id = $2)
+      FOR SHARE OF n`,
+      [serviceId, teamId ?? null],
+    );
     if (!service) throw new AppError('NOT_FOUND', 'no such service');
-    const node = await lockNodeShared(tx, service.nodeId);
-    if (!node || node.decommissioned) {
-      throw new AppError('NODE_DECOMMISSIONED', `node ${service.node.name} is decommissioned; move the service to another node first`);
+    if (service.decommissioned) {
+      throw new AppError('NODE_DECOMMISSIONED', `node ${service.node_name} is decommissioned; move the service to another node first`);
     }
-    const spec = specOf(service);
-    const deployment = await tx.deployment.create({ data: { serviceId, nodeId: service.nodeId, spec: { ...spec }, status: 'pending' } });
-    return { deployment, nodeName: service.node.name, spec };
+    const spec: ServiceSpec = { name: service.name, image: service.image, env: service.env, internalPort: service.internal_port, replicas: service.replicas };
+    const deployment = await tx.deployment.create({ data: { serviceId, nodeId: service.node_id, spec: { ...spec }, status: 'pending' } });
+    return { deployment, nodeName: service.node_name, spec };
   });
 
   const workload = workloadOf(serviceId, deployment.id, spec);

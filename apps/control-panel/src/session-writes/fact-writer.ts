@@ -1,5 +1,5 @@
 import { sqlOf, type Db, type Tx } from '../db/database.js';
-import { prismaSql } from '../db/sql.js';
+import { prismaSql, type Sql } from '../db/sql.js';
 import type { DurableFact, FactResult, FactWriter } from './facts.js';
 import { applySessionFacts, isSessionFact, sessionWaves, type SessionFact } from './session-event-batch.js';
 
@@ -28,6 +28,9 @@ export class PrismaFactWriter implements FactWriter {
       await applySessionFacts(sqlOf(this.prisma), facts);
       return facts.map(() => undefined);
     }
+    // One deploy's step alone (the usual batch while deploys come one by one; its 202 waits for dispatched and
+    // delivered, and for whatever batch is in flight): one statement, no BEGIN and COMMIT, no Prisma client cost.
+    if (facts.length === 1 && isDeploymentStep(facts[0]!)) return [await applyDeploymentStep(sqlOf(this.prisma), facts[0])];
     return this.prisma.$transaction(async (tx) => {
       const results: FactResult[] = [];
       for (let i = 0; i < facts.length; ) {
@@ -89,16 +92,9 @@ async function applyFact(tx: Tx, fact: DurableFact): Promise<FactResult> {
       await closeOrphans(tx, fact.reason, new Date(fact.before), fact.panelId ?? null, fact.expiredOwnersOnly === true);
       return undefined;
     case 'deployment.dispatched':
-      await tx.deployment.updateMany({ where: { id: fact.deploymentId }, data: { sessionId: fact.sessionId, dispatchedAt: new Date(fact.at) } });
-      return undefined;
     case 'deployment.delivered':
-      await tx.deployment.updateMany({
-        where: { id: fact.deploymentId, status: 'pending' },
-        data: { status: 'delivered', ackedAt: new Date(fact.at), reason: 'acknowledged by the agent' },
-      });
-      return undefined;
     case 'deployment.finished':
-      return finishDeployment(tx, fact);
+      return applyDeploymentStep(prismaSql(tx), fact);
     case 'reload':
       await tx.$executeRaw`
         INSERT INTO reload_events (node_id, at, hash_before, hash_after, reason, fact_key)
@@ -108,22 +104,47 @@ async function applyFact(tx: Tx, fact: DurableFact): Promise<FactResult> {
   }
 }
 
-async function finishDeployment(tx: Tx, fact: Extract<DurableFact, { kind: 'deployment.finished' }>): Promise<boolean> {
-  // A running deployment can still fail later (its containers crashed past the agent's restart budget).
-  const from = fact.status === 'failed' ? [...OPEN_STATUSES, 'running' as const] : [...OPEN_STATUSES];
-  const changed = await tx.deployment.updateMany({
-    where: { id: fact.deploymentId, status: { in: from }, ...(fact.nodeId ? { nodeId: fact.nodeId } : {}) },
-    data: { status: fact.status, reason: fact.reason, finishedAt: new Date(fact.at) },
-  });
-  if (changed.count === 0) return false;
-  if (fact.status === 'running') {
-    const row = await tx.deployment.findUniqueOrThrow({ where: { id: fact.deploymentId }, select: { serviceId: true } });
-    await tx.deployment.updateMany({
-      where: { serviceId: row.serviceId, status: 'running', id: { not: fact.deploymentId } },
-      data: { status: 'superseded', reason: `replaced by deployment ${fact.deploymentId}` },
-    });
+type DeploymentStep = Extract<DurableFact, { kind: 'deployment.dispatched' | 'deployment.delivered' | 'deployment.finished' }>;
+
+const isDeploymentStep = (fact: DurableFact): fact is DeploymentStep =>
+  fact.kind === 'deployment.dispatched' || fact.kind === 'deployment.delivered' || fact.kind === 'deployment.finished';
+
+/**
+ * A deployment's step as one statement: sent (on which session, when), ACKed
+ * (delivered only from pending), finished (whether the row changed; running
+ * supersedes the service's other running deployment in the same statement).
+ * The columns are `timestamp(3)` holding UTC, as Prisma writes them: the ISO
+ * time goes in as UTC whatever the session's TimeZone.
+ */
+async function applyDeploymentStep(sql: Sql, fact: DeploymentStep): Promise<FactResult> {
+  switch (fact.kind) {
+    case 'deployment.dispatched':
+      await sql.run(`UPDATE deployments SET session_id = $2, dispatched_at = $3::timestamptz AT TIME ZONE 'UTC' WHERE id = $1`, [fact.deploymentId, fact.sessionId, fact.at]);
+      return undefined;
+    case 'deployment.delivered':
+      await sql.run(
+        `UPDATE deployments SET status = 'delivered', acked_at = $2::timestamptz AT TIME ZONE 'UTC', reason = 'acknowledged by the agent' WHERE id = $1 AND status = 'pending'`,
+        [fact.deploymentId, fact.at],
+      );
+      return undefined;
+    case 'deployment.finished': {
+      // A running deployment can still fail later (its containers crashed past the agent's restart budget).
+      const from = fact.status === 'failed' ? [...OPEN_STATUSES, 'running'] : [...OPEN_STATUSES];
+      const [row] = await sql.rows<{ changed: number }>(
+        `WITH done AS (
+          UPDATE deployments SET status = $2::"DeploymentStatus", reason = $3, finished_at = $4::timestamptz AT TIME ZONE 'UTC'
+          WHERE id = $1 AND status = ANY($5::"DeploymentStatus"[]) AND ($6::text IS NULL OR node_id = $6)
+          RETURNING service_id, status
+        ), superseded AS (
+          UPDATE deployments d SET status = 'superseded', reason = 'replaced by deployment ' || $1
+          FROM done WHERE done.status = 'running' AND d.service_id = done.service_id AND d.status = 'running' AND d.id <> $1
+        )
+        SELECT count(*)::int AS changed FROM done`,
+        [fact.deploymentId, fact.status, fact.reason, fact.at, from, fact.nodeId],
+      );
+      return (row?.changed ?? 0) > 0;
+    }
   }
-  return true;
 }
 
 /**

@@ -1,8 +1,12 @@
-import { Counter, Gauge } from 'prom-client';
+import { Counter, Gauge, Summary } from 'prom-client';
 import type { PanelMetrics } from '../panel-metrics.js';
 import type { SessionFactOutbox } from './outbox.js';
 
-/** What an operator watches during a database outage: facts waiting, and facts that went to the spill file. */
+/**
+ * What an operator watches during a database outage: facts waiting, and facts
+ * that went to the spill file; and how long a durable fact waits for its
+ * commit (a deploy's 202 waits for two: dispatched, delivered).
+ */
 export function watchOutbox(metrics: PanelMetrics, outbox: SessionFactOutbox): void {
   const registers = [metrics.registry];
   new Gauge({
@@ -22,4 +26,14 @@ export function watchOutbox(metrics: PanelMetrics, outbox: SessionFactOutbox): v
       this.inc(outbox.stats.spilled);
     },
   });
+  const commit = new Summary({
+    name: 'tether_session_fact_commit_seconds',
+    help: 'Seconds from a durable session fact submitted to the outbox to its commit, by kind (the last 60 s)',
+    labelNames: ['kind'],
+    percentiles: [0.5, 0.9, 0.99, 1],
+    maxAgeSeconds: 60,
+    ageBuckets: 6,
+    registers,
+  });
+  outbox.onCommitted = (kind, waitedMs) => commit.observe({ kind }, waitedMs / 1000);
 }

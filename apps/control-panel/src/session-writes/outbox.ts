@@ -11,6 +11,26 @@ import type { SpillFile, SpilledFact } from './spill-file.js';
 // also appended to the spill file, which a restarted panel replays in order.
 // Last-seen and token last-used times are coalesced (one newest time per node
 // or token) and are the only thing dropped when the queue outgrows its limit.
+// The two kinds are written in two lanes, each with its own write in flight,
+// backoff and refusals: durable facts do not wait behind a times write (a
+// last-seen flush of a few thousand nodes takes 8-55 ms under load, and a
+// deployment transition submitted meanwhile used to wait it out: part of the
+// dispatch tail, docs/benchmarks.md, issue 10), nor times behind a batch of
+// durable facts. What the lanes may not do at once is write the same
+// `nodes` rows: a last-seen UPDATE and a batch of session opens, closes or an
+// orphan sweep each lock many node rows in an order of their own plan, and two
+// such statements at once can deadlock (40P01 after PostgreSQL's 1 s
+// deadlock_timeout, retried here as an unexpected error). So those take turns
+// (`nodeRows`, first come first served); deployment transitions and reloads
+// touch no node row (a reload's foreign key takes KEY SHARE, which a last-seen
+// UPDATE does not conflict with) and never wait. Between the lanes there is no
+// order to keep: every write of `nodes.last_seen_at` (last-seen flush, session
+// open, session close) only moves it forward (GREATEST / `<` guard), so any
+// interleaving ends at the newest time; the one durable fact that reads it,
+// the orphan sweep, closes sessions of a run that is over (a previous run of
+// this panel, or a panel whose lease expired) at their node's last-seen time,
+// clamped before the node's next open: a time this run's lane still holds for
+// that node belongs to a later session, so it is clamped away either way.
 // A fact the database refuses for good (a constraint, a deleted node) is
 // isolated, logged and rejected, so it cannot block the rest; any other error
 // is retried like an outage, since dropping a fact would lose a history row.
@@ -32,6 +52,8 @@ export interface OutboxOptions {
 interface Entry {
   seq: number;
   fact: DurableFact;
+  /** performance.now() at submit (none: replayed from the spill file). */
+  submittedAt?: number;
   resolve(result: FactResult): void;
   reject(err: unknown): void;
 }
@@ -53,19 +75,37 @@ export class SessionFactOutbox {
   /** Highest sequence number already in the spill file. */
   private spilledThrough = 0;
   private spillHasEntries = false;
-  private degraded = false;
-  private delayMs = 0;
-  private timer: NodeJS.Timeout | undefined;
-  private active: Promise<boolean> | undefined;
   private stopped = false;
   private readonly retryMinMs: number;
   private readonly batchSize: number;
+  /** Durable facts, in order. */
+  private readonly durable: Lane;
+  /** Coalesced last-seen and token last-used times. */
+  private readonly times: Lane;
+  /** Writes that touch `nodes` rows take turns (see the header). */
+  private readonly nodeRows = new TakeTurns();
   readonly stats: OutboxStats = { committed: 0, failedAttempts: 0, spilled: 0, replayed: 0, droppedTimes: 0, rejected: 0 };
+  /** Told of every submitted fact that committed: its kind and ms from submit to commit (outbox-metrics.ts). */
+  onCommitted: ((kind: DurableFact['kind'], waitedMs: number) => void) | undefined;
 
   constructor(private readonly options: OutboxOptions) {
     this.retryMinMs = options.retryMinMs ?? 100;
     // A storm tick of opens is one statement per batch (session-event-batch.ts): batches large enough to take a tick.
     this.batchSize = options.batchSize ?? 1_000;
+    const lane = {
+      stopped: () => this.stopped,
+      retryDelay: (previousMs: number) => {
+        this.stats.failedAttempts++;
+        return previousMs ? Math.min(previousMs * 2, this.options.retryMaxMs) : this.retryMinMs;
+      },
+    };
+    this.durable = new Lane({
+      ...lane,
+      hasWork: () => this.queue.length > 0,
+      attempt: () => this.attemptDurable(),
+      drained: () => this.removeSpillWhenEmpty(),
+    });
+    this.times = new Lane({ ...lane, hasWork: () => this.lastSeenAt.size > 0 || this.tokenUsedAt.size > 0, attempt: () => this.attemptTimes() });
   }
 
   /** Loads what a previous run spilled, ahead of anything new, and starts writing. Returns how many facts it replays. */
@@ -87,19 +127,20 @@ export class SessionFactOutbox {
       this.stats.replayed += replayed;
       if (replayed > 0) this.options.logger.info({ facts: replayed, file: spill.file }, 'replaying session facts a previous run spilled');
     }
-    this.kick();
+    this.durable.kick();
+    this.times.kick();
     return replayed;
   }
 
   /** Queues a durable fact; resolves when it has committed (it may wait out an outage). */
   submit(fact: DurableFact): Promise<FactResult> {
     return new Promise<FactResult>((resolve, reject) => {
-      const entry: Entry = { seq: this.nextSeq++, fact, resolve, reject };
+      const entry: Entry = { seq: this.nextSeq++, fact, submittedAt: performance.now(), resolve, reject };
       this.queue.push(entry);
       // While the database refuses writes, a new fact goes to the file at once: a crash now must not lose it.
       // So does one that arrives after stop(): nothing writes it any more, the next start will.
-      if (this.degraded || this.stopped) this.spillPending();
-      this.kick();
+      if (this.isDegraded || this.stopped) this.spillPending();
+      this.durable.kick();
     });
   }
 
@@ -108,7 +149,7 @@ export class SessionFactOutbox {
     const t = at.getTime();
     if ((this.lastSeenAt.get(nodeId) ?? 0) < t) this.lastSeenAt.set(nodeId, t);
     this.limitMemory();
-    this.kick();
+    this.times.kick();
   }
 
   /** A token's newest use (coalesced; droppable). */
@@ -116,36 +157,27 @@ export class SessionFactOutbox {
     const t = at.getTime();
     if ((this.tokenUsedAt.get(tokenId) ?? 0) < t) this.tokenUsedAt.set(tokenId, t);
     this.limitMemory();
-    this.kick();
+    this.times.kick();
   }
 
   get pending(): number {
     return this.queue.length + this.lastSeenAt.size + this.tokenUsedAt.size;
   }
 
-  /** The database refused the last attempt. */
+  /** The database refused the last attempt of either lane. */
   get isDegraded(): boolean {
-    return this.degraded;
+    return this.durable.refused || this.times.refused;
   }
 
-  /** Writes everything pending now (no backoff wait). False when the database refused. */
+  /** Writes everything pending now in both lanes (no backoff wait). False when the database refused. */
   async flush(): Promise<boolean> {
-    if (this.timer) {
-      clearTimeout(this.timer);
-      this.timer = undefined;
-    }
-    while (this.active) await this.active;
-    this.active = this.drain();
-    try {
-      return await this.active;
-    } finally {
-      this.active = undefined;
-    }
+    const [durable, times] = await Promise.all([this.durable.flush(), this.times.flush()]);
+    return durable && times;
   }
 
   /**
-   * Stops writing: one last attempt within `deadlineMs`, then whatever is
-   * still pending and durable goes to the spill file for the next run.
+   * Stops writing: one last attempt of both lanes within `deadlineMs`, then
+   * whatever is still pending and durable goes to the spill file for the next run.
    */
   async stop(deadlineMs: number): Promise<void> {
     this.stopped = true;
@@ -159,62 +191,38 @@ export class SessionFactOutbox {
     }
   }
 
-  private kick(): void {
-    if (this.stopped || this.timer || this.active) return;
-    this.active = this.drain().finally(() => {
-      this.active = undefined;
-      // Work that arrived while the last attempt finished.
-      if (!this.timer && this.hasWork()) this.kick();
-    });
+  /** One batch of durable facts. False: the database is unavailable. */
+  private async attemptDurable(): Promise<boolean> {
+    let batch = this.queue.slice(0, this.batchSize);
+    if (this.nodeRows.busy) {
+      // A last-seen write is in flight: the facts ahead of the first that writes node rows go now, the rest after it.
+      const first = batch.findIndex((e) => writesNodeRows(e.fact));
+      if (first > 0) batch = batch.slice(0, first);
+    }
+    const write = () => this.writeDurable(batch);
+    return batch.some((e) => writesNodeRows(e.fact)) ? this.nodeRows.run(write) : write();
   }
 
-  private hasWork(): boolean {
-    return this.queue.length > 0 || this.lastSeenAt.size > 0 || this.tokenUsedAt.size > 0;
+  private async writeDurable(batch: Entry[]): Promise<boolean> {
+    try {
+      const results = await this.options.writer.apply(batch.map((e) => e.fact));
+      this.committed(batch, results);
+      return true;
+    } catch (err) {
+      if (!isPermanentDatabaseError(err)) return this.refused(this.durable, err);
+      return this.isolate(batch);
+    }
   }
 
-  /** Attempts until nothing is left or the database refuses; then waits out the backoff. */
-  private async drain(): Promise<boolean> {
-    while (this.hasWork()) {
-      if (await this.attempt()) continue;
-      this.stats.failedAttempts++;
-      this.delayMs = this.delayMs ? Math.min(this.delayMs * 2, this.options.retryMaxMs) : this.retryMinMs;
-      if (!this.stopped) {
-        this.timer = setTimeout(() => {
-          this.timer = undefined;
-          this.kick();
-        }, this.delayMs);
-        this.timer.unref();
-      }
-      return false;
-    }
-    this.delayMs = 0;
-    if (this.spillHasEntries && this.queue.length === 0) {
-      // Every fact in the file has committed.
-      this.options.spill?.remove();
-      this.spillHasEntries = false;
-    }
-    return true;
-  }
-
-  /** One batch of durable facts, or else the droppable times. False: the database is unavailable. */
-  private async attempt(): Promise<boolean> {
-    if (this.queue.length > 0) {
-      const batch = this.queue.slice(0, this.batchSize);
-      try {
-        const results = await this.options.writer.apply(batch.map((e) => e.fact));
-        this.committed(batch, results);
-        return true;
-      } catch (err) {
-        if (!isPermanentDatabaseError(err)) return this.refused(err);
-        return this.isolate(batch);
-      }
-    }
+  /** The droppable times: last-seen, then token last-used. False: the database is unavailable. */
+  private async attemptTimes(): Promise<boolean> {
     if (this.lastSeenAt.size > 0) {
-      const taken = this.lastSeenAt;
-      this.lastSeenAt = new Map();
-      const ok = await this.writeTimes(taken, this.lastSeenAt, 'last-seen', (e) =>
-        this.options.writer.lastSeen(e.map(([nodeId, at]) => ({ nodeId, at }))),
-      );
+      const ok = await this.nodeRows.run(() => {
+        // Taken only now: times noted while waiting for the turn go in this write too.
+        const taken = this.lastSeenAt;
+        this.lastSeenAt = new Map();
+        return this.writeTimes(taken, this.lastSeenAt, 'last-seen', (e) => this.options.writer.lastSeen(e.map(([nodeId, at]) => ({ nodeId, at }))));
+      });
       if (!ok) return false;
     }
     if (this.tokenUsedAt.size > 0) {
@@ -225,16 +233,22 @@ export class SessionFactOutbox {
       );
       if (!ok) return false;
     }
-    this.recovered();
+    this.recovered(this.times);
     return true;
   }
 
   private committed(batch: Entry[], results: FactResult[]): void {
-    // Only the drain removes entries, so the batch is still the head of the queue.
+    // Only the durable lane removes entries, one attempt at a time, so the batch is still the head of the queue.
     this.queue.splice(0, batch.length);
     this.stats.committed += batch.length;
-    batch.forEach((e, i) => e.resolve(results[i]));
-    this.recovered();
+    // Before the facts' promises resolve: whoever awaited them finds the file gone when nothing else is queued.
+    this.removeSpillWhenEmpty();
+    const now = performance.now();
+    batch.forEach((e, i) => {
+      if (e.submittedAt !== undefined) this.onCommitted?.(e.fact.kind, now - e.submittedAt);
+      e.resolve(results[i]);
+    });
+    this.recovered(this.durable);
   }
 
   /** A batch failed for another reason than the database: find the fact at fault, one by one. */
@@ -244,7 +258,7 @@ export class SessionFactOutbox {
         const [result] = await this.options.writer.apply([entry.fact]);
         this.committed([entry], [result]);
       } catch (err) {
-        if (!isPermanentDatabaseError(err)) return this.refused(err);
+        if (!isPermanentDatabaseError(err)) return this.refused(this.durable, err);
         this.queue.shift();
         this.stats.rejected++;
         this.options.logger.error({ err, fact: entry.fact }, 'session fact could not be written and was discarded');
@@ -254,25 +268,25 @@ export class SessionFactOutbox {
     return true;
   }
 
-  private refused(err: unknown): false {
+  private refused(lane: Lane, err: unknown): false {
     if (!isDatabaseUnavailable(err)) {
       // Not an outage and not a constraint: most likely a bug. Kept and retried all the same, and said loudly.
       this.options.logger.error({ err, pending: this.pending }, 'session facts could not be written (unexpected error); held and retried');
-    } else if (!this.degraded) {
+    } else if (!this.isDegraded) {
       this.options.logger.warn(
         { err, pending: this.pending, file: this.options.spill?.file },
         'database unavailable: session facts are held, spilled to the outbox file and retried',
       );
     }
-    this.degraded = true;
+    lane.refused = true;
     this.spillPending();
     return false;
   }
 
-  private recovered(): void {
-    if (!this.degraded) return;
-    this.degraded = false;
-    this.options.logger.info({ pending: this.pending }, 'database takes session facts again');
+  private recovered(lane: Lane): void {
+    if (!lane.refused) return;
+    lane.refused = false;
+    if (!this.isDegraded) this.options.logger.info({ pending: this.pending }, 'database takes session facts again');
   }
 
   /**
@@ -291,11 +305,19 @@ export class SessionFactOutbox {
     } catch (err) {
       if (!isPermanentDatabaseError(err)) {
         for (const [id, t] of taken) if ((pending.get(id) ?? 0) < t) pending.set(id, t);
-        return this.refused(err);
+        return this.refused(this.times, err);
       }
       this.stats.droppedTimes += taken.size;
       this.options.logger.error({ err, count: taken.size }, `${what} times could not be written and were dropped`);
       return true;
+    }
+  }
+
+  private removeSpillWhenEmpty(): void {
+    if (this.spillHasEntries && this.queue.length === 0) {
+      // Every fact in the file has committed (or was discarded for good).
+      this.options.spill?.remove();
+      this.spillHasEntries = false;
     }
   }
 
@@ -328,5 +350,92 @@ export class SessionFactOutbox {
     this.tokenUsedAt = new Map();
     this.stats.droppedTimes += dropped;
     this.options.logger.warn({ dropped, pending: this.pending }, 'outbox over its limit: dropped last-seen and token last-used times');
+  }
+}
+
+/** Durable facts whose write updates `nodes` rows (session-event-batch.ts, closeOrphans in fact-writer.ts). */
+const writesNodeRows = (fact: DurableFact): boolean => fact.kind === 'session.opened' || fact.kind === 'session.closed' || fact.kind === 'sessions.orphaned';
+
+interface LaneOptions {
+  stopped(): boolean;
+  hasWork(): boolean;
+  /** One write; false: the database refused it. */
+  attempt(): Promise<boolean>;
+  /** The next backoff after a refusal, from the last one (0: none yet). */
+  retryDelay(previousMs: number): number;
+  /** Everything the lane had is written. */
+  drained?(): void;
+}
+
+/**
+ * One lane of the outbox: at most one drain in flight, attempts until nothing
+ * is left or the database refuses, then its own backoff before the next.
+ */
+class Lane {
+  refused = false;
+  private active: Promise<boolean> | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private delayMs = 0;
+
+  constructor(private readonly options: LaneOptions) {}
+
+  kick(): void {
+    if (this.options.stopped() || this.timer || this.active) return;
+    this.active = this.drain().finally(() => {
+      this.active = undefined;
+      // Work that arrived while the last attempt finished.
+      if (!this.timer && this.options.hasWork()) this.kick();
+    });
+  }
+
+  /** Writes everything pending now (no backoff wait). False when the database refused. */
+  async flush(): Promise<boolean> {
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+    }
+    while (this.active) await this.active;
+    this.active = this.drain();
+    try {
+      return await this.active;
+    } finally {
+      this.active = undefined;
+    }
+  }
+
+  private async drain(): Promise<boolean> {
+    while (this.options.hasWork()) {
+      if (await this.options.attempt()) continue;
+      this.delayMs = this.options.retryDelay(this.delayMs);
+      if (!this.options.stopped()) {
+        this.timer = setTimeout(() => {
+          this.timer = undefined;
+          this.kick();
+        }, this.delayMs);
+        this.timer.unref();
+      }
+      return false;
+    }
+    this.delayMs = 0;
+    this.options.drained?.();
+    return true;
+  }
+}
+
+/** Runs functions one at a time, in the order they asked (a FIFO lock within this process). */
+class TakeTurns {
+  private tail: Promise<unknown> = Promise.resolve();
+  private waiting = 0;
+
+  /** A turn is taken or asked for. */
+  get busy(): boolean {
+    return this.waiting > 0;
+  }
+
+  run<T>(fn: () => Promise<T>): Promise<T> {
+    this.waiting++;
+    const turn = this.tail.then(fn).finally(() => this.waiting--);
+    this.tail = turn.catch(() => undefined);
+    return turn;
   }
 }
