@@ -1,27 +1,43 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashToken } from '../src/domain/tokens.js';
+import { startTestPostgres, type TestPostgres } from '@tether/testkit';
+import { createPrisma, MIGRATIONS_DIR, type Db } from '../src/db/database.js';
+import { applyMigrations } from '../src/db/migrate.js';
+import { generateToken, hashToken } from '../src/domain/tokens.js';
 import { PrismaFactWriter } from '../src/session-writes/fact-writer.js';
-import { startPanel, type Panel } from './helpers/panel-harness.js';
 
-// The coalesced last-seen and token last-used times go to the database as two JSON arrays (ids; epoch
-// milliseconds) zipped in SQL, not as array parameters node-postgres would build element by element on the
-// main thread. Each time lands on its own row, to the millisecond, and never moves a newer time back.
+// Times the session layer writes, on a database whose default time zone is not UTC (Prisma's DateTime
+// columns are `timestamp` holding UTC; the pool's connections run in UTC, db/pg-pool.ts). The coalesced
+// last-seen and token last-used times go as two JSON arrays (ids; epoch milliseconds) zipped in SQL, not as
+// array parameters node-postgres would build element by element on the main thread: each time lands on its
+// own row, to the millisecond, and never moves a newer time back. Session opens and closes land as sent.
 
-let panel: Panel;
+let pg: TestPostgres;
+let prisma: Db;
+let writer: PrismaFactWriter;
+const limits = { connectTimeoutMs: 2_000, queryTimeoutMs: 5_000, poolSize: 2 };
+
 beforeAll(async () => {
-  panel = await startPanel();
-});
+  pg = await startTestPostgres();
+  await applyMigrations(pg.url, MIGRATIONS_DIR);
+  const setup = createPrisma(pg.url, limits);
+  await setup.$executeRawUnsafe(`DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET timezone = %L', current_database(), 'America/Sao_Paulo'); END $$`);
+  await setup.$disconnect();
+  prisma = createPrisma(pg.url, limits);
+  writer = new PrismaFactWriter(prisma, { maxWait: 2_000, timeout: 10_000 });
+}, 60_000);
 afterAll(async () => {
-  await panel?.close();
+  await prisma?.$disconnect();
+  await pg?.stop();
 });
+
+const node = async (name: string) => prisma.node.create({ data: { name, tokenHash: hashToken(generateToken('node')) } });
 
 describe('coalesced times', () => {
   it('last-seen: each node its own time, to the millisecond; an older time does not move it back', async () => {
-    const writer = new PrismaFactWriter(panel.prisma, { maxWait: 2_000, timeout: 5_000 });
-    const nodes = await Promise.all(['times-a', 'times-b', 'times-c'].map((n) => panel.createNode(n)));
+    const nodes = await Promise.all(['times-a', 'times-b', 'times-c'].map((n) => node(n)));
     const base = Date.UTC(2026, 11, 1, 12, 0, 0, 123);
     await writer.lastSeen(nodes.map((n, i) => ({ nodeId: n.id, at: new Date(base + i * 1_001) })));
-    const read = async () => new Map((await panel.prisma.node.findMany({ where: { id: { in: nodes.map((n) => n.id) } } })).map((n) => [n.id, n.lastSeenAt?.getTime()]));
+    const read = async () => new Map((await prisma.node.findMany({ where: { id: { in: nodes.map((n) => n.id) } } })).map((n) => [n.id, n.lastSeenAt?.getTime()]));
     expect([...(await read()).entries()].sort()).toEqual(nodes.map((n, i) => [n.id, base + i * 1_001]).sort());
     await writer.lastSeen([
       { nodeId: nodes[0]!.id, at: new Date(base - 5_000) },
@@ -34,12 +50,30 @@ describe('coalesced times', () => {
   });
 
   it('token last-used: the same, for API tokens; 10,000 ids in one flush', async () => {
-    const writer = new PrismaFactWriter(panel.prisma, { maxWait: 2_000, timeout: 5_000 });
-    const token = await panel.prisma.apiToken.create({ data: { name: 'times', role: 'operator', tokenHash: hashToken(`times-${Date.now()}`) } });
+    const token = await prisma.apiToken.create({ data: { name: 'times', role: 'operator', tokenHash: hashToken(`times-${Date.now()}`) } });
     const at = Date.UTC(2026, 11, 1, 13, 14, 15, 999);
     const unknown = Array.from({ length: 9_999 }, (_, i) => ({ tokenId: `absent-${i}`, at: new Date(at) }));
     await writer.tokensUsed([...unknown, { tokenId: token.id, at: new Date(at) }]);
-    const row = await panel.prisma.apiToken.findUniqueOrThrow({ where: { id: token.id } });
+    const row = await prisma.apiToken.findUniqueOrThrow({ where: { id: token.id } });
     expect(row.lastUsedAt?.getTime()).toBe(at);
+  });
+
+  it('session opens and closes: the event times and the node row as sent, to the millisecond', async () => {
+    const n = await node('times-session');
+    const opened = Date.UTC(2026, 11, 1, 6, 0, 1, 234);
+    const closed = Date.UTC(2026, 11, 1, 6, 5, 2, 345);
+    const lastFrame = Date.UTC(2026, 11, 1, 6, 5, 0, 456);
+    await writer.apply([{ kind: 'session.opened', nodeId: n.id, sessionId: 'tz-1', at: new Date(opened).toISOString() }]);
+    await writer.apply([
+      { kind: 'session.closed', nodeId: n.id, sessionId: 'tz-1', code: 4000, reason: 'idle', at: new Date(closed).toISOString(), lastFrameAt: new Date(lastFrame).toISOString(), superseded: false },
+    ]);
+    const events = await prisma.sessionEvent.findMany({ where: { sessionId: 'tz-1' }, orderBy: { at: 'asc' } });
+    expect(events.map((e) => [e.kind, e.at.getTime()])).toEqual([['opened', opened], ['closed', closed]]);
+    const row = await prisma.node.findUniqueOrThrow({ where: { id: n.id } });
+    expect({ unreachable: row.unreachableSince?.getTime(), teardown: row.lastTeardownAt?.getTime(), seen: row.lastSeenAt?.getTime() }).toEqual({
+      unreachable: closed,
+      teardown: closed,
+      seen: lastFrame,
+    });
   });
 });

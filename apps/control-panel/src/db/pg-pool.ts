@@ -78,6 +78,12 @@ export function createPool(connectionString: string, limits: DbLimits, health: D
   });
   // An idle connection the server dropped (restart, outage): the pool removes it; the next query opens a new one.
   pool.on('error', () => {});
+  // Prisma's DateTime columns are `timestamp` (without time zone) holding UTC, and raw statements pass times as
+  // timestamptz: PostgreSQL converts between the two in the session's time zone, so on a server or database
+  // set to another zone every such time shifted. Queued on the new connection ahead of its first query.
+  pool.on('connect', (client) => {
+    client.query(`SET TIME ZONE 'UTC'`).catch(() => {});
+  });
   return pool;
 }
 
