@@ -1,9 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestPostgres, type TestPostgres } from '@tether/testkit';
-import { createPrisma, MIGRATIONS_DIR, type Db } from '../src/db/database.js';
-import { applyMigrations } from '../src/db/migrate.js';
+import { describe, expect, it } from 'vitest';
+import { useZonedDatabase } from './helpers/zoned-database.js';
 import { generateToken, hashToken } from '../src/domain/tokens.js';
-import { PrismaFactWriter } from '../src/session-writes/fact-writer.js';
 
 // Times the session layer writes, on a database whose default time zone is not UTC (Prisma's DateTime
 // columns are `timestamp` holding UTC; the pool's connections run in UTC, db/pg-pool.ts). The coalesced
@@ -11,35 +8,18 @@ import { PrismaFactWriter } from '../src/session-writes/fact-writer.js';
 // array parameters node-postgres would build element by element on the main thread: each time lands on its
 // own row, to the millisecond, and never moves a newer time back. Session opens and closes land as sent.
 
-let pg: TestPostgres;
-let prisma: Db;
-let writer: PrismaFactWriter;
-const limits = { connectTimeoutMs: 2_000, queryTimeoutMs: 5_000, poolSize: 2 };
+const db = useZonedDatabase('America/Sao_Paulo');
 
-beforeAll(async () => {
-  pg = await startTestPostgres();
-  await applyMigrations(pg.url, MIGRATIONS_DIR);
-  const setup = createPrisma(pg.url, limits);
-  await setup.$executeRawUnsafe(`DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET timezone = %L', current_database(), 'America/Sao_Paulo'); END $$`);
-  await setup.$disconnect();
-  prisma = createPrisma(pg.url, limits);
-  writer = new PrismaFactWriter(prisma, { maxWait: 2_000, timeout: 10_000 });
-}, 60_000);
-afterAll(async () => {
-  await prisma?.$disconnect();
-  await pg?.stop();
-});
-
-const node = async (name: string) => prisma.node.create({ data: { name, tokenHash: hashToken(generateToken('node')) } });
+const node = async (name: string) => db.prisma().node.create({ data: { name, tokenHash: hashToken(generateToken('node')) } });
 
 describe('coalesced times', () => {
   it('last-seen: each node its own time, to the millisecond; an older time does not move it back', async () => {
     const nodes = await Promise.all(['times-a', 'times-b', 'times-c'].map((n) => node(n)));
     const base = Date.UTC(2026, 11, 1, 12, 0, 0, 123);
-    await writer.lastSeen(nodes.map((n, i) => ({ nodeId: n.id, at: new Date(base + i * 1_001) })));
-    const read = async () => new Map((await prisma.node.findMany({ where: { id: { in: nodes.map((n) => n.id) } } })).map((n) => [n.id, n.lastSeenAt?.getTime()]));
+    await db.writer().lastSeen(nodes.map((n, i) => ({ nodeId: n.id, at: new Date(base + i * 1_001) })));
+    const read = async () => new Map((await db.prisma().node.findMany({ where: { id: { in: nodes.map((n) => n.id) } } })).map((n) => [n.id, n.lastSeenAt?.getTime()]));
     expect([...(await read()).entries()].sort()).toEqual(nodes.map((n, i) => [n.id, base + i * 1_001]).sort());
-    await writer.lastSeen([
+    await db.writer().lastSeen([
       { nodeId: nodes[0]!.id, at: new Date(base - 5_000) },
       { nodeId: nodes[1]!.id, at: new Date(base + 60_007) },
     ]);
@@ -50,11 +30,11 @@ describe('coalesced times', () => {
   });
 
   it('token last-used: the same, for API tokens; 10,000 ids in one flush', async () => {
-    const token = await prisma.apiToken.create({ data: { name: 'times', role: 'operator', tokenHash: hashToken(`times-${Date.now()}`) } });
+    const token = await db.prisma().apiToken.create({ data: { name: 'times', role: 'operator', tokenHash: hashToken(`times-${Date.now()}`) } });
     const at = Date.UTC(2026, 11, 1, 13, 14, 15, 999);
     const unknown = Array.from({ length: 9_999 }, (_, i) => ({ tokenId: `absent-${i}`, at: new Date(at) }));
-    await writer.tokensUsed([...unknown, { tokenId: token.id, at: new Date(at) }]);
-    const row = await prisma.apiToken.findUniqueOrThrow({ where: { id: token.id } });
+    await db.writer().tokensUsed([...unknown, { tokenId: token.id, at: new Date(at) }]);
+    const row = await db.prisma().apiToken.findUniqueOrThrow({ where: { id: token.id } });
     expect(row.lastUsedAt?.getTime()).toBe(at);
   });
 
@@ -63,13 +43,13 @@ describe('coalesced times', () => {
     const opened = Date.UTC(2026, 11, 1, 6, 0, 1, 234);
     const closed = Date.UTC(2026, 11, 1, 6, 5, 2, 345);
     const lastFrame = Date.UTC(2026, 11, 1, 6, 5, 0, 456);
-    await writer.apply([{ kind: 'session.opened', nodeId: n.id, sessionId: 'tz-1', at: new Date(opened).toISOString() }]);
-    await writer.apply([
+    await db.writer().apply([{ kind: 'session.opened', nodeId: n.id, sessionId: 'tz-1', at: new Date(opened).toISOString() }]);
+    await db.writer().apply([
       { kind: 'session.closed', nodeId: n.id, sessionId: 'tz-1', code: 4000, reason: 'idle', at: new Date(closed).toISOString(), lastFrameAt: new Date(lastFrame).toISOString(), superseded: false },
     ]);
-    const events = await prisma.sessionEvent.findMany({ where: { sessionId: 'tz-1' }, orderBy: { at: 'asc' } });
+    const events = await db.prisma().sessionEvent.findMany({ where: { sessionId: 'tz-1' }, orderBy: { at: 'asc' } });
     expect(events.map((e) => [e.kind, e.at.getTime()])).toEqual([['opened', opened], ['closed', closed]]);
-    const row = await prisma.node.findUniqueOrThrow({ where: { id: n.id } });
+    const row = await db.prisma().node.findUniqueOrThrow({ where: { id: n.id } });
     expect({ unreachable: row.unreachableSince?.getTime(), teardown: row.lastTeardownAt?.getTime(), seen: row.lastSeenAt?.getTime() }).toEqual({
       unreachable: closed,
       teardown: closed,
