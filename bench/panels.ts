@@ -35,7 +35,7 @@ const { values } = parseArgs({
     spread: { type: 'string', default: '30' },
     window: { type: 'string', default: '60' },
     'fast-heartbeat': { type: 'string', default: '1000' },
-    deploys: { type: 'string', default: '200' },
+    deploys: { type: 'string', default: '1000' },
     hold: { type: 'string', default: '50' },
     lease: { type: 'string', default: '10000' },
     skip: { type: 'string', default: '' },
