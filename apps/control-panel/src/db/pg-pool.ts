@@ -27,6 +27,26 @@ type Callback = (err: Error | null, result?: unknown) => void;
 class BoundedClient extends pg.Client {
   protected health: DbHealth | undefined;
 
+  /**
+   * Connects, then sets the session's time zone to UTC before the connection is anyone's: Prisma's DateTime
+   * columns are `timestamp` (without time zone) holding UTC and raw statements pass times as timestamptz, which
+   * PostgreSQL converts in the session's zone, so on a server or database set to another zone those times
+   * shifted by its offset. pg-pool connects with a callback; the promise form is kept for other callers.
+   */
+  override connect(...args: unknown[]): never {
+    const ready = (pg.Client.prototype.connect as unknown as () => Promise<unknown>)
+      .call(this)
+      .then(() => (pg.Client.prototype.query as (text: string) => Promise<unknown>).call(this, `SET TIME ZONE 'UTC'`))
+      .then(() => undefined);
+    const callback = args[0];
+    if (typeof callback !== 'function') return ready as never;
+    ready.then(
+      () => (callback as (err?: Error) => void)(),
+      (err: Error) => (callback as (err?: Error) => void)(err),
+    );
+    return undefined as never;
+  }
+
   // node-postgres overloads query (callback, promise, submittable); only the error path is wrapped.
   override query(...args: unknown[]): never {
     const last = args[args.length - 1];
@@ -78,12 +98,7 @@ export function createPool(connectionString: string, limits: DbLimits, health: D
   });
   // An idle connection the server dropped (restart, outage): the pool removes it; the next query opens a new one.
   pool.on('error', () => {});
-  // Prisma's DateTime columns are `timestamp` (without time zone) holding UTC, and raw statements pass times as
-  // timestamptz: PostgreSQL converts between the two in the session's time zone, so on a server or database
-  // set to another zone every such time shifted. Queued on the new connection ahead of its first query.
-  pool.on('connect', (client) => {
-    client.query(`SET TIME ZONE 'UTC'`).catch(() => {});
-  });
+
   return pool;
 }
 
