@@ -51,6 +51,9 @@ interface Agent {
   completeAt: number;
   /** When the connect that led to the completed session was started. */
   completeAttemptAt: number;
+  /** That session's stages in ms: TCP connected (lean client only, else -1), upgrade answered, welcome, workloads + map. */
+  completeStages: number[];
+  openAt: number;
   /** The Retry-After (ms) of the last 503, for the fixed-retry storm (0: none). */
   retryAfterMs: number;
 }
@@ -78,6 +81,13 @@ function complete(agent: Agent, attemptAt: number): void {
   if (agent.ready && agent.workloads && agent.map && !agent.completeAt) {
     agent.completeAt = Date.now();
     agent.completeAttemptAt = attemptAt;
+    const tcpAt = agent.socket instanceof LeanWs ? agent.socket.connectedAt : 0;
+    agent.completeStages = [
+      tcpAt ? tcpAt - attemptAt : -1,
+      agent.openAt - (tcpAt || attemptAt),
+      agent.sessionAt - agent.openAt,
+      agent.completeAt - agent.sessionAt,
+    ];
   }
 }
 
@@ -103,6 +113,7 @@ function connect(agent: Agent): void {
     socket.terminate();
   });
   socket.on('open', () => {
+    agent.openAt = Date.now();
     send(agent, { type: 'hello', id: nextId(), node: `bench-${start.base + agent.index}`, agentVersion: 'bench', protocolVersion: PROTOCOL_VERSION, containers: [], runtime, routing });
   });
   socket.on('message', (data) => {
@@ -170,6 +181,7 @@ function report(since = 0) {
     completeTimes: completes,
     /** Per completed agent: when its successful connect started. */
     completeAttempts: agents.filter((a) => a.completeAt).map((a) => a.completeAttemptAt),
+    completeStages: agents.filter((a) => a.completeAt).map((a) => a.completeStages),
     errors: Object.fromEntries(errors),
     closes: Object.fromEntries(closes),
     errorsSince: after,
@@ -180,7 +192,7 @@ process.on('message', (command: Command) => {
   if (command.type === 'start') {
     start = command;
     for (let i = 0; i < command.tokens.length; i++) {
-      const agent: Agent = { index: i, backoff: new Backoff(RECONNECT), sessionAt: 0, seq: 0, ready: false, workloads: false, map: false, attemptAt: 0, completeAt: 0, completeAttemptAt: 0, retryAfterMs: 0 };
+      const agent: Agent = { index: i, backoff: new Backoff(RECONNECT), sessionAt: 0, seq: 0, ready: false, workloads: false, map: false, attemptAt: 0, completeAt: 0, completeAttemptAt: 0, completeStages: [], openAt: 0, retryAfterMs: 0 };
       agents.push(agent);
       setTimeout(() => connect(agent), Math.random() * command.spreadMs);
     }

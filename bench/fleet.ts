@@ -78,6 +78,8 @@ interface Report {
   lastComplete: number;
   completeTimes: number[];
   completeAttempts: number[];
+  /** Per completed agent: ms to TCP connected (-1: not known), to the upgrade's answer, to welcome, to workloads + map. */
+  completeStages: number[][];
   errors: Record<string, number>;
   errorsSince: Record<string, number>;
   closes: Record<string, number>;
@@ -371,6 +373,12 @@ async function main(): Promise<void> {
       }
       const busy = times.map((t, i) => t - Math.max(0, attempts[i]!));
       log(`${label}: per agent, successful attempt → welcome + workloads + map: p50 ${pct(busy, 50).toFixed(2)} s, p99 ${pct(busy, 99).toFixed(2)} s, max ${Math.max(...busy).toFixed(2)} s`);
+      const stages = rs.flatMap((r) => r.completeStages);
+      const stage = (i: number, name: string) => {
+        const v = stages.map((x) => x[i]!).filter((x) => x >= 0);
+        return v.length ? `${name} p50 ${pct(v, 50).toFixed(0)} / p99 ${pct(v, 99).toFixed(0)} / max ${Math.max(...v).toFixed(0)} ms` : `${name} not known`;
+      };
+      log(`${label}: where that wait was: ${[stage(0, 'TCP connect'), stage(1, 'upgrade answered'), stage(2, 'welcome'), stage(3, 'workloads + map')].join('; ')}`);
     };
     if (!skip.has('storm')) await storm('storm (agent backoff)');
     if (!skip.has('capacity')) await storm('storm (retry every 250 ms)', 250);

@@ -33,6 +33,8 @@ export interface LeanWsOptions {
 export class LeanWs extends EventEmitter {
   static readonly OPEN = OPEN;
   readyState = CONNECTING;
+  /** When TCP connected (ms since epoch; 0 before): the bench splits an open into its stages. */
+  connectedAt = 0;
   private readonly socket: net.Socket;
   private head: Buffer | null = Buffer.alloc(0);
   private buffered = Buffer.alloc(0);
@@ -46,6 +48,7 @@ export class LeanWs extends EventEmitter {
     const u = new URL(url);
     this.socket = net.connect({ host: u.hostname, port: Number(u.port), ...(options.localAddress ? { localAddress: options.localAddress } : {}) });
     this.socket.setNoDelay(true);
+    this.socket.once('connect', () => (this.connectedAt = Date.now()));
     this.timer = setTimeout(() => this.fail(new Error('Opening handshake has timed out')), options.handshakeTimeout);
     const headers = Object.entries(options.headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
     this.socket.write(
