@@ -188,10 +188,8 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     outbox.submit(cluster ? { ...orphaned, panelId: cluster.panelId } : orphaned).catch(() => {});
     // The lease's first renewal is awaited (a database that is out leaves it unheld: no claims until it answers).
     await cluster?.start();
-    // Remembered for GET /v1/sessions during an outage; a database that is out now just leaves it empty. The
-    // same read warms the node-token check, so the fleet reconnecting to this start costs no token lookups.
-    const read = await withDeadline(nodes.read(), db.queryTimeoutMs, 'the database').catch(() => undefined);
-    if (read) nodeAuth.warm(read.data);
+    // Remembered for GET /v1/sessions during an outage; a database that is out now just leaves it empty.
+    await withDeadline(nodes.read(), db.queryTimeoutMs, 'the database').catch(() => {});
     agents.start();
   });
   // A request arriving while the panel stops (a rolling restart) answers 503 NOT_READY, like /readyz, in the API's shape.

@@ -76,20 +76,6 @@ export class NodeAuthenticator {
     return verified;
   }
 
-  /**
-   * Remembers these nodes' tokens as verified now. A panel's start reads every node anyway (app.ts): seeded
-   * from that read, a restarted panel's reconnect storm checks no token against the database (measured:
-   * 1,200-1,800 batched lookups per 10,000-agent storm, each a round trip before the upgrade's answer).
-   */
-  warm(nodes: readonly { id: string; name: string; tokenHash: string; decommissioned: boolean }[]): void {
-    if (this.cacheMs <= 0) return;
-    const at = Date.now();
-    for (const n of nodes) {
-      if (n.decommissioned || this.verified.size >= MAX_CACHED_NODES) continue;
-      this.verified.set(n.tokenHash, { node: { id: n.id, name: n.name }, at });
-    }
-  }
-
   /** A node was decommissioned: its token is checked against the database again (and refused). */
   forget(nodeId: string): void {
     for (const [hash, entry] of this.verified) if (entry.node.id === nodeId) this.verified.delete(hash);
