@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { useZonedDatabase } from './helpers/zoned-database.js';
+import { SMALL_POOL, useMigratedDatabase } from './helpers/migrated-database.js';
 import { generateToken, hashToken } from '../src/domain/tokens.js';
 
 // Times the session layer writes, on a database whose default time zone is not UTC (Prisma's DateTime
@@ -8,18 +8,18 @@ import { generateToken, hashToken } from '../src/domain/tokens.js';
 // array parameters node-postgres would build element by element on the main thread: each time lands on its
 // own row, to the millisecond, and never moves a newer time back. Session opens and closes land as sent.
 
-const db = useZonedDatabase('America/Sao_Paulo');
+const db = useMigratedDatabase({ zone: 'America/Sao_Paulo', limits: SMALL_POOL });
 
-const node = async (name: string) => db.prisma().node.create({ data: { name, tokenHash: hashToken(generateToken('node')) } });
+const node = async (name: string) => db.prisma.node.create({ data: { name, tokenHash: hashToken(generateToken('node')) } });
 
 describe('coalesced times', () => {
   it('last-seen: each node its own time, to the millisecond; an older time does not move it back', async () => {
     const nodes = await Promise.all(['times-a', 'times-b', 'times-c'].map((n) => node(n)));
     const base = Date.UTC(2026, 11, 1, 12, 0, 0, 123);
-    await db.writer().lastSeen(nodes.map((n, i) => ({ nodeId: n.id, at: new Date(base + i * 1_001) })));
-    const read = async () => new Map((await db.prisma().node.findMany({ where: { id: { in: nodes.map((n) => n.id) } } })).map((n) => [n.id, n.lastSeenAt?.getTime()]));
+    await db.writer.lastSeen(nodes.map((n, i) => ({ nodeId: n.id, at: new Date(base + i * 1_001) })));
+    const read = async () => new Map((await db.prisma.node.findMany({ where: { id: { in: nodes.map((n) => n.id) } } })).map((n) => [n.id, n.lastSeenAt?.getTime()]));
     expect([...(await read()).entries()].sort()).toEqual(nodes.map((n, i) => [n.id, base + i * 1_001]).sort());
-    await db.writer().lastSeen([
+    await db.writer.lastSeen([
       { nodeId: nodes[0]!.id, at: new Date(base - 5_000) },
       { nodeId: nodes[1]!.id, at: new Date(base + 60_007) },
     ]);
@@ -30,11 +30,11 @@ describe('coalesced times', () => {
   });
 
   it('token last-used: the same, for API tokens; 10,000 ids in one flush', async () => {
-    const token = await db.prisma().apiToken.create({ data: { name: 'times', role: 'operator', tokenHash: hashToken(`times-${Date.now()}`) } });
+    const token = await db.prisma.apiToken.create({ data: { name: 'times', role: 'operator', tokenHash: hashToken(`times-${Date.now()}`) } });
     const at = Date.UTC(2026, 11, 1, 13, 14, 15, 999);
     const unknown = Array.from({ length: 9_999 }, (_, i) => ({ tokenId: `absent-${i}`, at: new Date(at) }));
-    await db.writer().tokensUsed([...unknown, { tokenId: token.id, at: new Date(at) }]);
-    const row = await db.prisma().apiToken.findUniqueOrThrow({ where: { id: token.id } });
+    await db.writer.tokensUsed([...unknown, { tokenId: token.id, at: new Date(at) }]);
+    const row = await db.prisma.apiToken.findUniqueOrThrow({ where: { id: token.id } });
     expect(row.lastUsedAt?.getTime()).toBe(at);
   });
 
@@ -43,13 +43,13 @@ describe('coalesced times', () => {
     const opened = Date.UTC(2026, 11, 1, 6, 0, 1, 234);
     const closed = Date.UTC(2026, 11, 1, 6, 5, 2, 345);
     const lastFrame = Date.UTC(2026, 11, 1, 6, 5, 0, 456);
-    await db.writer().apply([{ kind: 'session.opened', nodeId: n.id, sessionId: 'tz-1', at: new Date(opened).toISOString() }]);
-    await db.writer().apply([
+    await db.writer.apply([{ kind: 'session.opened', nodeId: n.id, sessionId: 'tz-1', at: new Date(opened).toISOString() }]);
+    await db.writer.apply([
       { kind: 'session.closed', nodeId: n.id, sessionId: 'tz-1', code: 4000, reason: 'idle', at: new Date(closed).toISOString(), lastFrameAt: new Date(lastFrame).toISOString(), superseded: false },
     ]);
-    const events = await db.prisma().sessionEvent.findMany({ where: { sessionId: 'tz-1' }, orderBy: { at: 'asc' } });
+    const events = await db.prisma.sessionEvent.findMany({ where: { sessionId: 'tz-1' }, orderBy: { at: 'asc' } });
     expect(events.map((e) => [e.kind, e.at.getTime()])).toEqual([['opened', opened], ['closed', closed]]);
-    const row = await db.prisma().node.findUniqueOrThrow({ where: { id: n.id } });
+    const row = await db.prisma.node.findUniqueOrThrow({ where: { id: n.id } });
     expect({ unreachable: row.unreachableSince?.getTime(), teardown: row.lastTeardownAt?.getTime(), seen: row.lastSeenAt?.getTime() }).toEqual({
       unreachable: closed,
       teardown: closed,

@@ -3,12 +3,11 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, spawnProcess, startTestPostgres, waitFor, type ManagedProcess, type TestPostgres } from '@tether/testkit';
-import { createPrisma, MIGRATIONS_DIR, type Db } from '../src/db/database.js';
-import { applyMigrations } from '../src/db/migrate.js';
+import { afterAll, describe, expect, it } from 'vitest';
+import { freePort, spawnProcess, waitFor, type ManagedProcess } from '@tether/testkit';
 import { generateToken, hashToken } from '../src/domain/tokens.js';
 import { startAgentProcess } from './helpers/agent-process.js';
+import { useMigratedDatabase } from './helpers/migrated-database.js';
 
 // Rolling restart of three panel processes (SIGTERM, start again with the same
 // id and port, one at a time) while real agents that know all three URLs stay
@@ -27,21 +26,11 @@ const env = {
   TETHER_ADMIN_TOKEN: OPERATOR,
 };
 
-let pg: TestPostgres;
-let databaseUrl: string;
-let prisma: Db;
+const db = useMigratedDatabase();
 const cleanup: (() => Promise<unknown> | unknown)[] = [];
 
-beforeAll(async () => {
-  pg = await startTestPostgres();
-  databaseUrl = await pg.createDatabase();
-  await applyMigrations(databaseUrl, MIGRATIONS_DIR);
-  prisma = createPrisma(databaseUrl);
-}, 60_000);
 afterAll(async () => {
   for (const f of cleanup.reverse()) await f();
-  await prisma?.$disconnect();
-  await pg?.stop();
 });
 
 interface PanelProc {
@@ -53,7 +42,7 @@ interface PanelProc {
 
 async function launch(p: PanelProc): Promise<void> {
   p.child = spawnProcess(process.execPath, [PANEL_MAIN], {
-    env: { ...env, DATABASE_URL: databaseUrl, TETHER_DATA_DIR: p.dataDir, TETHER_PORT: String(p.port), TETHER_PANEL_ID: p.id },
+    env: { ...env, DATABASE_URL: db.url, TETHER_DATA_DIR: p.dataDir, TETHER_PORT: String(p.port), TETHER_PANEL_ID: p.id },
   });
   await p.child.waitForOutput(/listening on /, 30_000);
 }
@@ -71,17 +60,17 @@ describe('rolling restart of three panels', () => {
     cleanup.push(() => Promise.all(panels.map((p) => p.child?.stop(2_000))));
     const urls = panels.map((p) => `http://127.0.0.1:${p.port}`);
 
-    const team = await prisma.team.create({ data: { name: 'rolling' } });
+    const team = await db.prisma.team.create({ data: { name: 'rolling' } });
     const nodes: { id: string; serviceId: string }[] = [];
     for (let i = 0; i < 3; i++) {
       const token = generateToken('node');
-      const node = await prisma.node.create({ data: { name: `roll-node-${i}`, tokenHash: hashToken(token) } });
-      const service = await prisma.service.create({ data: { teamId: team.id, name: `roll-svc-${i}`, image: 'tether-test/busybox:1', internalPort: 8080, replicas: 1, nodeId: node.id } });
+      const node = await db.prisma.node.create({ data: { name: `roll-node-${i}`, tokenHash: hashToken(token) } });
+      const service = await db.prisma.service.create({ data: { teamId: team.id, name: `roll-svc-${i}`, image: 'tether-test/busybox:1', internalPort: 8080, replicas: 1, nodeId: node.id } });
       nodes.push({ id: node.id, serviceId: service.id });
       const agent = await startAgentProcess({ panelUrl: urls.join(','), token, nodeName: node.name });
       cleanup.push(() => agent.destroy());
     }
-    const connected = async () => (await prisma.nodeOwner.count({ where: { nodeId: { in: nodes.map((n) => n.id) } } })) === nodes.length;
+    const connected = async () => (await db.prisma.nodeOwner.count({ where: { nodeId: { in: nodes.map((n) => n.id) } } })) === nodes.length;
     await waitFor(connected, { timeoutMs: 15_000 });
 
     // A steady stream of deploys, each to the next panel in turn; a refused connection (panel down) tries the next.
@@ -116,7 +105,7 @@ describe('rolling restart of three panels', () => {
       await launch(p);
       // Wait until every node is owned by a live panel again before the next restart.
       await waitFor(async () => {
-        const owners = await prisma.$queryRaw<{ n: number }[]>`
+        const owners = await db.prisma.$queryRaw<{ n: number }[]>`
           SELECT count(*)::int AS n FROM node_owners w JOIN panels p ON p.id = w.panel_id
           WHERE p.lease_until > now() AND w.node_id = ANY(${nodes.map((n) => n.id)}::text[])`;
         return owners[0]?.n === nodes.length;
@@ -138,14 +127,14 @@ describe('rolling restart of three panels', () => {
     }
     expect(answers.filter((a) => a.status === 202).length).toBeGreaterThan(answers.length / 2);
     // No deployment left pending; every 202 is a row the agent received (delivered or further), none lost.
-    await waitFor(async () => (await prisma.deployment.count({ where: { status: 'pending' } })) === 0, { timeoutMs: 5_000 });
+    await waitFor(async () => (await db.prisma.deployment.count({ where: { status: 'pending' } })) === 0, { timeoutMs: 5_000 });
     const accepted = answers.filter((a) => a.status === 202).map((a) => a.id!);
-    const rows = await prisma.deployment.findMany({ where: { id: { in: accepted } }, select: { status: true } });
+    const rows = await db.prisma.deployment.findMany({ where: { id: { in: accepted } }, select: { status: true } });
     expect(rows).toHaveLength(accepted.length);
     for (const r of rows) expect(['delivered', 'running', 'failed', 'superseded']).toContain(r.status);
     // A refusal before any row (NOT_READY while a panel stops) made none; every other answer made one.
     const madeRows = answers.filter((a) => a.code !== 'NOT_READY' && a.code !== 'DATABASE_UNAVAILABLE').length;
-    expect(await prisma.deployment.count()).toBeGreaterThanOrEqual(madeRows);
+    expect(await db.prisma.deployment.count()).toBeGreaterThanOrEqual(madeRows);
     await waitFor(connected, { timeoutMs: 10_000 });
   }, 120_000);
 });

@@ -1,20 +1,18 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '@tether/common';
-import { startTestPostgres, waitFor, type TestPostgres } from '@tether/testkit';
-import { createPrisma, MIGRATIONS_DIR, type Db } from '../src/db/database.js';
-import { applyMigrations } from '../src/db/migrate.js';
+import { waitFor } from '@tether/testkit';
+import type { Db } from '../src/db/database.js';
 import { NodeReportWriter } from '../src/ownership/node-reports.js';
 import { PanelSignals, type Signal } from '../src/ownership/panel-signals.js';
 import type { AgentSession } from '../src/sessions/session.js';
+import { useMigratedDatabase } from './helpers/migrated-database.js';
 
 // The signals between panels on their own (issue 10): a cross-panel deploy
 // waits on two of them, so they go out on the dedicated LISTEN connection (not
 // behind the pool's batch writers), the owner is found and asked in one
 // statement, and nothing signals what no panel acts on (report rows).
 
-let pg: TestPostgres;
-let databaseUrl: string;
-let prisma: Db;
+const db = useMigratedDatabase();
 const started: PanelSignals[] = [];
 
 /** A pool that refuses everything: what still gets through did not use it. */
@@ -22,14 +20,14 @@ const brokenPool = new Proxy({} as Db, {
   get: () => () => Promise.reject(new Error('the pool was used')),
 });
 
-function signals(panelId: string, pool: Db = prisma): PanelSignals {
-  const s = new PanelSignals({ databaseUrl, prisma: pool, connectTimeoutMs: 5_000, queryTimeoutMs: 5_000, logger: silentLogger, panelId });
+function signals(panelId: string, pool: Db = db.prisma): PanelSignals {
+  const s = new PanelSignals({ databaseUrl: db.url, prisma: pool, connectTimeoutMs: 5_000, queryTimeoutMs: 5_000, logger: silentLogger, panelId });
   started.push(s);
   return s;
 }
 
 /** Signals with LISTEN up, and what they received. */
-async function listening(panelId: string, pool: Db = prisma): Promise<{ signals: PanelSignals; received: Signal[] }> {
+async function listening(panelId: string, pool: Db = db.prisma): Promise<{ signals: PanelSignals; received: Signal[] }> {
   const s = signals(panelId, pool);
   const received: Signal[] = [];
   s.on('signal', (signal) => received.push(signal));
@@ -39,16 +37,8 @@ async function listening(panelId: string, pool: Db = prisma): Promise<{ signals:
   return { signals: s, received };
 }
 
-beforeAll(async () => {
-  pg = await startTestPostgres();
-  databaseUrl = await pg.createDatabase();
-  await applyMigrations(databaseUrl, MIGRATIONS_DIR);
-  prisma = createPrisma(databaseUrl);
-}, 60_000);
 afterAll(async () => {
   await Promise.all(started.map((s) => s.stop()));
-  await prisma?.$disconnect();
-  await pg?.stop();
 });
 
 describe('signals between panels', () => {
@@ -68,11 +58,11 @@ describe('signals between panels', () => {
   it('find the live owner and ask it in one statement; none (self, expired lease, no row): nothing sent', async () => {
     const b = await listening('panel-b2');
     const { signals: a } = await listening('panel-a2', brokenPool);
-    await prisma.$executeRawUnsafe(
+    await db.prisma.$executeRawUnsafe(
       `INSERT INTO panels (id, lease_until, renewed_at) VALUES ('panel-b2', now() + interval '1 minute', now()), ('panel-a2', now() + interval '1 minute', now()), ('panel-gone', now() - interval '1 second', now())`,
     );
-    await prisma.$executeRawUnsafe(`INSERT INTO nodes (id, name, token_hash) VALUES ('sig-n1', 'sig-n1', 'h1'), ('sig-n2', 'sig-n2', 'h2'), ('sig-n3', 'sig-n3', 'h3'), ('sig-n4', 'sig-n4', 'h4')`);
-    await prisma.$executeRawUnsafe(
+    await db.prisma.$executeRawUnsafe(`INSERT INTO nodes (id, name, token_hash) VALUES ('sig-n1', 'sig-n1', 'h1'), ('sig-n2', 'sig-n2', 'h2'), ('sig-n3', 'sig-n3', 'h3'), ('sig-n4', 'sig-n4', 'h4')`);
+    await db.prisma.$executeRawUnsafe(
       `INSERT INTO node_owners (node_id, panel_id, session_id, generation, claimed_at) VALUES ('sig-n1', 'panel-b2', 's1', 1, now()), ('sig-n2', 'panel-a2', 's2', 1, now()), ('sig-n3', 'panel-gone', 's3', 1, now())`,
     );
 
@@ -88,12 +78,12 @@ describe('signals between panels', () => {
 
   it('a report row written sends no signal (no panel acts on one)', async () => {
     const b = await listening('panel-b3');
-    await prisma.$executeRawUnsafe(`INSERT INTO nodes (id, name, token_hash) VALUES ('rep-n1', 'rep-n1', 'hr1')`);
-    await prisma.$executeRawUnsafe(`INSERT INTO node_owners (node_id, panel_id, session_id, generation, claimed_at) VALUES ('rep-n1', 'panel-a3', 'rs1', 1, now())`);
-    const writer = new NodeReportWriter({ prisma, panelId: 'panel-a3', flushMs: 10, refreshMs: 10_000, othersLive: () => true, generationOf: () => 1, logger: silentLogger });
+    await db.prisma.$executeRawUnsafe(`INSERT INTO nodes (id, name, token_hash) VALUES ('rep-n1', 'rep-n1', 'hr1')`);
+    await db.prisma.$executeRawUnsafe(`INSERT INTO node_owners (node_id, panel_id, session_id, generation, claimed_at) VALUES ('rep-n1', 'panel-a3', 'rs1', 1, now())`);
+    const writer = new NodeReportWriter({ prisma: db.prisma, panelId: 'panel-a3', flushMs: 10, refreshMs: 10_000, othersLive: () => true, generationOf: () => 1, logger: silentLogger });
     const session = { id: 'rs1', nodeId: 'rep-n1', report: undefined, lastFrameAt: Date.now(), heartbeats: 1, missedAcks: 0, agentVersion: 'x', peer: '127.0.0.1', openedAt: Date.now() };
     writer.observe(session as unknown as AgentSession, 'connected');
-    await waitFor(async () => (await prisma.nodeReport.findUnique({ where: { nodeId: 'rep-n1' } })) ?? undefined);
+    await waitFor(async () => (await db.prisma.nodeReport.findUnique({ where: { nodeId: 'rep-n1' } })) ?? undefined);
     await writer.stop();
     // NOTIFYs arrive in commit order: one sent after the write comes after any the write would have sent.
     const c = signals('panel-c3');

@@ -1,9 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestPostgres, type TestPostgres } from '@tether/testkit';
-import { createPrisma, MIGRATIONS_DIR, type Db } from '../src/db/database.js';
-import { applyMigrations } from '../src/db/migrate.js';
+import { describe, expect, it } from 'vitest';
+import { SMALL_POOL, useMigratedDatabase } from './helpers/migrated-database.js';
 import { generateToken, hashToken } from '../src/domain/tokens.js';
-import { PrismaFactWriter } from '../src/session-writes/fact-writer.js';
 import type { DurableFact } from '../src/session-writes/facts.js';
 import { sessionWaves, type SessionFact } from '../src/session-writes/session-event-batch.js';
 
@@ -12,22 +9,9 @@ import { sessionWaves, type SessionFact } from '../src/session-writes/session-ev
 // order inside one batch, a storm tick (every node once) is one wave, and a
 // batch applied twice leaves the same rows.
 
-let pg: TestPostgres;
-let prisma: Db;
-let writer: PrismaFactWriter;
+const db = useMigratedDatabase({ limits: SMALL_POOL });
 
-beforeAll(async () => {
-  pg = await startTestPostgres();
-  await applyMigrations(pg.url, MIGRATIONS_DIR);
-  prisma = createPrisma(pg.url, { connectTimeoutMs: 2_000, queryTimeoutMs: 5_000, poolSize: 2 });
-  writer = new PrismaFactWriter(prisma, { maxWait: 2_000, timeout: 10_000 });
-}, 60_000);
-afterAll(async () => {
-  await prisma?.$disconnect();
-  await pg?.stop();
-});
-
-const node = async (name: string) => (await prisma.node.create({ data: { name, tokenHash: hashToken(generateToken('node')) } })).id;
+const node = async (name: string) => (await db.prisma.node.create({ data: { name, tokenHash: hashToken(generateToken('node')) } })).id;
 const t = (s: number) => new Date(Date.UTC(2026, 11, 1, 6, 0, s)).toISOString();
 const opened = (nodeId: string, sessionId: string, at: string): SessionFact => ({ kind: 'session.opened', nodeId, sessionId, at });
 const closed = (nodeId: string, sessionId: string, at: string, reason: string, superseded = false): SessionFact => ({
@@ -55,9 +39,9 @@ describe('batched session opens and closes', () => {
       { kind: 'deployment.delivered', deploymentId: 'none', at: t(4) },
       closed(c, 'ses_c1', t(5), 'idle c1'),
     ];
-    expect(await writer.apply(facts)).toHaveLength(facts.length);
+    expect(await db.writer.apply(facts)).toHaveLength(facts.length);
 
-    const rows = await prisma.node.findMany({ where: { id: { in: [a, b, c] } }, orderBy: { name: 'asc' } });
+    const rows = await db.prisma.node.findMany({ where: { id: { in: [a, b, c] } }, orderBy: { name: 'asc' } });
     const [na, nb, nc] = rows;
     // a: closed then reopened, in that order: reachable, with a1's teardown on record.
     expect(na).toMatchObject({ unreachableSince: null, lastTeardownReason: 'idle a1', lastTeardownAt: new Date(t(2)) });
@@ -67,7 +51,7 @@ describe('batched session opens and closes', () => {
     expect(nc).toMatchObject({ unreachableSince: new Date(t(5)), lastTeardownReason: 'idle c1' });
     expect(nc!.lastSeenAt).toEqual(new Date(t(5)));
 
-    const events = await prisma.sessionEvent.findMany({ where: { nodeId: a }, orderBy: { id: 'asc' }, select: { sessionId: true, kind: true } });
+    const events = await db.prisma.sessionEvent.findMany({ where: { nodeId: a }, orderBy: { id: 'asc' }, select: { sessionId: true, kind: true } });
     expect(events).toEqual([
       { sessionId: 'ses_a1', kind: 'opened' },
       { sessionId: 'ses_a1', kind: 'closed' },
@@ -75,15 +59,15 @@ describe('batched session opens and closes', () => {
     ]);
 
     // Applied again (a retry after a commit whose answer was lost): nothing changes.
-    await writer.apply(facts);
-    expect(await prisma.sessionEvent.count({ where: { nodeId: { in: [a, b, c] } } })).toBe(8);
-    expect(await prisma.node.findUniqueOrThrow({ where: { id: a } })).toMatchObject({ unreachableSince: null, lastTeardownReason: 'idle a1' });
+    await db.writer.apply(facts);
+    expect(await db.prisma.sessionEvent.count({ where: { nodeId: { in: [a, b, c] } } })).toBe(8);
+    expect(await db.prisma.node.findUniqueOrThrow({ where: { id: a } })).toMatchObject({ unreachableSince: null, lastTeardownReason: 'idle a1' });
   });
 
   it('writes a storm tick (every node once) as one wave, and a node twice in a tick as two waves in order', async () => {
     // One statement for the 1,000 nodes: a thousand concurrent creates would queue on the two pooled
     // connections past their acquire timeout on a loaded machine.
-    const created = await prisma.node.createManyAndReturn({
+    const created = await db.prisma.node.createManyAndReturn({
       data: Array.from({ length: 1_000 }, (_, i) => ({ name: `storm-${i}`, tokenHash: hashToken(generateToken('node')) })),
       select: { id: true },
     });
@@ -95,9 +79,9 @@ describe('batched session opens and closes', () => {
     expect(waves.map((w) => w.length)).toEqual([1_000, 1, 1]);
     expect(waves[1]![0]!.kind).toBe('session.closed');
 
-    await writer.apply(twice);
-    expect(await prisma.sessionEvent.count({ where: { sessionId: { startsWith: 'ses_storm_' } } })).toBe(1_002);
-    expect(await prisma.node.count({ where: { id: { in: ids }, unreachableSince: null } })).toBe(1_000);
-    expect(await prisma.node.findUniqueOrThrow({ where: { id: ids[0]! } })).toMatchObject({ lastTeardownReason: 'gone' });
+    await db.writer.apply(twice);
+    expect(await db.prisma.sessionEvent.count({ where: { sessionId: { startsWith: 'ses_storm_' } } })).toBe(1_002);
+    expect(await db.prisma.node.count({ where: { id: { in: ids }, unreachableSince: null } })).toBe(1_000);
+    expect(await db.prisma.node.findUniqueOrThrow({ where: { id: ids[0]! } })).toMatchObject({ lastTeardownReason: 'gone' });
   });
 });
