@@ -1,4 +1,4 @@
-import type { Logger } from '@tether/common';
+import { KeyedSerialQueue, type Logger } from '@tether/common';
 import { isDatabaseUnavailable, isPermanentDatabaseError } from '../db/db-faults.js';
 import type { DurableFact, FactResult, FactWriter } from './facts.js';
 import type { SpillFile, SpilledFact } from './spill-file.js';
@@ -82,8 +82,8 @@ export class SessionFactOutbox {
   private readonly durable: Lane;
   /** Coalesced last-seen and token last-used times. */
   private readonly times: Lane;
-  /** Writes that touch `nodes` rows take turns (see the header). */
-  private readonly nodeRows = new TakeTurns();
+  /** Writes that touch `nodes` rows take turns, first come first served (see the header): one key. */
+  private readonly nodeRows = new KeyedSerialQueue<'nodes'>();
   readonly stats: OutboxStats = { committed: 0, failedAttempts: 0, spilled: 0, replayed: 0, droppedTimes: 0, rejected: 0 };
   /** Told of every submitted fact that committed: its kind and ms from submit to commit (outbox-metrics.ts). */
   onCommitted: ((kind: DurableFact['kind'], waitedMs: number) => void) | undefined;
@@ -194,13 +194,13 @@ export class SessionFactOutbox {
   /** One batch of durable facts. False: the database is unavailable. */
   private async attemptDurable(): Promise<boolean> {
     let batch = this.queue.slice(0, this.batchSize);
-    if (this.nodeRows.busy) {
+    if (this.nodeRows.busy('nodes')) {
       // A last-seen write is in flight: the facts ahead of the first that writes node rows go now, the rest after it.
       const first = batch.findIndex((e) => writesNodeRows(e.fact));
       if (first > 0) batch = batch.slice(0, first);
     }
     const write = () => this.writeDurable(batch);
-    return batch.some((e) => writesNodeRows(e.fact)) ? this.nodeRows.run(write) : write();
+    return batch.some((e) => writesNodeRows(e.fact)) ? this.nodeRows.run('nodes', write) : write();
   }
 
   private async writeDurable(batch: Entry[]): Promise<boolean> {
@@ -217,7 +217,7 @@ export class SessionFactOutbox {
   /** The droppable times: last-seen, then token last-used. False: the database is unavailable. */
   private async attemptTimes(): Promise<boolean> {
     if (this.lastSeenAt.size > 0) {
-      const ok = await this.nodeRows.run(() => {
+      const ok = await this.nodeRows.run('nodes', () => {
         // Taken only now: times noted while waiting for the turn go in this write too.
         const taken = this.lastSeenAt;
         this.lastSeenAt = new Map();
@@ -419,23 +419,5 @@ class Lane {
     this.delayMs = 0;
     this.options.drained?.();
     return true;
-  }
-}
-
-/** Runs functions one at a time, in the order they asked (a FIFO lock within this process). */
-class TakeTurns {
-  private tail: Promise<unknown> = Promise.resolve();
-  private waiting = 0;
-
-  /** A turn is taken or asked for. */
-  get busy(): boolean {
-    return this.waiting > 0;
-  }
-
-  run<T>(fn: () => Promise<T>): Promise<T> {
-    this.waiting++;
-    const turn = this.tail.then(fn).finally(() => this.waiting--);
-    this.tail = turn.catch(() => undefined);
-    return turn;
   }
 }
