@@ -112,8 +112,8 @@ export function createAgentSide(deps: {
     lastSeenFlushMs: config.sessions.lastSeenFlushMs,
     restartOpensPerSec: config.sessions.restartOpensPerSec,
   });
-  const dispatcher = new SessionDispatcher({ registry, store, events, logger, metrics });
   const workloads = new WorkloadSync(registry, store, logger);
+  const dispatcher = new SessionDispatcher({ registry, store, events, logger, metrics, sentDeploys: workloads });
   const recorder = countedReloads(new PrismaReloadRecorder(deps.prisma, deps.outbox), registry, metrics);
   const routing = new RoutingReconciler({
     sessions: registry,

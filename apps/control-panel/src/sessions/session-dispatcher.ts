@@ -29,6 +29,12 @@ export interface DeploymentDispatcher {
   dispatch(request: DispatchRequest): Promise<DispatchOutcome>;
 }
 
+/** Told of each deploy right before it is sent on a session, and of each the agent reported failed (WorkloadSync). */
+export interface SentDeploys {
+  deploySent(session: AgentSession, workload: Workload): void;
+  deployFailed(session: AgentSession, deploymentId: string): void;
+}
+
 // Sends persisted deployments over live sessions and moves their rows to the
 // next state. No live session: the deployment ends `unreachable` at once
 // (no waiting, no retry loop). No ACK in time: the session is killed, the
@@ -47,9 +53,11 @@ export class SessionDispatcher implements DeploymentDispatcher {
   private readonly events: PanelEvents;
   private readonly logger: Logger;
   private readonly metrics: PanelMetrics | undefined;
+  private readonly sentDeploys: SentDeploys | undefined;
 
-  constructor(deps: { registry: SessionRegistry; store: SessionStore; events: PanelEvents; logger: Logger; metrics?: PanelMetrics }) {
+  constructor(deps: { registry: SessionRegistry; store: SessionStore; events: PanelEvents; logger: Logger; metrics?: PanelMetrics; sentDeploys?: SentDeploys }) {
     this.registry = deps.registry;
+    this.sentDeploys = deps.sentDeploys;
     this.store = deps.store;
     this.events = deps.events;
     this.logger = deps.logger;
@@ -76,6 +84,7 @@ export class SessionDispatcher implements DeploymentDispatcher {
     }
     await this.store.deploymentDispatched(request.deploymentId, session.id);
     const sentAt = performance.now();
+    this.sentDeploys?.deploySent(session, request.workload);
     try {
       await session.sendAwaitingAck({ type: 'deploy', id: this.nextId(), workload: request.workload });
       this.metrics?.ackWait.observe((performance.now() - sentAt) / 1000);
@@ -129,6 +138,7 @@ export class SessionDispatcher implements DeploymentDispatcher {
         // Free text from the agent (a crashed container's last output can hold any byte): kept, made storable.
         const text = sanitizeText(message.reason);
         const reason = message.code ? `${message.code}: ${text}` : text;
+        if (message.status === 'failed') this.sentDeploys?.deployFailed(session, message.deploymentId);
         const changed = await this.store.deploymentFinished(message.deploymentId, message.status, reason, session.nodeId);
         this.awaitingResult.get(session.nodeId)?.delete(message.deploymentId);
         if (!changed) this.logger.debug({ node: session.nodeName, deploymentId: message.deploymentId }, 'result for a deployment that already ended');

@@ -52,7 +52,15 @@ export interface SessionStore {
   /** Deployment ids of a node that were delivered but have no result yet. */
   deliveredDeployments(nodeId: string): Promise<string[]>;
   /** What the node should run: every service placed on it with its current deployment. */
-  desiredWorkloads(nodeId: string): Promise<Workload[]>;
+  desiredWorkloads(nodeId: string): Promise<DesiredWorkloads>;
+}
+
+/** A node's desired set as read from the database. */
+export interface DesiredWorkloads {
+  /** Each service placed on the node with a delivered or running deployment made for it there: the newest. */
+  workloads: Workload[];
+  /** Every service placed on the node when it was read, deployed or not. */
+  placed: string[];
 }
 
 /**
@@ -66,7 +74,7 @@ export class OutboxSessionStore implements SessionStore {
   // Reads a session open makes, shared by every open of one turn of the loop: a reconnect storm opens
   // hundreds of sessions at once, and a query each was most of an open's cost.
   private readonly delivered = new TickBatcher<string, string[]>((nodeIds) => this.loadDelivered(nodeIds), 500, 2, OPEN_READ_LINGER_MS);
-  private readonly workloads = new TickBatcher<string, Workload[]>((nodeIds) => this.loadWorkloads(nodeIds), 500, 2, OPEN_READ_LINGER_MS);
+  private readonly workloads = new TickBatcher<string, DesiredWorkloads>((nodeIds) => this.loadWorkloads(nodeIds), 500, 2, OPEN_READ_LINGER_MS);
 
   constructor(
     private readonly prisma: Db,
@@ -131,8 +139,8 @@ export class OutboxSessionStore implements SessionStore {
     return (await this.delivered.load(nodeId)) ?? [];
   }
 
-  async desiredWorkloads(nodeId: string): Promise<Workload[]> {
-    return (await this.workloads.load(nodeId)) ?? [];
+  async desiredWorkloads(nodeId: string): Promise<DesiredWorkloads> {
+    return (await this.workloads.load(nodeId)) ?? { workloads: [], placed: [] };
   }
 
   private async loadDelivered(nodeIds: string[]): Promise<Map<string, string[]>> {
@@ -145,21 +153,28 @@ export class OutboxSessionStore implements SessionStore {
     return byNode;
   }
 
-  private async loadWorkloads(nodeIds: string[]): Promise<Map<string, Workload[]>> {
+  private async loadWorkloads(nodeIds: string[]): Promise<Map<string, DesiredWorkloads>> {
     // Per service placed on these nodes, its newest deployment made for the node it is placed on (a service
-    // moved here runs once it is deployed here) that was delivered or runs.
-    const rows = await sqlOf(this.prisma).rows<{ service_id: string; name: string; node_id: string; deployment_id: string; spec: ServiceSpec }>(
-      `SELECT DISTINCT ON (s.id) s.id AS service_id, s.name, s.node_id, d.id AS deployment_id, d.spec
-      FROM services s JOIN deployments d ON d.service_id = s.id AND d.node_id = s.node_id AND d.status IN ('delivered', 'running')
+    // moved here runs once it is deployed here) that was delivered or runs; a service without one comes with nulls.
+    const rows = await sqlOf(this.prisma).rows<{ service_id: string; name: string; node_id: string; deployment_id: string | null; spec: ServiceSpec | null }>(
+      `SELECT s.id AS service_id, s.name, s.node_id, d.id AS deployment_id, d.spec
+      FROM services s LEFT JOIN LATERAL (
+        SELECT id, spec FROM deployments
+        WHERE service_id = s.id AND node_id = s.node_id AND status IN ('delivered', 'running')
+        ORDER BY created_at DESC, id DESC LIMIT 1
+      ) d ON true
       WHERE s.node_id = ANY($1::text[])
-      ORDER BY s.id, d.created_at DESC, d.id DESC`,
+      ORDER BY s.id`,
       [nodeIds],
     );
-    const byNode = new Map<string, Workload[]>();
+    const byNode = new Map<string, DesiredWorkloads>();
     for (const row of rows) {
+      let desired = byNode.get(row.node_id);
+      if (!desired) byNode.set(row.node_id, (desired = { workloads: [], placed: [] }));
+      desired.placed.push(row.service_id);
       const spec = row.spec;
-      const workloads = byNode.get(row.node_id) ?? [];
-      workloads.push({
+      if (row.deployment_id === null || spec === null) continue;
+      desired.workloads.push({
         serviceId: row.service_id,
         serviceName: row.name,
         deploymentId: row.deployment_id,
@@ -168,7 +183,6 @@ export class OutboxSessionStore implements SessionStore {
         port: spec.internalPort,
         replicas: spec.replicas,
       });
-      byNode.set(row.node_id, workloads);
     }
     return byNode;
   }

@@ -1,17 +1,28 @@
 import { KeyedSerialQueue, type Logger } from '@tether/common';
-import { createIdGenerator } from '@tether/protocol';
+import { createIdGenerator, type Workload } from '@tether/protocol';
 import type { SessionRegistry } from './registry.js';
 import type { AgentSession } from './session.js';
-import type { SessionStore } from './session-store.js';
+import type { DesiredWorkloads, SessionStore } from './session-store.js';
 
 // Sends every node the complete set of workloads it should run: when its
 // session opens (so nothing decided while it was away is lost) and whenever
-// the set changes. The agent reconciles towards it.
+// the set changes. The agent reconciles towards it, and removes what the set
+// leaves out.
+//
+// A set read from the database can be older than a deploy already sent on the
+// session: the read may have started before the deployment existed, and a
+// deployment counts in the database only once its delivery has committed,
+// after the agent's ACK. Sent after that deploy, such a set would make the
+// agent remove what it was just told to run. So every set is sent with the
+// newest deploy sent on the session for each of its services laid over it, at
+// the moment it goes out (the socket keeps that order).
 
 export class WorkloadSync {
   private readonly nextId = createIdGenerator('p');
   /** Sends to one session in order, so a slower read can never overtake a newer set. */
   private readonly sends = new KeyedSerialQueue<AgentSession>();
+  /** Per session: the newest deploy sent on it, by service id (gone with the session). */
+  private readonly sent = new WeakMap<AgentSession, Map<string, Workload>>();
 
   constructor(
     private readonly registry: SessionRegistry,
@@ -30,6 +41,20 @@ export class WorkloadSync {
     if (session) this.enqueue(session, reason);
   }
 
+  /** A deploy is about to be sent on the session: every later set carries it (see above). */
+  deploySent(session: AgentSession, workload: Workload): void {
+    let sent = this.sent.get(session);
+    if (!sent) this.sent.set(session, (sent = new Map()));
+    sent.set(workload.serviceId, workload);
+  }
+
+  /** The agent reported the deployment failed (it went back to what ran before): later sets leave it out. */
+  deployFailed(session: AgentSession, deploymentId: string): void {
+    const sent = this.sent.get(session);
+    if (!sent) return;
+    for (const [serviceId, workload] of sent) if (workload.deploymentId === deploymentId) sent.delete(serviceId);
+  }
+
   /** Waits for the sends in flight (the registry closes the sessions). */
   async stop(): Promise<void> {
     await this.sends.idle();
@@ -41,8 +66,10 @@ export class WorkloadSync {
 
   private async send(session: AgentSession, reason: string): Promise<void> {
     try {
-      const workloads = await this.store.desiredWorkloads(session.nodeId);
+      const read = await this.store.desiredWorkloads(session.nodeId);
       if (session.closed) return;
+      // No await between the overlay and the send: a deploy sent later is sent after this set.
+      const workloads = withSentDeploys(read, this.sent.get(session));
       await session.sendAwaitingAck({ type: 'workloads', id: this.nextId(), workloads });
       this.logger.debug({ node: session.nodeName, count: workloads.length, reason }, 'workloads sent');
     } catch (err) {
@@ -50,4 +77,25 @@ export class WorkloadSync {
       this.logger.warn({ err, node: session.nodeName, reason }, 'workloads not delivered');
     }
   }
+}
+
+/**
+ * The set read from the database with the deploys sent on the session laid
+ * over it: for a service still placed on the node, a deploy sent on this
+ * session is never older than what the database holds for it (this panel
+ * sends every deploy of the node while the session lasts). A service deleted
+ * or moved away is left out, whatever was sent for it.
+ */
+export function withSentDeploys(read: DesiredWorkloads, sent: ReadonlyMap<string, Workload> | undefined): Workload[] {
+  if (!sent || sent.size === 0) return read.workloads;
+  const placed = new Set(read.placed);
+  const byService = new Map(read.workloads.map((w) => [w.serviceId, w]));
+  for (const [serviceId, workload] of sent) {
+    if (!placed.has(serviceId)) continue;
+    const stored = byService.get(serviceId);
+    if (stored?.deploymentId === workload.deploymentId) continue;
+    // The name is the service's now (a rename after the deploy), as a read after the commit would give it.
+    byService.set(serviceId, stored ? { ...workload, serviceName: stored.serviceName } : workload);
+  }
+  return [...byService.values()];
 }
