@@ -24,7 +24,7 @@
 // generators, e.g. --cpu-prof). Figures go to docs/benchmarks.md.
 import { fork, spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
+import { createWriteStream, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -33,6 +33,7 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import WebSocket from 'ws';
 import { startEmbeddedPostgres, freeTcpPort } from '@tether/embedded-postgres';
+import { listenOverflows } from './panels-meter.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, '..');
@@ -58,6 +59,13 @@ const DEPLOYS = Math.min(Number(values.deploys), N);
 const skip = new Set(values.skip.split(',').filter(Boolean));
 const HEARTBEAT_MS = 5_000;
 
+const readSysctl = (name: string) => {
+  try {
+    return readFileSync(`/proc/sys/${name}`, 'utf8').trim();
+  } catch {
+    return '?';
+  }
+};
 const log = (msg: string) => console.log(`[fleet ${new Date().toISOString().slice(11, 19)}] ${msg}`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
@@ -326,6 +334,7 @@ async function main(): Promise<void> {
         ).rows;
       const w0 = topStatements ? await tableWrites() : [];
       if (topStatements) await client.query('SELECT pg_stat_statements_reset()');
+      const overflows0 = listenOverflows();
       const stopAt = Date.now();
       await stopPanel(panel!);
       log(`${label}: panel stopped in ${Date.now() - stopAt} ms; down ${values.down} s`);
@@ -343,6 +352,9 @@ async function main(): Promise<void> {
           `connect errors after listening ${JSON.stringify(merge(rs, 'errorsSince'))}; over the whole phase ${JSON.stringify(merge(rs, 'errors'))}; sessions closed ${JSON.stringify(merge(rs, 'closes'))}; load ${load()}`,
       );
       await sleep(1_500); // the statistics collector lags
+      // Each is a connection the kernel dropped because the panel's accept queue was full: its agent waits out SYN
+      // (or SYN-ACK) retransmits, 1, 3, 7 s…, while the panel may have nothing to do.
+      log(`${label}: listen queue overflows (machine) ${listenOverflows() - overflows0}; the panel's backlog ${extraEnv.TETHER_LISTEN_BACKLOG ?? 'default'}, net.core.somaxconn ${readSysctl('net/core/somaxconn')}`);
       log(`${label}: ${(await xacts()) - x0} database transactions from the stop to the last session back (${N} sessions closed and opened)`);
       if (topStatements) {
         const { rows: top } = await client.query<{ calls: string; rows: string; ms: number; query: string }>(

@@ -3,6 +3,7 @@ import { buildApp, type AppDependencies } from './app.js';
 import type { PanelConfig } from './config.js';
 import { openDatabase, type Database } from './db/database.js';
 import { DOCS_PATH } from './http/openapi.js';
+import { backlogWarning, readSomaxconn } from './listen-backlog.js';
 import { ensureAdminToken, type AdminTokenResult } from './domain/admin-token.js';
 
 // Starting a panel: database (embedded or DATABASE_URL, migrated), the first
@@ -54,6 +55,9 @@ export async function startPanel(config: PanelConfig, options: StartOptions = {}
     if (adminToken.kind === 'generated') print(adminTokenBanner(adminToken.token));
     app = await buildApp({ ...options.extra, config, prisma: db.prisma, databaseUrl: db.url, ...(log ? { logger: log } : {}) });
     const address = await app.listen({ host: config.host, port: config.port, backlog: config.listenBacklog });
+    const somaxconn = readSomaxconn();
+    const cutShort = backlogWarning(config.listenBacklog, somaxconn);
+    if (cutShort) log?.warn({ backlog: config.listenBacklog, somaxconn }, cutShort);
     const url = config.publicUrl ?? address.replace('0.0.0.0', '127.0.0.1');
     print(`Tether control panel listening on ${url} (API docs: ${url}${DOCS_PATH})`);
     const running = app;
