@@ -14,7 +14,7 @@ const EnvSchema = Type.Object({
   TETHER_HOST: Type.String({ minLength: 1, default: '127.0.0.1' }),
   TETHER_PORT: Type.Integer({ minimum: 0, maximum: 65_535, default: 8080 }),
   /** Accept queue: a fleet reconnecting at once must queue, not be reset. Capped by net.core.somaxconn. */
-  TETHER_LISTEN_BACKLOG: Type.Integer({ minimum: 1, maximum: 65_535, default: 4096 }),
+  TETHER_LISTEN_BACKLOG: Type.Integer({ minimum: 1, maximum: 65_535, default: 65_535 }),
   /** Public URL printed at start and given to local agents; defaults to http://HOST:PORT. */
   TETHER_PUBLIC_URL: Type.Optional(Type.String({ pattern: '^https?://' })),
   DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://' })),

@@ -39,6 +39,18 @@ export function adminTokenBanner(token: string): string {
   ].join('\n');
 }
 
+/** Compares the fleet with the accept queue (see listen-backlog.ts); a failed count is only logged. */
+async function warnOfShortBacklog(db: Database, backlog: number, log: FastifyBaseLogger | undefined): Promise<void> {
+  try {
+    const nodes = await db.prisma.node.count({ where: { decommissioned: false } });
+    const somaxconn = readSomaxconn();
+    const warning = backlogWarning(nodes, backlog, somaxconn);
+    if (warning) log?.warn({ nodes, backlog, somaxconn }, warning);
+  } catch (err) {
+    log?.debug({ err }, 'could not count nodes for the accept queue check');
+  }
+}
+
 export async function startPanel(config: PanelConfig, options: StartOptions = {}): Promise<RunningPanel> {
   const print = options.print ?? (() => {});
   const log = options.logger;
@@ -55,9 +67,7 @@ export async function startPanel(config: PanelConfig, options: StartOptions = {}
     if (adminToken.kind === 'generated') print(adminTokenBanner(adminToken.token));
     app = await buildApp({ ...options.extra, config, prisma: db.prisma, databaseUrl: db.url, ...(log ? { logger: log } : {}) });
     const address = await app.listen({ host: config.host, port: config.port, backlog: config.listenBacklog });
-    const somaxconn = readSomaxconn();
-    const cutShort = backlogWarning(config.listenBacklog, somaxconn);
-    if (cutShort) log?.warn({ backlog: config.listenBacklog, somaxconn }, cutShort);
+    await warnOfShortBacklog(db, config.listenBacklog, log);
     const url = config.publicUrl ?? address.replace('0.0.0.0', '127.0.0.1');
     print(`Tether control panel listening on ${url} (API docs: ${url}${DOCS_PATH})`);
     const running = app;

@@ -14,12 +14,24 @@ describe('the listen backlog against net.core.somaxconn', () => {
     ).toBeUndefined();
   });
 
-  it('warns only when the kernel would cut the queue short, naming both numbers and the sysctl', () => {
-    expect(backlogWarning(4096, 4096)).toBeUndefined();
-    expect(backlogWarning(1024, 4096)).toBeUndefined();
-    expect(backlogWarning(16384, undefined)).toBeUndefined();
-    const warning = backlogWarning(16384, 4096);
-    expect(warning).toContain('TETHER_LISTEN_BACKLOG is 16384 but net.core.somaxconn is 4096');
-    expect(warning).toContain('sysctl -w net.core.somaxconn=16384');
+  it('warns only when the registered fleet outnumbers the accept queue, saying what to raise', () => {
+    expect(backlogWarning(4000, 65535, 4096)).toBeUndefined();
+    expect(backlogWarning(10_000, 65535, 16384)).toBeUndefined();
+    expect(backlogWarning(10_000, 65535, undefined)).toBeUndefined();
+    expect(backlogWarning(0, 1, 4096)).toBeUndefined();
+    // The default backlog, cut by the kernel's default.
+    expect(backlogWarning(10_000, 65535, 4096)).toBe(
+      '10000 nodes are registered but the accept queue holds 4096 (TETHER_LISTEN_BACKLOG 65535, cut to net.core.somaxconn 4096): ' +
+        'when they reconnect at once (a panel restart), the kernel drops the connections past it and their agents wait out TCP retransmits; ' +
+        'raise net.core.somaxconn (sysctl -w net.core.somaxconn=16384, or the container\'s sysctls).',
+    );
+    // A backlog set lower than the kernel allows.
+    expect(backlogWarning(5_000, 1024, 65535)).toBe(
+      '5000 nodes are registered but the accept queue holds 1024 (TETHER_LISTEN_BACKLOG 1024): ' +
+        'when they reconnect at once (a panel restart), the kernel drops the connections past it and their agents wait out TCP retransmits; ' +
+        'set TETHER_LISTEN_BACKLOG=8192.',
+    );
+    // Both short.
+    expect(backlogWarning(5_000, 1024, 2048)).toMatch(/raise net\.core\.somaxconn \(sysctl -w net\.core\.somaxconn=8192.*\) and set TETHER_LISTEN_BACKLOG=8192\.$/);
   });
 });

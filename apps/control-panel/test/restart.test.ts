@@ -1,6 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { startPanel, type RunningPanel } from '../src/server.js';
@@ -25,8 +26,10 @@ afterAll(async () => {
 
 async function start(env: Record<string, string> = {}) {
   const printed: string[] = [];
+  const warnings: { msg: string; nodes?: number; backlog?: number }[] = [];
+  const logger = pino({ level: 'warn' }, { write: (line: string) => void warnings.push(JSON.parse(line)) });
   const config = loadConfig({ TETHER_DATA_DIR: dataDir, TETHER_PORT: '0', TETHER_LOG_LEVEL: 'silent', ...env });
-  const panel = await startPanel(config, { print: (text) => printed.push(text) });
+  const panel = await startPanel(config, { print: (text) => printed.push(text), logger });
   running.push(panel);
   const api = async (method: string, p: string, token: string, body?: unknown) => {
     const res = await fetch(panel.url + p, {
@@ -36,7 +39,7 @@ async function start(env: Record<string, string> = {}) {
     });
     return { status: res.status, body: (await res.json()) as any }; // eslint-disable-line @typescript-eslint/no-explicit-any
   };
-  return { panel, printed, api };
+  return { panel, printed, warnings, api };
 }
 
 describe('panel restart on the embedded database', () => {
@@ -89,5 +92,21 @@ describe('panel restart on the embedded database', () => {
     // The generated one keeps working too: it was never revoked.
     expect((await api('GET', '/v1/teams', token)).status).toBe(200);
     await panel.close();
+  });
+
+  it('warns at start when the registered nodes outnumber the accept queue (TETHER_LISTEN_BACKLOG, net.core.somaxconn), and only then', async () => {
+    const first = await start({ TETHER_LISTEN_BACKLOG: '2' });
+    expect(first.warnings.filter((w) => /accept queue/.test(w.msg))).toEqual([]);
+    expect((await first.api('POST', '/v1/nodes', token, { name: 'host-2' })).status).toBe(201);
+    expect((await first.api('POST', '/v1/nodes', token, { name: 'host-3' })).status).toBe(201);
+    await first.panel.close();
+    const short = await start({ TETHER_LISTEN_BACKLOG: '2' });
+    expect(short.warnings.filter((w) => /accept queue/.test(w.msg))).toEqual([
+      expect.objectContaining({ nodes: 3, backlog: 2, msg: expect.stringContaining('3 nodes are registered but the accept queue holds 2 (TETHER_LISTEN_BACKLOG 2)') }),
+    ]);
+    await short.panel.close();
+    const deep = await start();
+    expect(deep.warnings.filter((w) => /accept queue/.test(w.msg))).toEqual([]);
+    await deep.panel.close();
   });
 });

@@ -86,6 +86,8 @@ describe.skipIf(!tools.available)('the shipped compose stack (docker-compose 1.2
     // `up -d` of everything before step 3 of docs/install.md (the guide starts postgres and panel first).
     await stack.compose(['up', '-d'], 180_000);
     await panelReady(60_000);
+    // The panel's accept queue: the stack raises the kernel's cap in the panel's network namespace (docs/operations.md, "Large fleets").
+    expect(await docker(['exec', await stack.containerId('panel'), 'cat', '/proc/sys/net/core/somaxconn'])).toBe('65535');
     const waiting = await stack.containerId('agent');
     // Between two of compose's restarts the container shows the last exit: code 2, and restarted at least once.
     await waitFor(async () => /^[1-9]\d* 2$/.test(await docker(['inspect', '-f', '{{.RestartCount}} {{.State.ExitCode}}', waiting])), { timeoutMs: 30_000, intervalMs: 50 });
