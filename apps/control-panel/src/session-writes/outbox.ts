@@ -1,6 +1,8 @@
 import { KeyedSerialQueue, type Logger } from '@tether/common';
 import { isDatabaseUnavailable, isPermanentDatabaseError } from '../db/db-faults.js';
 import type { DurableFact, FactResult, FactWriter } from './facts.js';
+import { CoalescedTimes } from './coalesced-times.js';
+import { Lane } from './outbox-lane.js';
 import type { SpillFile, SpilledFact } from './spill-file.js';
 
 // The one ordered, batched write path for session facts (shared/DESIGN.md).
@@ -69,8 +71,7 @@ export interface OutboxStats {
 
 export class SessionFactOutbox {
   private readonly queue: Entry[] = [];
-  private lastSeenAt = new Map<string, number>();
-  private tokenUsedAt = new Map<string, number>();
+  private readonly coalesced: CoalescedTimes;
   private nextSeq = 1;
   /** Highest sequence number already in the spill file. */
   private spilledThrough = 0;
@@ -105,7 +106,15 @@ export class SessionFactOutbox {
       attempt: () => this.attemptDurable(),
       drained: () => this.removeSpillWhenEmpty(),
     });
-    this.times = new Lane({ ...lane, hasWork: () => this.lastSeenAt.size > 0 || this.tokenUsedAt.size > 0, attempt: () => this.attemptTimes() });
+    this.coalesced = new CoalescedTimes({
+      writer: options.writer,
+      nodeRows: this.nodeRows,
+      logger: options.logger,
+      stats: this.stats,
+      refused: (err) => this.refused(this.times, err),
+      recovered: () => this.recovered(this.times),
+    });
+    this.times = new Lane({ ...lane, hasWork: () => this.coalesced.size > 0, attempt: () => this.coalesced.attempt() });
   }
 
   /** Loads what a previous run spilled, ahead of anything new, and starts writing. Returns how many facts it replays. */
@@ -146,22 +155,20 @@ export class SessionFactOutbox {
 
   /** A node's newest last-seen time (coalesced; droppable). */
   noteLastSeen(nodeId: string, at: Date): void {
-    const t = at.getTime();
-    if ((this.lastSeenAt.get(nodeId) ?? 0) < t) this.lastSeenAt.set(nodeId, t);
+    this.coalesced.noteLastSeen(nodeId, at.getTime());
     this.limitMemory();
     this.times.kick();
   }
 
   /** A token's newest use (coalesced; droppable). */
   noteTokenUsed(tokenId: string, at: Date): void {
-    const t = at.getTime();
-    if ((this.tokenUsedAt.get(tokenId) ?? 0) < t) this.tokenUsedAt.set(tokenId, t);
+    this.coalesced.noteTokenUsed(tokenId, at.getTime());
     this.limitMemory();
     this.times.kick();
   }
 
   get pending(): number {
-    return this.queue.length + this.lastSeenAt.size + this.tokenUsedAt.size;
+    return this.queue.length + this.coalesced.size;
   }
 
   /** The database refused the last attempt of either lane. */
@@ -212,29 +219,6 @@ export class SessionFactOutbox {
       if (!isPermanentDatabaseError(err)) return this.refused(this.durable, err);
       return this.isolate(batch);
     }
-  }
-
-  /** The droppable times: last-seen, then token last-used. False: the database is unavailable. */
-  private async attemptTimes(): Promise<boolean> {
-    if (this.lastSeenAt.size > 0) {
-      const ok = await this.nodeRows.run('nodes', () => {
-        // Taken only now: times noted while waiting for the turn go in this write too.
-        const taken = this.lastSeenAt;
-        this.lastSeenAt = new Map();
-        return this.writeTimes(taken, this.lastSeenAt, 'last-seen', (e) => this.options.writer.lastSeen(e.map(([nodeId, at]) => ({ nodeId, at }))));
-      });
-      if (!ok) return false;
-    }
-    if (this.tokenUsedAt.size > 0) {
-      const taken = this.tokenUsedAt;
-      this.tokenUsedAt = new Map();
-      const ok = await this.writeTimes(taken, this.tokenUsedAt, 'token last-used', (e) =>
-        this.options.writer.tokensUsed(e.map(([tokenId, at]) => ({ tokenId, at }))),
-      );
-      if (!ok) return false;
-    }
-    this.recovered(this.times);
-    return true;
   }
 
   private committed(batch: Entry[], results: FactResult[]): void {
@@ -289,30 +273,6 @@ export class SessionFactOutbox {
     if (!this.isDegraded) this.options.logger.info({ pending: this.pending }, 'database takes session facts again');
   }
 
-  /**
-   * Writes coalesced times taken from the pending map. Refused: merged back
-   * into `pending` (newest wins) and false. Failed otherwise: dropped.
-   */
-  private async writeTimes(
-    taken: Map<string, number>,
-    pending: Map<string, number>,
-    what: string,
-    write: (entries: [string, Date][]) => Promise<void>,
-  ): Promise<boolean> {
-    try {
-      await write([...taken].map(([id, t]) => [id, new Date(t)]));
-      return true;
-    } catch (err) {
-      if (!isPermanentDatabaseError(err)) {
-        for (const [id, t] of taken) if ((pending.get(id) ?? 0) < t) pending.set(id, t);
-        return this.refused(this.times, err);
-      }
-      this.stats.droppedTimes += taken.size;
-      this.options.logger.error({ err, count: taken.size }, `${what} times could not be written and were dropped`);
-      return true;
-    }
-  }
-
   private removeSpillWhenEmpty(): void {
     if (this.spillHasEntries && this.queue.length === 0) {
       // Every fact in the file has committed (or was discarded for good).
@@ -344,10 +304,8 @@ export class SessionFactOutbox {
 
   private limitMemory(): void {
     if (this.pending <= this.options.maxPending) return;
-    const dropped = this.lastSeenAt.size + this.tokenUsedAt.size;
+    const dropped = this.coalesced.dropAll();
     if (dropped === 0) return;
-    this.lastSeenAt = new Map();
-    this.tokenUsedAt = new Map();
     this.stats.droppedTimes += dropped;
     this.options.logger.warn({ dropped, pending: this.pending }, 'outbox over its limit: dropped last-seen and token last-used times');
   }
@@ -355,69 +313,3 @@ export class SessionFactOutbox {
 
 /** Durable facts whose write updates `nodes` rows (session-event-batch.ts, closeOrphans in fact-writer.ts). */
 const writesNodeRows = (fact: DurableFact): boolean => fact.kind === 'session.opened' || fact.kind === 'session.closed' || fact.kind === 'sessions.orphaned';
-
-interface LaneOptions {
-  stopped(): boolean;
-  hasWork(): boolean;
-  /** One write; false: the database refused it. */
-  attempt(): Promise<boolean>;
-  /** The next backoff after a refusal, from the last one (0: none yet). */
-  retryDelay(previousMs: number): number;
-  /** Everything the lane had is written. */
-  drained?(): void;
-}
-
-/**
- * One lane of the outbox: at most one drain in flight, attempts until nothing
- * is left or the database refuses, then its own backoff before the next.
- */
-class Lane {
-  refused = false;
-  private active: Promise<boolean> | undefined;
-  private timer: NodeJS.Timeout | undefined;
-  private delayMs = 0;
-
-  constructor(private readonly options: LaneOptions) {}
-
-  kick(): void {
-    if (this.options.stopped() || this.timer || this.active) return;
-    this.active = this.drain().finally(() => {
-      this.active = undefined;
-      // Work that arrived while the last attempt finished.
-      if (!this.timer && this.options.hasWork()) this.kick();
-    });
-  }
-
-  /** Writes everything pending now (no backoff wait). False when the database refused. */
-  async flush(): Promise<boolean> {
-    if (this.timer) {
-      clearTimeout(this.timer);
-      this.timer = undefined;
-    }
-    while (this.active) await this.active;
-    this.active = this.drain();
-    try {
-      return await this.active;
-    } finally {
-      this.active = undefined;
-    }
-  }
-
-  private async drain(): Promise<boolean> {
-    while (this.options.hasWork()) {
-      if (await this.options.attempt()) continue;
-      this.delayMs = this.options.retryDelay(this.delayMs);
-      if (!this.options.stopped()) {
-        this.timer = setTimeout(() => {
-          this.timer = undefined;
-          this.kick();
-        }, this.delayMs);
-        this.timer.unref();
-      }
-      return false;
-    }
-    this.delayMs = 0;
-    this.options.drained?.();
-    return true;
-  }
-}
