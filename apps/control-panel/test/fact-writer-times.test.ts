@@ -16,13 +16,15 @@ describe('coalesced times', () => {
   it('last-seen: each node its own time, to the millisecond; an older time does not move it back', async () => {
     const nodes = await Promise.all(['times-a', 'times-b', 'times-c'].map((n) => node(n)));
     const base = Date.UTC(2026, 11, 1, 12, 0, 0, 123);
-    await db.writer.lastSeen(nodes.map((n, i) => ({ nodeId: n.id, at: new Date(base + i * 1_001) })));
+    await db.writer.lastSeen(new Map(nodes.map((n, i) => [n.id, base + i * 1_001])));
     const read = async () => new Map((await db.prisma.node.findMany({ where: { id: { in: nodes.map((n) => n.id) } } })).map((n) => [n.id, n.lastSeenAt?.getTime()]));
     expect([...(await read()).entries()].sort()).toEqual(nodes.map((n, i) => [n.id, base + i * 1_001]).sort());
-    await db.writer.lastSeen([
-      { nodeId: nodes[0]!.id, at: new Date(base - 5_000) },
-      { nodeId: nodes[1]!.id, at: new Date(base + 60_007) },
-    ]);
+    await db.writer.lastSeen(
+      new Map([
+        [nodes[0]!.id, base - 5_000],
+        [nodes[1]!.id, base + 60_007],
+      ]),
+    );
     const after = await read();
     expect(after.get(nodes[0]!.id)).toBe(base);
     expect(after.get(nodes[1]!.id)).toBe(base + 60_007);
@@ -32,8 +34,8 @@ describe('coalesced times', () => {
   it('token last-used: the same, for API tokens; 10,000 ids in one flush', async () => {
     const token = await db.prisma.apiToken.create({ data: { name: 'times', role: 'operator', tokenHash: hashToken(`times-${Date.now()}`) } });
     const at = Date.UTC(2026, 11, 1, 13, 14, 15, 999);
-    const unknown = Array.from({ length: 9_999 }, (_, i) => ({ tokenId: `absent-${i}`, at: new Date(at) }));
-    await db.writer.tokensUsed([...unknown, { tokenId: token.id, at: new Date(at) }]);
+    const unknown = Array.from({ length: 9_999 }, (_, i): [string, number] => [`absent-${i}`, at]);
+    await db.writer.tokensUsed(new Map([...unknown, [token.id, at]]));
     const row = await db.prisma.apiToken.findUniqueOrThrow({ where: { id: token.id } });
     expect(row.lastUsedAt?.getTime()).toBe(at);
   });

@@ -24,12 +24,12 @@ class HeldWriter implements FactWriter {
     return this.hold(`apply ${facts.map((f) => f.kind).join(',')}`).then(() => facts.map(() => undefined));
   }
 
-  lastSeen(entries: readonly { nodeId: string; at: Date }[]): Promise<void> {
-    return this.hold(`lastSeen ${entries.map((e) => e.nodeId).join(',')}`);
+  lastSeen(times: ReadonlyMap<string, number>): Promise<void> {
+    return this.hold(`lastSeen ${[...times.keys()].join(',')}`);
   }
 
-  tokensUsed(entries: readonly { tokenId: string; at: Date }[]): Promise<void> {
-    return this.hold(`tokensUsed ${entries.map((e) => e.tokenId).join(',')}`);
+  tokensUsed(times: ReadonlyMap<string, number>): Promise<void> {
+    return this.hold(`tokensUsed ${[...times.keys()].join(',')}`);
   }
 
   /** The write in flight whose description starts with `what` (waits for it to start). */

@@ -52,14 +52,14 @@ export class CoalescedTimes {
         // Taken only now: times noted while waiting for the turn go in this write too.
         const taken = this.lastSeenAt;
         this.lastSeenAt = new Map();
-        return this.write(taken, this.lastSeenAt, 'last-seen', (e) => this.deps.writer.lastSeen(e.map(([nodeId, at]) => ({ nodeId, at }))));
+        return this.write(taken, this.lastSeenAt, 'last-seen', (times) => this.deps.writer.lastSeen(times));
       });
       if (!ok) return false;
     }
     if (this.tokenUsedAt.size > 0) {
       const taken = this.tokenUsedAt;
       this.tokenUsedAt = new Map();
-      const ok = await this.write(taken, this.tokenUsedAt, 'token last-used', (e) => this.deps.writer.tokensUsed(e.map(([tokenId, at]) => ({ tokenId, at }))));
+      const ok = await this.write(taken, this.tokenUsedAt, 'token last-used', (times) => this.deps.writer.tokensUsed(times));
       if (!ok) return false;
     }
     this.deps.recovered();
@@ -70,9 +70,10 @@ export class CoalescedTimes {
    * Writes times taken from the pending map. Refused: merged back into `pending`
    * (newest wins) and false. Failed otherwise: dropped.
    */
-  private async write(taken: Map<string, number>, pending: Map<string, number>, what: string, write: (entries: [string, Date][]) => Promise<void>): Promise<boolean> {
+  private async write(taken: Map<string, number>, pending: Map<string, number>, what: string, write: (times: ReadonlyMap<string, number>) => Promise<void>): Promise<boolean> {
     try {
-      await write([...taken].map(([id, t]) => [id, new Date(t)]));
+      // The map itself, epoch ms: the writer sends its keys and values as they are (fact-writer.ts).
+      await write(taken);
       return true;
     } catch (err) {
       if (!isPermanentDatabaseError(err)) {

@@ -49,21 +49,21 @@ export class PrismaFactWriter implements FactWriter {
     }, this.txOptions);
   }
 
-  async lastSeen(entries: readonly { nodeId: string; at: Date }[]): Promise<void> {
-    if (entries.length === 0) return;
+  async lastSeen(times: ReadonlyMap<string, number>): Promise<void> {
+    if (times.size === 0) return;
     await sqlOf(this.prisma).run(
       `UPDATE nodes SET last_seen_at = v.at FROM (${TIMES_FROM_JSON}) AS v
       WHERE nodes.id = v.id AND (nodes.last_seen_at IS NULL OR nodes.last_seen_at < v.at)`,
-      timesAsJson(entries.map((e) => [e.nodeId, e.at])),
+      timesAsJson(times),
     );
   }
 
-  async tokensUsed(entries: readonly { tokenId: string; at: Date }[]): Promise<void> {
-    if (entries.length === 0) return;
+  async tokensUsed(times: ReadonlyMap<string, number>): Promise<void> {
+    if (times.size === 0) return;
     await sqlOf(this.prisma).run(
       `UPDATE api_tokens SET last_used_at = v.at FROM (${TIMES_FROM_JSON}) AS v
       WHERE api_tokens.id = v.id AND (api_tokens.last_used_at IS NULL OR api_tokens.last_used_at < v.at)`,
-      timesAsJson(entries.map((e) => [e.tokenId, e.at])),
+      timesAsJson(times),
     );
   }
 }
@@ -78,8 +78,8 @@ const TIMES_FROM_JSON = `SELECT i.id, 'epoch'::timestamptz + t.ms::bigint * inte
   FROM jsonb_array_elements_text($1::jsonb) WITH ORDINALITY AS i(id, n)
   JOIN jsonb_array_elements_text($2::jsonb) WITH ORDINALITY AS t(ms, n) ON t.n = i.n`;
 
-function timesAsJson(entries: readonly (readonly [string, Date])[]): [string, string] {
-  return [JSON.stringify(entries.map((e) => e[0])), JSON.stringify(entries.map((e) => e[1].getTime()))];
+function timesAsJson(times: ReadonlyMap<string, number>): [string, string] {
+  return [JSON.stringify([...times.keys()]), JSON.stringify([...times.values()])];
 }
 
 async function applyFact(tx: Tx, fact: DurableFact): Promise<FactResult> {

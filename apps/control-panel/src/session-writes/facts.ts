@@ -52,8 +52,8 @@ export type FactResult = boolean | undefined;
 export interface FactWriter {
   /** Applies the facts in order, atomically (one transaction): all or none. */
   apply(facts: readonly DurableFact[]): Promise<FactResult[]>;
-  /** Moves last-seen times forward (never back): one statement. */
-  lastSeen(entries: readonly { nodeId: string; at: Date }[]): Promise<void>;
-  /** Records when tokens were last used: one statement. */
-  tokensUsed(entries: readonly { tokenId: string; at: Date }[]): Promise<void>;
+  /** Moves last-seen times (node id → epoch ms) forward, never back: one statement. */
+  lastSeen(times: ReadonlyMap<string, number>): Promise<void>;
+  /** Records when tokens were last used (token id → epoch ms): one statement. */
+  tokensUsed(times: ReadonlyMap<string, number>): Promise<void>;
 }
