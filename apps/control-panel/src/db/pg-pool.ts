@@ -98,7 +98,6 @@ export function createPool(connectionString: string, limits: DbLimits, health: D
   });
   // An idle connection the server dropped (restart, outage): the pool removes it; the next query opens a new one.
   pool.on('error', () => {});
-
   return pool;
 }
 
