@@ -1,5 +1,5 @@
 import { createLoop, type Loop } from '@tether/common';
-import type { FleetRow } from './fleet-rows.js';
+import type { Changes, FleetRow, Snapshot } from '@tether/fleet-wire';
 
 // The fleet page's live stream: one loop computes every row once a second
 // (only while someone watches), compares each with what was last sent, and
@@ -63,7 +63,7 @@ export class FleetFeed {
     this.clients.add(client);
     this.options.onCount?.(this.clients.size);
     // A new client's snapshot is from now; the others catch up at the next batch, which compares with what they saw.
-    client.write(sse('snapshot', { now: Date.now(), rows }));
+    client.write(sse('snapshot', { now: Date.now(), rows } satisfies Snapshot));
     if (!this.loop.running) this.loop.start();
   }
 
@@ -123,7 +123,7 @@ export class FleetFeed {
     }
     const now = Date.now();
     let chunk: string;
-    if (changed.length > 0 || moved > 0 || removed.length > 0) chunk = sse('changes', { now, rows: changed, frames, removed });
+    if (changed.length > 0 || moved > 0 || removed.length > 0) chunk = sse('changes', { now, rows: changed, frames, removed } satisfies Changes);
     else if (now - this.lastWriteAt >= KEEPALIVE_MS) chunk = ': keepalive\n\n';
     else return;
     this.lastWriteAt = now;

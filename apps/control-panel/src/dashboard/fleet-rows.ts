@@ -2,7 +2,7 @@ import { CLOSE_CODES, closeCodeName } from '@tether/protocol';
 import type { RoutingView } from '../routing/routing-reconciler.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import type { RemoteReport } from '../sessions/remote-report.js';
-import type { FleetRow, FleetState, UnreachableReason } from './fleet-wire.js';
+import type { FleetRow, FleetState, UnreachableReason } from '@tether/fleet-wire';
 import type { DirectoryNode, DirectorySnapshot } from './node-directory.js';
 
 // One fleet-page row per node: reachability comes from the connected map only
@@ -10,7 +10,7 @@ import type { DirectoryNode, DirectorySnapshot } from './node-directory.js';
 // column from what the live session reported. Times are ms since epoch so the
 // browser can tick ages itself.
 
-export type { FleetRow, FleetState, UnreachableReason } from './fleet-wire.js';
+export type { FleetRow, FleetState, UnreachableReason } from '@tether/fleet-wire';
 
 export function reasonOf(code: number | null): UnreachableReason | null {
   if (code === null) return null;

@@ -1,3 +1,4 @@
+import type { NodeDetail } from '@tether/fleet-wire';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import Type from 'typebox';
 import type { Db } from '../db/database.js';
@@ -209,7 +210,7 @@ export const dashboardRoutes: FastifyPluginAsync<DashboardOptions> = async (app,
         sessions: sessions.map((e) => ({ sessionId: e.sessionId, kind: e.kind, at: e.at.getTime(), reason: e.reason, closeCode: e.closeCode })),
         reloads: reloads.map((r) => ({ at: r.at.getTime(), hashBefore: r.hashBefore, hashAfter: r.hashAfter, reason: r.reason })),
         services: services.map((s) => serviceStatus(s, fleet.sources.registry, now)),
-      };
+      } satisfies NodeDetail;
     },
   );
 };

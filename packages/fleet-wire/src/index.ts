@@ -1,0 +1,66 @@
+// What the panel sends the fleet page, as it travels: the panel's presenters
+// (dashboard/fleet-rows.ts, fleet-feed.ts, http/dashboard.ts) are typed with
+// these, and the page (apps/dashboard) reads them, so the two sides cannot
+// drift apart and neither app imports the other's source. Types only, no
+// imports. Times are ms since epoch on the panel's clock.
+
+export type FleetState = 'reachable' | 'unreachable' | 'never_connected' | 'decommissioned';
+
+/** Why a node is unreachable, in the words the page shows. */
+export type UnreachableReason = 'idle timeout' | 'ACK timeout' | 'superseded' | 'closed';
+
+export interface FleetRow {
+  id: string;
+  name: string;
+  state: FleetState;
+  /** Unreachable since (ms), null otherwise. */
+  since: number | null;
+  reason: UnreachableReason | null;
+  /** The teardown's own words (for the tooltip and the node page). */
+  reasonDetail: string | null;
+  sessionId: string | null;
+  connectedSince: number | null;
+  lastFrameAt: number | null;
+  heartbeatMs: number | null;
+  missedAcks24h: number;
+  services: { running: number | null; desired: number };
+  runtime: { available: boolean; error: string | null } | null;
+  reloadsToday: number;
+  lastReloadReason: string | null;
+  routing: { desiredHash: string | null; appliedHash: string | null; drifting: boolean };
+}
+
+/** The `snapshot` event of the fleet stream: every row, as of `now`. */
+export interface Snapshot {
+  now: number;
+  rows: FleetRow[];
+}
+
+/**
+ * The `changes` event: rows that changed, the new last-frame time of rows
+ * whose only change is that (`frames`, by node id), and nodes gone.
+ */
+export interface Changes {
+  now: number;
+  rows: FleetRow[];
+  frames: Record<string, number | null>;
+  removed: string[];
+}
+
+/** `GET /dashboard/api/nodes/:id`: one node's row, its recent sessions and reloads, its services' status. */
+export interface NodeDetail {
+  now: number;
+  row: FleetRow;
+  sessions: { sessionId: string; kind: 'opened' | 'closed'; at: number; reason: string | null; closeCode: number | null }[];
+  reloads: { at: number; hashBefore: string | null; hashAfter: string; reason: string }[];
+  services: {
+    serviceId: string;
+    name: string;
+    state: string;
+    desiredReplicas: number;
+    runningReplicas: number | null;
+    reason: string;
+    containers: { name: string; state: string; health: string; restartCount: number; since: string }[];
+    evidence: { sessionId: string; lastFrameAgeMs: number; reportAgeMs: number } | null;
+  }[];
+}
