@@ -6,9 +6,8 @@ import { NodeAuthenticator } from './agent-gateway/authenticate.js';
 import { agentGateway } from './agent-gateway/gateway.js';
 import { createAgentSide, type AgentSide } from './agent-side.js';
 import type { PanelConfig } from './config.js';
-import { healthOf, type Db } from './db/database.js';
+import type { Db } from './db/database.js';
 import { withDeadline } from './db/db-faults.js';
-import { LastGoodRead } from './db/last-good-read.js';
 import type { ApiDeps } from './domain/api-deps.js';
 import { AppError, ErrorBodySchema } from './errors.js';
 import { authPlugin } from './http/auth.js';
@@ -180,7 +179,6 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
     cluster.lease.setInternalUrl(`http://${host}:${address.port}`);
   });
-  const nodes = new LastGoodRead(() => deps.prisma.node.findMany({ orderBy: { name: 'asc' } }), healthOf(deps.prisma));
   app.addHook('onReady', async () => {
     // What a previous run spilled is written first, then the sessions it left open are closed, then this run's facts.
     outbox.start();
@@ -188,8 +186,6 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     outbox.submit(cluster ? { ...orphaned, panelId: cluster.panelId } : orphaned).catch(() => {});
     // The lease's first renewal is awaited (a database that is out leaves it unheld: no claims until it answers).
     await cluster?.start();
-    // Remembered for GET /v1/sessions during an outage; a database that is out now just leaves it empty.
-    await withDeadline(nodes.read(), db.queryTimeoutMs, 'the database').catch(() => {});
     agents.start();
   });
   // A request arriving while the panel stops (a rolling restart) answers 503 NOT_READY, like /readyz, in the API's shape.
@@ -214,10 +210,23 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     metrics,
     logger: app.log,
     ...(cluster
-      ? { heldElsewhere: (nodeId: string) => cluster.heldElsewhere(nodeId), connectedElsewhere: (nodeId: string) => cluster.connectedElsewhere(nodeId) }
+      ? {
+          heldElsewhere: (nodeId: string) => cluster.heldElsewhere(nodeId),
+          cluster: {
+            panelId: cluster.panelId,
+            get leaseHeld() {
+              return cluster.lease.mayServe;
+            },
+            elsewhere: (nodeId: string) => cluster.connectedElsewhere(nodeId),
+          },
+        }
       : {}),
   });
-  app.addHook('onReady', async () => fleet.start());
+  app.addHook('onReady', async () => {
+    fleet.start();
+    // The node list is remembered for GET /v1/sessions during an outage; a database that is out now just leaves it empty.
+    await withDeadline(fleet.directory.nodes(), db.queryTimeoutMs, 'the database').catch(() => {});
+  });
   app.addHook('preClose', async () => fleet.stop());
 
   // The agent gateway: GET /v1/agent/connect.
@@ -272,7 +281,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     registry: agents.registry,
     routing: agents.routing,
     missedAcks24h: (nodeId) => fleet.directory.snapshot.missedAcks24h.get(nodeId) ?? 0,
-    nodes,
+    nodes: { read: () => fleet.directory.nodes() },
     ...(cluster ? { cluster } : {}),
   });
   await app.register(reloadRoutes, { prefix: '/v1', prisma: deps.prisma, routing: agents.routing });

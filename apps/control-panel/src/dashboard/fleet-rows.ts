@@ -1,14 +1,15 @@
 import { CLOSE_CODES, closeCodeName } from '@tether/protocol';
 import type { RoutingView } from '../routing/routing-reconciler.js';
-import type { SessionRegistry } from '../sessions/registry.js';
-import type { RemoteReport } from '../sessions/remote-report.js';
 import type { FleetRow, FleetState, UnreachableReason } from '@tether/fleet-wire';
-import type { DirectoryNode, DirectorySnapshot } from './node-directory.js';
+import { upReplicas } from '../node-health/container-verdict.js';
+import { nodeHealth, type HealthSources } from '../node-health/node-health.js';
+import type { DirectoryNode, DirectorySnapshot } from '../node-health/node-directory.js';
 
-// One fleet-page row per node: reachability comes from the connected map only
-// (the directory is history: who exists, why it last went away), every other
-// column from what the live session reported. Times are ms since epoch so the
-// browser can tick ages itself.
+// One fleet-page row per node: a presenter of the node's health
+// (node-health/node-health.ts decides the state and what proves it; the
+// page's word for `connected` is `reachable`), every other column from what
+// the live session reported. Times are ms since epoch so the browser can
+// tick ages itself.
 
 export type { FleetRow, FleetState, UnreachableReason } from '@tether/fleet-wire';
 
@@ -20,49 +21,40 @@ export function reasonOf(code: number | null): UnreachableReason | null {
   return 'closed';
 }
 
-export interface RowSources {
-  registry: SessionRegistry;
+export interface RowSources extends HealthSources {
   routing: RoutingView;
   heartbeatMs: number;
-  /** Several panels: the node's live session on another panel, from that panel's report. */
-  elsewhere?: (nodeId: string) => RemoteReport | undefined;
 }
 
+const FLEET_STATE = { connected: 'reachable', unreachable: 'unreachable', never_connected: 'never_connected', decommissioned: 'decommissioned' } as const satisfies Record<string, FleetState>;
+
 export function fleetRow(node: DirectoryNode, dir: DirectorySnapshot, src: RowSources): FleetRow {
-  const local = node.decommissioned ? undefined : src.registry.get(node.id);
-  const remote = local || node.decommissioned ? undefined : src.elsewhere?.(node.id);
+  const health = nodeHealth(node, src);
+  const { local, remote } = health;
   const session = local
     ? { id: local.id, openedAt: local.openedAt, lastFrameAt: local.lastFrameAt, report: local.report }
     : remote
       ? { id: remote.sessionId, openedAt: remote.extra.openedAt, lastFrameAt: remote.lastFrameAt, report: remote.runtime ? { runtime: remote.runtime, containers: remote.containers } : null }
       : undefined;
-  const teardown = src.registry.lastTeardown(node.id);
   const desired = dir.services.get(node.id) ?? [];
   const routing = src.routing.forNode(node.id);
-  let state: FleetState;
-  if (node.decommissioned) state = 'decommissioned';
-  else if (session) state = 'reachable';
-  else if (teardown || node.lastSeenAt !== null || node.lastTeardownAt !== null) state = 'unreachable';
-  else state = 'never_connected';
+  const state: FleetState = FLEET_STATE[health.state];
 
   let running: number | null = null;
   const report = session?.report;
   if (report?.runtime.available) {
     running = 0;
-    for (const service of desired) {
-      let up = 0;
-      for (const c of report.containers) if (c.serviceId === service.id && c.state === 'running' && c.health !== 'unhealthy') up++;
-      if (up >= service.replicas) running++;
-    }
+    for (const service of desired) if (upReplicas(report.containers, service.id) >= service.replicas) running++;
   }
   const unreachable = state === 'unreachable';
-  const code = teardown?.code ?? node.lastCloseCode;
+  const teardown = src.registry.lastTeardown(node.id);
+  const code = health.teardown?.code ?? null;
   const detail = teardown ? `${closeCodeName(teardown.code) ?? teardown.code}: ${teardown.reason}` : node.lastTeardownReason;
   return {
     id: node.id,
     name: node.name,
     state,
-    since: unreachable ? (teardown?.at ?? node.unreachableSince ?? node.lastTeardownAt) : null,
+    since: health.unreachableSince,
     reason: unreachable ? (reasonOf(code) ?? 'closed') : null,
     reasonDetail: unreachable ? detail : null,
     sessionId: session?.id ?? null,
@@ -93,9 +85,4 @@ export function fleetRows(dir: DirectorySnapshot, src: RowSources, seen: Map<str
     }
   }
   return rows;
-}
-
-/** A node as a session shows it, before the directory has read it. */
-export function seenNode(id: string, name: string): DirectoryNode {
-  return { id, name, decommissioned: false, lastSeenAt: null, unreachableSince: null, lastTeardownAt: null, lastTeardownReason: null, lastCloseCode: null };
 }

@@ -6,8 +6,9 @@ import type { RoutingView } from '../routing/routing-reconciler.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import { CookieSessions } from './cookie-session.js';
 import { FleetFeed } from './fleet-feed.js';
-import { fleetRows, seenNode, type FleetRow, type RowSources } from './fleet-rows.js';
-import { NodeDirectory, type DirectoryNode } from './node-directory.js';
+import { fleetRows, type FleetRow, type RowSources } from './fleet-rows.js';
+import { NodeDirectory, seenNode, type DirectoryNode } from '../node-health/node-directory.js';
+import type { ClusterProof } from '../node-health/node-health.js';
 import { OperatorTokens } from './operator-tokens.js';
 
 // Session health for people and for Prometheus, made in one place: the node
@@ -38,8 +39,8 @@ export function createFleet(deps: {
   logger: FastifyBaseLogger;
   /** Several panels: a node whose session another live panel holds is that panel's to export (per-node metrics). */
   heldElsewhere?: (nodeId: string) => boolean;
-  /** Several panels: the node's live session on another panel (its rows read reachable here too). */
-  connectedElsewhere?: RowSources['elsewhere'];
+  /** Several panels: this panel's lease and a node's live session on another panel (its rows read reachable here too). */
+  cluster?: ClusterProof;
 }): Fleet {
   const { config, metrics } = deps;
   const d = config.dashboard;
@@ -51,7 +52,7 @@ export function createFleet(deps: {
     registry: deps.registry,
     routing: deps.routing,
     heartbeatMs: config.sessions.heartbeatIntervalMs,
-    ...(deps.connectedElsewhere ? { elsewhere: deps.connectedElsewhere } : {}),
+    ...(deps.cluster ? { cluster: deps.cluster } : {}),
   };
   const seen = new Map<string, DirectoryNode>();
   let cached: { at: number; rows: FleetRow[] } | null = null;

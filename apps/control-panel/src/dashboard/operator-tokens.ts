@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Loop } from '@tether/common';
 import type { Db } from '../db/database.js';
-import { cachedRead } from './cached-read.js';
+import { refreshedRead } from '../db/last-good-read.js';
 
 // The valid operator tokens, cached: a cookie session is valid while the
 // token it was signed in with is in this list, so revoking the token ends its
@@ -19,7 +19,7 @@ export class OperatorTokens {
     logger: FastifyBaseLogger,
     refreshMs: number,
   ) {
-    this.loop = cachedRead({ name: 'operator-tokens', what: 'operator token list', refreshMs, logger, read: () => this.refresh() });
+    this.loop = refreshedRead({ name: 'operator-tokens', what: 'operator token list', refreshMs, logger, read: () => this.refresh() });
   }
 
   start(): void {

@@ -1,11 +1,17 @@
+import type { FastifyBaseLogger } from 'fastify';
+import { createLoop, type Loop } from '@tether/common';
 import { isDatabaseUnavailable, type DbHealth } from './db-faults.js';
 
-// A read that can answer from memory while the database cannot: the last
-// result that came from the database, kept for dashboards that must keep
-// working during an outage (GET /v1/sessions, GET /v1/status). Live parts of
-// those answers (sessions, frame ages) come from the connected map anyway;
-// only the database rows are as old as `readAt` says. Any other error, or no
-// earlier result, is thrown as it is (503 DATABASE_UNAVAILABLE for an outage).
+// The panel's outage caches, both here: reads that answer from memory while
+// the database cannot, for what must keep working during an outage (session
+// health, status, the fleet page, /metrics). Live parts of those answers
+// (sessions, frame ages) come from the connected map anyway; only the
+// database rows are as old as the last good read.
+// - LastGoodRead: read on demand; the last good result when the database is
+//   out (GET /v1/sessions, GET /v1/status). Any other error, or no earlier
+//   result, is thrown as it is (503 DATABASE_UNAVAILABLE for an outage).
+// - refreshedRead: read on a period by a loop; a failed refresh keeps the
+//   last read (the node directory, the cached operator tokens).
 
 export interface ReadResult<T> {
   data: T;
@@ -37,3 +43,26 @@ export class LastGoodRead<T> {
 
 /** Header that marks an answer whose database rows came from memory, with the time they were read. */
 export const FROM_MEMORY_HEADER = 'x-tether-from-memory';
+
+/**
+ * A periodic database read whose last good result stays in use while the
+ * database fails: the failure is logged once per outage (not once per
+ * refresh), and its end once.
+ */
+export function refreshedRead(options: { name: string; what: string; refreshMs: number; logger: FastifyBaseLogger; read: () => Promise<void> }): Loop {
+  let failing = false;
+  return createLoop({
+    name: options.name,
+    intervalMs: options.refreshMs,
+    runImmediately: true,
+    run: async () => {
+      await options.read();
+      if (failing) options.logger.info(`${options.what}: the database answers again`);
+      failing = false;
+    },
+    onError: (err) => {
+      if (!failing) options.logger.warn({ err }, `${options.what}: refresh failed, keeping the last read`);
+      failing = true;
+    },
+  });
+}

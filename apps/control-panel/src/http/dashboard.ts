@@ -209,7 +209,7 @@ export const dashboardRoutes: FastifyPluginAsync<DashboardOptions> = async (app,
         row: fleetRow(node, fleet.directory.snapshot, fleet.sources),
         sessions: sessions.map((e) => ({ sessionId: e.sessionId, kind: e.kind, at: e.at.getTime(), reason: e.reason, closeCode: e.closeCode })),
         reloads: reloads.map((r) => ({ at: r.at.getTime(), hashBefore: r.hashBefore, hashAfter: r.hashAfter, reason: r.reason })),
-        services: services.map((s) => serviceStatus(s, fleet.sources.registry, now)),
+        services: services.map((s) => serviceStatus(s, fleet.sources.registry, now, fleet.sources.cluster)),
       } satisfies NodeDetail;
     },
   );

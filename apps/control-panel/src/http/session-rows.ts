@@ -1,42 +1,23 @@
 import type { RemoteReport } from '../sessions/remote-report.js';
 import type { RoutingView } from '../routing/routing-reconciler.js';
-import type { SessionRegistry } from '../sessions/registry.js';
-import type { ClusterView } from '../sessions/service-status.js';
+import { nodeHealth, type HealthSources, type NodeFacts } from '../node-health/node-health.js';
 
-// The dashboard row of one node, computed from the connected map (never from
-// a flag or a timestamp in the database) plus the persisted teardown history.
-
-export interface NodeRecord {
-  id: string;
-  name: string;
-  decommissioned: boolean;
-  lastSeenAt: Date | null;
-  unreachableSince: Date | null;
-  lastTeardownAt: Date | null;
-  lastTeardownReason: string | null;
-}
+// GET /v1/sessions and a node's current session: a presenter of the node's
+// health (node-health/node-health.ts decides the state and what proves it)
+// with the session's counters and the routing view. The REST word for a live
+// node is `connected`.
 
 /** Sessions of a node killed by a missing ACK in the last 24 h (from session events; the session's own counter dies with it). */
 export type MissedAcks24h = (nodeId: string) => number;
 
-export function sessionRow(node: NodeRecord, registry: SessionRegistry, routing: RoutingView, now: number, missedAcks24h: MissedAcks24h, cluster?: ClusterView) {
-  // A panel without its lease (and another live panel) cannot prove its own sessions; another panel's report counts while its lease is live.
-  const session = node.decommissioned || (cluster && !cluster.leaseHeld) ? undefined : registry.get(node.id);
-  const remote = session || node.decommissioned ? undefined : cluster?.remote.get(node.id);
-  if (remote && remote.live && remote.state === 'connected' && remote.panelId !== cluster?.panelId) return remoteRow(node, remote, routing, now, missedAcks24h);
-  const teardown = registry.lastTeardown(node.id);
-  const lastTeardown = teardown
-    ? { at: new Date(teardown.at).toISOString(), reason: teardown.reason, code: teardown.code }
-    : node.lastTeardownAt
-      ? { at: node.lastTeardownAt.toISOString(), reason: node.lastTeardownReason, code: null }
-      : null;
-  const state = node.decommissioned
-    ? 'decommissioned'
-    : session
-      ? 'connected'
-      : node.lastSeenAt || lastTeardown
-        ? 'unreachable'
-        : 'never_connected';
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+export function sessionRow(node: NodeFacts, src: HealthSources, routing: RoutingView, now: number, missedAcks24h: MissedAcks24h) {
+  const health = nodeHealth(node, src);
+  if (health.remote) return remoteRow(node, health.remote, routing, now, missedAcks24h);
+  const session = health.local ?? undefined;
+  const lastTeardown = health.teardown ? { at: new Date(health.teardown.at).toISOString(), reason: health.teardown.reason, code: health.teardown.code } : null;
+  const state = health.state;
   const r = routing.forNode(node.id);
   return {
     nodeId: node.id,
@@ -55,8 +36,8 @@ export function sessionRow(node: NodeRecord, registry: SessionRegistry, routing:
     missedAcks24h: missedAcks24h(node.id),
     invalidFrames: session?.invalidFrames ?? 0,
     runtime: session?.report?.runtime ?? null,
-    unreachableSince: state === 'unreachable' ? (teardown ? new Date(teardown.at).toISOString() : (node.unreachableSince?.toISOString() ?? null)) : null,
-    lastSeenAt: session ? new Date(session.lastFrameAt).toISOString() : (node.lastSeenAt?.toISOString() ?? null),
+    unreachableSince: iso(health.unreachableSince),
+    lastSeenAt: iso(session ? session.lastFrameAt : node.lastSeenAt),
     routing: { desiredHash: r.desiredHash, appliedHash: r.appliedHash, drifting: r.drifting },
     reloads: { today: r.reloadsToday, total: r.reloadsTotal, lastAt: r.lastReloadAt, lastReason: r.lastReloadReason, kinds: r.reloadKinds },
     canary: r.canary
@@ -71,12 +52,12 @@ export function sessionRow(node: NodeRecord, registry: SessionRegistry, routing:
       : null,
     pushes: r.pushes,
     lastTeardown,
-    ...(cluster ? { panelId: session ? cluster.panelId : null, source: session ? ('session' as const) : null } : {}),
+    ...(src.cluster ? { panelId: session ? src.cluster.panelId : null, source: session ? ('session' as const) : null } : {}),
   };
 }
 
 /** The row of a node whose live session another panel holds, from that panel's report. */
-function remoteRow(node: NodeRecord, remote: RemoteReport, routing: RoutingView, now: number, missedAcks24h: MissedAcks24h) {
+function remoteRow(node: NodeFacts, remote: RemoteReport, routing: RoutingView, now: number, missedAcks24h: MissedAcks24h) {
   const extra = remote.extra;
   const r = routing.forNode(node.id);
   return {

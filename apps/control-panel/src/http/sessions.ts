@@ -1,14 +1,16 @@
 import type { FastifyPluginAsync } from 'fastify';
 import Type from 'typebox';
 import type { Db } from '../db/database.js';
-import { FROM_MEMORY_HEADER, type LastGoodRead } from '../db/last-good-read.js';
+import { FROM_MEMORY_HEADER } from '../db/last-good-read.js';
 import { AppError } from '../errors.js';
 import { requireOperator } from './auth.js';
 import { IdParams, authErrors, security } from './schemas.js';
 import { SessionHistory, SessionList } from './session-schemas.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import type { RoutingView } from '../routing/routing-reconciler.js';
-import { sessionRow, type MissedAcks24h, type NodeRecord } from './session-rows.js';
+import { sessionRow, type MissedAcks24h } from './session-rows.js';
+import { seenNode } from '../node-health/node-directory.js';
+import { clusterProof, factsOf, type HealthSources, type NodeFacts } from '../node-health/node-health.js';
 import type { ClusterView } from '../sessions/service-status.js';
 
 export interface SessionRoutesOptions {
@@ -18,8 +20,8 @@ export interface SessionRoutesOptions {
   routing: RoutingView;
   /** ACK timeouts per node in the last 24 h (the fleet directory's count of session events). */
   missedAcks24h: MissedAcks24h;
-  /** Every node, by name; remembered so the list answers during a database outage. */
-  nodes: LastGoodRead<NodeRecord[]>;
+  /** Every node, by name, read now; the last good read while the database is out (node-health/node-directory.ts). */
+  nodes: { read(): Promise<{ data: NodeFacts[]; fromMemoryAt: Date | null }> };
   /** Several panels: other panels' reports and this panel's lease (ownership/cluster.ts). */
   cluster?: { view(nodeIds: readonly string[], options?: { containers?: boolean }): Promise<ClusterView> };
 }
@@ -28,6 +30,7 @@ const HistoryQuery = Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 
 
 /** Session health for dashboards (operators only). */
 export const sessionRoutes: FastifyPluginAsync<SessionRoutesOptions> = async (app, opts) => {
+  const sources = (view: ClusterView | undefined): HealthSources => ({ registry: opts.registry, ...(view ? { cluster: clusterProof(view) } : {}) });
   app.get(
     '/sessions',
     {
@@ -49,12 +52,13 @@ export const sessionRoutes: FastifyPluginAsync<SessionRoutesOptions> = async (ap
         const added = opts.registry
           .list()
           .filter((s) => !known.has(s.nodeId))
-          .map((s) => ({ id: s.nodeId, name: s.nodeName, decommissioned: false, lastSeenAt: null, unreachableSince: null, lastTeardownAt: null, lastTeardownReason: null }));
+          .map((s) => seenNode(s.nodeId, s.nodeName));
         if (added.length > 0) nodes = [...nodes, ...added].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
       }
       const view = await opts.cluster?.view(nodes.filter((n) => !n.decommissioned && !opts.registry.get(n.id)).map((n) => n.id));
       const now = Date.now();
-      return { sessions: nodes.map((node) => sessionRow(node, opts.registry, opts.routing, now, opts.missedAcks24h, view)) };
+      const src = sources(view);
+      return { sessions: nodes.map((node) => sessionRow(node, src, opts.routing, now, opts.missedAcks24h)) };
     },
   );
 
@@ -81,7 +85,7 @@ export const sessionRoutes: FastifyPluginAsync<SessionRoutesOptions> = async (ap
       });
       const view = await opts.cluster?.view(opts.registry.get(node.id) ? [] : [node.id]);
       return {
-        current: sessionRow(node, opts.registry, opts.routing, Date.now(), opts.missedAcks24h, view),
+        current: sessionRow(factsOf(node), sources(view), opts.routing, Date.now(), opts.missedAcks24h),
         events: events.map((e) => ({ sessionId: e.sessionId, kind: e.kind, at: e.at.toISOString(), reason: e.reason, closeCode: e.closeCode })),
       };
     },

@@ -1,10 +1,14 @@
 import type { ContainerState } from '@tether/protocol';
+import { upReplicas } from '../node-health/container-verdict.js';
+import { clusterProof, nodeHealth, type ClusterProof } from '../node-health/node-health.js';
 import type { RemoteReport } from './remote-report.js';
 import type { SessionRegistry } from './registry.js';
 
-// Status is computed from live sessions only. Every answer carries its
-// evidence (which session, how old its last frame and the report are); a node
-// without a live session makes its services `unknown`, never `running`.
+// A service's status: a presenter of its node's health (node-health/
+// node-health.ts says which live session, if any, proves the node) and of
+// that session's report. Every answer carries its evidence (which session,
+// how old its last frame and the report are); a node without a live session
+// makes its services `unknown`, never `running`.
 
 export type ServiceState = 'running' | 'degraded' | 'down' | 'stopped' | 'unknown';
 
@@ -39,7 +43,7 @@ export interface ClusterView {
   remote: ReadonlyMap<string, RemoteReport>;
 }
 
-export function serviceStatus(service: StatusInput, registry: SessionRegistry, now = Date.now(), cluster?: ClusterView): ServiceStatus {
+export function serviceStatus(service: StatusInput, registry: Pick<SessionRegistry, 'get' | 'lastTeardown'>, now = Date.now(), cluster?: ClusterView | ClusterProof): ServiceStatus {
   const base = {
     serviceId: service.id,
     name: service.name,
@@ -47,21 +51,31 @@ export function serviceStatus(service: StatusInput, registry: SessionRegistry, n
     node: { id: service.node.id, name: service.node.name },
     desiredReplicas: service.replicas,
   };
-  const session = cluster && !cluster.leaseHeld ? undefined : registry.get(service.node.id);
-  const remote = session ? undefined : cluster?.remote.get(service.node.id);
-  if (remote && remote.live && remote.state === 'connected' && remote.panelId !== cluster?.panelId) {
-    return fromReport(base, service, remote, now);
-  }
-  if (cluster && !cluster.leaseHeld) {
-    const reason = `this panel (${cluster.panelId}) does not hold its lease on the database: node ${service.node.name} cannot be proved from here`;
+  const proof: ClusterProof | undefined = cluster && ('elsewhere' in cluster ? cluster : clusterProof(cluster));
+  const health = nodeHealth(
+    {
+      id: service.node.id,
+      name: service.node.name,
+      decommissioned: false,
+      lastSeenAt: null,
+      unreachableSince: service.node.unreachableSince?.getTime() ?? null,
+      lastTeardownAt: null,
+      lastTeardownReason: service.node.lastTeardownReason,
+      lastCloseCode: null,
+    },
+    { registry, ...(proof ? { cluster: proof } : {}) },
+  );
+  if (health.remote) return fromReport(base, service, health.remote, now);
+  if (health.leaseLost) {
+    const reason = `this panel (${proof!.panelId}) does not hold its lease on the database: node ${service.node.name} cannot be proved from here`;
     return { ...base, state: 'unknown', runningReplicas: null, reason, containers: [], evidence: null };
   }
+  const session = health.local;
   if (!session || !session.report) {
-    const teardown = registry.lastTeardown(service.node.id);
-    const since = teardown ? new Date(teardown.at) : service.node.unreachableSince;
-    const why = teardown?.reason ?? service.node.lastTeardownReason;
-    const reason = since
-      ? `node ${service.node.name} unreachable since ${since.toISOString()}${why ? ` (${why})` : ''}`
+    const since = health.unreachableSince;
+    const why = health.teardown?.reason ?? service.node.lastTeardownReason;
+    const reason = since !== null
+      ? `node ${service.node.name} unreachable since ${new Date(since).toISOString()}${why ? ` (${why})` : ''}`
       : `node ${service.node.name} has not connected yet`;
     return { ...base, state: 'unknown', runningReplicas: null, reason, containers: [], evidence: null };
   }
@@ -70,7 +84,7 @@ export function serviceStatus(service: StatusInput, registry: SessionRegistry, n
     sessionId: session.id,
     lastFrameAgeMs: now - session.lastFrameAt,
     reportAgeMs: now - report.at,
-    ...(cluster ? { panelId: cluster.panelId, source: 'session' as const } : {}),
+    ...(proof ? { panelId: proof.panelId, source: 'session' as const } : {}),
   };
   if (!report.runtime.available) {
     const reason = `container runtime unavailable on node ${service.node.name}: ${report.runtime.error ?? 'no detail'}`;
@@ -83,7 +97,7 @@ type Base = Pick<ServiceStatus, 'serviceId' | 'name' | 'teamId' | 'node' | 'desi
 
 function counted(base: Base, service: StatusInput, all: ContainerState[], by: string, evidence: NonNullable<ServiceStatus['evidence']>): ServiceStatus {
   const containers = all.filter((c) => c.serviceId === service.id);
-  const running = containers.filter((c) => c.state === 'running' && c.health !== 'unhealthy').length;
+  const running = upReplicas(containers, service.id);
   let state: ServiceState;
   if (service.replicas === 0) state = running === 0 ? 'stopped' : 'degraded';
   else if (running >= service.replicas) state = 'running';

@@ -6,6 +6,7 @@ import type { PanelMetrics } from '../panel-metrics.js';
 import type { SessionRegistry } from './registry.js';
 import { AckTimeoutError, SessionClosedError, type AgentSession } from './session.js';
 import type { SessionStore } from './session-store.js';
+import { containerReady } from '../node-health/container-verdict.js';
 
 /** What the REST layer hands over once a deployment row is persisted (status `pending`). */
 export interface DispatchRequest {
@@ -152,7 +153,7 @@ export class SessionDispatcher implements DeploymentDispatcher {
           // earlier session (an agent restart may have lost its result) is settled by a heartbeat, once it is healthy.
           const deliveredOn = waiting.get(container.deploymentId);
           if (deliveredOn === undefined || deliveredOn === session.id) continue;
-          if (container.state !== 'running' || container.health === 'starting' || container.health === 'unhealthy') continue;
+          if (!containerReady(container)) continue;
           waiting.delete(container.deploymentId);
           await this.store.deploymentFinished(container.deploymentId, 'running', `observed running in heartbeat ${message.seq} of session ${session.id}`, session.nodeId);
         }

@@ -1,27 +1,20 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Loop } from '@tether/common';
 import { CLOSE_CODES } from '@tether/protocol';
-import { sqlOf, type Db } from '../db/database.js';
-import { cachedRead } from './cached-read.js';
+import { healthOf, sqlOf, type Db } from '../db/database.js';
+import type { Sql } from '../db/sql.js';
+import { LastGoodRead, refreshedRead } from '../db/last-good-read.js';
+import type { NodeFacts } from './node-health.js';
 
-// What the fleet page and the per-node metrics need from the database, read
-// in a few whole-fleet queries every refresh (never one query per row) and
-// kept in memory: the page and /metrics keep answering from the last good
-// read while the database is down. Liveness never comes from here: the
-// connected map says who is reachable; this says who exists and what the
-// history says.
+// The one node directory: what the database says of the nodes, kept in
+// memory so every reader keeps answering from the last good read while the
+// database is down. The fleet page and the per-node metrics read its
+// snapshot, refreshed in a few whole-fleet queries (never one per row);
+// GET /v1/sessions reads the node list now (`nodes()`), falling back to its
+// last good read. Liveness never comes from here: the connected map says who
+// is reachable (node-health.ts); this says who exists and what the history says.
 
-export interface DirectoryNode {
-  id: string;
-  name: string;
-  decommissioned: boolean;
-  lastSeenAt: number | null;
-  unreachableSince: number | null;
-  lastTeardownAt: number | null;
-  lastTeardownReason: string | null;
-  /** Close code of the node's last non-superseded teardown, as persisted (null before any). */
-  lastCloseCode: number | null;
-}
+export type DirectoryNode = NodeFacts;
 
 export interface DesiredService {
   id: string;
@@ -44,16 +37,56 @@ export interface DirectorySnapshot {
 
 const EMPTY: DirectorySnapshot = { nodes: [], byId: new Map(), services: new Map(), missedAcks24h: new Map(), at: 0 };
 
+/** A node as a session shows it, before the directory has read it. */
+export function seenNode(id: string, name: string): DirectoryNode {
+  return { id, name, decommissioned: false, lastSeenAt: null, unreachableSince: null, lastTeardownAt: null, lastTeardownReason: null, lastCloseCode: null };
+}
+
+const ms = (column: string) => `(extract(epoch FROM ${column}) * 1000)::float8`;
+const whole = (v: number | null) => (v === null ? null : Math.round(v));
+
+/** Every node by name, times as epoch milliseconds (close codes are the snapshot's business: null here). */
+async function readNodes(sql: Sql): Promise<DirectoryNode[]> {
+  const rows = await sql.rows<{ id: string; name: string; decommissioned: boolean; last_seen: number | null; unreachable: number | null; teardown: number | null; teardown_reason: string | null }>(
+    `SELECT id, name, decommissioned, ${ms('last_seen_at')} AS last_seen, ${ms('unreachable_since')} AS unreachable,
+      ${ms('last_teardown_at')} AS teardown, last_teardown_reason AS teardown_reason
+    FROM nodes ORDER BY name`,
+  );
+  // float8 of whole milliseconds: exact, but normalised to an integer like Date.getTime().
+  return rows.map((n) => ({
+    id: n.id,
+    name: n.name,
+    decommissioned: n.decommissioned,
+    lastSeenAt: whole(n.last_seen),
+    unreachableSince: whole(n.unreachable),
+    lastTeardownAt: whole(n.teardown),
+    lastTeardownReason: n.teardown_reason,
+    lastCloseCode: null,
+  }));
+}
+
 export class NodeDirectory {
   private current: DirectorySnapshot = EMPTY;
   private readonly loop: Loop;
+  private readonly list: LastGoodRead<DirectoryNode[]>;
 
   constructor(
     private readonly prisma: Db,
     logger: FastifyBaseLogger,
     refreshMs: number,
   ) {
-    this.loop = cachedRead({ name: 'node-directory', what: 'fleet directory', refreshMs, logger, read: () => this.refresh() });
+    this.loop = refreshedRead({ name: 'node-directory', what: 'fleet directory', refreshMs, logger, read: () => this.refresh() });
+    this.list = new LastGoodRead(() => readNodes(sqlOf(prisma)), healthOf(prisma));
+  }
+
+  /**
+   * Every node, read now (one made a moment ago is in it); while the database cannot answer, the last
+   * good read and when it was made. Close codes are the snapshot's, where it has read the node.
+   */
+  async nodes(): Promise<{ data: DirectoryNode[]; fromMemoryAt: Date | null }> {
+    const { data, fromMemoryAt } = await this.list.read();
+    const known = this.current.byId;
+    return { data: data.map((n) => ({ ...n, lastCloseCode: known.get(n.id)?.lastCloseCode ?? null })), fromMemoryAt };
   }
 
   get snapshot(): DirectorySnapshot {
@@ -78,13 +111,8 @@ export class NodeDirectory {
     // "changed") cost the panel about a second of Prisma result handling and GC right after it began
     // listening, in the middle of its fleet's reconnect storm (docs/benchmarks.md, "The storm, fourth round").
     const sql = sqlOf(this.prisma);
-    const ms = (column: string) => `(extract(epoch FROM ${column}) * 1000)::float8`;
     const [nodes, services, acks] = await Promise.all([
-      sql.rows<{ id: string; name: string; decommissioned: boolean; last_seen: number | null; unreachable: number | null; teardown: number | null; teardown_reason: string | null }>(
-        `SELECT id, name, decommissioned, ${ms('last_seen_at')} AS last_seen, ${ms('unreachable_since')} AS unreachable,
-          ${ms('last_teardown_at')} AS teardown, last_teardown_reason AS teardown_reason
-        FROM nodes ORDER BY name`,
-      ),
+      readNodes(sql),
       sql.rows<{ id: string; name: string; node_id: string; replicas: number }>(
         `SELECT s.id, s.name, s.node_id, s.replicas FROM services s
         WHERE EXISTS (SELECT 1 FROM deployments d WHERE d.service_id = s.id AND d.node_id = s.node_id AND d.status IN ('delivered', 'running'))
@@ -102,7 +130,7 @@ export class NodeDirectory {
     const previous = this.current.byId;
     const changed = nodes.filter((n) => {
       const before = previous.get(n.id);
-      return !before || before.lastTeardownAt !== (n.teardown === null ? null : Math.round(n.teardown));
+      return !before || before.lastTeardownAt !== n.lastTeardownAt;
     });
     const codes = new Map<string, number | null>();
     for (const n of previous.values()) codes.set(n.id, n.lastCloseCode);
@@ -122,17 +150,7 @@ export class NodeDirectory {
       list.push({ id: s.id, name: s.name, replicas: s.replicas });
       byNode.set(s.node_id, list);
     }
-    const list: DirectoryNode[] = nodes.map((n) => ({
-      id: n.id,
-      name: n.name,
-      decommissioned: n.decommissioned,
-      // float8 of whole milliseconds: exact, but normalised to an integer like Date.getTime().
-      lastSeenAt: n.last_seen === null ? null : Math.round(n.last_seen),
-      unreachableSince: n.unreachable === null ? null : Math.round(n.unreachable),
-      lastTeardownAt: n.teardown === null ? null : Math.round(n.teardown),
-      lastTeardownReason: n.teardown_reason,
-      lastCloseCode: codes.get(n.id) ?? null,
-    }));
+    const list: DirectoryNode[] = nodes.map((n) => ({ ...n, lastCloseCode: codes.get(n.id) ?? null }));
     this.current = {
       nodes: list,
       byId: new Map(list.map((n) => [n.id, n])),
