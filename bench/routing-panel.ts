@@ -198,7 +198,7 @@ async function runPanel(): Promise<void> {
     cleanups.unshift(() => layer.registry.off('closed', onClosed));
     // A cycle ends when the panel has every session's answer, not when the last frame left.
     let answers = 0;
-    layer.registry.on('message', (_session, m) => m.type === 'routing.applied' && answers++);
+    layer.frames.observe((_session, m) => m.type === 'routing.applied' && answers++);
 
     const agents = fork(self, ['--agents'], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     cleanups.unshift(() => agents.kill('SIGKILL'));

@@ -9,6 +9,7 @@ import { PrismaReloadRecorder } from './routing/reload-store.js';
 import type { ProxyEventStore, ReloadRecorder } from './routing/routing-reconciler.js';
 import { DbRoutingMapSource, type RoutingMapSource } from './routing/routing-map.js';
 import { RoutingReconciler } from './routing/routing-reconciler.js';
+import { FrameRouter } from './sessions/frame-router.js';
 import { SessionRegistry } from './sessions/registry.js';
 import { SessionDispatcher } from './sessions/session-dispatcher.js';
 import type { SessionFactOutbox } from './session-writes/outbox.js';
@@ -25,6 +26,8 @@ import { LogRelay } from './log-streams/log-relay.js';
 
 export interface AgentSide {
   registry: SessionRegistry;
+  /** Where every valid frame of a session goes: one handler per type, observers after it. */
+  frames: FrameRouter;
   dispatcher: SessionDispatcher;
   workloads: WorkloadSync;
   routing: RoutingReconciler;
@@ -49,12 +52,16 @@ function listen<T extends Record<keyof T, unknown[]>, K extends keyof T & string
   return () => void untyped.off(event, listener as (...args: unknown[]) => void);
 }
 
-/** Connects a routing reconciler to the sessions it pushes to and to REST's routing changes. */
-export function wireRouting(registry: SessionRegistry, events: PanelEvents, routing: RoutingReconciler): Unsubscribe {
+/**
+ * Connects a routing reconciler to the sessions it pushes to, the frames that answer its pushes and
+ * REST's routing changes. (Heartbeats reach it through the heartbeat handler, which has other readers.)
+ */
+export function wireRouting(registry: SessionRegistry, frames: FrameRouter, events: PanelEvents, routing: RoutingReconciler): Unsubscribe {
   const off = [
     listen(registry, 'opened', (session) => routing.sessionOpened(session)),
     listen(registry, 'closed', (session) => routing.sessionClosed(session)),
-    listen(registry, 'message', (session, message) => routing.received(session, message)),
+    frames.handle('routing.applied', (session, message) => routing.applied(session, message)),
+    frames.handle('proxy.events', (session, message) => routing.proxyEvents(session, message)),
     listen(events, 'routing.changed', ({ nodeIds, reason }) => routing.changed(nodeIds, reason)),
   ];
   return () => off.forEach((f) => f());
@@ -127,6 +134,7 @@ export function createAgentSide(deps: {
   });
 
   const logs = new LogRelay(config.logs, logger);
+  const frames = new FrameRouter();
 
   /** Nodes whose per-node series were started at 0 by this process. */
   const seriesStarted = new Set<string>();
@@ -144,9 +152,16 @@ export function createAgentSide(deps: {
       void dispatcher.sessionOpened(session);
       workloads.sessionOpened(session);
     }),
-    listen(registry, 'message', (session, message) => void dispatcher.received(session, message)),
-    wireRouting(registry, events, routing),
-    listen(registry, 'message', (session, message) => logs.received(session, message)),
+    // A heartbeat is read three times, in this order: the session's report, the routing view, a deployment it may settle.
+    frames.handle('heartbeat', (session, message) => {
+      session.recordHeartbeat(message.seq, message.containers, message.runtime, message.routing);
+      routing.heartbeat(session, message);
+      void dispatcher.heartbeatSeen(session, message);
+    }),
+    frames.handle('deploy.result', (session, message) => void dispatcher.resultReceived(session, message)),
+    wireRouting(registry, frames, events, routing),
+    frames.handle('logs.chunk', (session, message) => logs.chunkReceived(session, message)),
+    frames.handle('logs.end', (session, message) => logs.endReceived(session, message)),
     listen(registry, 'closed', (session, teardown) => logs.sessionClosed(session, teardown.reason)),
     listen(events, 'workloads.changed', ({ nodeId, reason }) => workloads.changed(nodeId, reason)),
     listen(events, 'node.decommissioned', ({ nodeId }) => {
@@ -170,11 +185,12 @@ export function createAgentSide(deps: {
       metrics.sessionTeardowns.inc({ reason: closeCodeName(teardown.code) ?? String(teardown.code) });
       if (teardown.code === CLOSE_CODES.ACK_TIMEOUT) metrics.nodeAckTimeouts.inc({ node: session.nodeName });
     }),
-    listen(registry, 'message', (_session, message) => framesOf(message.type).inc()),
+    frames.observe((_session, message) => framesOf(message.type).inc()),
   ];
 
   return {
     registry,
+    frames,
     dispatcher,
     workloads,
     routing,

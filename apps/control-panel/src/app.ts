@@ -149,6 +149,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       connectTimeoutMs: db.connectTimeoutMs,
       queryTimeoutMs: db.queryTimeoutMs,
       registry: agents.registry,
+      frames: agents.frames,
       events,
       outbox,
       logger: app.log,
@@ -238,6 +239,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   await app.register(agentGateway, {
     prisma: deps.prisma,
     registry: agents.registry,
+    frames: agents.frames,
     nodeAuth,
     metrics,
     ...(cluster ? { claim: (nodeId: string, sessionId: string) => cluster.claim(nodeId, sessionId) } : {}),

@@ -67,7 +67,7 @@ describe.skipIf(!docker.available)('logs under load: 10 followers at 5 MB/s do n
       if (m.type === 'heartbeat') beats.push(performance.now());
     };
     panel.app.agentSide.registry.on('closed', onClosed);
-    panel.app.agentSide.registry.on('message', onMessage);
+    const unobserve = panel.app.agentSide.frames.observe(onMessage);
     const agentBefore = rss(agent.process.pid);
     const panelBefore = process.memoryUsage().rss;
 
@@ -94,7 +94,7 @@ describe.skipIf(!docker.available)('logs under load: 10 followers at 5 MB/s do n
     const perReader = readers.map((r) => r.textBytes / seconds);
     for (const r of readers) r.close();
     panel.app.agentSide.registry.off('closed', onClosed);
-    panel.app.agentSide.registry.off('message', onMessage);
+    unobserve();
 
     const gaps = beats.slice(1).map((t, i) => t - beats[i]!);
     const maxGap = Math.max(...gaps);

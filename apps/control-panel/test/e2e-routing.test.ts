@@ -82,12 +82,12 @@ function recordApplied(panel: Panel, nodeId: string) {
     if (session.nodeId !== nodeId || message.type !== 'routing.applied') return;
     answers.push({ changed: message.changed, reloaded: message.reloaded, error: message.error });
   };
-  panel.app.agentSide.registry.on('message', listener);
+  const unobserve = panel.app.agentSide.frames.observe(listener);
   const count = (pick: (a: (typeof answers)[number]) => unknown) => answers.filter(pick).length;
   return {
     answers,
     summary: () => ({ total: answers.length, changed: count((a) => a.changed), reloaded: count((a) => a.reloaded), errors: count((a) => a.error) }),
-    stop: () => panel.app.agentSide.registry.off('message', listener),
+    stop: unobserve,
   };
 }
 

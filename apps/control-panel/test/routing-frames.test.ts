@@ -7,6 +7,7 @@ import { PanelEvents } from '../src/panel-events.js';
 import { RoutingFrames } from '../src/routing/routing-frames.js';
 import { routingMapContent } from '../src/routing/routing-map.js';
 import { RoutingReconciler } from '../src/routing/routing-reconciler.js';
+import { FrameRouter } from '../src/sessions/frame-router.js';
 import { SessionRegistry } from '../src/sessions/registry.js';
 import { AgentSession, type PreparedFrame } from '../src/sessions/session.js';
 import type { SessionStore } from '../src/sessions/session-store.js';
@@ -124,7 +125,7 @@ describe('RoutingReconciler with shared frames', () => {
       intervalMs: 60_000,
       debounceMs: 0,
     });
-    wireRouting(registry, new PanelEvents(), reconciler);
+    wireRouting(registry, new FrameRouter(), new PanelEvents(), reconciler);
     const sent: Record<string, string[]> = {};
     for (const nodeId of ['n1', 'n2', 'n3']) {
       const holder: { session?: AgentSession } = {};

@@ -6,6 +6,7 @@ import { wireRouting } from '../src/agent-side.js';
 import { PanelEvents } from '../src/panel-events.js';
 import { routingMapContent, type RoutingMapSource } from '../src/routing/routing-map.js';
 import { RoutingReconciler } from '../src/routing/routing-reconciler.js';
+import { FrameRouter } from '../src/sessions/frame-router.js';
 import { SessionRegistry } from '../src/sessions/registry.js';
 import { AgentSession } from '../src/sessions/session.js';
 import type { SessionStore } from '../src/sessions/session-store.js';
@@ -29,13 +30,24 @@ let events: PanelEvents;
 let reconciler: RoutingReconciler;
 let random: number;
 let unwire: () => void;
+let frames: FrameRouter;
+
+/** The agent side's wiring for one reconciler: its sessions, its frames, and the routing part of a heartbeat. */
+function wire(r: RoutingReconciler): () => void {
+  const offRouting = wireRouting(registry, frames, events, r);
+  const offHeartbeat = frames.handle('heartbeat', (session, message) => r.heartbeat(session, message));
+  return () => {
+    offRouting();
+    offHeartbeat();
+  };
+}
 
 /** Replaces the reconciler of beforeEach (unwired, so it pushes nothing more) with one built from `options`. */
 async function replaceReconciler(options: Omit<ConstructorParameters<typeof RoutingReconciler>[0], 'sessions' | 'logger'>) {
   unwire();
   await reconciler.stop();
   reconciler = new RoutingReconciler({ sessions: registry, logger, ...options });
-  unwire = wireRouting(registry, events, reconciler);
+  unwire = wire(reconciler);
   reconciler.start();
 }
 
@@ -71,6 +83,7 @@ beforeEach(() => {
     },
   };
   registry = new SessionRegistry({ store: noStore, logger, pingIntervalMs: 10 * INTERVAL, lastSeenFlushMs: 10 * INTERVAL });
+  frames = new FrameRouter();
   events = new PanelEvents();
   reconciler = new RoutingReconciler({
     sessions: registry,
@@ -82,7 +95,7 @@ beforeEach(() => {
     tickMs: 1_000,
     random: () => random,
   });
-  unwire = wireRouting(registry, events, reconciler);
+  unwire = wire(reconciler);
   reconciler.start();
 });
 
@@ -153,11 +166,11 @@ describe('routing pushes', () => {
     await vi.advanceTimersByTimeAsync(0);
     const desired = routingMapContent(maps.routes).hash;
     const status = { reloadsTotal: 0, reloadsToday: 0, lastReloadAt: null, lastReloadReason: null };
-    registry.received(agent.session, { type: 'heartbeat', id: 'h1', seq: 0, containers: [], runtime: { available: true, error: null }, routing: { appliedHash: 'stale', ...status } });
+    frames.route(agent.session, { type: 'heartbeat', id: 'h1', seq: 0, containers: [], runtime: { available: true, error: null }, routing: { appliedHash: 'stale', ...status } });
     expect(reconciler.forNode('n1')).toMatchObject({ desiredHash: desired, appliedHash: 'stale', drifting: false });
     await vi.advanceTimersByTimeAsync(INTERVAL + 1);
     expect(reconciler.forNode('n1').drifting).toBe(true);
-    registry.received(agent.session, { type: 'heartbeat', id: 'h2', seq: 1, containers: [], runtime: { available: true, error: null }, routing: { appliedHash: desired, ...status } });
+    frames.route(agent.session, { type: 'heartbeat', id: 'h2', seq: 1, containers: [], runtime: { available: true, error: null }, routing: { appliedHash: desired, ...status } });
     expect(reconciler.forNode('n1')).toMatchObject({ appliedHash: desired, drifting: false });
   });
 });
@@ -228,18 +241,18 @@ describe('proxy.events', () => {
       if (m.type === 'ack') acks.push(m.ref);
       return send(m, ...rest);
     };
-    registry.received(agent.session, { type: 'proxy.events', id: 'e1', events: events2([0, 1]) });
+    frames.route(agent.session, { type: 'proxy.events', id: 'e1', events: events2([0, 1]) });
     await vi.advanceTimersByTimeAsync(0);
     expect(stored).toEqual([[0, 1]]);
     expect(acks).toEqual(['e1']);
     fail = true;
-    registry.received(agent.session, { type: 'proxy.events', id: 'e2', events: events2([2]) });
+    frames.route(agent.session, { type: 'proxy.events', id: 'e2', events: events2([2]) });
     await vi.advanceTimersByTimeAsync(0);
     expect(acks).toEqual(['e1']);
     // With the capability, routing.applied's reloaded flag records nothing: the event is the record.
     const status = { appliedHash: 'a', reloadsTotal: 1, reloadsToday: 1, lastReloadAt: null, lastReloadReason: 'added x' };
-    registry.received(agent.session, { type: 'routing.applied', id: 'r1', ref: 'x', hash: 'a', changed: true, reloaded: true, error: null, routing: status });
-    registry.received(agent.session, { type: 'routing.applied', id: 'r2', ref: 'y', hash: 'a', changed: false, reloaded: false, error: 'PROXY_TIMEOUT: x', routing: status });
+    frames.route(agent.session, { type: 'routing.applied', id: 'r1', ref: 'x', hash: 'a', changed: true, reloaded: true, error: null, routing: status });
+    frames.route(agent.session, { type: 'routing.applied', id: 'r2', ref: 'y', hash: 'a', changed: false, reloaded: false, error: 'PROXY_TIMEOUT: x', routing: status });
     await vi.advanceTimersByTimeAsync(0);
     expect(recorded).toEqual([]);
     expect(reconciler.forNode('n1').pushes).toMatchObject({ applied: 1, failed: 1 });

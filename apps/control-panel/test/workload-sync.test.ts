@@ -102,7 +102,7 @@ describe('a desired set read before a deploy was sent', () => {
   it('leaves out a deploy the agent reported failed (it went back to what ran before)', async () => {
     const { sync, dispatcher, session, reads, sets } = wire();
     await dispatcher.dispatch({ deploymentId: 'd-web-2', nodeId: 'n1', nodeName: 'n1', workload: workload('web', 'd-web-2') });
-    await dispatcher.received(session, { type: 'deploy.result', id: 'a1', deploymentId: 'd-web-2', status: 'failed', reason: 'exited 1' } as never);
+    await dispatcher.resultReceived(session, { type: 'deploy.result', id: 'a1', deploymentId: 'd-web-2', status: 'failed', reason: 'exited 1' } as never);
     sync.changed(session.nodeId, 'service api created');
     await settle();
     reads[0]!({ workloads: [workload('web', 'd-web-1')], placed: ['web'] });

@@ -86,3 +86,24 @@ describe('imports between apps', () => {
     expect(offences).toEqual([]);
   });
 });
+
+describe('agent frames on the panel', () => {
+  // Where a frame of type X goes is apps/control-panel/src/sessions/frame-router.ts: one handler per type,
+  // registered beside its code. A second `switch` on a frame's type would be a second answer to that question.
+  // (The host agent still routes panel frames in connection/panel-connection.ts; it joins this rule when its
+  // own router lands, issue 27.)
+  const SWITCH_ON_TYPE = /switch\s*\(\s*[\w.]*\btype\s*\)/;
+
+  it('reads the switch it is meant to catch', () => {
+    expect(SWITCH_ON_TYPE.test('switch (message.type) {')).toBe(true);
+    expect(SWITCH_ON_TYPE.test('switch(m.type){')).toBe(true);
+    expect(SWITCH_ON_TYPE.test('switch (kind) {')).toBe(false);
+  });
+
+  it('no panel source switches on a frame’s type', () => {
+    const offences = sourceFiles(path.join(repoRoot, 'apps', 'control-panel', 'src'))
+      .filter((file) => SWITCH_ON_TYPE.test(readFileSync(file, 'utf8')))
+      .map((file) => path.relative(repoRoot, file));
+    expect(offences).toEqual([]);
+  });
+});

@@ -13,7 +13,6 @@ import {
   createIdGenerator,
   decode,
   encode,
-  type AgentMessage,
   type FrameError,
   type Hello,
   type ProtocolRange,
@@ -23,6 +22,7 @@ import type { Db } from '../db/database.js';
 import type { PanelMetrics } from '../panel-metrics.js';
 import { AgentSession, closeHard, type SessionTiming } from '../sessions/session.js';
 import type { SessionRegistry } from '../sessions/registry.js';
+import type { FrameRouter, SessionFrame } from '../sessions/frame-router.js';
 import type { NodeAuthenticator, AuthenticatedNode } from './authenticate.js';
 import { AppError } from '../errors.js';
 import { FrameGuard, frameBytes, refuseByHead } from './frame-guard.js';
@@ -37,6 +37,8 @@ import { OpenAdmission } from './open-admission.js';
 export interface GatewayOptions {
   prisma: Db;
   registry: SessionRegistry;
+  /** Where every valid frame of a session goes (sessions/frame-router.ts); the gateway registers the session's own types. */
+  frames: FrameRouter;
   /** The token check of the upgrade (cached, batched: see NodeAuthenticator). */
   nodeAuth: NodeAuthenticator;
   metrics?: PanelMetrics;
@@ -67,6 +69,18 @@ declare module 'fastify' {
 
 export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts) => {
   const nextId = createIdGenerator('p');
+  // The frames that belong to the session itself; the agent side registers the others.
+  const who = (s: AgentSession) => ({ node: s.nodeName, nodeId: s.nodeId, sessionId: s.id });
+  const unregister = [
+    opts.frames.handle('pong', (s) => s.recordPong()),
+    opts.frames.handle('ack', (s, m) => {
+      if (!s.acknowledge(m.ref)) app.log.debug({ ...who(s), ref: m.ref }, 'ack nobody waits for');
+    }),
+    opts.frames.handle('error', (s, m) => {
+      app.log.warn({ ...who(s), code: m.code, ref: m.ref, agentMessage: sanitizeText(m.message) }, 'agent rejected a frame');
+    }),
+  ];
+  app.addHook('onClose', async () => unregister.forEach((off) => off()));
   const sessionTiming: SessionTiming = {
     idleTimeoutMs: opts.timing.panelIdleTimeoutMs,
     ackTimeoutMs: opts.timing.ackTimeoutMs,
@@ -248,28 +262,8 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
           return;
         }
         session.touch();
-        handle(session, message as AgentMessage);
+        opts.frames.route(session, message as SessionFrame);
       });
-
-      const handle = (s: AgentSession, message: AgentMessage) => {
-        switch (message.type) {
-          case 'heartbeat':
-            s.recordHeartbeat(message.seq, message.containers, message.runtime, message.routing);
-            break;
-          case 'pong':
-            s.recordPong();
-            break;
-          case 'ack':
-            if (!s.acknowledge(message.ref)) log().debug({ ref: message.ref }, 'ack nobody waits for');
-            break;
-          case 'error':
-            log().warn({ code: message.code, ref: message.ref, agentMessage: sanitizeText(message.message) }, 'agent rejected a frame');
-            break;
-          default:
-            break;
-        }
-        opts.registry.received(s, message);
-      };
 
       socket.on('close', (code: number, reason: Buffer) => {
         clearTimeout(helloTimer);

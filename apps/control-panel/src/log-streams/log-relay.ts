@@ -1,5 +1,5 @@
 import type { Logger } from '@tether/common';
-import { createIdGenerator, LOG_LIMITS, type AgentMessage, type LogLine, type LogsChunk, type LogsEnd } from '@tether/protocol';
+import { createIdGenerator, LOG_LIMITS, type LogLine, type LogsChunk, type LogsEnd } from '@tether/protocol';
 import { AppError } from '../errors.js';
 import type { AgentSession } from '../sessions/session.js';
 
@@ -106,14 +106,22 @@ export class LogRelay {
     return stream;
   }
 
-  /** A frame of an agent's session: logs.chunk and logs.end go to their stream. */
-  received(session: AgentSession, message: AgentMessage): void {
-    if (message.type !== 'logs.chunk' && message.type !== 'logs.end') return;
-    const stream = this.streams.get(message.streamId);
+  /** logs.chunk: lines for one of the session's streams. */
+  chunkReceived(session: AgentSession, message: LogsChunk): void {
+    const stream = this.streamOf(session, message.streamId);
+    if (stream) this.chunk(stream, message);
+  }
+
+  /** logs.end: the agent ended one of the session's streams. */
+  endReceived(session: AgentSession, message: LogsEnd): void {
+    const stream = this.streamOf(session, message.streamId);
+    if (stream) this.finish(stream, message.code, message.reason, false);
+  }
+
+  private streamOf(session: AgentSession, streamId: string): RelayedStream | undefined {
+    const stream = this.streams.get(streamId);
     // A stream closed by the client may still have frames in flight; another session's id is not ours to serve.
-    if (!stream || stream.session !== session) return;
-    if (message.type === 'logs.end') return this.finish(stream, message.code, message.reason, false);
-    this.chunk(stream, message);
+    return stream && stream.session === session ? stream : undefined;
   }
 
   private chunk(stream: RelayedStream, message: LogsChunk): void {

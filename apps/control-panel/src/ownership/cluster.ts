@@ -3,6 +3,7 @@ import { CLOSE_CODES } from '@tether/protocol';
 import { healthOf, sqlOf, type Db } from '../db/database.js';
 import { AppError } from '../errors.js';
 import type { PanelEvents } from '../panel-events.js';
+import type { FrameRouter } from '../sessions/frame-router.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import type { AgentSession } from '../sessions/session.js';
 import { EXPIRED_OWNER_REASON } from '../session-writes/facts.js';
@@ -28,6 +29,8 @@ import { PanelSignals, type Signal } from './panel-signals.js';
 export interface ClusterOptions extends PanelLeaseOptions {
   prisma: Db;
   registry: SessionRegistry;
+  /** Every frame of this panel's sessions (each one refreshes the node's report). */
+  frames: FrameRouter;
   events: PanelEvents;
   outbox: SessionFactOutbox;
   /** A deployment another panel asked this one to send (its owner). */
@@ -149,7 +152,7 @@ export class PanelCluster {
       this.off.push(() => target.off(event, l));
     };
     on(registry, 'opened', (s: AgentSession) => this.reports.observe(s, 'connected'));
-    on(registry, 'message', (s: AgentSession) => this.reports.observe(s, 'connected'));
+    this.off.push(this.options.frames.observe((s) => this.reports.observe(s, 'connected')));
     on(registry, 'closed', (s: AgentSession) => {
       this.reports.observe(s, 'closed');
       this.generations.delete(s.id);

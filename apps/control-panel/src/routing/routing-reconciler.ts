@@ -1,5 +1,5 @@
 import { createLoop, KeyedSerialQueue, sanitizeText, type Loop, type Logger } from '@tether/common';
-import { CAPABILITIES, createIdGenerator, type AgentMessage, type CanaryStatus, type ReloadKindCounts, type ProxyEvents, type ReloadKind, type RoutingStatus } from '@tether/protocol';
+import { CAPABILITIES, createIdGenerator, type CanaryStatus, type Heartbeat, type RoutingApplied, type ReloadKindCounts, type ProxyEvents, type ReloadKind, type RoutingStatus } from '@tether/protocol';
 import type { SessionRegistry } from '../sessions/registry.js';
 import { sameJson } from '../sessions/report.js';
 import type { AgentSession } from '../sessions/session.js';
@@ -269,20 +269,21 @@ export class RoutingReconciler implements RoutingView {
     this.trackMismatch(s);
   }
 
-  /** A frame of an established session: routing.applied and heartbeats carry the applied hash and reloads. */
-  received(session: AgentSession, message: AgentMessage): void {
-    if (message.type === 'proxy.events') return this.storeEvents(session, message);
-    if (message.type !== 'routing.applied' && message.type !== 'heartbeat') return;
+  /** A heartbeat carries the applied hash and reload counters. */
+  heartbeat(session: AgentSession, message: Heartbeat): void {
+    this.absorb(this.state(session.nodeId), message.routing, message.routing.appliedHash);
+  }
+
+  /** routing.applied: the outcome of a push, with the hash now in place and the reload it cost. */
+  applied(session: AgentSession, message: RoutingApplied): void {
     const s = this.state(session.nodeId);
     const before = s.appliedHash;
-    this.absorb(s, message.routing, message.type === 'routing.applied' && !message.error ? message.hash : message.routing.appliedHash);
-    if (message.type === 'routing.applied') {
-      if (message.error) s.failed++;
-      else s.applied++;
-      this.options.onPush?.(session.nodeName, message.error ? 'failed' : 'applied');
-    }
+    this.absorb(s, message.routing, message.error ? message.routing.appliedHash : message.hash);
+    if (message.error) s.failed++;
+    else s.applied++;
+    this.options.onPush?.(session.nodeName, message.error ? 'failed' : 'applied');
     // An agent with proxy.events reports every reload (also its own repairs) in that message, exactly once.
-    if (message.type === 'routing.applied' && message.reloaded && !session.hasCapability(CAPABILITIES.PROXY_EVENTS)) {
+    if (message.reloaded && !session.hasCapability(CAPABILITIES.PROXY_EVENTS)) {
       void this.options.reloads
         .reloaded({
           nodeId: session.nodeId,
@@ -302,7 +303,7 @@ export class RoutingReconciler implements RoutingView {
    * fails: the agent keeps the events and sends them again (same keys), so
    * nothing is lost and nothing is counted twice.
    */
-  private storeEvents(session: AgentSession, message: ProxyEvents): void {
+  proxyEvents(session: AgentSession, message: ProxyEvents): void {
     const store = this.options.events;
     if (!store) return;
     void store.store(session.nodeId, message.events).then(

@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { createLoop, type Loop, type Logger } from '@tether/common';
-import { CLOSE_CODES, createIdGenerator, formatRetryHint, type AgentMessage } from '@tether/protocol';
+import { CLOSE_CODES, createIdGenerator, formatRetryHint } from '@tether/protocol';
 import type { AgentSession } from './session.js';
 import type { SessionStore } from './session-store.js';
 
@@ -31,8 +31,6 @@ export interface Teardown {
 export interface RegistryEvents {
   opened: [AgentSession];
   closed: [AgentSession, Teardown];
-  /** Every valid frame of an established session, after the session was touched. */
-  message: [AgentSession, AgentMessage];
 }
 
 export class SessionRegistry extends EventEmitter<RegistryEvents> {
@@ -151,11 +149,6 @@ export class SessionRegistry extends EventEmitter<RegistryEvents> {
     this.logger.warn({ node: session.nodeName, nodeId: session.nodeId, sessionId: session.id, code, reason }, 'session closed');
     this.emit('closed', session, teardown);
   };
-
-  /** A valid frame of an established session, after the session was touched: tells every listener. */
-  received(session: AgentSession, message: AgentMessage): void {
-    this.emit('message', session, message);
-  }
 
   /** Closes the node's session, if any (decommission). */
   close(nodeId: string, code: number, reason: string): boolean {

@@ -1,5 +1,5 @@
 import { sanitizeText, type Logger } from '@tether/common';
-import { createIdGenerator, type AgentMessage, type Workload } from '@tether/protocol';
+import { createIdGenerator, type DeployResult, type Heartbeat, type Workload } from '@tether/protocol';
 import { AppError } from '../errors.js';
 import type { PanelEvents } from '../panel-events.js';
 import type { PanelMetrics } from '../panel-metrics.js';
@@ -132,39 +132,48 @@ export class SessionDispatcher implements DeploymentDispatcher {
     }
   }
 
-  /** A frame of an established session: deploy.result ends a deployment, a heartbeat may settle an older one. */
-  async received(session: AgentSession, message: AgentMessage): Promise<void> {
-    try {
-      if (message.type === 'deploy.result') {
-        // Free text from the agent (a crashed container's last output can hold any byte): kept, made storable.
-        const text = sanitizeText(message.reason);
-        const reason = message.code ? `${message.code}: ${text}` : text;
-        if (message.status === 'failed') this.sentDeploys?.deployFailed(session, message.deploymentId);
-        const changed = await this.store.deploymentFinished(message.deploymentId, message.status, reason, session.nodeId);
-        this.awaitingResult.get(session.nodeId)?.delete(message.deploymentId);
-        if (!changed) this.logger.debug({ node: session.nodeName, deploymentId: message.deploymentId }, 'result for a deployment that already ended');
-      } else if (message.type === 'heartbeat') {
-        const waiting = this.awaitingResult.get(session.nodeId);
-        if (!waiting || waiting.size === 0) return;
-        for (const container of message.containers) {
-          // Docker's "running" is not the agent's verdict: a new container is running while the agent still waits
-          // out its min-ready time and health check, and may yet fail them. The session a deployment was delivered
-          // on carries its deploy.result (the agent keeps results across reconnects), so only a deployment from an
-          // earlier session (an agent restart may have lost its result) is settled by a heartbeat, once it is healthy.
-          const deliveredOn = waiting.get(container.deploymentId);
-          if (deliveredOn === undefined || deliveredOn === session.id) continue;
-          if (!containerReady(container)) continue;
-          waiting.delete(container.deploymentId);
-          await this.store.deploymentFinished(container.deploymentId, 'running', `observed running in heartbeat ${message.seq} of session ${session.id}`, session.nodeId);
-        }
+  /** deploy.result ends its deployment. */
+  resultReceived(session: AgentSession, message: DeployResult): Promise<void> {
+    return this.guarded(session, message.type, async () => {
+      // Free text from the agent (a crashed container's last output can hold any byte): kept, made storable.
+      const text = sanitizeText(message.reason);
+      const reason = message.code ? `${message.code}: ${text}` : text;
+      if (message.status === 'failed') this.sentDeploys?.deployFailed(session, message.deploymentId);
+      const changed = await this.store.deploymentFinished(message.deploymentId, message.status, reason, session.nodeId);
+      this.awaitingResult.get(session.nodeId)?.delete(message.deploymentId);
+      if (!changed) this.logger.debug({ node: session.nodeName, deploymentId: message.deploymentId }, 'result for a deployment that already ended');
+    });
+  }
+
+  /** A heartbeat may settle a deployment delivered on an earlier session. */
+  heartbeatSeen(session: AgentSession, message: Heartbeat): Promise<void> {
+    const waiting = this.awaitingResult.get(session.nodeId);
+    if (!waiting || waiting.size === 0) return Promise.resolve();
+    return this.guarded(session, message.type, async () => {
+      for (const container of message.containers) {
+        // Docker's "running" is not the agent's verdict: a new container is running while the agent still waits
+        // out its min-ready time and health check, and may yet fail them. The session a deployment was delivered
+        // on carries its deploy.result (the agent keeps results across reconnects), so only a deployment from an
+        // earlier session (an agent restart may have lost its result) is settled by a heartbeat, once it is healthy.
+        const deliveredOn = waiting.get(container.deploymentId);
+        if (deliveredOn === undefined || deliveredOn === session.id) continue;
+        if (!containerReady(container)) continue;
+        waiting.delete(container.deploymentId);
+        await this.store.deploymentFinished(container.deploymentId, 'running', `observed running in heartbeat ${message.seq} of session ${session.id}`, session.nodeId);
       }
+    });
+  }
+
+  private async guarded(session: AgentSession, type: string, work: () => Promise<void>): Promise<void> {
+    try {
+      await work();
     } catch (err) {
       // The database did not take it in time: the update stays queued in the outbox and is written when it answers.
       if (err instanceof AppError && err.code === 'DATABASE_UNAVAILABLE') {
-        this.logger.warn({ node: session.nodeName, type: message.type }, 'deployment update held until the database answers');
+        this.logger.warn({ node: session.nodeName, type }, 'deployment update held until the database answers');
         return;
       }
-      this.logger.error({ err, node: session.nodeName, type: message.type }, 'deployment update failed');
+      this.logger.error({ err, node: session.nodeName, type }, 'deployment update failed');
     }
   }
 }
