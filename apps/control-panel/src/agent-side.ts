@@ -10,6 +10,7 @@ import type { ProxyEventStore, ReloadRecorder } from './routing/routing-reconcil
 import { DbRoutingMapSource, type RoutingMapSource } from './routing/routing-map.js';
 import { RoutingReconciler } from './routing/routing-reconciler.js';
 import { FrameRouter } from './sessions/frame-router.js';
+import type { SessionGenerations } from './sessions/generations.js';
 import { SessionRegistry } from './sessions/registry.js';
 import { SessionDispatcher } from './sessions/session-dispatcher.js';
 import type { SessionFactOutbox } from './session-writes/outbox.js';
@@ -110,6 +111,8 @@ export function createAgentSide(deps: {
   events: PanelEvents;
   metrics: PanelMetrics;
   logger: Logger;
+  /** Several panels: the generation each session's claim took (the cluster sets them, the registry reads them). */
+  generations?: SessionGenerations;
 }): AgentSide {
   const { config, store, events, metrics, logger } = deps;
   const registry = new SessionRegistry({
@@ -118,6 +121,7 @@ export function createAgentSide(deps: {
     pingIntervalMs: config.sessions.pingIntervalMs,
     lastSeenFlushMs: config.sessions.lastSeenFlushMs,
     restartOpensPerSec: config.sessions.restartOpensPerSec,
+    ...(deps.generations ? { generations: deps.generations } : {}),
   });
   const workloads = new WorkloadSync(registry, store, logger);
   const dispatcher = new SessionDispatcher({ registry, store, events, logger, metrics, sentDeploys: workloads });

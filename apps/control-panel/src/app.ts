@@ -4,6 +4,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { MAX_PAYLOAD_BYTES } from '@tether/protocol';
 import { NodeAuthenticator } from './agent-gateway/authenticate.js';
 import { agentGateway } from './agent-gateway/gateway.js';
+import { SessionGenerations } from './sessions/generations.js';
 import { createAgentSide, type AgentSide } from './agent-side.js';
 import type { PanelConfig } from './config.js';
 import type { Db } from './db/database.js';
@@ -122,6 +123,10 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   });
 
   const store = new OutboxSessionStore(deps.prisma, outbox, db.connectTimeoutMs + db.queryTimeoutMs);
+  // Several panels on one database: lease, claims before welcome, signals, shared reports, dispatch across panels.
+  const databaseUrl = deps.databaseUrl ?? deps.config.databaseUrl;
+  // Made before both sides: the cluster records each claim's generation, the registry fences session facts with it.
+  const generations = new SessionGenerations();
   const agents = createAgentSide({
     config: deps.config,
     prisma: deps.prisma,
@@ -131,14 +136,14 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     metrics,
     logger: app.log,
     ...(deps.routingMaps ? { maps: deps.routingMaps } : {}),
+    ...(databaseUrl ? { generations } : {}),
   });
   app.decorate('agentSide', agents);
-  // Several panels on one database: lease, claims before welcome, signals, shared reports, dispatch across panels.
-  const databaseUrl = deps.databaseUrl ?? deps.config.databaseUrl;
   let dispatcher: DeploymentDispatcher = deps.dispatcher ?? agents.dispatcher;
   let cluster: PanelCluster | undefined;
   if (databaseUrl) {
-    // The dispatcher is made after the cluster; the cluster calls it only once started.
+    // The cross-panel dispatcher needs the cluster's lease and signals, so it is made after it and the
+    // cluster's deployment signals are routed to it (deployTo) before the cluster starts.
     const made: PanelCluster = new PanelCluster({
       prisma: deps.prisma,
       databaseUrl,
@@ -153,9 +158,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       events,
       outbox,
       logger: app.log,
-      onDeployRequest: (id) => void cross.requested(id),
-      onDeployed: (id, outcome) => cross.answered(id, outcome),
-      onRescan: () => void cross.rescan().catch((err: unknown) => app.log.warn({ err }, 'deployment rescan failed')),
+      generations,
     });
     cluster = made;
     const cross = new ClusterDispatcher({
@@ -168,8 +171,8 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       ackTimeoutMs: deps.config.sessions.ackTimeoutMs,
       logger: app.log,
     });
+    made.deployTo(cross);
     dispatcher = cross;
-    agents.registry.generationOf = (sessionId) => made.generationOf(sessionId);
   }
   app.decorate('cluster', cluster);
   // No internal URL configured: the address this panel listens on (unless a wildcard, which no other panel can dial).

@@ -4,6 +4,7 @@ import { healthOf, sqlOf, type Db } from '../db/database.js';
 import { AppError } from '../errors.js';
 import type { PanelEvents } from '../panel-events.js';
 import type { FrameRouter } from '../sessions/frame-router.js';
+import type { SessionGenerations } from '../sessions/generations.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import type { AgentSession } from '../sessions/session.js';
 import { EXPIRED_OWNER_REASON } from '../session-writes/facts.js';
@@ -33,14 +34,20 @@ export interface ClusterOptions extends PanelLeaseOptions {
   frames: FrameRouter;
   events: PanelEvents;
   outbox: SessionFactOutbox;
-  /** A deployment another panel asked this one to send (its owner). */
-  onDeployRequest: (deploymentId: string) => void;
-  /** A deployment this panel asked another to send reached its next state (`outcome`: as the owner's signal says it). */
-  onDeployed: (deploymentId: string, outcome?: string) => void;
-  /** LISTEN (re)connected: deployments of owned nodes that may have been signalled meanwhile. */
-  onRescan: () => void;
+  /** Where the generation each session of this panel claimed is kept (the registry reads it). */
+  generations: SessionGenerations;
   /** Bound on asking another panel (connect and answer headers; a live report's whole answer). */
   peerTimeoutMs: number;
+}
+
+/** What deployment signals drive: the cross-panel dispatcher (cluster-dispatcher.ts). */
+export interface DeploySignals {
+  /** A deployment another panel asked this one to send (its owner). */
+  requested(deploymentId: string): void;
+  /** A deployment this panel asked another to send reached its next state (`outcome`: as the owner's signal says it). */
+  answered(deploymentId: string, outcome?: string): void;
+  /** LISTEN (re)connected: deployments of owned nodes that may have been signalled meanwhile. */
+  rescan(): Promise<void>;
 }
 
 export class PanelCluster {
@@ -53,8 +60,9 @@ export class PanelCluster {
   readonly logs: OwnerLogs;
   readonly signals: PanelSignals;
   readonly reports: NodeReportWriter;
-  /** The generation each live session of this panel claimed. */
-  private readonly generations = new Map<string, number>();
+  private readonly generations: SessionGenerations;
+  /** Where deployment signals go (the cross-panel dispatcher, made after the cluster: deployTo). */
+  private deploys: DeploySignals | null = null;
   private sweeping = false;
   /** Nodes whose session another live panel holds, as of this panel's last renewal (per-node metrics are theirs). */
   private elsewhere: ReadonlySet<string> = new Set();
@@ -69,6 +77,7 @@ export class PanelCluster {
 
   constructor(private readonly options: ClusterOptions) {
     const { prisma, databaseUrl, panelId, logger } = options;
+    this.generations = options.generations;
     // A secret per run, its hash with the lease row: other panels check it there (peer-credentials.ts).
     const secret = new PanelSecret(panelId);
     this.lease = new PanelLease({ ...options, secretHash: secret.hash });
@@ -101,6 +110,11 @@ export class PanelCluster {
   connectedElsewhere(nodeId: string): RemoteReport | undefined {
     const r = this.reportsSeen.get(nodeId);
     return r && r.state === 'connected' && r.panelId !== this.panelId && this.livePanels.has(r.panelId) ? r : undefined;
+  }
+
+  /** Deployment signals go to `target` from now on (set once, before start). */
+  deployTo(target: DeploySignals): void {
+    this.deploys = target;
   }
 
   generationOf(sessionId: string): number | undefined {
@@ -204,12 +218,12 @@ export class PanelCluster {
         }
         break;
       case 'deploy':
-        if (signal.panel === this.panelId) for (const id of signal.ids) this.options.onDeployRequest(id);
+        if (signal.panel === this.panelId) for (const id of signal.ids) this.deploys?.requested(id);
         break;
       case 'deployed':
         for (const entry of signal.ids) {
           const [id, outcome] = entry.split('/');
-          if (id) this.options.onDeployed(id, outcome);
+          if (id) this.deploys?.answered(id, outcome);
         }
         break;
       case 'routing': {
@@ -248,7 +262,7 @@ export class PanelCluster {
         const owned = this.options.registry.list().map((s) => s.nodeId);
         if (owned.length > 0) this.options.events.emit('routing.changed', { nodeIds: owned, reason: 'rescan after LISTEN reconnected', remote: true });
       }
-      this.options.onRescan();
+      void this.deploys?.rescan().catch((err: unknown) => this.options.logger.warn({ err }, 'deployment rescan failed'));
     } catch (err) {
       this.options.logger.warn({ err }, 'rescan after LISTEN reconnect failed');
     }

@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import { createLoop, type Loop, type Logger } from '@tether/common';
 import { CLOSE_CODES, createIdGenerator, formatRetryHint } from '@tether/protocol';
 import type { AgentSession } from './session.js';
+import type { SessionGenerations } from './generations.js';
 import type { SessionStore } from './session-store.js';
 
 // The connected map. It holds only sessions that carried a frame within the
@@ -15,6 +16,8 @@ export interface RegistryOptions {
   lastSeenFlushMs: number;
   /** Sizes the retry window a planned stop hints (absent: 1,500 a second). */
   restartOpensPerSec?: number;
+  /** The generation each session's claim took (several panels); absent: none, as on a lone panel. */
+  generations?: Pick<SessionGenerations, 'get'>;
 }
 
 /** Bounds of the hinted window: one agent still waits up to 1 s; a huge fleet is not told to wait minutes. */
@@ -42,8 +45,6 @@ export class SessionRegistry extends EventEmitter<RegistryEvents> {
   private readonly flushLoop: Loop;
   private readonly store: SessionStore;
   private readonly logger: Logger;
-  /** The generation a session's claim took (set when several panels share the database: ownership/cluster.ts). */
-  generationOf: (sessionId: string) => number | undefined = () => undefined;
 
   constructor(private readonly options: RegistryOptions) {
     super();
@@ -118,7 +119,7 @@ export class SessionRegistry extends EventEmitter<RegistryEvents> {
     // The newer session always wins: the old one is closed first, as superseded, so the node never reads unreachable.
     this.sessions.get(session.nodeId)?.teardown(CLOSE_CODES.SUPERSEDED, `superseded by session ${session.id}`);
     this.sessions.set(session.nodeId, session);
-    const generation = this.generationOf(session.id);
+    const generation = this.options.generations?.get(session.id);
     this.write(session.nodeId, () =>
       this.store.sessionOpened({ nodeId: session.nodeId, sessionId: session.id, at: new Date(session.openedAt), ...(generation === undefined ? {} : { generation }) }),
     );
@@ -132,7 +133,7 @@ export class SessionRegistry extends EventEmitter<RegistryEvents> {
     if (current) this.sessions.delete(session.nodeId);
     const superseded = code === CLOSE_CODES.SUPERSEDED || !current;
     const teardown: Teardown = { nodeId: session.nodeId, sessionId: session.id, code, reason, at: session.closed?.at ?? Date.now() };
-    const generation = this.generationOf(session.id);
+    const generation = this.options.generations?.get(session.id);
     if (!superseded) this.teardowns.set(session.nodeId, teardown);
     this.write(session.nodeId, () =>
       this.store.sessionClosed({
