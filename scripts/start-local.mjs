@@ -3,7 +3,8 @@
 // plus one local agent registered as node `local`. Prints the panel URL and an
 // operator token. With a Docker engine, it also deploys a sample service
 // (`hello`, team `local`) on the first start and says how to reach it; without
-// one it says why containers cannot run. Ctrl-C stops both.
+// one it says why containers cannot run. Ctrl-C stops both; `npm run reset`
+// (reset-local.mjs) stops them too and removes what they made.
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -11,11 +12,19 @@ import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { URLSearchParams, fileURLToPath } from 'node:url';
+import { URLSearchParams } from 'node:url';
+import { LOCAL_NODE, dataDir, docker, dockerStatus, isOurs, readRunning, root, runningFile } from './local-common.mjs';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const dataDir = path.resolve(process.env.TETHER_DATA_DIR ?? path.join(root, '.tether'));
+const previous = readRunning();
+if (previous && isOurs(previous.launcher)) {
+  console.error(`✖ Tether already runs from ${root} (launcher pid ${previous.launcher}): stop it with Ctrl-C where it runs, or \`npm run reset\` to stop it and start empty`);
+  process.exit(1);
+}
 mkdirSync(dataDir, { recursive: true, mode: 0o755 });
+
+// The children's output goes through this process (the panel's through a pipe), so they cannot tell whether a
+// person reads it: the launcher decides from its own terminal and says so (docs/operations.md, "Logs").
+const logFormat = process.env.TETHER_LOG_FORMAT ?? (process.stdout.isTTY ? 'pretty' : 'json');
 
 // The launcher owns one operator token for local use, so it can print it on every start.
 const adminTokenFile = path.join(dataDir, 'admin-token');
@@ -28,56 +37,23 @@ const children = [];
 function stopAll(signal = 'SIGTERM') {
   for (const child of children) if (child.exitCode === null) child.kill(signal);
 }
+/** What runs now, for `npm run reset` (it stops these before it removes anything). */
+function writeRunning() {
+  const pids = { launcher: process.pid, children: children.map((c) => c.pid).filter(Boolean), startedAt: new Date().toISOString() };
+  writeFileSync(runningFile, `${JSON.stringify(pids)}\n`);
+}
+process.on('exit', () => {
+  try {
+    if (JSON.parse(readFileSync(runningFile, 'utf8')).launcher === process.pid) rmSync(runningFile, { force: true });
+  } catch {
+    // Already gone (a reset removed the data directory).
+  }
+});
 for (const signal of ['SIGINT', 'SIGTERM']) {
   process.on(signal, () => {
     stopAll(signal);
     setTimeout(() => process.exit(0), 8_000).unref();
   });
-}
-
-// The engine the local agent uses: DOCKER_HOST when it names a unix socket (the agent reads it too), else the default.
-const dockerSocket = process.env.DOCKER_HOST?.startsWith('unix://') ? process.env.DOCKER_HOST.slice('unix://'.length) : '/var/run/docker.sock';
-
-/** One Docker Engine API call over the socket; rejects on a transport error or after `timeoutMs`. */
-function docker(method, apiPath, { body, contentType = 'application/json', timeoutMs = 10_000 } = {}) {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ socketPath: dockerSocket, method, path: apiPath, headers: body ? { 'content-type': contentType } : {} }, (res) => {
-      const chunks = [];
-      res.on('data', (c) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let json = null;
-        try {
-          json = text ? JSON.parse(text) : null;
-        } catch {
-          // Not JSON (a ping's "OK", an import's progress stream): keep the text.
-        }
-        resolve({ status: res.statusCode ?? 0, text, json });
-      });
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.setTimeout(timeoutMs, () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
-    if (typeof body === 'string') req.end(body);
-    else if (body) body.pipe(req);
-    else req.end();
-  });
-}
-
-/** Whether the engine answers, and if not, why (said to the user as is). */
-async function dockerStatus() {
-  try {
-    const res = await docker('GET', '/_ping', { timeoutMs: 2_000 });
-    if (res.status === 200) return { available: true, why: null };
-    return { available: false, why: `the Docker engine at ${dockerSocket} answered /_ping with ${res.status}` };
-  } catch (err) {
-    const why = {
-      ENOENT: `no Docker engine: ${dockerSocket} does not exist (install Docker, e.g. apt-get install docker.io, and start dockerd)`,
-      ECONNREFUSED: `no Docker engine listening on ${dockerSocket} (is dockerd running?)`,
-      EACCES: `no permission to use ${dockerSocket} (run as root or join the docker group)`,
-    }[err.code];
-    return { available: false, why: why ?? `the Docker engine at ${dockerSocket} did not answer: ${err.message}` };
-  }
 }
 
 async function api(url, method, pathName, body) {
@@ -93,18 +69,19 @@ async function api(url, method, pathName, body) {
 async function localNodeToken(url) {
   const file = path.join(dataDir, 'local-node.json');
   if (existsSync(file)) return JSON.parse(readFileSync(file, 'utf8')).token;
-  const res = await api(url, 'POST', '/v1/nodes', { name: 'local' });
+  const res = await api(url, 'POST', '/v1/nodes', { name: LOCAL_NODE });
   if (res.status !== 201) {
     throw new Error(
-      `could not register node "local" (${res.status} ${JSON.stringify(res.body)}); its token is not in ${file}: ` +
-        `decommission it (DELETE /v1/nodes/<id>) and use a new data directory, or remove ${dataDir}`,
+      `could not register node "${LOCAL_NODE}" (${res.status} ${JSON.stringify(res.body)}); its token is not in ${file}, ` +
+        'so the database was kept from an earlier start whose data directory is gone. Run `npm run reset` (it stops what runs and ' +
+        'removes the local data wherever it lives, also the embedded PostgreSQL kept under /var/lib/tether/postgres), then `npm start`',
     );
   }
   writeFileSync(file, JSON.stringify({ id: res.body.id, token: res.body.token }), { mode: 0o600 });
   return res.body.token;
 }
 
-const panelEnv = { ...process.env, TETHER_DATA_DIR: dataDir, TETHER_ADMIN_TOKEN: adminToken };
+const panelEnv = { ...process.env, TETHER_DATA_DIR: dataDir, TETHER_ADMIN_TOKEN: adminToken, TETHER_LOG_FORMAT: logFormat };
 // The panel's node flags are the image's (docs/operations.md, "Node flags").
 const panel = spawn(process.execPath, ['--max-semi-space-size=32', path.join(root, 'apps', 'control-panel', 'dist', 'main.js')], {
   cwd: root,
@@ -112,6 +89,7 @@ const panel = spawn(process.execPath, ['--max-semi-space-size=32', path.join(roo
   stdio: ['ignore', 'pipe', 'inherit'],
 });
 children.push(panel);
+writeRunning();
 panel.on('exit', (code) => {
   stopAll();
   process.exit(code ?? 1);
@@ -182,7 +160,8 @@ async function startAgent(url) {
     ...process.env,
     TETHER_PANEL_URL: url,
     TETHER_NODE_TOKEN: token,
-    TETHER_NODE_NAME: 'local',
+    TETHER_NODE_NAME: LOCAL_NODE,
+    TETHER_LOG_FORMAT: logFormat,
     TETHER_STATE_DIR: path.join(dataDir, 'agent'),
     TETHER_RUNTIME: process.env.TETHER_RUNTIME ?? (engine.available ? 'docker' : 'none'),
     ...proxy.env,
@@ -193,6 +172,7 @@ async function startAgent(url) {
     stdio: ['ignore', 'inherit', 'inherit'],
   });
   children.push(agent);
+  writeRunning();
   agent.on('exit', (code, signal) => {
     if (signal !== 'SIGTERM' && signal !== 'SIGINT') console.error(`local agent exited (${code ?? signal})`);
   });
@@ -205,6 +185,8 @@ async function startAgent(url) {
       ` Operator token:       ${adminToken}`,
       ` Local agent:          node "local", runtime ${agentEnv.TETHER_RUNTIME}, proxy ${agentEnv.TETHER_PROXY ?? 'none'}${proxy.httpPort ? ` (Caddy on 127.0.0.1:${proxy.httpPort})` : ''}`,
       ` Try: curl -H "Authorization: Bearer ${adminToken}" ${url}/v1/sessions`,
+      ` CLI:  echo ${adminToken} | npx tether login ${url}   then: npx tether status`,
+      ' Start again from nothing: Ctrl-C, then npm run reset (add -- --volumes to drop volumes too)',
       '────────────────────────────────────────────────────────────',
       '',
     ].join('\n'),

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The root commands (README): `npm start`, `npm test`, `npm run build`.
+// The root commands (README): `npm start`, `npm test`, `npm run build`, `npm run reset`.
 // Works on a fresh machine with only Node 20 and npm: it fetches pnpm through
 // npx when it is not installed, installs the workspace, builds, then runs.
 import { spawn, spawnSync } from 'node:child_process';
@@ -134,7 +134,10 @@ else if (command === 'build') {
   install();
   build();
 } else if (command === 'start') await start();
-else {
-  console.error('usage: node scripts/tether.mjs start|test|build');
+else if (command === 'reset') {
+  // Neither installs nor builds: a reset must work whatever state the checkout is in.
+  process.exit(run(process.execPath, [path.join(root, 'scripts', 'reset-local.mjs'), ...process.argv.slice(3)]));
+} else {
+  console.error('usage: node scripts/tether.mjs start|test|build|reset');
   process.exit(2);
 }

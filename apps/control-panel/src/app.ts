@@ -1,6 +1,7 @@
 import path from 'node:path';
 import websocket from '@fastify/websocket';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { PANEL_VERSION_HEADER } from '@tether/common';
 import { MAX_PAYLOAD_BYTES } from '@tether/protocol';
 import { NodeAuthenticator } from './agent-gateway/authenticate.js';
 import { agentGateway } from './agent-gateway/gateway.js';
@@ -14,6 +15,7 @@ import { AppError, ErrorBodySchema } from './errors.js';
 import { authPlugin } from './http/auth.js';
 import { deploymentEventRoutes } from './http/deployment-events.js';
 import { createFleet } from './dashboard/fleet.js';
+import { cliDownloadRoutes } from './http/cli-download.js';
 import { dashboardRoutes } from './http/dashboard.js';
 import { deploymentRoutes } from './http/deployments.js';
 import { edgeServerOptions, installJsonBodyParser, refuseContentEncodings } from './http/edges.js';
@@ -192,6 +194,10 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     await cluster?.start();
     agents.start();
   });
+  // Every answer names the panel's version: the CLI refuses a panel it does not fit before trusting an answer.
+  app.addHook('onRequest', async (_request, reply) => {
+    reply.header(PANEL_VERSION_HEADER, PANEL_VERSION);
+  });
   // A request arriving while the panel stops (a rolling restart) answers 503 NOT_READY, like /readyz, in the API's shape.
   let closing = false;
   app.addHook('onRequest', async () => {
@@ -271,6 +277,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     },
   });
   await app.register(metricsRoutes, { metrics });
+  await app.register(cliDownloadRoutes);
   const api: ApiDeps = { prisma: deps.prisma, events, dispatcher };
   await app.register(teamRoutes, { prefix: '/v1', ...api });
   await app.register(tokenRoutes, { prefix: '/v1', ...api });

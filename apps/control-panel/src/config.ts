@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import Type from 'typebox';
+import { LogFormatSchema, type LogFormat } from '@tether/common/logging';
 import { ConfigError, parseEnv } from '@tether/common';
 import { MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, TIMING_DEFAULTS, pinnedProtocolRange, type ProtocolRange } from '@tether/protocol';
 
@@ -25,6 +26,8 @@ const EnvSchema = Type.Object({
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)),
     { default: 'info' },
   ),
+  /** auto: readable lines on a terminal, JSON lines otherwise (docs/operations.md, "Logs"). */
+  TETHER_LOG_FORMAT: LogFormatSchema,
   TETHER_SESSION_IDLE_MS: Ms(TIMING_DEFAULTS.panelIdleTimeoutMs),
   TETHER_PING_INTERVAL_MS: Ms(TIMING_DEFAULTS.pingIntervalMs),
   TETHER_HEARTBEAT_INTERVAL_MS: Ms(TIMING_DEFAULTS.heartbeatIntervalMs),
@@ -95,6 +98,7 @@ export interface PanelConfig {
   embeddedPgPort: number;
   adminToken: string | undefined;
   logLevel: string;
+  logFormat: LogFormat;
   /** How often API tokens' last-used times are written (in batches). */
   tokenLastUsedFlushMs: number;
   /** How long a verified token is honoured from memory while the database cannot answer (0: never). */
@@ -173,6 +177,7 @@ export function loadConfig(env: Record<string, string | undefined>): PanelConfig
     embeddedPgPort: e.TETHER_EMBEDDED_PG_PORT,
     adminToken: e.TETHER_ADMIN_TOKEN,
     logLevel: e.TETHER_LOG_LEVEL,
+    logFormat: e.TETHER_LOG_FORMAT,
     tokenLastUsedFlushMs: e.TETHER_TOKEN_LAST_USED_FLUSH_MS,
     tokenCacheMs: e.TETHER_TOKEN_CACHE_MS,
     db: {

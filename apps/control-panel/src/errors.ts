@@ -19,6 +19,7 @@ export const ERROR_CATALOG = defineErrorCatalog({
   UNAUTHORIZED: { status: 401, message: 'a valid bearer token is required' },
   FORBIDDEN: { status: 403, message: 'this token may not do that' },
   NOT_FOUND: { status: 404, message: 'no such resource' },
+  CLI_UNAVAILABLE: { status: 404, message: 'this panel does not carry the tether CLI' },
   REQUEST_TIMEOUT: { status: 408, message: 'the request was not received in time' },
   CONFLICT: { status: 409, message: 'the resource already exists' },
   DOMAIN_TAKEN: { status: 409, message: 'the domain is already attached to a service' },

@@ -1,5 +1,5 @@
-import { pino } from 'pino';
 import { runMain } from '@tether/common';
+import { createLogger } from '@tether/common/logging';
 import { isEmbeddedPostgresError, type StartupErrorCode } from '@tether/embedded-postgres';
 import { loadConfig, type PanelConfig } from './config.js';
 import { startPanel } from './server.js';
@@ -30,7 +30,7 @@ function fixableStartFailure(err: unknown, config: PanelConfig): string | undefi
 runMain(
   () => loadConfig(process.env),
   async (config) => {
-    const logger = pino({ level: config.logLevel });
+    const logger = createLogger({ level: config.logLevel, format: config.logFormat });
     let panel;
     try {
       panel = await startPanel(config, { logger, print: (text) => console.log(text) });

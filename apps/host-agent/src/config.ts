@@ -1,5 +1,6 @@
 import path from 'node:path';
 import Type from 'typebox';
+import { LogFormatSchema, type LogFormat } from '@tether/common/logging';
 import { ConfigError, parseEnv } from '@tether/common';
 import { MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, pinnedProtocolRange, type ProtocolRange } from '@tether/protocol';
 import { CONTAINER_LOG_DEFAULTS, DEFAULT_RESTART_POLICY, DEFAULT_RUNTIME_TIMING, type ContainerLogOptions, type RestartPolicy, type RuntimeTiming } from './runtime/settings.js';
@@ -27,6 +28,8 @@ const EnvSchema = Type.Object({
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)),
     { default: 'info' },
   ),
+  /** auto: readable lines on a terminal, JSON lines otherwise (docs/operations.md, "Logs"). */
+  TETHER_LOG_FORMAT: LogFormatSchema,
   /** Overrides of what `welcome` says; unset means "use the panel's". */
   TETHER_AGENT_IDLE_MS: Type.Optional(Type.Integer({ minimum: 10, maximum: 86_400_000 })),
   TETHER_HEARTBEAT_INTERVAL_MS: Type.Optional(Type.Integer({ minimum: 10, maximum: 86_400_000 })),
@@ -106,6 +109,7 @@ export interface AgentConfig {
   nodeName: string | undefined;
   stateDir: string;
   logLevel: string;
+  logFormat: LogFormat;
   overrides: { agentIdleTimeoutMs?: number; heartbeatIntervalMs?: number };
   /** The metrics endpoint; null = off (the default). */
   metrics: { host: string; port: number } | null;
@@ -197,6 +201,7 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
     nodeName: e.TETHER_NODE_NAME,
     stateDir,
     logLevel: e.TETHER_LOG_LEVEL,
+    logFormat: e.TETHER_LOG_FORMAT,
     overrides: {
       ...(e.TETHER_AGENT_IDLE_MS !== undefined ? { agentIdleTimeoutMs: e.TETHER_AGENT_IDLE_MS } : {}),
       ...(e.TETHER_HEARTBEAT_INTERVAL_MS !== undefined ? { heartbeatIntervalMs: e.TETHER_HEARTBEAT_INTERVAL_MS } : {}),

@@ -1,9 +1,10 @@
 import { mkdir } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { pino, type Logger } from 'pino';
+import type { Logger } from 'pino';
 import { createAgent, type Agent } from './agent.js';
 import { runMain } from '@tether/common';
+import { createLogger } from '@tether/common/logging';
 import { loadConfig, type AgentConfig } from './config.js';
 import { startHealthFile } from './health-file.js';
 import { startAgentMetrics } from './metrics/index.js';
@@ -59,7 +60,7 @@ function controllers(
 runMain(
   () => loadConfig(process.env),
   async (config) => {
-    const logger = pino({ level: config.logLevel });
+    const logger = createLogger({ level: config.logLevel, format: config.logFormat });
     const nodeName = config.nodeName ?? os.hostname();
     const ref: { agent?: Agent } = {};
     const journal = config.proxy.kind === 'none' ? undefined : await EventJournal.open(path.join(config.stateDir, 'proxy-events.json'), { logger });

@@ -1,9 +1,12 @@
 import { Agent, request, type Dispatcher } from 'undici';
+import { PANEL_VERSION_HEADER } from '@tether/common';
 import { apiError, CliError } from './errors.js';
 import type { Credentials } from './credentials.js';
+import { CLI_VERSION, checkPanelVersion } from './version.js';
 
 // The panel's REST API over undici. Error answers become CliErrors carrying
-// the panel's code; a panel that does not answer is PANEL_UNREACHABLE.
+// the panel's code; a panel that does not answer is PANEL_UNREACHABLE; a panel
+// whose version does not fit this CLI's is VERSION_MISMATCH (its first answer decides).
 
 export interface ClientOptions {
   /** Connect and headers timeout for ordinary calls. */
@@ -13,6 +16,7 @@ export interface ClientOptions {
 export class ApiClient {
   private readonly base: string;
   private readonly dispatcher: Dispatcher;
+  private versionChecked = false;
 
   constructor(
     private readonly credentials: Credentials,
@@ -52,18 +56,29 @@ export class ApiClient {
   }
 
   private async send(method: Dispatcher.HttpMethod, path: string, options: { body?: unknown; accept: string; signal?: AbortSignal }) {
-    const headers: Record<string, string> = { authorization: `Bearer ${this.credentials.token}`, accept: options.accept };
+    const headers: Record<string, string> = { authorization: `Bearer ${this.credentials.token}`, accept: options.accept, 'user-agent': `tether-cli/${CLI_VERSION}` };
     let payload: string | undefined;
     if (options.body !== undefined) {
       payload = JSON.stringify(options.body);
       headers['content-type'] = 'application/json';
     }
+    let res: Dispatcher.ResponseData;
     try {
-      return await request(`${this.base}${path}`, { method, headers, body: payload, dispatcher: this.dispatcher, signal: options.signal });
+      res = await request(`${this.base}${path}`, { method, headers, body: payload, dispatcher: this.dispatcher, signal: options.signal });
     } catch (err) {
       if (options.signal?.aborted) throw err;
       throw new CliError('PANEL_UNREACHABLE', `cannot reach the panel at ${this.base}: ${(err as Error).message}`, { cause: err });
     }
+    if (!this.versionChecked) {
+      try {
+        checkPanelVersion(this.base, res.headers[PANEL_VERSION_HEADER]);
+      } catch (err) {
+        await res.body.dump().catch(() => undefined);
+        throw err;
+      }
+      this.versionChecked = true;
+    }
+    return res;
   }
 }
 

@@ -23,6 +23,7 @@ export const CLI_ERRORS = defineErrorCatalog({
   WAIT_ENDED: { exit: EXIT.WAIT_ENDED, meaning: '--wait ended before the deployment was final' },
   STREAM_LOST: { exit: EXIT.API_ERROR, meaning: 'an event or log stream ended without saying why' },
   CONFIG_UNREADABLE: { exit: EXIT.API_ERROR, meaning: 'the stored credentials cannot be read or written' },
+  VERSION_MISMATCH: { exit: EXIT.API_ERROR, meaning: "the panel's version does not fit this CLI's (or the server does not say one): install the panel's own CLI from <panel>/cli/tether-cli.tgz" },
 });
 export const CLI_CODES = catalogCodes(CLI_ERRORS);
 export type CliCode = keyof typeof CLI_ERRORS;

@@ -1,4 +1,5 @@
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { createServer as createHttpServer } from 'node:http';
 import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -9,6 +10,7 @@ import { loadCredentials, saveCredentials } from '../src/credentials.js';
 import { readCliEnv } from '../src/env.js';
 import { CLI_ERRORS, EXIT } from '../src/errors.js';
 import { main } from '../src/main.js';
+import { CLI_VERSION } from '../src/version.js';
 
 // The CLI's own parts: argument errors, exit codes, the stored credentials,
 // and the stream parsers. The end-to-end runs (real panel, agent, Docker) are
@@ -60,6 +62,43 @@ describe('tether CLI', () => {
     const down = await run(['services', '--json'], { TETHER_URL: `http://127.0.0.1:${port}`, TETHER_TOKEN: 'tth_cu_x' });
     expect(down.code).toBe(4);
     expect(JSON.parse(down.stdout)).toEqual({ error: { code: 'PANEL_UNREACHABLE', message: expect.stringContaining('cannot reach the panel') } });
+  });
+
+  it("refuses a panel whose version does not fit, and a server that names none, saying both versions and where the panel's CLI is", async () => {
+    // A real panel is always this CLI's version: the other versions come from a server that says it is one.
+    let version: string | undefined;
+    let asked = 0;
+    const server = createHttpServer((req, res) => {
+      asked += 1;
+      res.writeHead(200, { 'content-type': 'application/json', ...(version ? { 'x-tether-panel-version': version } : {}) });
+      res.end('[]');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    const env = { TETHER_URL: url, TETHER_TOKEN: 'tth_cu_x' };
+    try {
+      version = '0.2.0';
+      const newer = await run(['services', '--json'], env);
+      expect(newer.code).toBe(EXIT.API_ERROR);
+      expect(JSON.parse(newer.stdout)).toMatchObject({ error: { code: 'VERSION_MISMATCH' } });
+      expect(newer.stderr).toBe(
+        `tether: this tether CLI is version ${CLI_VERSION} and the panel at ${url} is version 0.2.0: they do not fit (this CLI works with panels 0.1.x); ` +
+          `install the panel's own CLI: npm install -g ${url}/cli/tether-cli.tgz\n`,
+      );
+      version = undefined;
+      const none = await run(['services'], env);
+      expect(none.code).toBe(EXIT.API_ERROR);
+      expect(none.stderr).toMatch(/does not say its Tether version \(no x-tether-panel-version header\)/);
+      version = '0.1.9';
+      expect(await run(['services'], env)).toMatchObject({ code: 0, stderr: '' });
+      expect(asked).toBe(3);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
+  it('its version is the package version', () => {
+    expect(CLI_VERSION).toBe(JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version);
   });
 
   it('every error code has a documented exit code', () => {

@@ -11,3 +11,4 @@ export * from './schema.js';
 export * from './sleep.js';
 export * from './text.js';
 export * from './prometheus.js';
+export * from './versions.js';

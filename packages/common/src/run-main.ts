@@ -2,7 +2,11 @@ import { ConfigError } from './env.js';
 
 // The process shape both apps share: read the configuration (a bad one is
 // exit 2 with every problem named), start, and on SIGINT or SIGTERM stop once
-// and exit 0. Anything thrown while starting is exit 1.
+// and exit 0. Anything thrown while starting is exit 1. Signals that arrive
+// while it stops are ignored: Ctrl-C reaches a launcher's children from the
+// terminal and again from the launcher, and dying at the second one would
+// leave the embedded PostgreSQL running without its panel (SIGKILL still ends
+// a stop that hangs).
 
 export interface Running {
   stop(signal: string): Promise<void>;
@@ -36,8 +40,8 @@ export function runMain<C>(load: () => C, start: (config: C) => Promise<Running>
         },
       );
   };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
   state.started = start(config);
   state.started.catch((err: unknown) => {
     console.error(err);

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 
 const fixture = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures', 'service.mjs');
 
-function run(env: Record<string, string>, signal?: NodeJS.Signals) {
+function run(env: Record<string, string>, signal?: NodeJS.Signals, again?: NodeJS.Signals) {
   return new Promise<{ code: number | null; out: string }>((resolve) => {
     const child = spawn(process.execPath, [fixture], { env: { PATH: process.env.PATH, ...env } });
     let out = '';
@@ -15,6 +15,8 @@ function run(env: Record<string, string>, signal?: NodeJS.Signals) {
       if (signal && !signalled && out.includes('started')) {
         signalled = true;
         child.kill(signal);
+        // A second signal while it stops (as a launcher forwards a Ctrl-C the terminal sent too).
+        if (again) setTimeout(() => child.kill(again), 100);
       }
     };
     child.stdout.on('data', collect);
@@ -39,6 +41,13 @@ describe('runMain', () => {
   it.each(['SIGTERM', 'SIGINT'] as const)('stops once and exits 0 on %s', async (signal) => {
     const { code, out } = await run({}, signal);
     expect(out).toContain(`stopped on ${signal}`);
+    expect(code).toBe(0);
+  });
+
+  it('a second signal while it stops does not cut the stop short', async () => {
+    const { code, out } = await run({ STOP_MS: '600' }, 'SIGINT', 'SIGINT');
+    expect(out).toContain('stopped on SIGINT');
+    expect(out).not.toContain('[signal');
     expect(code).toBe(0);
   });
 });

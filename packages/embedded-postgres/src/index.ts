@@ -86,9 +86,17 @@ async function assertDiskSpace(dataDir: string): Promise<void> {
  * else a stable folder under /var/lib/tether/postgres named after the request.
  */
 function reachableDataDir(requested: string, user: OsUser): string {
-  if (canTraverse(user, path.dirname(path.dirname(requested)))) return requested;
-  const id = createHash('sha256').update(requested).digest('hex').slice(0, 12);
-  return path.join(ROOT_DATA_DIR, `${path.basename(path.dirname(requested)).replace(/^\.+/, '') || 'data'}-${id}`);
+  return canTraverse(user, path.dirname(path.dirname(requested))) ? requested : movedDataDir(requested);
+}
+
+/**
+ * Where root keeps the cluster asked for at `requested` when the `postgres` user cannot reach it: the same
+ * folder on every start from that path (`npm run reset` removes it even after `./.tether` is gone).
+ */
+export function movedDataDir(requested: string): string {
+  const resolved = path.resolve(requested);
+  const id = createHash('sha256').update(resolved).digest('hex').slice(0, 12);
+  return path.join(ROOT_DATA_DIR, `${path.basename(path.dirname(resolved)).replace(/^\.+/, '') || 'data'}-${id}`);
 }
 
 async function prepareDataDir(dataDir: string, runAs: OsUser | undefined, runAsName: string): Promise<void> {

@@ -1,5 +1,6 @@
 import { resolveService, type Context } from '../context.js';
 import { table } from '../output.js';
+import { noServicesHint } from './next-steps.js';
 
 interface ServiceStatus {
   serviceId: string;
@@ -27,13 +28,15 @@ export async function status(ctx: Context, args: string[]): Promise<number> {
   }
   const { body } = await client.call<{ services: ServiceStatus[] }>('GET', '/v1/status');
   ctx.out.data(body);
+  if (body.services.length === 0) {
+    if (!ctx.out.json) ctx.out.say(await noServicesHint(client));
+    return 0;
+  }
   ctx.out.say(
-    body.services.length === 0
-      ? 'no services'
-      : table(
-          ['NAME', 'STATE', 'REPLICAS', 'NODE', 'REASON'],
-          body.services.map((s) => [s.name, s.state, replicas(s), s.node.name, s.reason]),
-        ),
+    table(
+      ['NAME', 'STATE', 'REPLICAS', 'NODE', 'REASON'],
+      body.services.map((s) => [s.name, s.state, replicas(s), s.node.name, s.reason]),
+    ),
   );
   return 0;
 }
