@@ -125,6 +125,8 @@ async function main(): Promise<void> {
     const child = spawn(process.execPath, ['--inspect=127.0.0.1:0', ...nodeArgs, path.join(root, 'apps/control-panel/dist/main.js')], {
       env: {
         ...process.env,
+        // Thousands of agents share each 127.0.0.x address here; the storm, not the per-address cap, is measured.
+        TETHER_MAX_CONNECTIONS_PER_ADDRESS: '1000000',
         ...extraEnv,
         DATABASE_URL: dbUrl,
         TETHER_PORT: String(port),

@@ -63,6 +63,8 @@ export class BenchPanels {
         TETHER_LOG_LEVEL: process.env.BENCH_PANEL_LOG_LEVEL ?? 'warn',
         TETHER_ADMIN_TOKEN: this.adminToken,
         TETHER_DATA_DIR: path.join(this.dir, id),
+        // Thousands of agents share each 127.0.0.x address here: the per-address cap is not what is measured.
+        TETHER_MAX_CONNECTIONS_PER_ADDRESS: '1000000',
         ...env,
       },
     });

@@ -18,7 +18,8 @@ import { createFleet } from './dashboard/fleet.js';
 import { cliDownloadRoutes } from './http/cli-download.js';
 import { dashboardRoutes } from './http/dashboard.js';
 import { deploymentRoutes } from './http/deployments.js';
-import { edgeServerOptions, installJsonBodyParser, refuseContentEncodings } from './http/edges.js';
+import { ConnectionCap } from './http/connection-cap.js';
+import { edgeServerOptions, installJsonBodyParser, refuseCappedConnections, refuseContentEncodings, requestDeadlineOptions } from './http/edges.js';
 import { installErrorHandler } from './http/error-handler.js';
 import { healthRoutes } from './http/health.js';
 import { internalLogRoutes } from './http/internal-logs.js';
@@ -77,6 +78,8 @@ declare module 'fastify' {
     sessionFacts: SessionFactOutbox;
     /** The agent upgrade's token check, for tests (its query count). */
     nodeAuthenticator: NodeAuthenticator;
+    /** Connections per source address before authentication (tests read what each address holds). */
+    connectionCap: ConnectionCap;
     /** This panel among the panels sharing the database (undefined without a database URL). */
     cluster: PanelCluster | undefined;
   }
@@ -95,7 +98,15 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     schemaController: partAwareSchemaController(),
     // Malformed HTTP, undecodable URLs and over-long path parameters answer in the API's error shape.
     ...edgeServerOptions,
+    ...requestDeadlineOptions(deps.config.http.bodyTimeoutMs),
   });
+  const metrics = deps.metrics ?? createMetrics();
+  // Before any hook reads a request: an address over its cap is refused before its token is looked at.
+  const connections = new ConnectionCap(deps.config.http.maxConnectionsPerAddress);
+  const detachCap = connections.attach(app.server);
+  app.decorate('connectionCap', connections);
+  app.addHook('onClose', async () => detachCap());
+  refuseCappedConnections(app, connections, () => metrics.edgeRefusals.inc({ code: 'TOO_MANY_CONNECTIONS' }));
   app.addSchema(ErrorBodySchema);
   installErrorHandler(app);
   // The API speaks JSON only; a text body is 415 UNSUPPORTED_MEDIA_TYPE, not a string that fails validation.
@@ -115,7 +126,6 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   });
   app.decorate('sessionFacts', outbox);
   const events = deps.events ?? new PanelEvents();
-  const metrics = deps.metrics ?? createMetrics();
   watchOutbox(metrics, outbox);
   await app.register(authPlugin, {
     prisma: deps.prisma,
@@ -254,6 +264,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     ...(cluster ? { claim: (nodeId: string, sessionId: string) => cluster.claim(nodeId, sessionId) } : {}),
     protocolVersions: s.protocolVersions,
     maxOpening: s.maxOpening,
+    connections,
     // The window a busy panel hints, in seconds: the opens it holds now at its planned rate (at least 1 s).
     busyRetryAfterS: () => Math.max(1, Math.ceil(s.maxOpening / s.restartOpensPerSec)),
     timing: {

@@ -41,6 +41,10 @@ const EnvSchema = Type.Object({
   TETHER_RESTART_OPENS_PER_SEC: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1_500 }),
   /** Agent upgrades opening at once (upgrade → welcome) past which new ones get 503 + Retry-After. */
   TETHER_MAX_OPENING_SESSIONS: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 500 }),
+  /** Connections one source address may hold before authentication (agent sessions stop counting once welcomed). */
+  TETHER_MAX_CONNECTIONS_PER_ADDRESS: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1_000 }),
+  /** A request (headers and body) not received within this is answered 408 REQUEST_TIMEOUT and closed. */
+  TETHER_BODY_TIMEOUT_MS: Ms(30_000, 100),
   TETHER_TOKEN_LAST_USED_FLUSH_MS: Ms(10_000),
   /** How often a deployment being waited on (?wait=, /events) is read again. */
   TETHER_DEPLOYMENT_WATCH_MS: Ms(250),
@@ -99,6 +103,10 @@ export interface PanelConfig {
   adminToken: string | undefined;
   logLevel: string;
   logFormat: LogFormat;
+  http: {
+    maxConnectionsPerAddress: number;
+    bodyTimeoutMs: number;
+  };
   /** How often API tokens' last-used times are written (in batches). */
   tokenLastUsedFlushMs: number;
   /** How long a verified token is honoured from memory while the database cannot answer (0: never). */
@@ -178,6 +186,7 @@ export function loadConfig(env: Record<string, string | undefined>): PanelConfig
     adminToken: e.TETHER_ADMIN_TOKEN,
     logLevel: e.TETHER_LOG_LEVEL,
     logFormat: e.TETHER_LOG_FORMAT,
+    http: { maxConnectionsPerAddress: e.TETHER_MAX_CONNECTIONS_PER_ADDRESS, bodyTimeoutMs: e.TETHER_BODY_TIMEOUT_MS },
     tokenLastUsedFlushMs: e.TETHER_TOKEN_LAST_USED_FLUSH_MS,
     tokenCacheMs: e.TETHER_TOKEN_CACHE_MS,
     db: {

@@ -26,6 +26,8 @@ export interface PanelMetrics {
   framesReceived: Counter<'type'>;
   invalidFrames: Counter<'code'>;
   upgradesRefusedBusy: Counter;
+  /** Connections and upgrades refused at the edge before any authentication, by code. */
+  edgeRefusals: Counter<'code'>;
   deployDispatches: Counter<'outcome'>;
   ackWait: Histogram;
   nodeSessionsOpened: Counter<'node'>;
@@ -100,6 +102,12 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Panel
     framesReceived: new Counter({ name: 'tether_frames_received_total', help: 'Valid agent frames', labelNames: ['type'], registers }),
     invalidFrames: new Counter({ name: 'tether_invalid_frames_total', help: 'Rejected agent frames', labelNames: ['code'], registers }),
     upgradesRefusedBusy: new Counter({ name: 'tether_agent_upgrades_refused_busy_total', help: 'Agent upgrades answered 503 because too many sessions were opening', registers }),
+    edgeRefusals: new Counter({
+      name: 'tether_edge_refusals_total',
+      help: 'Connections and upgrades refused before authentication (TOO_MANY_CONNECTIONS, UPGRADE_NOT_ALLOWED)',
+      labelNames: ['code'],
+      registers,
+    }),
     deployDispatches: new Counter({
       name: 'tether_deploy_dispatches_total',
       help: 'Deployments dispatched, by outcome',

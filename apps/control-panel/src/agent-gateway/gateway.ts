@@ -1,4 +1,3 @@
-import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { FastifyBaseLogger, FastifyPluginAsync, FastifyRequest } from 'fastify';
@@ -27,6 +26,8 @@ import type { NodeAuthenticator, AuthenticatedNode } from './authenticate.js';
 import { AppError } from '../errors.js';
 import { FrameGuard, frameBytes, refuseByHead } from './frame-guard.js';
 import { OpenAdmission } from './open-admission.js';
+import { installUpgradeGate, isAgentConnect } from './upgrade-gate.js';
+import type { ConnectionCap } from '../http/connection-cap.js';
 
 // GET /v1/agent/connect: authenticate before the upgrade, require `hello`
 // within the hello timeout, answer `welcome`, then hand every valid frame of
@@ -54,6 +55,8 @@ export interface GatewayOptions {
   maxOpening: number;
   /** The Retry-After of such a 503, in seconds. */
   busyRetryAfterS: () => number;
+  /** The per-address cap on connections before authentication (http/connection-cap.ts). */
+  connections?: ConnectionCap;
 }
 
 const AGENT_TYPES = new Set(['heartbeat', 'pong', 'ack', 'deploy.result', 'routing.applied', 'proxy.events', 'logs.chunk', 'logs.end', 'error']);
@@ -102,27 +105,31 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
   // (401, 403, or Fastify's 503 while the panel closes) the server, which allows half-open sockets, leaves it
   // open; the agent closes its end and the panel's stays in CLOSE-WAIT, which holds the server's close. Seen
   // as a 30 s shutdown during a reconnect storm. So every upgrade is tracked until it is a session or gone,
-  // those refused while closing are ended, and those still pending a second into the close are destroyed.
+  // and those still pending a second into the close are destroyed. Upgrades the gate refuses (another path,
+  // an address over its cap, the panel closing) never get this far and never count as opening.
   let closing = false;
   const pendingUpgrades = new Set<Duplex>();
   const admission = new OpenAdmission(opts.maxOpening);
-  const onUpgrade = (_request: IncomingMessage, socket: Duplex) => {
-    if (closing) {
-      socket.end(); // after the 503 Fastify has just written
-      return;
-    }
-    admission.arrived(socket);
-    pendingUpgrades.add(socket);
-    socket.once('close', () => pendingUpgrades.delete(socket));
-  };
-  app.server.on('upgrade', onUpgrade);
+  const removeGate = installUpgradeGate(app.server, {
+    refuse: (request, socket) => {
+      if (closing) return 'NOT_READY';
+      const code = opts.connections?.isRefused(socket) ? 'TOO_MANY_CONNECTIONS' : isAgentConnect(request) ? null : 'UPGRADE_NOT_ALLOWED';
+      if (code) opts.metrics?.edgeRefusals.inc({ code });
+      return code;
+    },
+    admitted: (_request, socket) => {
+      admission.arrived(socket);
+      pendingUpgrades.add(socket);
+      socket.once('close', () => pendingUpgrades.delete(socket));
+    },
+  });
   app.addHook('preClose', async () => {
     closing = true;
     setTimeout(() => {
       for (const socket of pendingUpgrades) socket.destroy();
     }, 1_000).unref();
   });
-  app.addHook('onClose', async () => void app.server.off('upgrade', onUpgrade));
+  app.addHook('onClose', async () => removeGate());
 
   app.get(
     '/v1/agent/connect',
@@ -232,6 +239,8 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
         });
         opts.registry.open(session);
         admission.done(tcp);
+        // Authenticated and welcomed: no longer one of its address's unproven connections.
+        opts.connections?.release(tcp);
       };
 
       socket.on('message', (data: RawData, isBinary: boolean) => {

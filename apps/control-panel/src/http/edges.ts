@@ -1,8 +1,9 @@
 import { isUtf8 } from 'node:buffer';
 import http from 'node:http';
 import type { Duplex } from 'node:stream';
-import type { FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify';
+import type { FastifyHttpOptions, FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify';
 import { AppError, ERROR_CATALOG, type ErrorCode } from '../errors.js';
+import type { ConnectionCap } from './connection-cap.js';
 
 // What reaches the panel before (or instead of) a route: HTTP that Node's
 // parser refuses, URLs the router cannot decode or match, bodies we cannot
@@ -26,16 +27,23 @@ function clientErrorHandler(this: FastifyInstance, err: NodeJS.ErrnoException, s
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
   const code: ErrorCode =
     err.code === 'HPE_HEADER_OVERFLOW' ? 'HEADERS_TOO_LARGE' : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'REQUEST_TIMEOUT' : 'MALFORMED_REQUEST';
-  const status = ERROR_CATALOG[code].status;
   this.log.debug({ err: { code: err.code, message: err.message } }, 'malformed request refused');
-  if (socket.writable) {
-    const body = errorBody(code);
-    socket.write(
-      `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-    );
-  }
+  writeRawError(socket, code);
   socket.destroy();
+}
+
+/** An answer in the API's shape written straight to a socket no HTTP response owns (a refused request or upgrade). */
+export function writeRawError(socket: Duplex, code: ErrorCode, headers: Record<string, string> = {}): void {
+  if (!socket.writable) return;
+  const status = ERROR_CATALOG[code].status;
+  const body = errorBody(code);
+  const extra = Object.entries(headers)
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join('');
+  socket.write(
+    `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n${extra}Connection: close\r\n\r\n${body}`,
+  );
 }
 
 /** The router could not decode the path (`%zz`) or a parameter is too long. */
@@ -113,4 +121,30 @@ export function refuseContentEncodings(app: FastifyInstance): void {
     if (encoding === undefined || encoding.trim().toLowerCase() === 'identity') return;
     throw new AppError('UNSUPPORTED_ENCODING');
   });
+}
+
+/** A connection over its address's cap (http/connection-cap.ts) is answered TOO_MANY_CONNECTIONS before any other hook. */
+export function refuseCappedConnections(app: FastifyInstance, cap: ConnectionCap, refused?: () => void): void {
+  app.addHook('onRequest', async (request, reply) => {
+    if (!cap.isRefused(request.raw.socket)) return;
+    refused?.();
+    void reply.header('connection', 'close');
+    throw new AppError('TOO_MANY_CONNECTIONS');
+  });
+}
+
+/**
+ * Node's own request deadline (headers and body) with a check often enough to keep it: a body trickled a byte
+ * at a time is answered 408 REQUEST_TIMEOUT by clientErrorHandler within the deadline plus one check.
+ */
+export function requestDeadlineOptions(bodyTimeoutMs: number) {
+  return {
+    requestTimeout: bodyTimeoutMs,
+    http: { connectionsCheckingInterval: bodyCheckIntervalMs(bodyTimeoutMs), headersTimeout: Math.min(60_000, bodyTimeoutMs) },
+  } satisfies Partial<FastifyHttpOptions<http.Server>>;
+}
+
+/** How often Node checks the request deadline: a tenth of it, between 25 ms and 1 s. */
+export function bodyCheckIntervalMs(bodyTimeoutMs: number): number {
+  return Math.min(1_000, Math.max(25, Math.round(bodyTimeoutMs / 10)));
 }

@@ -17,6 +17,8 @@ export interface RawAgentOptions {
   heartbeatMs?: number;
   /** hello.capabilities (default: none, as an older agent). */
   capabilities?: string[];
+  /** The 127.0.0.x source address to connect from (edge tests tell agents from attackers by it). */
+  localAddress?: string;
 }
 
 export interface Closed {
@@ -48,7 +50,10 @@ export class RawAgent {
     const url = new URL(options.url);
     url.protocol = 'ws:';
     url.pathname = '/v1/agent/connect';
-    this.socket = new WebSocket(url, { headers: { authorization: `Bearer ${options.token}` } });
+    this.socket = new WebSocket(url, {
+      headers: { authorization: `Bearer ${options.token}` },
+      ...(options.localAddress ? { localAddress: options.localAddress } : {}),
+    });
     this.socket.on('message', (data, isBinary) => {
       const result = decode(data, { binary: isBinary });
       if (!result.ok) throw new Error(`panel sent an invalid frame: ${result.error.message}`);
