@@ -26,6 +26,8 @@ export interface WorkloadController {
    * of the same id joins the first instead of deploying again.
    */
   deploy(workload: Workload): Promise<DeployOutcome>;
+  /** The optional workload fields this controller carries out (capabilities announced in hello); absent: none. */
+  readonly capabilities?: readonly string[];
 }
 
 export interface RoutingMapInput {

@@ -71,6 +71,12 @@ export const CAPABILITIES = Object.freeze({
   PROXY_EVENTS: 'proxy.events',
   /** Container logs over the session: `logs.open`/`logs.credit`/`logs.close` (panel → agent), `logs.chunk`/`logs.end` (agent → panel). */
   LOGS: 'logs',
+  /** Workload fields `command` and `args` (replace the image's ENTRYPOINT and CMD). */
+  WORKLOAD_COMMAND: 'workload.command',
+  /** Workload field `resources` (CPU and memory limits); containers report `oomKilled`. */
+  WORKLOAD_RESOURCES: 'workload.resources',
+  /** Workload field `volumes` (named volumes the service owns; a writable one rolls out without overlap). */
+  WORKLOAD_VOLUMES: 'workload.volumes',
 } as const);
 export type Capability = (typeof CAPABILITIES)[keyof typeof CAPABILITIES];
 

@@ -7,3 +7,4 @@ export * from './ids.js';
 export * from './routing.js';
 export * from './retry-hint.js';
 export * from './examples.js';
+export * from './workload-capabilities.js';

@@ -72,6 +72,8 @@ export const ContainerState = Type.Object({
   ]),
   restartCount: Count,
   since: Timestamp,
+  /** The kernel killed its process for exceeding its memory limit (last exit); sent by agents with `workload.resources`. */
+  oomKilled: Type.Optional(Type.Boolean()),
 });
 export type ContainerState = Static<typeof ContainerState>;
 
@@ -118,6 +120,30 @@ export const RoutingStatus = Type.Object({
 });
 export type RoutingStatus = Static<typeof RoutingStatus>;
 
+// Optional workload fields, each behind its capability (see `workloadCapabilities`): absent, the image's own.
+// A process argument: free text up to `text`, without NUL (it cannot be passed to exec).
+const ProcessArg = Type.String({ maxLength: FIELD_LIMITS.text, pattern: '^[^\\u0000]*$' });
+/** Capability `workload.command`: `command` replaces the image's ENTRYPOINT (and, alone, clears its CMD); `args` replaces its CMD. */
+const WorkloadCommandFields = {
+  command: Type.Optional(Type.Array(ProcessArg, { minItems: 1, maxItems: 64 })),
+  args: Type.Optional(Type.Array(ProcessArg, { minItems: 1, maxItems: 64 })),
+};
+/** Capability `workload.resources`: CPUs (Docker NanoCpus) and memory in MiB (Docker Memory, with MemorySwap equal to it). */
+export const WorkloadResources = Type.Object({
+  cpus: Type.Optional(Type.Number({ minimum: 0.01, maximum: 1024 })),
+  memoryMiB: Type.Optional(Type.Integer({ minimum: 6, maximum: 4_194_304 })),
+});
+export type WorkloadResources = Static<typeof WorkloadResources>;
+const WorkloadResourcesFields = { resources: Type.Optional(WorkloadResources) };
+/** Capability `workload.volumes`: named volumes the service owns, mounted at absolute paths without `..`. */
+export const WorkloadVolume = Type.Object({
+  name: Type.String({ pattern: '^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$' }),
+  mountPath: Type.String({ maxLength: FIELD_LIMITS.pathPrefix, pattern: '^(?!.*(?:^|/)\\.\\.(?:/|$))/[^/\\u0000-\\u001f][^\\u0000-\\u001f]*$' }),
+  readOnly: Type.Boolean(),
+});
+export type WorkloadVolume = Static<typeof WorkloadVolume>;
+const WorkloadVolumesFields = { volumes: Type.Optional(Type.Array(WorkloadVolume, { maxItems: 10 })) };
+
 export const Workload = Type.Object({
   serviceId: Id,
   serviceName: Name,
@@ -127,6 +153,9 @@ export const Workload = Type.Object({
   env: Type.Record(Type.String(), Type.String({ maxLength: FIELD_LIMITS.envValue }), { propertyNames: Identifier(FIELD_LIMITS.envName) }),
   port: Nullable(Type.Integer({ minimum: 1, maximum: 65_535 })),
   replicas: Type.Integer({ minimum: 0, maximum: 100 }),
+  ...WorkloadCommandFields,
+  ...WorkloadResourcesFields,
+  ...WorkloadVolumesFields,
 });
 export type Workload = Static<typeof Workload>;
 

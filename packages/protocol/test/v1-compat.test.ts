@@ -13,7 +13,9 @@ import {
   pinnedProtocolRange,
   routingHash,
   versionBelow,
+  workloadCapabilities,
   type Message,
+  type MessageOf,
   type Route,
 } from '../src/index.js';
 
@@ -69,12 +71,31 @@ describe('the v1 contract holds', () => {
   it('messages added since v1 are exactly those a capability announces', () => {
     const added = MESSAGE_TYPES.filter((type) => !V1_MESSAGE_TYPES.includes(type)).sort();
     expect(added).toEqual(['logs.chunk', 'logs.close', 'logs.credit', 'logs.end', 'logs.open', 'proxy.events']);
-    expect(Object.values(CAPABILITIES).sort()).toEqual(['logs', 'proxy.events']);
+    // The workload.* capabilities add fields, not messages (see the next test).
+    expect(Object.values(CAPABILITIES).filter((c) => !c.startsWith('workload.')).sort()).toEqual(['logs', 'proxy.events']);
     // A v1 peer refuses them: they may travel only on a session whose hello and welcome both named the capability.
     for (const type of added) {
       const refused = decodeV1(encode(EXAMPLE_MESSAGES[type] as Message));
       expect(refused.ok ? null : refused.code).toBe('UNKNOWN_TYPE');
     }
+  });
+});
+
+describe('workload fields behind capabilities', () => {
+  it('a v1 agent would take a deploy with the capability-gated workload fields and silently run it without them: hence the capabilities', () => {
+    const deploy = EXAMPLE_MESSAGES.deploy as MessageOf<'deploy'>;
+    const workload = {
+      ...deploy.workload,
+      command: ['worker'],
+      args: ['--queue', 'mail'],
+      resources: { cpus: 0.5, memoryMiB: 256 },
+      volumes: [{ name: 'data', mountPath: '/data', readOnly: false }],
+    };
+    expect(decodeV1(encode({ ...deploy, workload })).ok).toBe(true);
+    expect(workloadCapabilities(workload).sort()).toEqual(['workload.command', 'workload.resources', 'workload.volumes']);
+    expect(workloadCapabilities(deploy.workload)).toEqual([]);
+    expect(workloadCapabilities({ ...deploy.workload, volumes: [] })).toEqual([]);
+    expect(workloadCapabilities({ ...deploy.workload, args: ['x'] })).toEqual(['workload.command']);
   });
 });
 

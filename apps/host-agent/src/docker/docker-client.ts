@@ -9,6 +9,8 @@ export const LABELS = Object.freeze({
   role: 'tether.role',
   /** Replica slot (0, 1, …) of a service container within its deployment. */
   replica: 'tether.replica',
+  /** A named volume's name within its service (the volume's owner is tether.service). */
+  volume: 'tether.volume',
 });
 
 /** A dockerode client for `DOCKER_HOST` (unix://path or tcp://host:port) or the default socket. */

@@ -75,6 +75,7 @@ export class ContainerReader {
           createdAt: Date.parse(details.createdAt),
           startedAt: ms(details.startedAt),
           finishedAt: ms(details.finishedAt),
+          oomKilled: details.oomKilled,
         };
         return { actual, details };
       }),
@@ -103,5 +104,7 @@ export function toContainerState({ actual, details }: ReadContainer, agentRestar
     health: actual.health,
     restartCount: details.restartCount + agentRestarts,
     since: new Date(Date.parse(since)).toISOString(),
+    // Docker's flag for the last exit: reset when the container starts again (restartCount keeps the count).
+    ...(ended && details.oomKilled ? { oomKilled: true } : {}),
   };
 }

@@ -48,6 +48,16 @@ export interface ContainerSpec {
   network: string;
   aliases: string[];
   exposedPort: number | null;
+  /** Replaces the image's ENTRYPOINT (Docker then does not apply the image's CMD either). */
+  entrypoint?: string[];
+  /** Replaces the image's CMD. */
+  cmd?: string[];
+  /** CPU limit in units of 1e-9 CPUs (Docker NanoCpus). */
+  nanoCpus?: number;
+  /** Memory limit in bytes; swap is limited to the same (MemorySwap = Memory), so the limit holds. */
+  memoryBytes?: number;
+  /** Named volumes (never host paths) to mount. */
+  volumes?: VolumeMount[];
   /** Only the proxy container uses the fields below (service containers never publish ports). */
   user?: string;
   /** Host ports to publish, by container port ("80/tcp"). */
@@ -57,6 +67,20 @@ export interface ContainerSpec {
   /** Docker's restart policy; default "no": the agent owns service restarts. */
   restartPolicy?: 'no' | 'unless-stopped';
   sysctls?: Record<string, string>;
+}
+
+export interface VolumeMount {
+  /** The Docker volume's name. */
+  source: string;
+  target: string;
+  readOnly: boolean;
+}
+
+/** A named Docker volume as the engine lists it. */
+export interface VolumeSummary {
+  name: string;
+  labels: Record<string, string>;
+  createdAt: string | null;
 }
 
 export interface RuntimeEvent {
@@ -98,6 +122,12 @@ export interface ContainerRuntime {
   /** Pulls an image, failing with IMAGE_PULL_FAILED after `timeoutMs` rather than hanging. */
   pull(image: string, timeoutMs: number): Promise<void>;
   ensureNetwork(name: string): Promise<void>;
+  /** Creates a named volume with `labels`; one that exists already is kept as it is (with its data). */
+  ensureVolume(name: string, labels: Record<string, string>): Promise<void>;
+  /** Named volumes carrying every one of `labels`. */
+  listVolumes(labels: Record<string, string>): Promise<VolumeSummary[]>;
+  /** Removes a named volume; one already gone is not an error. */
+  removeVolume(name: string): Promise<void>;
   /** Last lines a container wrote (stdout and stderr), for failure reasons. */
   logsTail(id: string, lines: number): Promise<string>;
   /** Container events for containers carrying every one of `labels`. */

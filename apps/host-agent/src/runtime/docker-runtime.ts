@@ -10,6 +10,7 @@ import type {
   EventHandlers,
   EventSubscription,
   HealthState,
+  VolumeSummary,
 } from './container-runtime.js';
 import { RUNTIME_ERROR_CODES, RuntimeError, toRuntimeError, type RuntimeSubject } from './errors.js';
 import { demuxLogs, parseJsonLines } from './docker-streams.js';
@@ -123,6 +124,8 @@ export class DockerContainerRuntime implements ContainerRuntime {
         Labels: spec.labels,
         ExposedPorts: exposedPorts(spec),
         ...(spec.user === undefined ? {} : { User: spec.user }),
+        ...(spec.entrypoint === undefined ? {} : { Entrypoint: spec.entrypoint }),
+        ...(spec.cmd === undefined ? {} : { Cmd: spec.cmd }),
         HostConfig: {
           NetworkMode: spec.network,
           // The agent owns service restarts (budget, backoff, reporting); Docker must not restart behind their back.
@@ -134,6 +137,10 @@ export class DockerContainerRuntime implements ContainerRuntime {
             : { PortBindings: Object.fromEntries(Object.entries(spec.publish).map(([port, p]) => [port, [{ HostIp: p.hostIp, HostPort: String(p.hostPort) }]])) }),
           ...(spec.binds === undefined ? {} : { Binds: spec.binds }),
           ...(spec.sysctls === undefined ? {} : { Sysctls: spec.sysctls }),
+          ...(spec.nanoCpus === undefined ? {} : { NanoCpus: spec.nanoCpus }),
+          // Swap equal to memory: without it the kernel swaps past the limit instead of holding it.
+          ...(spec.memoryBytes === undefined ? {} : { Memory: spec.memoryBytes, MemorySwap: spec.memoryBytes }),
+          ...(spec.volumes === undefined ? {} : { Mounts: spec.volumes.map((v) => ({ Type: 'volume' as const, Source: v.source, Target: v.target, ReadOnly: v.readOnly })) }),
         },
         NetworkingConfig: { EndpointsConfig: { [spec.network]: spec.aliases.length > 0 ? { Aliases: spec.aliases } : {} } },
       })),
@@ -212,6 +219,25 @@ export class DockerContainerRuntime implements ContainerRuntime {
 
   async ensureNetwork(name: string): Promise<void> {
     await this.call(`ensure network ${name}`, 'network', (signal) => raceSignal(ensureNetwork(this.docker, name), signal));
+  }
+
+  async ensureVolume(name: string, labels: Record<string, string>): Promise<void> {
+    // Creating a volume that exists answers with the existing one: its data (and labels) stay.
+    await this.call(`create volume ${name}`, 'volume', (abortSignal) => this.docker.createVolume(withSignal<object>(abortSignal, { Name: name, Labels: labels })));
+  }
+
+  async listVolumes(labels: Record<string, string>): Promise<VolumeSummary[]> {
+    const answer = await this.call('list volumes', 'daemon', (abortSignal) => this.docker.listVolumes(withSignal<object>(abortSignal, { filters: { label: labelFilter(labels) } })));
+    return (answer.Volumes ?? []).map((v) => ({ name: v.Name, labels: v.Labels ?? {}, createdAt: (v as { CreatedAt?: string }).CreatedAt ?? null }));
+  }
+
+  async removeVolume(name: string): Promise<void> {
+    try {
+      await this.call(`remove volume ${name}`, 'volume', (abortSignal) => this.docker.getVolume(name).remove(withSignal<object>(abortSignal)));
+    } catch (err) {
+      if ((err as RuntimeError).statusCode === 404) return;
+      throw err;
+    }
   }
 
   async logsTail(id: string, lines: number): Promise<string> {

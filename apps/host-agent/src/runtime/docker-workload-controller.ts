@@ -1,12 +1,13 @@
 import { errorMessage, KeyedSerialQueue, sanitizeText, silentLogger, type Logger } from '@tether/common';
 import { createLoop, type Loop } from '@tether/common';
-import type { RuntimeStatus, Workload } from '@tether/protocol';
+import { CAPABILITIES, type RuntimeStatus, type Workload } from '@tether/protocol';
 import type { DeployOutcome, Observation, WorkloadController } from '../controllers.js';
 import type { ContainerRuntime } from './container-runtime.js';
 import { ContainerReader, toContainerState, type ReadContainer } from './container-reader.js';
 import { DeploymentBook, failure, outcomeOf } from './deployment-book.js';
 import { RUNTIME_ERROR_CODES } from './errors.js';
 import { EventWatcher } from './event-watcher.js';
+import { rolloutWithoutOverlap } from './exclusive-rollout.js';
 import { applyMaintenance, rollout, type ExecutorDeps, type FailureReport, type RolloutAction } from './executor.js';
 import { plan, type Action, type PlanContext } from './plan.js';
 import { waitUntilReady } from './readiness.js';
@@ -39,6 +40,8 @@ const isRollout = (a: Action): a is RolloutAction => a.kind === 'create' || a.ki
  * loop" in docs/architecture.md.
  */
 export class DockerWorkloadController implements WorkloadController {
+  /** Every optional workload field is carried out here (workload-spec.ts, exclusive-rollout.ts). */
+  readonly capabilities: readonly string[] = [CAPABILITIES.WORKLOAD_COMMAND, CAPABILITIES.WORKLOAD_RESOURCES, CAPABILITIES.WORKLOAD_VOLUMES];
   private readonly timing: RuntimeTiming;
   private readonly restartPolicy: RestartPolicy;
   private readonly logger: Logger;
@@ -270,7 +273,8 @@ export class DockerWorkloadController implements WorkloadController {
   private async runRollout(action: RolloutAction): Promise<void> {
     const id = action.workload.deploymentId;
     void this.book.track(id);
-    const result = await rollout(this.deps, action);
+    // A writable volume: never two containers of the service at once.
+    const result = action.kind === 'replace' && !action.overlap ? await rolloutWithoutOverlap(this.deps, action) : await rollout(this.deps, action);
     this.book.rolledOut(id, result.outcome, result.superseded, this.timing.sweepIntervalMs);
     await result.cleanup;
   }

@@ -17,6 +17,7 @@ export const RUNTIME_ERROR_CATALOG = defineErrorCatalog({
   CONFLICT: 'a container name is taken, or the object is busy (removal in progress)',
   SUPERSEDED: 'a newer deployment of the same service replaced this one on this node',
   DOCKER_ERROR: "any other answer from the daemon; the message is the daemon's",
+  OOM_KILLED: 'the kernel killed the container for exceeding its memory limit (resources.memoryMiB)',
 });
 
 export const RUNTIME_ERROR_CODES = catalogCodes(RUNTIME_ERROR_CATALOG);
@@ -24,7 +25,7 @@ export const RUNTIME_ERROR_CODES = catalogCodes(RUNTIME_ERROR_CATALOG);
 export type RuntimeErrorCode = keyof typeof RUNTIME_ERROR_CATALOG;
 
 /** What a failed call was about, so a 404 can say which object was missing. */
-export type RuntimeSubject = 'container' | 'image' | 'network' | 'daemon';
+export type RuntimeSubject = 'container' | 'image' | 'network' | 'volume' | 'daemon';
 
 export class RuntimeError extends CodedError<RuntimeErrorCode> {
   /** The daemon's own words, when it answered. */
@@ -48,6 +49,7 @@ const DEPLOYMENT_FAULTS: ReadonlySet<RuntimeErrorCode> = new Set([
   RUNTIME_ERROR_CODES.HEALTHCHECK_FAILED,
   RUNTIME_ERROR_CODES.START_TIMEOUT,
   RUNTIME_ERROR_CODES.START_FAILED,
+  RUNTIME_ERROR_CODES.OOM_KILLED,
 ]);
 
 export function isDeploymentFault(code: string): boolean {

@@ -6,7 +6,7 @@ import type { ContainerRuntime } from './container-runtime.js';
 import { RUNTIME_ERROR_CODES, RuntimeError } from './errors.js';
 import type { Action, ActualContainer } from './plan.js';
 import { waitUntilReady, type ReadinessTarget } from './readiness.js';
-import { containerSpec, nodeSelector } from './workload-spec.js';
+import { containerSpec, nodeSelector, volumeLabels, volumeName } from './workload-spec.js';
 import type { RuntimeTiming } from './settings.js';
 
 // Applies plan() actions through ContainerRuntime. The only place that
@@ -44,7 +44,7 @@ export interface RolloutResult {
 }
 
 
-const failed = (err: unknown): DeployOutcome => {
+export const failed = (err: unknown): DeployOutcome => {
   const code = err instanceof RuntimeError ? err.code : RUNTIME_ERROR_CODES.DOCKER_ERROR;
   return { status: 'failed', code, reason: truncate(errorMessage(err), FIELD_LIMITS.text) };
 };
@@ -108,30 +108,14 @@ export async function retire(deps: ExecutorDeps, container: ActualContainer): Pr
  * the old ones never noticed.
  */
 export async function rollout(deps: ExecutorDeps, action: RolloutAction): Promise<RolloutResult> {
-  const { runtime, timing } = deps;
+  const { runtime } = deps;
   const { workload } = action;
   const keep = action.kind === 'replace' ? action.keep : [];
   const old = action.kind === 'replace' ? action.retire : [];
   const created: string[] = [];
-  const targets: ReadinessTarget[] = [];
   try {
-    await ensureImage(deps, workload.image);
-    await runtime.ensureNetwork(deps.network);
-    for (const replica of action.replicas) {
-      const id = await createFresh(deps, workload, replica);
-      created.push(id);
-      await runtime.start(id);
-      deps.touched(id);
-      targets.push({ id, minReadyMs: timing.minReadyMs });
-    }
-    for (const c of keep) {
-      if (c.state !== 'running') {
-        await runtime.start(c.id);
-        deps.touched(c.id);
-      }
-      targets.push({ id: c.id, minReadyMs: c.state === 'running' ? 0 : timing.minReadyMs });
-    }
-    await waitUntilReady(runtime, targets, { timeoutMs: timing.startTimeoutMs, pollMs: timing.readinessPollMs, logLines: 5 });
+    await prepare(deps, workload);
+    await startAndCheck(deps, workload, action.replicas, keep, created);
   } catch (err) {
     deps.logger.warn({ deploymentId: workload.deploymentId, err }, 'rollout failed; the running containers stay');
     await Promise.all(created.map((id) => runtime.remove(id).then(() => deps.touched(id)).catch(() => undefined)));
@@ -144,6 +128,45 @@ export async function rollout(deps: ExecutorDeps, action: RolloutAction): Promis
   const count = action.replicas.length + keep.length;
   const outcome: DeployOutcome = { status: 'running', reason: `${count}/${workload.replicas} replicas running${old.length ? `, replaced ${old.length} old container(s)` : ''}` };
   return { outcome, superseded: [...new Set(old.map((c) => c.deploymentId))], cleanup };
+}
+
+/** Everything a rollout needs before it touches a container: the image, Tether's network, the service's volumes. */
+export async function prepare(deps: ExecutorDeps, workload: Workload): Promise<void> {
+  await ensureImage(deps, workload.image);
+  await deps.runtime.ensureNetwork(deps.network);
+  await ensureVolumes(deps, workload);
+}
+
+/**
+ * Creates and starts the replicas in `replicas`, brings `keep` up, and waits
+ * until all are ready. The ids of the containers it made are pushed to
+ * `created` as it goes, so a caller can remove them when it throws.
+ */
+export async function startAndCheck(deps: ExecutorDeps, workload: Workload, replicas: number[], keep: ActualContainer[], created: string[]): Promise<void> {
+  const { runtime, timing } = deps;
+  const targets: ReadinessTarget[] = [];
+  for (const replica of replicas) {
+    const id = await createFresh(deps, workload, replica);
+    created.push(id);
+    await runtime.start(id);
+    deps.touched(id);
+    targets.push({ id, minReadyMs: timing.minReadyMs });
+  }
+  for (const c of keep) {
+    if (c.state !== 'running') {
+      await runtime.start(c.id);
+      deps.touched(c.id);
+    }
+    targets.push({ id: c.id, minReadyMs: c.state === 'running' ? 0 : timing.minReadyMs });
+  }
+  await waitUntilReady(runtime, targets, { timeoutMs: timing.startTimeoutMs, pollMs: timing.readinessPollMs, logLines: 5 });
+}
+
+/** The service's named volumes, created at its first deploy and kept (with their data) by every later one. */
+export async function ensureVolumes(deps: ExecutorDeps, workload: Workload): Promise<void> {
+  for (const v of workload.volumes ?? []) {
+    await deps.runtime.ensureVolume(volumeName(workload.serviceId, v.name), volumeLabels(deps.node, workload.serviceId, v.name));
+  }
 }
 
 /** Applies the actions that are not rollouts: restarts, starts, removals, reports. Errors are logged; the next pass retries. */

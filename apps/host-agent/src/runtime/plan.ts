@@ -1,5 +1,5 @@
 import { backoffDelay } from '@tether/common';
-import type { Workload } from '@tether/protocol';
+import { hasWritableVolume, type Workload } from '@tether/protocol';
 import type { EngineState, HealthState } from './container-runtime.js';
 import { RUNTIME_ERROR_CODES } from './errors.js';
 
@@ -21,6 +21,8 @@ export interface ActualContainer {
   createdAt: number;
   startedAt: number | null;
   finishedAt: number | null;
+  /** Its last exit was the kernel's OOM kill (memory limit). */
+  oomKilled?: boolean;
 }
 
 export type RemoveReason = 'not-desired' | 'duplicate' | 'scale-down' | 'orphan';
@@ -30,9 +32,11 @@ export type Action =
   | { kind: 'create'; serviceId: string; workload: Workload; replicas: number[] }
   /**
    * Roll out a new deployment: create `replicas`, bring `keep` (its containers
-   * already there) up, and only when all are ready retire `retire`.
+   * already there) up, and only when all are ready retire `retire`. Without
+   * `overlap` (a writable volume: two containers must never write it at once)
+   * `retire` is stopped first, and started again if the new ones fail.
    */
-  | { kind: 'replace'; serviceId: string; workload: Workload; replicas: number[]; keep: ActualContainer[]; retire: ActualContainer[] }
+  | { kind: 'replace'; serviceId: string; workload: Workload; replicas: number[]; keep: ActualContainer[]; retire: ActualContainer[]; overlap: boolean }
   /** Start a crashed container again; `attempt` counts against the restart budget. */
   | { kind: 'restart'; serviceId: string; container: ActualContainer; attempt: number }
   /** Start a container that was created but never started (e.g. the agent died in between). */
@@ -77,8 +81,10 @@ function keepAlive(c: ActualContainer, ctx: PlanContext): Action[] {
   if (spent >= ctx.restartBudget) {
     if (ctx.reported.has(c.id)) return [];
     const code = c.exitCode === null ? 'without an exit code' : `with code ${c.exitCode}`;
-    const reason = `exited ${code}; restart budget of ${ctx.restartBudget} used up`;
-    return [{ kind: 'report-failed', serviceId: c.serviceId, container: c, code: RUNTIME_ERROR_CODES.CONTAINER_EXITED, reason }];
+    const oom = c.oomKilled === true;
+    const reason = `exited ${code}${oom ? ' (killed: out of memory)' : ''}; restart budget of ${ctx.restartBudget} used up`;
+    const failure = oom ? RUNTIME_ERROR_CODES.OOM_KILLED : RUNTIME_ERROR_CODES.CONTAINER_EXITED;
+    return [{ kind: 'report-failed', serviceId: c.serviceId, container: c, code: failure, reason }];
   }
   const attempt = spent + 1;
   const until = (c.finishedAt ?? ctx.now) + restartDelay(attempt, ctx.restartBackoff);
@@ -111,7 +117,8 @@ function planService(serviceId: string, workload: Workload | undefined, containe
     else if (container.replica >= workload.replicas) removals.push({ kind: 'remove', serviceId, container, reason: 'scale-down' });
   }
   if (others.length > 0) {
-    return [...removals, { kind: 'replace', serviceId, workload, replicas: missing, keep: keepers, retire: others.sort(better) }];
+    const overlap = !hasWritableVolume(workload);
+    return [...removals, { kind: 'replace', serviceId, workload, replicas: missing, keep: keepers, retire: others.sort(better), overlap }];
   }
   const create: Action[] = missing.length > 0 ? [{ kind: 'create', serviceId, workload, replicas: missing }] : [];
   return [...removals, ...keepers.flatMap((c) => keepAlive(c, ctx)), ...create];

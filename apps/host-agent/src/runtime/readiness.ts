@@ -48,7 +48,8 @@ export async function waitUntilReady(runtime: ContainerRuntime, targets: Readine
       last = d;
       const now = Date.now();
       if (d.state === 'exited' || d.state === 'dead') {
-        throw new RuntimeError(RUNTIME_ERROR_CODES.CONTAINER_EXITED, await exitReason(runtime, d, options.logLines));
+        const code = d.oomKilled ? RUNTIME_ERROR_CODES.OOM_KILLED : RUNTIME_ERROR_CODES.CONTAINER_EXITED;
+        throw new RuntimeError(code, await exitReason(runtime, d, options.logLines));
       }
       if (d.health === 'unhealthy') {
         throw new RuntimeError(RUNTIME_ERROR_CODES.HEALTHCHECK_FAILED, `health check failed: ${d.lastHealthOutput ?? 'no probe output'}`);

@@ -58,5 +58,46 @@ export function containerSpec(node: string, network: string, workload: Workload,
     // Every container of a service answers under one name, so the proxy's upstream survives redeploys.
     aliases: [serviceUpstreamHost(workload.serviceId)],
     exposedPort: workload.port,
+    ...processOf(workload),
+    ...limitsOf(workload),
+    ...(workload.volumes && workload.volumes.length > 0
+      ? { volumes: workload.volumes.map((v) => ({ source: volumeName(workload.serviceId, v.name), target: v.mountPath, readOnly: v.readOnly })) }
+      : {}),
   };
+}
+
+/**
+ * Kubernetes' meaning: `command` replaces ENTRYPOINT, `args` replaces CMD.
+ * Docker applies the image's CMD only when the container keeps the image's
+ * ENTRYPOINT, so `command` alone clears CMD as Kubernetes does.
+ */
+function processOf(workload: Workload): Pick<ContainerSpec, 'entrypoint' | 'cmd'> {
+  return {
+    ...(workload.command === undefined ? {} : { entrypoint: workload.command }),
+    ...(workload.args === undefined ? {} : { cmd: workload.args }),
+  };
+}
+
+const MIB = 1024 * 1024;
+
+function limitsOf(workload: Workload): Pick<ContainerSpec, 'nanoCpus' | 'memoryBytes'> {
+  const r = workload.resources;
+  return {
+    ...(r?.cpus === undefined ? {} : { nanoCpus: Math.round(r.cpus * 1e9) }),
+    ...(r?.memoryMiB === undefined ? {} : { memoryBytes: r.memoryMiB * MIB }),
+  };
+}
+
+/**
+ * The Docker volume of a service's named volume: a function of the service id
+ * and the volume's name only, so every deployment of the service (and the
+ * agent after a restart) mounts the same one, and no other service can.
+ */
+export function volumeName(serviceId: string, name: string): string {
+  return `tether-${slug(serviceId, 128)}-${name}`;
+}
+
+/** The labels a service's volume is created with (and found by). */
+export function volumeLabels(node: string, serviceId: string, name: string): Record<string, string> {
+  return { [LABELS.managed]: 'true', [LABELS.node]: node, [LABELS.service]: serviceId, [LABELS.volume]: name };
 }

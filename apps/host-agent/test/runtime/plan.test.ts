@@ -54,7 +54,7 @@ function summary(actions: Action[]): string[] {
       case 'create':
         return `create ${a.serviceId} ${a.workload.deploymentId} [${a.replicas.join(',')}]`;
       case 'replace':
-        return `replace ${a.serviceId} ${a.workload.deploymentId} new [${a.replicas.join(',')}] keep [${a.keep.map((c) => c.id).join(',')}] retire [${a.retire.map((c) => c.id).join(',')}]`;
+        return `replace ${a.serviceId} ${a.workload.deploymentId} new [${a.replicas.join(',')}] keep [${a.keep.map((c) => c.id).join(',')}] retire [${a.retire.map((c) => c.id).join(',')}]${a.overlap ? '' : ' stop-first'}`;
       case 'restart':
         return `restart ${a.container.id} attempt ${a.attempt}`;
       case 'start':
@@ -114,6 +114,25 @@ describe('plan(): desired vs actual', () => {
       actual: [crashed('web', 'd1', 0, 60_000, { id: 'x' })],
       ctx: { restarts: new Map([['x', 3]]) },
       expected: ['report-failed x CONTAINER_EXITED: exited with code 3; restart budget of 3 used up'],
+    },
+    {
+      name: 'killed for memory past budget: reported OOM_KILLED',
+      desired: desired(web1),
+      actual: [crashed('web', 'd1', 0, 60_000, { id: 'x', exitCode: 137, oomKilled: true })],
+      ctx: { restarts: new Map([['x', 3]]) },
+      expected: ['report-failed x OOM_KILLED: exited with code 137 (killed: out of memory); restart budget of 3 used up'],
+    },
+    {
+      name: 'writable volume: the older deployment is stopped before the new one starts (no overlap)',
+      desired: desired({ ...web2, volumes: [{ name: 'data', mountPath: '/data', readOnly: false }] }),
+      actual: [container('web', 'd1', 0, { id: 'old' })],
+      expected: ['replace web d2 new [0] keep [] retire [old] stop-first'],
+    },
+    {
+      name: 'read-only volumes only: the usual overlapping rollout',
+      desired: desired({ ...web2, volumes: [{ name: 'assets', mountPath: '/assets', readOnly: true }] }),
+      actual: [container('web', 'd1', 0, { id: 'old' })],
+      expected: ['replace web d2 new [0] keep [] retire [old]'],
     },
     {
       name: 'crashed past budget and already reported: nothing more',

@@ -200,6 +200,9 @@ export async function createHarness(name: string, options: { dockerHost?: string
         await removeContainersByLabel(`${LABELS.node}=${node}`);
         await removeContainersByLabel(`tether.test=${node}`);
       }
+      // Named volumes this node's services made (they outlive their containers by design).
+      const volumes = await docker.listVolumes({ filters: { label: [`${LABELS.node}=${node}`] } }).catch(() => ({ Volumes: [] }));
+      await Promise.all((volumes.Volumes ?? []).map((v) => docker.getVolume(v.Name).remove().catch(() => undefined)));
       await docker.getNetwork(network).remove().catch(() => undefined);
     },
   };

@@ -1,0 +1,20 @@
+import { CAPABILITIES, type Capability } from './constants.js';
+import type { Workload } from './messages.js';
+
+/**
+ * The capabilities an agent must have announced to run `workload` as it is:
+ * one per optional field that is present. A field an older agent would
+ * silently ignore must never reach it (the panel fails the deployment instead).
+ */
+export function workloadCapabilities(workload: Workload): Capability[] {
+  const needed: Capability[] = [];
+  if (workload.command !== undefined || workload.args !== undefined) needed.push(CAPABILITIES.WORKLOAD_COMMAND);
+  if (workload.resources !== undefined) needed.push(CAPABILITIES.WORKLOAD_RESOURCES);
+  if (workload.volumes !== undefined && workload.volumes.length > 0) needed.push(CAPABILITIES.WORKLOAD_VOLUMES);
+  return needed;
+}
+
+/** True when a container of `workload` writes to a volume: its replicas must never overlap (stop the old one first). */
+export function hasWritableVolume(workload: Pick<Workload, 'volumes'>): boolean {
+  return (workload.volumes ?? []).some((v) => !v.readOnly);
+}
