@@ -14,6 +14,8 @@ import { SessionDispatcher } from './sessions/session-dispatcher.js';
 import type { SessionFactOutbox } from './session-writes/outbox.js';
 import type { SessionStore } from './sessions/session-store.js';
 import { WorkloadSync } from './sessions/workload-sync.js';
+import type { Keyring } from './secrets/keyring.js';
+import { SecretDelivery } from './secrets/secret-delivery.js';
 import { LogRelay } from './log-streams/log-relay.js';
 
 // The agent side of the panel, wired in one place: the connected map, deploy
@@ -103,6 +105,8 @@ export function createAgentSide(deps: {
   events: PanelEvents;
   metrics: PanelMetrics;
   logger: Logger;
+  /** Opens secrets for deploy frames; null: no key configured. */
+  keyring: Keyring | null;
 }): AgentSide {
   const { config, store, events, metrics, logger } = deps;
   const registry = new SessionRegistry({
@@ -112,8 +116,9 @@ export function createAgentSide(deps: {
     lastSeenFlushMs: config.sessions.lastSeenFlushMs,
     restartOpensPerSec: config.sessions.restartOpensPerSec,
   });
-  const workloads = new WorkloadSync(registry, store, logger);
-  const dispatcher = new SessionDispatcher({ registry, store, events, logger, metrics, sentDeploys: workloads });
+  const secrets = new SecretDelivery(deps.prisma, deps.keyring);
+  const workloads = new WorkloadSync(registry, store, logger, secrets);
+  const dispatcher = new SessionDispatcher({ registry, store, events, logger, metrics, sentDeploys: workloads, secrets });
   const recorder = countedReloads(new PrismaReloadRecorder(deps.prisma, deps.outbox), registry, metrics);
   const routing = new RoutingReconciler({
     sessions: registry,

@@ -71,6 +71,8 @@ export const CAPABILITIES = Object.freeze({
   PROXY_EVENTS: 'proxy.events',
   /** Container logs over the session: `logs.open`/`logs.credit`/`logs.close` (panel → agent), `logs.chunk`/`logs.end` (agent → panel). */
   LOGS: 'logs',
+  /** `workload.secrets` in `deploy`/`workloads`: values the agent adds to the container's environment. */
+  SECRETS: 'secrets',
 } as const);
 export type Capability = (typeof CAPABILITIES)[keyof typeof CAPABILITIES];
 

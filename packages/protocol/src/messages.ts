@@ -127,6 +127,10 @@ export const Workload = Type.Object({
   env: Type.Record(Type.String(), Type.String({ maxLength: FIELD_LIMITS.envValue }), { propertyNames: Identifier(FIELD_LIMITS.envName) }),
   port: Nullable(Type.Integer({ minimum: 1, maximum: 65_535 })),
   replicas: Type.Integer({ minimum: 0, maximum: 100 }),
+  /** Capability `secrets`: values for the container's environment beside `env` (no name in both). */
+  secrets: Type.Optional(
+    Type.Record(Type.String(), Type.String({ maxLength: FIELD_LIMITS.envValue }), { propertyNames: Identifier(FIELD_LIMITS.envName), maxProperties: 100 }),
+  ),
 });
 export type Workload = Static<typeof Workload>;
 
