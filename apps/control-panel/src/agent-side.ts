@@ -16,6 +16,8 @@ import { SessionDispatcher } from './sessions/session-dispatcher.js';
 import type { SessionFactOutbox } from './session-writes/outbox.js';
 import type { SessionStore } from './sessions/session-store.js';
 import { WorkloadSync } from './sessions/workload-sync.js';
+import type { Keyring } from './secrets/keyring.js';
+import { SecretDelivery } from './secrets/secret-delivery.js';
 import { LogRelay } from './log-streams/log-relay.js';
 
 // The agent side of the panel, wired in one place: the connected map, deploy
@@ -113,6 +115,8 @@ export function createAgentSide(deps: {
   logger: Logger;
   /** Several panels: the generation each session's claim took (the cluster sets them, the registry reads them). */
   generations?: SessionGenerations;
+  /** Opens secrets for deploy frames; null: no key configured. */
+  keyring: Keyring | null;
 }): AgentSide {
   const { config, store, events, metrics, logger } = deps;
   const registry = new SessionRegistry({
@@ -123,8 +127,9 @@ export function createAgentSide(deps: {
     restartOpensPerSec: config.sessions.restartOpensPerSec,
     ...(deps.generations ? { generations: deps.generations } : {}),
   });
-  const workloads = new WorkloadSync(registry, store, logger);
-  const dispatcher = new SessionDispatcher({ registry, store, events, logger, metrics, sentDeploys: workloads });
+  const secrets = new SecretDelivery(deps.prisma, deps.keyring);
+  const workloads = new WorkloadSync(registry, store, logger, secrets);
+  const dispatcher = new SessionDispatcher({ registry, store, events, logger, metrics, sentDeploys: workloads, secrets });
   const recorder = countedReloads(new PrismaReloadRecorder(deps.prisma, deps.outbox), registry, metrics);
   const routing = new RoutingReconciler({
     sessions: registry,

@@ -11,6 +11,7 @@ import type { PanelConfig } from './config.js';
 import type { Db } from './db/database.js';
 import { withDeadline } from './db/db-faults.js';
 import type { ApiDeps } from './domain/api-deps.js';
+import { loadKeyring, type Keyring } from './secrets/keyring.js';
 import { AppError, ErrorBodySchema } from './errors.js';
 import { authPlugin } from './http/auth.js';
 import { deploymentEventRoutes } from './http/deployment-events.js';
@@ -59,6 +60,8 @@ export interface AppDependencies {
   logger?: FastifyBaseLogger;
   /** REST → session notifications; a fresh one when absent. */
   events?: PanelEvents;
+  /** The secrets keys (null: none); read from the configuration when absent (server.ts checks them against the rows first). */
+  keyring?: Keyring | null;
   /** Sends persisted deployments to their node; the agent side's dispatcher when absent. */
   dispatcher?: DeploymentDispatcher;
   metrics?: PanelMetrics;
@@ -91,6 +94,7 @@ declare module 'fastify' {
  * Nothing here reads the environment or listens.
  */
 export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> {
+  const keyring = deps.keyring !== undefined ? deps.keyring : loadKeyring(deps.config.secretsKeys);
   const app = Fastify({
     ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
     bodyLimit: 1024 * 1024,
@@ -147,6 +151,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     events,
     metrics,
     logger: app.log,
+    keyring,
     ...(deps.routingMaps ? { maps: deps.routingMaps } : {}),
     ...(databaseUrl ? { generations } : {}),
   });
@@ -289,7 +294,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   });
   await app.register(metricsRoutes, { metrics });
   await app.register(cliDownloadRoutes);
-  const api: ApiDeps = { prisma: deps.prisma, events, dispatcher };
+  const api: ApiDeps = { prisma: deps.prisma, events, dispatcher, keyring };
   await app.register(teamRoutes, { prefix: '/v1', ...api });
   await app.register(tokenRoutes, { prefix: '/v1', ...api });
   await app.register(nodeRoutes, { prefix: '/v1', ...api });

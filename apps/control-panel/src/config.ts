@@ -22,6 +22,9 @@ const EnvSchema = Type.Object({
   TETHER_DATA_DIR: Type.String({ minLength: 1, default: '.tether' }),
   TETHER_EMBEDDED_PG_PORT: Type.Integer({ minimum: 0, maximum: 65_535, default: 0 }),
   TETHER_ADMIN_TOKEN: Type.Optional(Type.String({ minLength: 16, maxLength: 256 })),
+  /** Secrets keys, comma-separated, the first encrypts (32 bytes as base64 or hex each); or a file of them. */
+  TETHER_SECRETS_KEY: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
+  TETHER_SECRETS_KEY_FILE: Type.Optional(Type.String({ minLength: 1 })),
   TETHER_LOG_LEVEL: Type.Union(
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)),
     { default: 'info' },
@@ -101,6 +104,8 @@ export interface PanelConfig {
   dataDir: string;
   embeddedPgPort: number;
   adminToken: string | undefined;
+  /** Where the secrets keys come from (secrets/keyring.ts reads them). */
+  secretsKeys: { keys: string | undefined; keyFile: string | undefined };
   logLevel: string;
   logFormat: LogFormat;
   http: {
@@ -184,6 +189,7 @@ export function loadConfig(env: Record<string, string | undefined>): PanelConfig
     dataDir: path.resolve(e.TETHER_DATA_DIR),
     embeddedPgPort: e.TETHER_EMBEDDED_PG_PORT,
     adminToken: e.TETHER_ADMIN_TOKEN,
+    secretsKeys: { keys: e.TETHER_SECRETS_KEY, keyFile: e.TETHER_SECRETS_KEY_FILE },
     logLevel: e.TETHER_LOG_LEVEL,
     logFormat: e.TETHER_LOG_FORMAT,
     http: { maxConnectionsPerAddress: e.TETHER_MAX_CONNECTIONS_PER_ADDRESS, bodyTimeoutMs: e.TETHER_BODY_TIMEOUT_MS },

@@ -14,6 +14,7 @@ export const ERROR_CATALOG = defineErrorCatalog({
   INVALID_URL: { status: 400, message: 'the URL is not valid (bad percent-encoding)' },
   MALFORMED_REQUEST: { status: 400, message: 'the request is not valid HTTP/1.1' },
   INVALID_DOMAIN: { status: 400, message: 'the domain is not a valid lowercase host name' },
+  SECRET_NAME_IN_ENV: { status: 400, message: 'a name is both an environment variable and a secret of the service' },
   RESERVED_DOMAIN: { status: 400, message: "the domain is reserved for Tether's own use (tether.internal and names under it)" },
   UNKNOWN_NODE: { status: 400, message: 'no node has that name' },
   UPGRADE_NOT_ALLOWED: { status: 400, message: 'only GET /v1/agent/connect accepts a WebSocket upgrade' },
@@ -26,6 +27,8 @@ export const ERROR_CATALOG = defineErrorCatalog({
   DOMAIN_TAKEN: { status: 409, message: 'the domain is already attached to a service' },
   NODE_DECOMMISSIONED: { status: 409, message: 'the node is decommissioned' },
   NO_NODE_AVAILABLE: { status: 409, message: 'no node is available to place the service on' },
+  SECRETS_NOT_CONFIGURED: { status: 409, message: 'the panel has no secrets key (TETHER_SECRETS_KEY or TETHER_SECRETS_KEY_FILE), so it stores no secret' },
+  AGENT_LACKS_CAPABILITY: { status: 409, message: "the node's agent does not announce a capability this deployment needs (an older release)" },
   SERVICE_HAS_NO_PORT: { status: 409, message: 'the service has no internalPort, so no route can reach it' },
   PAYLOAD_TOO_LARGE: { status: 413, message: 'the request body is too large' },
   URI_TOO_LONG: { status: 414, message: 'a path parameter is longer than 100 characters' },
@@ -72,6 +75,12 @@ export const PANEL_ERROR_CATALOG = defineErrorCatalog({
   MIGRATION_FAILED: 'a SQL migration failed, or an earlier failed one is not resolved',
   /** The panel does not start. */
   ADMIN_TOKEN_CONFLICT: 'TETHER_ADMIN_TOKEN is already in use as a customer token',
+  /** The panel does not start: a secrets key is malformed, or both the key and the key file are set. */
+  SECRETS_KEY_INVALID: 'TETHER_SECRETS_KEY or TETHER_SECRETS_KEY_FILE does not hold valid keys',
+  /** The panel does not start (exit 2): the database holds secrets under a key it was not given. */
+  SECRETS_KEY_MISSING: 'the database holds secrets encrypted under a key this panel was not given',
+  /** A stored secret does not authenticate under its key (tampered or truncated); the deploy fails. */
+  SECRET_UNREADABLE: 'a stored secret does not decrypt',
   /** ConfigError (common): the panel does not start; every bad variable is named. */
   INVALID_CONFIG: 'an environment variable is missing or invalid',
 });

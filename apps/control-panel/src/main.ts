@@ -2,6 +2,7 @@ import { runMain } from '@tether/common';
 import { createLogger } from '@tether/common/logging';
 import { isEmbeddedPostgresError, type StartupErrorCode } from '@tether/embedded-postgres';
 import { loadConfig, type PanelConfig } from './config.js';
+import { PanelError } from './errors.js';
 import { startPanel } from './server.js';
 
 // Reads configuration, starts the panel (server.ts) and stops it on a signal.
@@ -20,6 +21,7 @@ const SETTING: Record<StartupErrorCode, string> = {
 /** The one-line reason a start failed when the operator can fix it, else undefined. */
 function fixableStartFailure(err: unknown, config: PanelConfig): string | undefined {
   if (isEmbeddedPostgresError(err)) return `${err.message}${SETTING[err.code]}`;
+  if (err instanceof PanelError && (err.code === 'SECRETS_KEY_MISSING' || err.code === 'SECRETS_KEY_INVALID')) return err.message;
   const e = err as NodeJS.ErrnoException;
   if (e?.code === 'EADDRINUSE') return `the panel's port ${config.host}:${config.port} is taken by another process; stop it or set TETHER_PORT to a free port`;
   if (e?.code === 'EACCES' && e.syscall === 'listen') return `no permission to listen on ${config.host}:${config.port}; choose a port above 1023 (TETHER_PORT) or run with that capability`;

@@ -5,6 +5,8 @@ import { openDatabase, type Database } from './db/database.js';
 import { DOCS_PATH } from './http/openapi.js';
 import { backlogWarning, readSomaxconn } from './listen-backlog.js';
 import { ensureAdminToken, type AdminTokenResult } from './domain/admin-token.js';
+import { refuseUnreadableSecrets } from './secrets/key-check.js';
+import { loadKeyring } from './secrets/keyring.js';
 
 // Starting a panel: database (embedded or DATABASE_URL, migrated), the first
 // operator token, the HTTP app. main.ts adds configuration and signals; tests
@@ -63,9 +65,12 @@ export async function startPanel(config: PanelConfig, options: StartOptions = {}
   log?.info({ embedded: Boolean(db.embedded), applied: db.migrations.applied }, 'database ready');
   let app: FastifyInstance | undefined;
   try {
+    // A panel that cannot open the secrets it holds starts nothing (main.ts: one line, exit 2).
+    const keyring = loadKeyring(config.secretsKeys);
+    await refuseUnreadableSecrets(db.prisma, keyring);
     const adminToken = await ensureAdminToken(db.prisma, config.adminToken);
     if (adminToken.kind === 'generated') print(adminTokenBanner(adminToken.token));
-    app = await buildApp({ ...options.extra, config, prisma: db.prisma, databaseUrl: db.url, ...(log ? { logger: log } : {}) });
+    app = await buildApp({ ...options.extra, config, prisma: db.prisma, databaseUrl: db.url, keyring, ...(log ? { logger: log } : {}) });
     const address = await app.listen({ host: config.host, port: config.port, backlog: config.listenBacklog });
     await warnOfShortBacklog(db, config.listenBacklog, log);
     const url = config.publicUrl ?? address.replace('0.0.0.0', '127.0.0.1');

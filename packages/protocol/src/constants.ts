@@ -77,6 +77,8 @@ export const CAPABILITIES = Object.freeze({
   WORKLOAD_RESOURCES: 'workload.resources',
   /** Workload field `volumes` (named volumes the service owns; a writable one rolls out without overlap). */
   WORKLOAD_VOLUMES: 'workload.volumes',
+  /** `workload.secrets` in `deploy`/`workloads`: values the agent adds to the container's environment. */
+  SECRETS: 'secrets',
 } as const);
 export type Capability = (typeof CAPABILITIES)[keyof typeof CAPABILITIES];
 

@@ -156,6 +156,10 @@ export const Workload = Type.Object({
   ...WorkloadCommandFields,
   ...WorkloadResourcesFields,
   ...WorkloadVolumesFields,
+  /** Capability `secrets`: values for the container's environment beside `env` (no name in both). */
+  secrets: Type.Optional(
+    Type.Record(Type.String(), Type.String({ maxLength: FIELD_LIMITS.envValue }), { propertyNames: Identifier(FIELD_LIMITS.envName), maxProperties: 100 }),
+  ),
 });
 export type Workload = Static<typeof Workload>;
 

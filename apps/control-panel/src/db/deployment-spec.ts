@@ -7,4 +7,6 @@ export interface ServiceSpec {
   env: Record<string, string>;
   internalPort: number | null;
   replicas: number;
+  /** The secret versions the deployment runs with (names and versions, never values); absent on older rows. */
+  secrets?: { name: string; version: number }[];
 }

@@ -7,6 +7,7 @@ import { toIso } from '../db/prisma-helpers.js';
 import { prismaSql } from '../db/sql.js';
 import type { ApiDeps } from './api-deps.js';
 import type { ServiceSpec } from './services.js';
+import type { PlannedWorkload } from '../secrets/secret-delivery.js';
 
 // A deployment carries out a snapshot of its service's spec on the service's
 // node. The row is committed (status pending) before it is dispatched, so a
@@ -27,8 +28,9 @@ export const presentDeployment = (d: Deployment) => ({
 });
 
 /** What the agent is sent for a deployment of a service's spec snapshot. */
-export function workloadOf(serviceId: string, deploymentId: string, spec: ServiceSpec): Workload {
-  return { serviceId, serviceName: spec.name, deploymentId, image: spec.image, env: spec.env, port: spec.internalPort, replicas: spec.replicas };
+export function workloadOf(serviceId: string, deploymentId: string, spec: ServiceSpec): PlannedWorkload {
+  const workload: Workload = { serviceId, serviceName: spec.name, deploymentId, image: spec.image, env: spec.env, port: spec.internalPort, replicas: spec.replicas };
+  return spec.secrets && spec.secrets.length > 0 ? { ...workload, secretRefs: spec.secrets } : workload;
 }
 
 const notFound = () => new AppError('NOT_FOUND', 'no such deployment');
@@ -42,6 +44,7 @@ interface ServiceToDeploy {
   env: Record<string, string>;
   internal_port: number | null;
   replicas: number;
+  secrets: { name: string; version: number }[];
 }
 
 /**
@@ -58,7 +61,9 @@ export async function createDeployment({ prisma, dispatcher }: ApiDeps, auth: Au
   const { deployment, nodeName, spec } = await prisma.$transaction(async (tx) => {
     // FOR SHARE OF n: a decommission waiting on the lock or committed before it is seen (the locked row is re-read).
     const [service] = await prismaSql(tx).rows<ServiceToDeploy>(
-      `SELECT s.node_id, n.name AS node_name, n.decommissioned, s.name, s.image, s.env, s.internal_port, s.replicas
+      `SELECT s.node_id, n.name AS node_name, n.decommissioned, s.name, s.image, s.env, s.internal_port, s.replicas,
+        (SELECT COALESCE(json_agg(json_build_object('name', x.name, 'version', x.version) ORDER BY x.name), '[]'::json)
+          FROM service_secrets x WHERE x.service_id = s.id AND x.removed_at IS NULL) AS secrets
       FROM services s JOIN nodes n ON n.id = s.node_id
       WHERE s.id = $1 AND ($2::text IS NULL OR s.team_id = $2)
       FOR SHARE OF n`,
@@ -68,7 +73,14 @@ export async function createDeployment({ prisma, dispatcher }: ApiDeps, auth: Au
     if (service.decommissioned) {
       throw new AppError('NODE_DECOMMISSIONED', `node ${service.node_name} is decommissioned; move the service to another node first`);
     }
-    const spec: ServiceSpec = { name: service.name, image: service.image, env: service.env, internalPort: service.internal_port, replicas: service.replicas };
+    const spec: ServiceSpec = {
+      name: service.name,
+      image: service.image,
+      env: service.env,
+      internalPort: service.internal_port,
+      replicas: service.replicas,
+      ...(service.secrets.length > 0 ? { secrets: service.secrets } : {}),
+    };
     const deployment = await tx.deployment.create({ data: { serviceId, nodeId: service.node_id, spec: { ...spec }, status: 'pending' } });
     return { deployment, nodeName: service.node_name, spec };
   });

@@ -6,19 +6,21 @@ import type { Tx } from '../db/database.js';
 import type { ServiceSpec } from '../db/deployment-spec.js';
 import type { ApiDeps } from './api-deps.js';
 import { placeOnNode } from './placement.js';
+import { checkSecretNames, presentSecrets, secretsOfService, writeServiceSecrets, type SecretsPatch } from './service-secrets.js';
 
 export type { ServiceSpec };
 
-export interface CreateServiceInput extends Partial<Omit<ServiceSpec, 'name' | 'image'>> {
+export interface CreateServiceInput extends Partial<Omit<ServiceSpec, 'name' | 'image' | 'secrets'>> {
   name: string;
   image: string;
   node?: string;
   teamId?: string;
+  secrets?: Record<string, string>;
 }
 
-export type UpdateServiceInput = Partial<ServiceSpec> & { node?: string };
+export type UpdateServiceInput = Partial<Omit<ServiceSpec, 'secrets'>> & { node?: string; secrets?: SecretsPatch };
 
-type ServiceWithNode = Service & { node: Pick<Node, 'name'> };
+type ServiceWithNode = Service & { node: Pick<Node, 'name'>; secrets: { name: string; version: number; setAt: Date }[] };
 
 export const specOf = (s: Service): ServiceSpec => ({
   name: s.name,
@@ -32,13 +34,14 @@ export const presentService = (s: ServiceWithNode) => ({
   id: s.id,
   teamId: s.teamId,
   ...specOf(s),
+  secrets: presentSecrets(s.secrets),
   nodeId: s.nodeId,
   nodeName: s.node.name,
   createdAt: s.createdAt.toISOString(),
   updatedAt: s.updatedAt.toISOString(),
 });
 
-const withNode = { node: { select: { name: true } } } as const;
+const withNode = { node: { select: { name: true } }, ...secretsOfService } as const;
 const nameTaken = (name: string) => new AppError('CONFLICT', `the team already has a service named ${name}`);
 const notFound = () => new AppError('NOT_FOUND', 'no such service');
 
@@ -53,12 +56,13 @@ async function owningTeam(tx: Tx, auth: AuthContext, teamId: string | undefined)
   return teamId;
 }
 
-export async function createService({ prisma, events }: ApiDeps, auth: AuthContext, input: CreateServiceInput) {
+export async function createService({ prisma, events, keyring }: ApiDeps, auth: AuthContext, input: CreateServiceInput) {
+  checkSecretNames(input.env ?? {}, Object.keys(input.secrets ?? {}), keyring, input.secrets ?? {});
   const service = await prisma.$transaction(async (tx) => {
     const teamId = await owningTeam(tx, auth, input.teamId);
     const node = await placeOnNode(tx, input.node);
     try {
-      return await tx.service.create({
+      const created = await tx.service.create({
         data: {
           teamId,
           nodeId: node.id,
@@ -68,8 +72,10 @@ export async function createService({ prisma, events }: ApiDeps, auth: AuthConte
           internalPort: input.internalPort ?? null,
           replicas: input.replicas ?? 1,
         },
-        include: withNode,
+        select: { id: true },
       });
+      await writeServiceSecrets(tx, keyring, created.id, input.secrets ?? {});
+      return await tx.service.findUniqueOrThrow({ where: { id: created.id }, include: withNode });
     } catch (err) {
       mapPrismaError(err, { P2002: nameTaken(input.name) });
     }
@@ -100,9 +106,17 @@ async function lockOwnService(tx: Tx, auth: AuthContext, id: string) {
   return tx.service.findUniqueOrThrow({ where: { id }, include: { ...withNode, _count: { select: { routes: true } } } });
 }
 
-export async function updateService({ prisma, events }: ApiDeps, auth: AuthContext, id: string, patch: UpdateServiceInput) {
+export async function updateService({ prisma, events, keyring }: ApiDeps, auth: AuthContext, id: string, patch: UpdateServiceInput) {
   const { before, after, routes } = await prisma.$transaction(async (tx) => {
     const current = await lockOwnService(tx, auth, id);
+    // env replaces, secrets merge: the names they will have must not meet.
+    const secretNames = new Set(current.secrets.map((x) => x.name));
+    for (const [name, value] of Object.entries(patch.secrets ?? {})) {
+      if (value === null) secretNames.delete(name);
+      else secretNames.add(name);
+    }
+    checkSecretNames(patch.env ?? (current.env as Record<string, string>), [...secretNames], keyring, patch.secrets ?? {});
+    await writeServiceSecrets(tx, keyring, id, patch.secrets ?? {});
     const data: Prisma.ServiceUncheckedUpdateInput = {
       name: patch.name,
       image: patch.image,

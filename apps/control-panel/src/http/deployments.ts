@@ -19,6 +19,9 @@ const DeploymentSchema = Type.Object({
       env: Type.Record(Type.String(), Type.String()),
       internalPort: Nullable(Type.Integer()),
       replicas: Type.Integer(),
+      secrets: Type.Optional(
+        Type.Array(Type.Object({ name: Type.String(), version: Type.Integer() }), { description: 'the secret versions the deployment runs with (never values)' }),
+      ),
     },
     { description: 'the service spec as it was when the deployment was made' },
   ),

@@ -16,16 +16,32 @@ const Image = Type.String({
   pattern: IMAGE_REFERENCE_PATTERN,
   description: 'Docker image reference, e.g. nginx:1.27 or registry.example.com:5000/team/app@sha256:…',
 });
+const EnvName = Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]{0,255}$' });
+// NUL cannot be passed to a container's environment; everything else (newlines in keys' values, say a PEM) can.
+const EnvValue = Type.String({ maxLength: MAX_ENV_VALUE_LENGTH, pattern: '^[^\\u0000]*$' });
 const Env = Type.Record(
-  Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]{0,255}$' }),
-  // NUL cannot be passed to a container's environment; everything else (newlines in keys' values, say a PEM) can.
-  Type.String({ maxLength: MAX_ENV_VALUE_LENGTH, pattern: '^[^\\u0000]*$' }),
+  EnvName,
+  EnvValue,
   {
     maxProperties: MAX_ENV_VARS,
     additionalProperties: false,
     description: `environment variables (a PATCH replaces all of them): names match ^[A-Za-z_][A-Za-z0-9_]*$ (at most 256 characters), values are strings; at most ${MAX_ENV_VARS}`,
   },
 );
+// Secrets are environment variables too: the same rules.
+const NewSecrets = Type.Record(EnvName, EnvValue, {
+  maxProperties: MAX_ENV_VARS,
+  additionalProperties: false,
+  description: 'secrets, write-only: stored encrypted, given to the container as environment variables, never shown again; names as in env and not in env',
+});
+const SecretsPatch = Type.Record(EnvName, Nullable(EnvValue), {
+  maxProperties: MAX_ENV_VARS,
+  additionalProperties: false,
+  description: 'secrets to set (a value: a new version) or remove (null); the others stay',
+});
+const SecretsInfo = Type.Array(Type.Object({ name: Type.String(), version: Type.Integer(), setAt: Timestamp }), {
+  description: 'the current secrets: names and versions, never values',
+});
 const InternalPort = Nullable(Type.Integer({ minimum: 1, maximum: 65_535 }), {
   description: 'port the container listens on (routes point at it); null for none',
 });
@@ -39,6 +55,7 @@ const ServiceSchema = Type.Object({
   env: Type.Record(Type.String(), Type.String()),
   internalPort: Nullable(Type.Integer()),
   replicas: Type.Integer(),
+  secrets: SecretsInfo,
   nodeId: Type.String(),
   nodeName: Type.String(),
   createdAt: Timestamp,
@@ -50,6 +67,7 @@ const CreateBody = Type.Object(
     name: labelName('unique within the team'),
     image: Image,
     env: Type.Optional(Env),
+    secrets: Type.Optional(NewSecrets),
     internalPort: Type.Optional(InternalPort),
     replicas: Type.Optional(Replicas),
     node: Type.Optional(labelName('the node to run on; when omitted, the node with the fewest services')),
@@ -63,6 +81,7 @@ const UpdateBody = Type.Object(
     name: Type.Optional(labelName('unique within the team')),
     image: Type.Optional(Image),
     env: Type.Optional(Env),
+    secrets: Type.Optional(SecretsPatch),
     internalPort: Type.Optional(InternalPort),
     replicas: Type.Optional(Replicas),
     node: Type.Optional(labelName('move the service to this node')),

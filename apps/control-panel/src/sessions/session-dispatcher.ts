@@ -1,6 +1,7 @@
 import { sanitizeText, type Logger } from '@tether/common';
 import { createIdGenerator, type DeployResult, type Heartbeat, type Workload } from '@tether/protocol';
-import { AppError } from '../errors.js';
+import { AppError, PanelError } from '../errors.js';
+import { lacksSecretsReason, needsSecrets, type PlannedWorkload, type SecretDelivery } from '../secrets/secret-delivery.js';
 import type { PanelEvents } from '../panel-events.js';
 import type { PanelMetrics } from '../panel-metrics.js';
 import type { SessionRegistry } from './registry.js';
@@ -13,7 +14,7 @@ export interface DispatchRequest {
   deploymentId: string;
   nodeId: string;
   nodeName: string;
-  workload: Workload;
+  workload: PlannedWorkload;
 }
 
 export interface DispatchOutcome {
@@ -55,9 +56,20 @@ export class SessionDispatcher implements DeploymentDispatcher {
   private readonly logger: Logger;
   private readonly metrics: PanelMetrics | undefined;
   private readonly sentDeploys: SentDeploys | undefined;
+  private readonly secrets: SecretDelivery | undefined;
 
-  constructor(deps: { registry: SessionRegistry; store: SessionStore; events: PanelEvents; logger: Logger; metrics?: PanelMetrics; sentDeploys?: SentDeploys }) {
+  constructor(deps: {
+    registry: SessionRegistry;
+    store: SessionStore;
+    events: PanelEvents;
+    logger: Logger;
+    metrics?: PanelMetrics;
+    sentDeploys?: SentDeploys;
+    /** Adds secrets' values to the frame; without it a deployment with secrets fails. */
+    secrets?: SecretDelivery;
+  }) {
     this.registry = deps.registry;
+    this.secrets = deps.secrets;
     this.sentDeploys = deps.sentDeploys;
     this.store = deps.store;
     this.events = deps.events;
@@ -83,11 +95,12 @@ export class SessionDispatcher implements DeploymentDispatcher {
       await this.store.deploymentFinished(request.deploymentId, 'unreachable', reason);
       throw new AppError('NODE_UNREACHABLE', reason, { nodeId: request.nodeId, deploymentId: request.deploymentId });
     }
+    const workload = await this.wireWorkload(request, session);
     await this.store.deploymentDispatched(request.deploymentId, session.id);
     const sentAt = performance.now();
-    this.sentDeploys?.deploySent(session, request.workload);
+    this.sentDeploys?.deploySent(session, workload);
     try {
-      await session.sendAwaitingAck({ type: 'deploy', id: this.nextId(), workload: request.workload });
+      await session.sendAwaitingAck({ type: 'deploy', id: this.nextId(), workload });
       this.metrics?.ackWait.observe((performance.now() - sentAt) / 1000);
     } catch (err) {
       if (err instanceof AckTimeoutError) {
@@ -107,6 +120,27 @@ export class SessionDispatcher implements DeploymentDispatcher {
     // A first deployment puts the service's routes on the map; a redeploy leaves the map (and its hash) as it was.
     this.events.emit('routing.changed', { nodeIds: [request.nodeId], reason: `service ${request.workload.serviceName} deployed` });
     return { httpStatus: 202 };
+  }
+
+  /** The deploy frame's workload, secrets' values in; a deployment the agent cannot take as asked ends `failed` here. */
+  private async wireWorkload(request: DispatchRequest, session: AgentSession): Promise<Workload> {
+    if (!needsSecrets(request.workload)) return request.workload;
+    let result: Awaited<ReturnType<SecretDelivery['toWire']>> | undefined;
+    try {
+      result = await this.secrets?.toWire(session, [request.workload]);
+    } catch (err) {
+      if (!(err instanceof PanelError)) throw err;
+      // The message names the secret and the key, never a value.
+      const reason = `${err.code}: ${err.message}`;
+      await this.store.deploymentFinished(request.deploymentId, 'failed', reason);
+      throw new AppError('INTERNAL', reason, { deploymentId: request.deploymentId });
+    }
+    if (!result || result.refused.length > 0) {
+      const reason = lacksSecretsReason(request.nodeName);
+      await this.store.deploymentFinished(request.deploymentId, 'failed', reason);
+      throw new AppError('AGENT_LACKS_CAPABILITY', reason, { nodeId: request.nodeId, deploymentId: request.deploymentId, capability: 'secrets' });
+    }
+    return result.wire[0]!;
   }
 
   private unreachableReason(nodeId: string, nodeName: string): string {

@@ -1,5 +1,6 @@
 import { TickBatcher } from '@tether/common';
-import type { Workload } from '@tether/protocol';
+import { workloadOf } from '../domain/deployments.js';
+import type { PlannedWorkload } from '../secrets/secret-delivery.js';
 import { sqlOf, type Db } from '../db/database.js';
 import type { ServiceSpec } from '../db/deployment-spec.js';
 import { withDeadline } from '../db/db-faults.js';
@@ -58,7 +59,7 @@ export interface SessionStore {
 /** A node's desired set as read from the database. */
 export interface DesiredWorkloads {
   /** Each service placed on the node with a delivered or running deployment made for it there: the newest. */
-  workloads: Workload[];
+  workloads: PlannedWorkload[];
   /** Every service placed on the node when it was read, deployed or not. */
   placed: string[];
 }
@@ -174,15 +175,8 @@ export class OutboxSessionStore implements SessionStore {
       desired.placed.push(row.service_id);
       const spec = row.spec;
       if (row.deployment_id === null || spec === null) continue;
-      desired.workloads.push({
-        serviceId: row.service_id,
-        serviceName: row.name,
-        deploymentId: row.deployment_id,
-        image: spec.image,
-        env: spec.env,
-        port: spec.internalPort,
-        replicas: spec.replicas,
-      });
+      // The name is the service's now (a rename after the deploy).
+      desired.workloads.push(workloadOf(row.service_id, row.deployment_id, { ...spec, name: row.name }));
     }
     return byNode;
   }

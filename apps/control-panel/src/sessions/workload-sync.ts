@@ -1,5 +1,6 @@
 import { KeyedSerialQueue, type Logger } from '@tether/common';
 import { createIdGenerator, type Workload } from '@tether/protocol';
+import { needsSecrets, type PlannedWorkload, type SecretDelivery } from '../secrets/secret-delivery.js';
 import type { SessionRegistry } from './registry.js';
 import type { AgentSession } from './session.js';
 import type { DesiredWorkloads, SessionStore } from './session-store.js';
@@ -28,6 +29,8 @@ export class WorkloadSync {
     private readonly registry: SessionRegistry,
     private readonly store: SessionStore,
     private readonly logger: Logger,
+    /** Adds secrets' values; without it workloads with secrets are left out of the set. */
+    private readonly secrets?: SecretDelivery,
   ) {}
 
   /** A session opened: send it the whole set. */
@@ -68,14 +71,26 @@ export class WorkloadSync {
     try {
       const read = await this.store.desiredWorkloads(session.nodeId);
       if (session.closed) return;
+      const stored = await this.wireWorkloads(session, read.workloads);
+      if (session.closed) return;
       // No await between the overlay and the send: a deploy sent later is sent after this set.
-      const workloads = withSentDeploys(read, this.sent.get(session));
+      const workloads = withSentDeploys({ workloads: stored, placed: read.placed }, this.sent.get(session));
       await session.sendAwaitingAck({ type: 'workloads', id: this.nextId(), workloads });
       this.logger.debug({ node: session.nodeName, count: workloads.length, reason }, 'workloads sent');
     } catch (err) {
       // An ACK timeout already tore the session down; the next session gets the set again.
       this.logger.warn({ err, node: session.nodeName, reason }, 'workloads not delivered');
     }
+  }
+
+  /** The frame form, secrets' values in. A workload with secrets never runs without them: an agent that cannot take them is not sent it. */
+  private async wireWorkloads(session: AgentSession, workloads: PlannedWorkload[]): Promise<Workload[]> {
+    if (!workloads.some(needsSecrets)) return workloads;
+    const { wire, refused } = this.secrets ? await this.secrets.toWire(session, workloads) : { wire: workloads.filter((w) => !needsSecrets(w)), refused: workloads.filter(needsSecrets) };
+    if (refused.length > 0) {
+      this.logger.warn({ node: session.nodeName, deployments: refused.map((w) => w.deploymentId) }, 'workloads with secrets left out: the agent does not announce the secrets capability');
+    }
+    return wire;
   }
 }
 

@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { afterAll, beforeAll } from 'vitest';
 import { startTestPostgres, waitFor, type TestPostgres } from '@tether/testkit';
 import { buildApp } from '../../src/app.js';
@@ -47,6 +47,8 @@ export interface PanelOptions {
   databaseUrl?: string;
   /** The data folder; a fresh temporary one when absent (deleted on close). */
   dataDir?: string;
+  /** The app's logger (default: none, silent). */
+  logger?: FastifyBaseLogger;
 }
 
 export async function startPanel(options: PanelOptions = {}): Promise<Panel> {
@@ -65,7 +67,7 @@ export async function startPanel(options: PanelOptions = {}): Promise<Panel> {
   let app: FastifyInstance;
   let port = 0;
   const launch = async () => {
-    app = await buildApp({ config, prisma, events, ...(options.wrapStore ? { wrapSessionStore: options.wrapStore } : {}) });
+    app = await buildApp({ config, prisma, events, ...(options.wrapStore ? { wrapSessionStore: options.wrapStore } : {}), ...(options.logger ? { logger: options.logger } : {}) });
     await app.listen({ host: '127.0.0.1', port });
     port = (app.server.address() as { port: number }).port;
   };

@@ -325,11 +325,13 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
 
   /** What hello announces: the optional features this agent was built with. */
   private capabilities(): { capabilities?: string[] } {
-    const names = [
+    const names: string[] = [
       ...(this.options.events ? [CAPABILITIES.PROXY_EVENTS] : []),
       ...(this.options.logs ? [CAPABILITIES.LOGS] : []),
       ...(this.options.workloads.capabilities ?? []),
     ];
+    // Built in: every workload's secrets become its container's environment (runtime/workload-spec.ts).
+    names.push(CAPABILITIES.SECRETS);
     return names.length > 0 ? { capabilities: names } : {};
   }
 

@@ -47,7 +47,8 @@ export function containerSpec(node: string, network: string, workload: Workload,
   return {
     name: containerName(node, workload, replica),
     image: workload.image,
-    env: workload.env,
+    // Secrets (capability `secrets`) are environment to the container; the panel keeps names apart from env's.
+    env: { ...workload.env, ...workload.secrets },
     labels: {
       ...nodeSelector(node),
       [LABELS.service]: workload.serviceId,

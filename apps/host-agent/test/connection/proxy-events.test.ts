@@ -67,7 +67,7 @@ describe('proxy.events', () => {
     const { journal, connection, welcome } = await setup({ capabilities: null });
     connection.start();
     const conn = await welcome(1);
-    expect(conn.received[0]).toMatchObject({ type: 'hello', capabilities: [CAPABILITIES.PROXY_EVENTS] });
+    expect(conn.received[0]).toMatchObject({ type: 'hello', capabilities: [CAPABILITIES.PROXY_EVENTS, CAPABILITIES.SECRETS] });
     await journal.record(reload('added a.example.com'));
     await conn.waitFor((m) => m.type === 'heartbeat');
     await new Promise((r) => setTimeout(r, 300));
