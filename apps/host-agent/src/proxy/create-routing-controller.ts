@@ -13,7 +13,7 @@ import { CaddyContainer, caddyHostPaths } from './caddy-container.js';
 import { CADDY_CONTAINER, CADDY_CONTAINER_ADMIN, ensureCaddyImage } from './caddy-image.js';
 import { CaddyRoutingController, type ReloadRecord } from './routing-controller.js';
 import type { CaddyAdminSettings, ProxyTlsMode } from './render.js';
-import type { EndpointSource } from './docker-endpoints.js';
+import { dockerEndpoints, type EndpointSource } from './docker-endpoints.js';
 import { KnotAnswerer } from './knot-answerer.js';
 import { StaticRoutingController } from './static-routing-controller.js';
 
@@ -161,6 +161,25 @@ export function createRoutingController(
     canary: config.canary.intervalMs > 0 ? { port: config.canary.proxyPort, upstream: config.canary.upstream } : null,
   };
   if (p.kind === 'none') return new DisabledRouting();
+  if (p.kind === 'external' && p.routing === 'static') {
+    return createStaticExternalRoutingController({
+      ...common,
+      adminUrl: p.caddyAdminUrl as string,
+      ...(p.caddyAdminListen ? { adminListen: p.caddyAdminListen } : {}),
+      serving: { ...common.serving },
+      answererListen: p.answererListen,
+      knotd: p.knotd,
+      knotc: p.knotc,
+      answererProbeTimeoutMs: p.answererProbeTimeoutMs,
+      answersIntervalMs: p.answererCheckMs,
+      lookupRefreshMs: p.lookupRefreshMs,
+      askPort: p.askPort,
+      issuer: p.tlsIssuer,
+      endpoints: config.runtime.kind === 'docker'
+        ? dockerEndpoints(deps.docker ?? createDockerClient(config.runtime.dockerHost), { network: config.runtime.network, node: config.nodeName ?? os.hostname() })
+        : () => Promise.resolve(new Map()),
+    });
+  }
   if (p.kind === 'external') {
     // loadConfig refuses external mode without an admin URL.
     return createExternalRoutingController({ ...common, adminUrl: p.caddyAdminUrl as string, ...(p.caddyAdminListen ? { adminListen: p.caddyAdminListen } : {}) });

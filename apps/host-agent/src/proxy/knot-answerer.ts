@@ -1,7 +1,7 @@
 import { execFile, spawn } from 'node:child_process';
 import { Resolver } from 'node:dns/promises';
-import { closeSync, openSync } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
+import { closeSync, openSync, readFileSync } from 'node:fs';
+import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { sleep, type Logger } from '@tether/common';
@@ -110,11 +110,15 @@ export class KnotAnswerer {
 
   private async killLeftover(): Promise<void> {
     const pid = await this.pid();
-    if (pid === null || !alive(pid)) return;
-    // Not answering but alive: frozen or wedged. SIGKILL works on a stopped process too.
-    process.kill(pid, 'SIGKILL');
-    const deadline = Date.now() + 2_000;
-    while (alive(pid) && Date.now() < deadline) await sleep(20);
+    if (pid !== null && alive(pid)) {
+      // Not answering but alive: frozen or wedged. SIGKILL works on a stopped process too.
+      process.kill(pid, 'SIGKILL');
+      const deadline = Date.now() + 2_000;
+      while (alive(pid) && Date.now() < deadline) await sleep(20);
+    }
+    // knotd refuses to start while its pid file names a live pid, and a killed knotd whose parent
+    // (an agent since gone) is not reaped stays a zombie that still "exists".
+    await rm(this.paths.pid, { force: true });
   }
 
   private async start(): Promise<void> {
@@ -221,12 +225,18 @@ export class KnotAnswerer {
   }
 }
 
+/** A process that exists and is not a zombie (a zombie holds its pid until reaped, and nothing of knotd). */
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (error) {
-    return (error as { code?: string }).code === 'EPERM';
+    if ((error as { code?: string }).code !== 'EPERM') return false;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
   }
 }
 

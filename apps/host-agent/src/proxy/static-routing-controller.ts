@@ -3,7 +3,7 @@ import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { createLoop, KeyedSerialQueue, type Logger, type Loop } from '@tether/common';
 import { canonicalRoutes, routingHash, type Route, type RoutingStatus } from '@tether/protocol';
-import type { RoutingApplyResult, RoutingController, RoutingMapInput } from '../controllers.js';
+import type { AnswererHealth, RoutingApplyResult, RoutingController, RoutingMapInput } from '../controllers.js';
 import { readFileIfExists, writeFileAtomic } from './atomic-file.js';
 import { canonicalJson, matchesCanonicalJson } from './canonical-json.js';
 import type { ProxyConfigurator } from './configurator.js';
@@ -90,8 +90,13 @@ export class StaticRoutingController implements RoutingController {
         : null;
   }
 
-  get answerer(): KnotAnswerer {
+  get knot(): KnotAnswerer {
     return this.options.answerer;
+  }
+
+  answerer(): AnswererHealth {
+    const { up, starts, restarts, lastFailure, lastFailureAt } = this.options.answerer.status();
+    return { up, starts, restarts, lastFailure, lastFailureAt, unserved: this.stats.unserved, legacy: this.stats.legacy };
   }
 
   async start(): Promise<void> {

@@ -31,7 +31,7 @@ describe.skipIf(!ready)('static proxy: routing without config changes', () => {
 
   afterAll(async () => {
     await controller?.stop();
-    await controller?.answerer.destroy();
+    await controller?.knot.destroy();
     await Promise.all(servers.map((s) => s.close()));
     await witness?.close();
     await caddy?.stop();
