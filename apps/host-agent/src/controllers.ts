@@ -51,6 +51,8 @@ export interface RoutingController {
   apply(map: RoutingMapInput): Promise<RoutingApplyResult>;
   /** Applied hash and reload counters, for hello and every heartbeat. */
   status(): RoutingStatus;
+  /** True when routing never changes the proxy's config (TETHER_PROXY_ROUTING=static): hello names `proxy.static`. */
+  readonly staticConfig?: boolean;
   /** Static routing only: the answerer's health (agent /healthz and /metrics). */
   answerer?(): AnswererHealth;
 }

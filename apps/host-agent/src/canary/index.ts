@@ -87,5 +87,6 @@ export function withCanary(routing: RoutingController, canary: Canary | null): R
       routing.apply(map).then((result) => ({ ...result, routing: { ...result.routing, canary: canary.monitor.status() } })),
     status: () => ({ ...routing.status(), canary: canary.monitor.status() }),
     ...(routing.answerer ? { answerer: routing.answerer.bind(routing) } : {}),
+    ...(routing.staticConfig ? { staticConfig: true } : {}),
   };
 }

@@ -325,7 +325,11 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
 
   /** What hello announces: the optional features this agent was built with. */
   private capabilities(): { capabilities?: string[] } {
-    const names = [...(this.options.events ? [CAPABILITIES.PROXY_EVENTS] : []), ...(this.options.logs ? [CAPABILITIES.LOGS] : [])];
+    const names = [
+      ...(this.options.events ? [CAPABILITIES.PROXY_EVENTS] : []),
+      ...(this.options.logs ? [CAPABILITIES.LOGS] : []),
+      ...(this.options.routing.staticConfig ? [CAPABILITIES.PROXY_STATIC] : []),
+    ];
     return names.length > 0 ? { capabilities: names } : {};
   }
 

@@ -73,6 +73,7 @@ export class StaticRoutingController implements RoutingController {
   private readonly answersLoop: Loop | null;
   private readonly now: () => Date;
   private closed: Promise<void> | null = null;
+  readonly staticConfig = true;
   readonly adminCalls = { idReads: 0, configReads: 0, loads: 0 };
   readonly stats: StaticProxyStats = { answerWrites: 0, unserved: 0, legacy: 0, lastAnswersAt: null };
 
@@ -301,7 +302,7 @@ export class StaticRoutingController implements RoutingController {
     if (created || store.appliedHash === null) return { kind: 'initial', reason: 'static proxy config loaded (first configuration)' };
     if (servesNothing(running)) return { kind: 'repair-empty', reason: 'repaired: proxy was running an empty config; static config loaded' };
     if (running.includes(CONFIG_ID_PREFIX)) {
-      return { kind: 'change', reason: 'moved to the static proxy config: routing changes no longer reload the proxy' };
+      return { kind: 'static-move', reason: 'moved to the static proxy config: routing changes no longer reload the proxy' };
     }
     if (!running.includes(STATIC_ID_PREFIX)) return { kind: 'repair-drift', reason: 'repaired: proxy config differed from the static config' };
     const diff = describeRouteChange(before, legacy);

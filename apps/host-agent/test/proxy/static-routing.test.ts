@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureCaddy, requireSystem, commandWorks, aptInstall, startCaddy, waitFor, type TestCaddy } from '@tether/testkit';
 import type { StaticRoutingController } from '../../src/proxy/index.js';
 import { startAdminWitness, type AdminWitness } from './helpers/admin-witness.js';
-import { mapOf, removeTempDirs, route, startNamedServer, tempDir } from './helpers/harness.js';
+import { externalController, mapOf, removeTempDirs, route, startNamedServer, tempDir } from './helpers/harness.js';
+import { connectThroughProxy, startEchoServer } from './helpers/ws-echo.js';
 import { caddyLoadCount, getWithMarker, staticController } from './helpers/static-harness.js';
 
 // The static proxy (TETHER_PROXY_ROUTING=static) with a real Caddy 2.6 and a
@@ -80,5 +81,48 @@ describe.skipIf(!ready)('static proxy: routing without config changes', () => {
     expect(witness.loads).toBe(1);
     expect(await caddyLoadCount(caddy.adminUrl)).toBe(loadsAtStart);
     expect(controller.status()).toMatchObject({ reloadsTotal: 1, reloadsToday: 0 });
+  });
+});
+
+describe.skipIf(!ready)('static proxy: the one-time move from the per-route config', () => {
+  it('an agent upgraded to static routing loads once (kind static-move), keeps every route, and never loads again', async () => {
+    const caddy = await startCaddy();
+    const witness = await startAdminWitness({ port: caddy.adminPort });
+    const echo = await startEchoServer();
+    const shop = await startNamedServer('shop');
+    const stateDir = await tempDir();
+    const adminListen = `127.0.0.1:${caddy.adminPort}`;
+    let controller: StaticRoutingController | undefined;
+    try {
+      const routes = [route('chat.example.test', `127.0.0.1:${echo.port}`), route('shop.example.test', `127.0.0.1:${shop.port}`)];
+      // The previous release: the per-route config, one reload per change.
+      const old = externalController({ adminUrl: witness.url, adminListen, stateDir, httpPort: caddy.httpPort });
+      await old.start();
+      expect(await old.apply(mapOf(routes))).toMatchObject({ reloaded: true, error: null });
+      await old.stop();
+      const client = await connectThroughProxy(caddy.httpPort, 'chat.example.test');
+      witness.reset();
+
+      controller = await staticController({ adminUrl: witness.url, adminListen, stateDir, httpPort: caddy.httpPort });
+      await controller.start();
+      // The move: exactly one load, recorded with its own kind; it is the last time a connection is cut by routing.
+      expect(witness.loads).toBe(1);
+      expect(controller.status()).toMatchObject({ reloadsTotal: 2, lastReloadReason: expect.stringContaining('moved to the static proxy config') });
+      expect(controller.status().reloadKinds).toMatchObject({ initial: 1, staticMove: 1, change: 0 });
+      expect(await Promise.race([client.closed, new Promise((r) => setTimeout(() => r('open'), 3_000))])).toBe(1001);
+      expect((await getWithMarker(caddy.httpPort, 'shop.example.test')).body).toBe('shop /');
+
+      const again = await connectThroughProxy(caddy.httpPort, 'chat.example.test');
+      expect(await controller.apply(mapOf([...routes, route('new.example.test', `127.0.0.1:${shop.port}`)]))).toMatchObject({ changed: true, reloaded: false, error: null });
+      expect((await getWithMarker(caddy.httpPort, 'new.example.test')).body).toBe('shop /');
+      expect(await again.echo('after a change')).toBe('after a change');
+      expect(witness.loads).toBe(1);
+      again.close();
+    } finally {
+      await controller?.stop();
+      await controller?.knot.destroy();
+      await Promise.all([echo.close(), shop.close(), witness.close()]);
+      await caddy.stop();
+    }
   });
 });
