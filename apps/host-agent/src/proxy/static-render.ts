@@ -110,6 +110,8 @@ function staticConfig(legacy: readonly Route[], o: StaticRenderOptions, id: stri
       ],
     };
     const issuer = o.issuer === 'internal' ? { module: 'internal' } : { module: 'acme', ...(o.acmeEmail ? { email: o.acmeEmail } : {}) };
+    // Caddy's own CA must never write itself into the host's trust store (2.6 tries by default).
+    if (o.issuer === 'internal') apps.pki = { certificate_authorities: { local: { install_trust: false } } };
     apps.tls = {
       automation: {
         policies: [{ issuers: [issuer], on_demand: true }],
