@@ -70,7 +70,7 @@ export function wireRouting(registry: SessionRegistry, frames: FrameRouter, even
   return () => off.forEach((f) => f());
 }
 
-const RELOAD_KINDS: readonly ReloadKind[] = ['routing_change', 'no_routing_change', 'initial', 'repair_empty'];
+const RELOAD_KINDS: readonly ReloadKind[] = ['routing_change', 'no_routing_change', 'initial', 'repair_empty', 'static_move'];
 
 /**
  * The metric's kind of an agent's reload kind: `change` changed routing,
@@ -78,7 +78,7 @@ const RELOAD_KINDS: readonly ReloadKind[] = ['routing_change', 'no_routing_chang
  * incident 2, which the alert counts); an initial load and the repair of an
  * empty (restarted) Caddy sever nothing and have their own values.
  */
-const METRIC_KIND = { change: 'routing_change', 'repair-drift': 'no_routing_change', initial: 'initial', 'repair-empty': 'repair_empty' } as const;
+const METRIC_KIND = { change: 'routing_change', 'repair-drift': 'no_routing_change', initial: 'initial', 'repair-empty': 'repair_empty', 'static-move': 'static_move' } as const;
 
 /** Counts every reload and canary drop an agent reports (each once: only what the store newly recorded), then records it. */
 function countedReloads(inner: PrismaReloadRecorder, registry: SessionRegistry, metrics: PanelMetrics): ReloadRecorder & ProxyEventStore {

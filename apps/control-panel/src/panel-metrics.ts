@@ -16,7 +16,7 @@ export interface FleetGaugeSource {
 }
 
 /** The kinds of proxy reload the panel counts: a reload that did not change the routing hash is incident 2's symptom. */
-export type ReloadKind = 'routing_change' | 'no_routing_change' | 'initial' | 'repair_empty';
+export type ReloadKind = 'routing_change' | 'no_routing_change' | 'initial' | 'repair_empty' | 'static_move';
 
 export interface PanelMetrics {
   registry: Registry;

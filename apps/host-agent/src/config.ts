@@ -84,6 +84,22 @@ const EnvSchema = Type.Object({
   TETHER_PROXY_CHECK_INTERVAL_MS: Type.Integer({ minimum: 0, maximum: 86_400_000, default: 30_000 }),
   /** How often that check compares Caddy's whole config (repairs hand edits) instead of only its @id. */
   TETHER_PROXY_FULL_CHECK_INTERVAL_MS: Type.Integer({ minimum: 1_000, maximum: 86_400_000, default: 600_000 }),
+  /** Routing: config (every routing change renders and loads Caddy's config) or static (a fixed config; routes are answers Caddy looks up per request, docs/architecture.md "Static proxy"). */
+  TETHER_PROXY_ROUTING: Type.Union([Type.Literal('config'), Type.Literal('static')], { default: 'config' }),
+  /** Static routing: where the answerer (knotd) listens, host:port (Caddy's resolver). */
+  TETHER_PROXY_ANSWERER_LISTEN: Type.String({ pattern: HOST_PORT, maxLength: 300, default: '127.0.0.1:5399' }),
+  TETHER_PROXY_KNOTD: Type.String({ minLength: 1, maxLength: 4096, default: '/usr/sbin/knotd' }),
+  TETHER_PROXY_KNOTC: Type.String({ minLength: 1, maxLength: 4096, default: '/usr/sbin/knotc' }),
+  /** Static routing: how often the answerer is probed (and restarted when silent) and the ready containers re-read. */
+  TETHER_PROXY_ANSWERER_CHECK_MS: Ms(1_000, 50),
+  /** Static routing: bound on one probe of the answerer (a DNS query). */
+  TETHER_PROXY_ANSWERER_PROBE_TIMEOUT_MS: Ms(500, 50),
+  /** Static routing: how long Caddy keeps a looked-up route before asking again (how soon a change reaches requests). */
+  TETHER_PROXY_LOOKUP_REFRESH_MS: Ms(1_000, 100),
+  /** Static routing with TLS auto: loopback port of Caddy's own server answering on-demand TLS's ask. */
+  TETHER_PROXY_ASK_PORT: Type.Integer({ minimum: 1, maximum: 65_535, default: 9082 }),
+  /** TLS auto: acme (a public CA) or internal (Caddy's own CA: tests, private names). */
+  TETHER_PROXY_TLS_ISSUER: Type.Union([Type.Literal('acme'), Type.Literal('internal')], { default: 'acme' }),
   /** Canary: how often the HTTP probe goes through the proxy (and the WebSocket is re-opened when down); 0 = canary off. */
   TETHER_CANARY_INTERVAL_MS: Type.Integer({ minimum: 0, maximum: 3_600_000, default: 10_000 }),
   /** Canary: the port of Caddy's dedicated canary server (plain HTTP, never a certificate). */
@@ -140,6 +156,15 @@ export interface AgentConfig {
     acmeEmail: string | undefined;
     checkIntervalMs: number;
     fullCheckIntervalMs: number;
+    routing: 'config' | 'static';
+    answererListen: { host: string; port: number };
+    knotd: string;
+    knotc: string;
+    answererCheckMs: number;
+    answererProbeTimeoutMs: number;
+    lookupRefreshMs: number;
+    askPort: number;
+    tlsIssuer: 'acme' | 'internal';
   };
   canary: {
     intervalMs: number;
@@ -172,6 +197,11 @@ function parsePanelUrls(value: string, problems: string[]): string[] {
   return urls;
 }
 
+function splitHostPort(value: string): { host: string; port: number } {
+  const colon = value.lastIndexOf(':');
+  return { host: value.slice(0, colon).replace(/^\[|\]$/g, ''), port: Number(value.slice(colon + 1)) };
+}
+
 /** Only the state folder (the HEALTHCHECK needs no more, and must not fail on the rest). */
 export function loadStateDir(env: Record<string, string | undefined>): string {
   return path.resolve(env.TETHER_STATE_DIR || DEFAULT_STATE_DIR);
@@ -182,6 +212,10 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
   const problems: string[] = [];
   if (e.TETHER_PROXY === 'external' && !e.TETHER_CADDY_ADMIN_URL) {
     problems.push('TETHER_CADDY_ADMIN_URL: required when TETHER_PROXY=external');
+  }
+  if (e.TETHER_PROXY_ROUTING === 'static' && e.TETHER_PROXY === 'container') {
+    // The answerer and the domain files are host-side; the Caddy container cannot reach them yet.
+    problems.push('TETHER_PROXY_ROUTING: static is supported with TETHER_PROXY=external only (container mode keeps config)');
   }
   if (e.TETHER_RECONNECT_MIN_MS > e.TETHER_RECONNECT_MAX_MS) {
     problems.push('TETHER_RECONNECT_MIN_MS: must not exceed TETHER_RECONNECT_MAX_MS');
@@ -252,6 +286,15 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
       acmeEmail: e.TETHER_PROXY_ACME_EMAIL,
       checkIntervalMs: e.TETHER_PROXY_CHECK_INTERVAL_MS,
       fullCheckIntervalMs: e.TETHER_PROXY_FULL_CHECK_INTERVAL_MS,
+      routing: e.TETHER_PROXY_ROUTING,
+      answererListen: splitHostPort(e.TETHER_PROXY_ANSWERER_LISTEN),
+      knotd: e.TETHER_PROXY_KNOTD,
+      knotc: e.TETHER_PROXY_KNOTC,
+      answererCheckMs: e.TETHER_PROXY_ANSWERER_CHECK_MS,
+      answererProbeTimeoutMs: e.TETHER_PROXY_ANSWERER_PROBE_TIMEOUT_MS,
+      lookupRefreshMs: e.TETHER_PROXY_LOOKUP_REFRESH_MS,
+      askPort: e.TETHER_PROXY_ASK_PORT,
+      tlsIssuer: e.TETHER_PROXY_TLS_ISSUER,
     },
     canary: {
       intervalMs: e.TETHER_CANARY_INTERVAL_MS,

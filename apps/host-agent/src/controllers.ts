@@ -53,6 +53,23 @@ export interface RoutingController {
   apply(map: RoutingMapInput): Promise<RoutingApplyResult>;
   /** Applied hash and reload counters, for hello and every heartbeat. */
   status(): RoutingStatus;
+  /** True when routing never changes the proxy's config (TETHER_PROXY_ROUTING=static): hello names `proxy.static`. */
+  readonly staticConfig?: boolean;
+  /** Static routing only: the answerer's health (agent /healthz and /metrics). */
+  answerer?(): AnswererHealth;
+}
+
+/** The static proxy's answerer as the agent's health and metrics show it. */
+export interface AnswererHealth {
+  up: boolean;
+  starts: number;
+  restarts: number;
+  lastFailure: string | null;
+  lastFailureAt: string | null;
+  /** Routes with no ready endpoint at the last answers write. */
+  unserved: number;
+  /** Routes outside the static shape (served by the reload-costing path). */
+  legacy: number;
 }
 
 /** Events the panel must record exactly once (proxy/event-journal.ts): the session sends them until ACKed. */

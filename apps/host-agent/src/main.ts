@@ -78,7 +78,8 @@ runMain(
     const session: { id: string | null } = { id: null };
     agent.connection.on('ready', ({ sessionId }) => (session.id = sessionId));
     agent.connection.on('closed', () => (session.id = null));
-    const health = () => ({ connection: agent.connection.state, sessionId: session.id });
+    // Static routing: the answerer's state too (what an operator reads first when routes answer no-upstream).
+    const health = () => ({ connection: agent.connection.state, sessionId: session.id, ...(parts.routing.answerer ? { answerer: parts.routing.answerer() } : {}) });
     const stopHealth = startHealthFile(config.stateDir, health);
     const metrics = config.metrics ? await startAgentMetrics(config.metrics, agent, parts.routing, health, logger) : undefined;
     await agent.start();

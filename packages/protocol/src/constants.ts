@@ -79,6 +79,13 @@ export const CAPABILITIES = Object.freeze({
   WORKLOAD_VOLUMES: 'workload.volumes',
   /** `workload.secrets` in `deploy`/`workloads`: values the agent adds to the container's environment. */
   SECRETS: 'secrets',
+  /**
+   * The agent's proxy runs a config made from settings only (TETHER_PROXY_ROUTING=static): routing maps
+   * change answers, never the config. A panel that names it back understands the reload kind `static-move`
+   * (the one load that moves a node from the per-route config to the static one); to any other panel the
+   * agent reports that load as `change`.
+   */
+  PROXY_STATIC: 'proxy.static',
 } as const);
 export type Capability = (typeof CAPABILITIES)[keyof typeof CAPABILITIES];
 

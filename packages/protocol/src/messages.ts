@@ -84,7 +84,14 @@ export const RuntimeStatus = Type.Object({
 export type RuntimeStatus = Static<typeof RuntimeStatus>;
 
 /** Reloads since the agent's state began, per kind (see `ReloadKind`). */
-export const ReloadKindCounts = Type.Object({ initial: Count, repairEmpty: Count, change: Count, repairDrift: Count });
+export const ReloadKindCounts = Type.Object({
+  initial: Count,
+  repairEmpty: Count,
+  change: Count,
+  repairDrift: Count,
+  /** The one load that moved the node to the static proxy config (capability `proxy.static`); absent from other agents. */
+  staticMove: Type.Optional(Count),
+});
 export type ReloadKindCounts = Static<typeof ReloadKindCounts>;
 
 /** Canary drops per cause (see `CanaryDropCause`). */
@@ -352,7 +359,8 @@ export const LogsEnd = Type.Object({
 });
 export type LogsEnd = Static<typeof LogsEnd>;
 
-export const ReloadKind = Type.Union([Type.Literal('initial'), Type.Literal('repair-empty'), Type.Literal('change'), Type.Literal('repair-drift')]);
+/** `static-move` only between ends that both named `proxy.static`. */
+export const ReloadKind = Type.Union([Type.Literal('initial'), Type.Literal('repair-empty'), Type.Literal('change'), Type.Literal('repair-drift'), Type.Literal('static-move')]);
 export type ReloadKind = Static<typeof ReloadKind>;
 export const CanaryDropCause = Type.Union([
   Type.Literal('reload'),

@@ -86,5 +86,7 @@ export function withCanary(routing: RoutingController, canary: Canary | null): R
     apply: (map: RoutingMapInput): Promise<RoutingApplyResult> =>
       routing.apply(map).then((result) => ({ ...result, routing: { ...result.routing, canary: canary.monitor.status() } })),
     status: () => ({ ...routing.status(), canary: canary.monitor.status() }),
+    ...(routing.answerer ? { answerer: routing.answerer.bind(routing) } : {}),
+    ...(routing.staticConfig ? { staticConfig: true } : {}),
   };
 }

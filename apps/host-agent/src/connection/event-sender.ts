@@ -13,6 +13,8 @@ const key = (e: { epoch: number; seq: number }) => `${e.epoch}:${e.seq}`;
 
 export class EventSender {
   private enabled = false;
+  /** The panel named `proxy.static`: it takes the reload kind `static-move`; to any other it is a `change`. */
+  private staticKinds = false;
   private ackTimeoutMs: number = TIMING_DEFAULTS.ackTimeoutMs;
   /** proxy.events in flight: message id → the keys it carries, and when it was sent. */
   private readonly inFlight = new Map<string, { keys: string[]; at: number }>();
@@ -25,6 +27,7 @@ export class EventSender {
   /** A session began (welcome): send only when the panel confirmed the capability. */
   sessionReady(capabilities: readonly string[], ackTimeoutMs: number): void {
     this.enabled = capabilities.includes(CAPABILITIES.PROXY_EVENTS);
+    this.staticKinds = capabilities.includes(CAPABILITIES.PROXY_STATIC);
     this.ackTimeoutMs = ackTimeoutMs;
     this.inFlight.clear();
   }
@@ -44,7 +47,13 @@ export class EventSender {
     const waiting = this.outbox.pending().filter((e) => !carried.has(key(e)));
     for (let i = 0; i < waiting.length; i += BATCH) {
       // Free text leaves the agent sanitised, like every reason.
-      const events = waiting.slice(i, i + BATCH).map((e) => (e.event === 'reload' ? { ...e, reason: sanitizeText(e.reason, { maxLength: FIELD_LIMITS.text }) } : e));
+      const events = waiting
+        .slice(i, i + BATCH)
+        .map((e) =>
+          e.event === 'reload'
+            ? { ...e, kind: e.kind === 'static-move' && !this.staticKinds ? ('change' as const) : e.kind, reason: sanitizeText(e.reason, { maxLength: FIELD_LIMITS.text }) }
+            : e,
+        );
       const id = this.nextId();
       if (!send({ type: 'proxy.events', id, events })) return;
       this.inFlight.set(id, { keys: events.map(key), at: now });

@@ -328,6 +328,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     const names: string[] = [
       ...(this.options.events ? [CAPABILITIES.PROXY_EVENTS] : []),
       ...(this.options.logs ? [CAPABILITIES.LOGS] : []),
+      ...(this.options.routing.staticConfig ? [CAPABILITIES.PROXY_STATIC] : []),
       ...(this.options.workloads.capabilities ?? []),
     ];
     // Built in: every workload's secrets become its container's environment (runtime/workload-spec.ts).

@@ -2,6 +2,7 @@ import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { dropNonConventionalDefaults } from '@tether/common';
 import { closeCodeName, type RoutingStatus } from '@tether/protocol';
 import type { PanelConnection } from '../connection/panel-connection.js';
+import type { AnswererHealth } from '../controllers.js';
 
 // The agent's Prometheus metrics (served only when TETHER_AGENT_METRICS_PORT
 // is set, see metrics-server.ts). Same conventions as the panel's:
@@ -14,6 +15,8 @@ export const AGENT_METRICS_PREFIX = 'tether_agent_';
 export interface AgentMetricsSource {
   connection: Pick<PanelConnection, 'state' | 'on'>;
   routing(): RoutingStatus;
+  /** Static routing only. */
+  answerer?: () => AnswererHealth;
 }
 
 export function createAgentMetrics(source: AgentMetricsSource): Registry {
@@ -68,6 +71,7 @@ export function createAgentMetrics(source: AgentMetricsSource): Registry {
   });
   // Registered only for an agent that runs the canary (fixed for the agent's run), so "off" is no series, not 0.
   if (source.routing().canary) registerCanaryMetrics(source, registers);
+  if (source.answerer) registerAnswererMetrics(source.answerer, registers);
   source.connection.on('ready', () => opened.inc());
   source.connection.on('closed', ({ code }) => closed.inc({ reason: closeCodeName(code) ?? String(code) }));
   return registry;
@@ -92,6 +96,43 @@ function registerCanaryMetrics(source: AgentMetricsSource, registers: Registry[]
       this.reset();
       const canary = source.routing().canary;
       if (canary) for (const [key, cause] of Object.entries(causeLabels)) this.inc({ cause }, canary.causesTotal[key as keyof typeof causeLabels]);
+    },
+  });
+}
+
+/** Static routing's answerer (docs/operations.md, "Static proxy"): alert on up == 0 and on restarts growing. */
+function registerAnswererMetrics(answerer: () => AnswererHealth, registers: Registry[]): void {
+  new Gauge({
+    name: 'tether_agent_proxy_answerer_up',
+    help: "1 when the last probe of the static proxy's answerer (knotd) got an answer, 0 otherwise",
+    registers,
+    collect() {
+      this.set(answerer().up ? 1 : 0);
+    },
+  });
+  new Counter({
+    name: 'tether_agent_proxy_answerer_restarts_total',
+    help: 'Answerer restarts after it stopped answering (crash, kill, freeze), this agent run',
+    registers,
+    collect() {
+      this.reset();
+      this.inc(answerer().restarts);
+    },
+  });
+  new Gauge({
+    name: 'tether_agent_proxy_routes_unserved',
+    help: 'Routes whose service has no ready container at the last answers write (answered no-upstream)',
+    registers,
+    collect() {
+      this.set(answerer().unserved);
+    },
+  });
+  new Gauge({
+    name: 'tether_agent_proxy_routes_legacy',
+    help: 'Routes outside the static shape, rendered into the config (their changes reload)',
+    registers,
+    collect() {
+      this.set(answerer().legacy);
     },
   });
 }

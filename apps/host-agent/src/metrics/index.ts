@@ -12,7 +12,11 @@ export async function startAgentMetrics(
   health: () => { connection: string; sessionId: string | null },
   logger: Logger,
 ): Promise<{ close(): Promise<void> }> {
-  const registry = createAgentMetrics({ connection: agent.connection, routing: () => routing.status() });
+  const registry = createAgentMetrics({
+    connection: agent.connection,
+    routing: () => routing.status(),
+    ...(routing.answerer ? { answerer: routing.answerer.bind(routing) } : {}),
+  });
   const server = await startMetricsServer({ ...at, registry, health });
   logger.info({ host: at.host, port: server.port }, 'metrics endpoint listening (GET /metrics, GET /healthz)');
   return server;

@@ -13,6 +13,9 @@ import { CaddyContainer, caddyHostPaths } from './caddy-container.js';
 import { CADDY_CONTAINER, CADDY_CONTAINER_ADMIN, ensureCaddyImage } from './caddy-image.js';
 import { CaddyRoutingController, type ReloadRecord } from './routing-controller.js';
 import type { CaddyAdminSettings, ProxyTlsMode } from './render.js';
+import { dockerEndpoints, type EndpointSource } from './docker-endpoints.js';
+import { KnotAnswerer } from './knot-answerer.js';
+import { StaticRoutingController } from './static-routing-controller.js';
 
 // One way to build the routing controller per TETHER_PROXY mode. The agent
 // calls createRoutingController(config, …); tests and tools call the
@@ -25,7 +28,7 @@ export interface ServingOptions {
   acmeEmail?: string | null;
 }
 
-interface CommonOptions {
+export interface CommonOptions {
   stateDir: string;
   /** Caddy's canary server (canary/): its port and the endpoint it proxies to; absent when the canary is off. */
   canary?: { port: number; upstream: string } | null;
@@ -158,6 +161,25 @@ export function createRoutingController(
     canary: config.canary.intervalMs > 0 ? { port: config.canary.proxyPort, upstream: config.canary.upstream } : null,
   };
   if (p.kind === 'none') return new DisabledRouting();
+  if (p.kind === 'external' && p.routing === 'static') {
+    return createStaticExternalRoutingController({
+      ...common,
+      adminUrl: p.caddyAdminUrl as string,
+      ...(p.caddyAdminListen ? { adminListen: p.caddyAdminListen } : {}),
+      serving: { ...common.serving },
+      answererListen: p.answererListen,
+      knotd: p.knotd,
+      knotc: p.knotc,
+      answererProbeTimeoutMs: p.answererProbeTimeoutMs,
+      answersIntervalMs: p.answererCheckMs,
+      lookupRefreshMs: p.lookupRefreshMs,
+      askPort: p.askPort,
+      issuer: p.tlsIssuer,
+      endpoints: config.runtime.kind === 'docker'
+        ? dockerEndpoints(deps.docker ?? createDockerClient(config.runtime.dockerHost), { network: config.runtime.network, node: config.nodeName ?? os.hostname() })
+        : () => Promise.resolve(new Map()),
+    });
+  }
   if (p.kind === 'external') {
     // loadConfig refuses external mode without an admin URL.
     return createExternalRoutingController({ ...common, adminUrl: p.caddyAdminUrl as string, ...(p.caddyAdminListen ? { adminListen: p.caddyAdminListen } : {}) });
@@ -174,4 +196,54 @@ export function createRoutingController(
   });
   deps.proxyAddress?.(() => container.address());
   return controller;
+}
+
+export interface StaticProxyOptions extends CommonOptions {
+  /** http(s)://host:port or unix:///path of the operator's Caddy (external mode). */
+  adminUrl: string;
+  adminListen?: string;
+  /** Where the answerer listens; Caddy's resolver. */
+  answererListen: { host: string; port: number };
+  knotd: string;
+  knotc: string;
+  answererProbeTimeoutMs: number;
+  answersIntervalMs: number;
+  lookupRefreshMs: number;
+  askPort: number;
+  issuer: 'acme' | 'internal';
+  endpoints: EndpointSource;
+}
+
+/** TETHER_PROXY_ROUTING=static with an operator's Caddy: the answerer and the domain files live under stateDir. */
+export function createStaticExternalRoutingController(o: StaticProxyOptions): StaticRoutingController {
+  const answerer = new KnotAnswerer({
+    dir: path.join(o.stateDir, 'answerer'),
+    listen: o.answererListen,
+    knotd: o.knotd,
+    knotc: o.knotc,
+    probeTimeoutMs: o.answererProbeTimeoutMs,
+    logger: o.logger,
+  });
+  return new StaticRoutingController({
+    configPath: o.configPath ?? path.join(o.stateDir, 'caddy.json'),
+    statePath: path.join(o.stateDir, 'routing-state.json'),
+    proxy: createCaddyAdmin({ adminUrl: o.adminUrl, timeoutMs: o.adminTimeoutMs }),
+    render: {
+      admin: adminSettingsFor(o.adminUrl, o.adminListen),
+      ...o.serving,
+      canary: o.canary ? { listen: `127.0.0.1:${o.canary.port}`, upstream: o.canary.upstream } : null,
+      answerer: answerer.caddyAddress,
+      lookupRefreshMs: o.lookupRefreshMs,
+      answersDir: path.resolve(o.stateDir, 'answers'),
+      askPort: o.askPort,
+      issuer: o.issuer,
+    },
+    answerer,
+    endpoints: o.endpoints,
+    checkIntervalMs: o.checkIntervalMs,
+    answersIntervalMs: o.answersIntervalMs,
+    ...(o.onReload ? { onReload: o.onReload } : {}),
+    logger: o.logger,
+    ...(o.now ? { now: o.now } : {}),
+  });
 }

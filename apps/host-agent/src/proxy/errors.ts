@@ -13,6 +13,8 @@ export const PROXY_ERROR_CATALOG = defineErrorCatalog({
   PROXY_HASH_MISMATCH: "the map's hash is not the hash of its routes",
   PROXY_WRITE_FAILED: 'the config file or the state file could not be written',
   PROXY_CONTAINER_FAILED: 'the Caddy container or its image could not be made to run',
+  PROXY_ANSWERER_FAILED: 'the answerer (knotd) is not answering and could not be started',
+  PROXY_ANSWERER_REJECTED: 'the answerer refused the new zone; it keeps serving the last good one',
 });
 
 export type ProxyErrorCode = keyof typeof PROXY_ERROR_CATALOG;

@@ -94,7 +94,7 @@ function prefixPatterns(prefix: string): string[] {
   return prefix.endsWith('/') ? [`${prefix}*`] : [prefix, `${prefix}/*`];
 }
 
-function caddyRoute(route: Route) {
+export function caddyRoute(route: Route) {
   const match: Record<string, string[]> = { host: [route.domain] };
   if (route.pathPrefix !== null) match.path = prefixPatterns(route.pathPrefix);
   return {

@@ -14,19 +14,19 @@ import { ProxyError } from './errors.js';
 const NullableString = (min = 0) => Type.Union([Type.String({ minLength: min }), Type.Null()]);
 
 /** Why a reload happened; see docs/architecture.md ("Reload kinds"). */
-export type ReloadKind = 'initial' | 'repair-empty' | 'change' | 'repair-drift';
-export const RELOAD_KINDS: readonly ReloadKind[] = ['initial', 'repair-empty', 'change', 'repair-drift'];
+export type ReloadKind = 'initial' | 'repair-empty' | 'change' | 'repair-drift' | 'static-move';
+export const RELOAD_KINDS: readonly ReloadKind[] = ['initial', 'repair-empty', 'change', 'repair-drift', 'static-move'];
 /**
  * The kinds that sever customers' connections. An initial load and a repair
  * of an empty (restarted) Caddy reach a proxy that holds no connection of ours
  * any more, so "reloads a day" and its alert count only these.
  */
-export const DISRUPTIVE_KINDS: ReadonlySet<ReloadKind> = new Set(['change', 'repair-drift']);
+export const DISRUPTIVE_KINDS: ReadonlySet<ReloadKind> = new Set(['change', 'repair-drift', 'static-move']);
 
 const Counter = Type.Integer({ minimum: 0 });
-const KindCounters = Type.Object({ initial: Counter, repairEmpty: Counter, change: Counter, repairDrift: Counter });
+const KindCounters = Type.Object({ initial: Counter, repairEmpty: Counter, change: Counter, repairDrift: Counter, staticMove: Type.Optional(Counter) });
 type KindCounters = Static<typeof KindCounters>;
-const kindKey = { initial: 'initial', 'repair-empty': 'repairEmpty', change: 'change', 'repair-drift': 'repairDrift' } as const;
+const kindKey = { initial: 'initial', 'repair-empty': 'repairEmpty', change: 'change', 'repair-drift': 'repairDrift', 'static-move': 'staticMove' } as const;
 
 const PersistedState = Type.Object({
   version: Type.Literal(1),
@@ -123,7 +123,7 @@ export class RoutingStateStore {
     const today = utcDay(at);
     const s = this.state;
     const kinds: KindCounters = { ...(s.reloadKinds ?? fresh().reloadKinds!) };
-    kinds[kindKey[kind]] += 1;
+    kinds[kindKey[kind]] = (kinds[kindKey[kind]] ?? 0) + 1;
     const counted = s.reloadsDay === today ? s.reloadsToday : 0;
     await this.save({
       ...s,

@@ -1,0 +1,109 @@
+import { createHash } from 'node:crypto';
+import { isIP } from 'node:net';
+import { canonicalRoutes, type Route } from '@tether/protocol';
+import { isValidDomain, isValidUpstream } from './route-validation.js';
+
+// The static proxy's routing data (docs/architecture.md, "Static proxy"):
+// what the answerer serves (SRV + A records) and which domains Caddy may
+// route and certify (one empty file per domain), computed from the routing map
+// and the containers that are ready now. Pure: the same inputs give the same
+// zone body, so an unchanged map or an unchanged set of containers writes
+// nothing.
+
+/** The zone the answerer serves; under the reserved suffix, so no customer domain can be in it. */
+export const ANSWER_ZONE = 'rt.tether.internal';
+/** SRV names of hosts: `<domain>.h.<zone>`; of first-segment prefixes: `_p<segment>.<domain>.h.<zone>`. */
+export const HOSTS_LABEL = 'h';
+/** A/AAAA names of upstream targets: `<target>.e.<zone>` (SRV targets must be names, never IPs). */
+export const TARGETS_LABEL = 'e';
+/** Answered by the answerer whatever the map: what its health probe asks. */
+export const HEALTH_NAME = `health.${ANSWER_ZONE}`;
+
+/** A first path segment the static config can route without a config change: `/seg` (or `/seg/`). */
+const SEGMENT_PREFIX = /^\/([a-z0-9-]{1,62})\/?$/;
+/** `_p` + 62 + `.` + domain + `.h.` + zone must stay within DNS's 253. */
+export const MAX_STATIC_DOMAIN_LENGTH = 253 - (3 + 62 + 1) - (HOSTS_LABEL.length + 1) - (ANSWER_ZONE.length + 1);
+
+/** One ready container of a service, as it can be dialled from Caddy. */
+export interface Endpoint {
+  /** Container id (its first 12 characters name the SRV target). */
+  id: string;
+  /** Address on Tether's network (IPv4 or IPv6). */
+  ip: string;
+}
+
+/** Ready endpoints per service id (docker-endpoints.ts). */
+export type EndpointMap = ReadonlyMap<string, readonly Endpoint[]>;
+
+/** Whether a route can be served by the static config: plain domain, whole domain or one lowercase first segment. */
+export function isStaticShape(route: Pick<Route, 'domain' | 'pathPrefix'>): boolean {
+  if (!isValidDomain(route.domain) || route.domain.length > MAX_STATIC_DOMAIN_LENGTH) return false;
+  return route.pathPrefix === null || route.pathPrefix === '/' || SEGMENT_PREFIX.test(route.pathPrefix);
+}
+
+export interface Answers {
+  /** Zone records without SOA/NS (knot-answerer.ts adds them with the serial). */
+  records: string[];
+  /** Domains with at least one route (the files Caddy's `file` matcher and the TLS ask check). */
+  domains: string[];
+  /** Domains with a first-segment route: only their requests pay the prefix lookup. */
+  prefixed: string[];
+  /** Routes outside the static shape: the caller renders them into the config (the reload-costing path). */
+  legacy: Route[];
+  /** Routes with no ready endpoint now (answered `no-upstream` until one is ready). */
+  unserved: number;
+  /** Digest of records, domains and prefixed: equal digests mean nothing to write. */
+  digest: string;
+}
+
+function targetFor(upstreamHost: string, endpoint: Endpoint | null): { name: string; type: 'A' | 'AAAA'; ip: string } | null {
+  const ip = endpoint?.ip ?? upstreamHost.replace(/^\[|\]$/g, '');
+  const family = isIP(ip);
+  if (family === 0) return null;
+  const label = endpoint ? `c-${endpoint.id.slice(0, 12).toLowerCase()}` : `ip-${ip.toLowerCase().replace(/[.:]/g, '-')}`;
+  if (!/^[a-z0-9-]{1,63}$/.test(label)) return null;
+  return { name: `${label}.${TARGETS_LABEL}`, type: family === 4 ? 'A' : 'AAAA', ip };
+}
+
+/**
+ * Records for `routes`. An upstream that names a service alias (`svc-<id>:port`)
+ * points at every ready container of the route's service; an upstream that is an
+ * IP literal points at that address; anything else (a name the answerer cannot
+ * resolve) has no record and answers `no-upstream`.
+ */
+export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap): Answers {
+  const srv = new Set<string>();
+  const targets = new Set<string>();
+  const domains = new Set<string>();
+  const prefixed = new Set<string>();
+  const legacy: Route[] = [];
+  let unserved = 0;
+  for (const route of canonicalRoutes(routes)) {
+    if (!isStaticShape(route) || !isValidUpstream(route.upstream)) {
+      legacy.push(route);
+      continue;
+    }
+    const colon = route.upstream.lastIndexOf(':');
+    const host = route.upstream.slice(0, colon);
+    const port = Number(route.upstream.slice(colon + 1));
+    const segment = route.pathPrefix === null || route.pathPrefix === '/' ? null : (SEGMENT_PREFIX.exec(route.pathPrefix)?.[1] ?? null);
+    const owner = segment === null ? `${route.domain}.${HOSTS_LABEL}` : `_p${segment}.${route.domain}.${HOSTS_LABEL}`;
+    const found = isIP(host.replace(/^\[|\]$/g, '')) ? [null] : (endpoints.get(route.serviceId) ?? []);
+    let served = 0;
+    for (const endpoint of found) {
+      const target = targetFor(host, endpoint);
+      if (!target) continue;
+      targets.add(`${target.name} ${target.type} ${target.ip}`);
+      srv.add(`${owner} SRV 10 10 ${port} ${target.name}`);
+      served += 1;
+    }
+    if (served === 0) unserved += 1;
+    domains.add(route.domain);
+    if (segment !== null) prefixed.add(route.domain);
+  }
+  const records = [`health A 127.0.0.1`, ...[...srv].sort(), ...[...targets].sort()];
+  const sortedDomains = [...domains].sort();
+  const sortedPrefixed = [...prefixed].sort();
+  const digest = createHash('sha256').update(JSON.stringify([records, sortedDomains, sortedPrefixed])).digest('hex').slice(0, 32);
+  return { records, domains: sortedDomains, prefixed: sortedPrefixed, legacy, unserved, digest };
+}

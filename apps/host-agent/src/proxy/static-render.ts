@@ -1,0 +1,145 @@
+import { createHash } from 'node:crypto';
+import type { Route } from '@tether/protocol';
+import { canonicalJson } from './canonical-json.js';
+import { CANARY_HOST, CANARY_SERVER_NAME, SERVER_NAME, caddyRoute, type RenderOptions } from './render.js';
+import { ANSWER_ZONE, HOSTS_LABEL } from './static-answers.js';
+import { assertRenderableRoutes } from './route-validation.js';
+
+// The static proxy config (docs/architecture.md, "Static proxy"): rendered
+// from settings only, so attaching, removing or moving a route never loads
+// Caddy again (Caddy 2.6.2 closes every proxied WebSocket on any load). Which
+// domains exist is a file per domain that Caddy's `file` matcher checks per
+// request; where a request goes is an SRV lookup of its host (and first path
+// segment) against the answerer, re-asked once the cached answer is older
+// than `refresh`. The only routes ever rendered are those outside the static
+// shape (`legacy`): they keep the reload-costing path, and only their changes load.
+
+export interface StaticRenderOptions extends RenderOptions {
+  /** `udp/host:port` of the answerer, as Caddy dials it. */
+  answerer: string;
+  /** How long Caddy keeps an SRV answer before it asks again (`refresh`). */
+  lookupRefreshMs: number;
+  /** Folder holding `domains/<name>` and `prefixed/<name>`, as Caddy sees it. */
+  answersDir: string;
+  /** Loopback port of the server answering on-demand TLS's `ask` (tls auto only). */
+  askPort: number;
+  /** tls auto: `acme` (ACME, the default) or `internal` (Caddy's own CA; tests, private names). */
+  issuer: 'acme' | 'internal';
+}
+
+export interface StaticRendered {
+  id: string;
+  json: string;
+  file: Buffer;
+  legacy: Route[];
+}
+
+/** `@id` prefix of the static config's catch-all route: tells it apart from a per-route config. */
+export const STATIC_ID_PREFIX = 'tether-static-';
+
+/** Header on every answer Caddy makes itself, so one is never taken for the app's. */
+export const PROXY_HEADER = 'X-Tether-Proxy';
+
+const mark = (value: 'no-route' | 'no-upstream') => ({ handler: 'headers', response: { set: { [PROXY_HEADER]: [value] } } });
+
+function srvSource(name: string, o: StaticRenderOptions) {
+  return { source: 'srv', name, refresh: `${o.lookupRefreshMs}ms`, resolver: { addresses: [o.answerer] } };
+}
+
+function dynamicProxy(o: StaticRenderOptions, withPrefix: boolean) {
+  const host = `{http.request.host}.${HOSTS_LABEL}.${ANSWER_ZONE}`;
+  const upstreams = withPrefix
+    ? // The segment's service first, the domain's as the fallback: the `first` policy picks the first that answered.
+      { source: 'multi', sources: [srvSource(`_p{http.request.uri.path.0}.${host}`, o), srvSource(host, o)] }
+    : srvSource(host, o);
+  return {
+    handler: 'reverse_proxy',
+    dynamic_upstreams: upstreams,
+    load_balancing: { selection_policy: { policy: 'first' } },
+    // SRV targets are names of the answerer's zone: Caddy resolves them through it too, not the system resolver.
+    transport: { protocol: 'http', resolver: { addresses: [o.answerer] } },
+  };
+}
+
+function fileMatch(root: string, placeholder: string) {
+  return { file: { root, try_files: [`/${placeholder}`] } };
+}
+
+function staticConfig(legacy: readonly Route[], o: StaticRenderOptions, id: string | null) {
+  const domains = `${o.answersDir}/domains`;
+  const prefixed = `${o.answersDir}/prefixed`;
+  const routes: unknown[] = [
+    ...legacy.map(caddyRoute),
+    {
+      // A domain with prefix routes whose first segment is one the answerer can name.
+      match: [{ ...fileMatch(prefixed, '{http.request.host}'), path_regexp: { pattern: '^/[A-Za-z0-9-]{1,62}(/|$)' } }],
+      handle: [dynamicProxy(o, true)],
+      terminal: true,
+    },
+    { match: [fileMatch(domains, '{http.request.host}')], handle: [dynamicProxy(o, false)], terminal: true },
+    {
+      ...(id === null ? {} : { '@id': id }),
+      handle: [mark('no-route'), { handler: 'static_response', status_code: 404, body: 'no such app\n' }],
+    },
+  ];
+  const server: Record<string, unknown> = {
+    listen: [o.tls === 'auto' ? `:${o.httpsPort}` : `:${o.httpPort}`],
+    routes,
+    // A route whose lookup found nothing or whose upstream refused: Caddy's own answer, marked.
+    errors: { routes: [{ handle: [mark('no-upstream'), { handler: 'static_response', status_code: '{http.error.status_code}', body: 'no upstream\n' }] }] },
+  };
+  const servers: Record<string, unknown> = { [SERVER_NAME]: server };
+  const apps: Record<string, unknown> = {};
+  if (o.tls === 'off') {
+    server.automatic_https = { disable: true };
+  } else {
+    // No host names in the config, so Caddy makes no redirects of its own: the HTTP server does it.
+    server.automatic_https = { disable_redirects: true };
+    server.tls_connection_policies = [{}];
+    servers['tether-http'] = {
+      listen: [`:${o.httpPort}`],
+      automatic_https: { disable: true },
+      routes: [{ handle: [{ handler: 'static_response', status_code: 308, headers: { Location: ['https://{http.request.host}{http.request.uri}'] } }] }],
+    };
+    servers['tether-ask'] = {
+      listen: [`127.0.0.1:${o.askPort}`],
+      automatic_https: { disable: true },
+      routes: [
+        { match: [fileMatch(domains, '{http.request.uri.query.domain}')], handle: [{ handler: 'static_response', status_code: 200 }], terminal: true },
+        { handle: [{ handler: 'static_response', status_code: 404 }] },
+      ],
+    };
+    const issuer = o.issuer === 'internal' ? { module: 'internal' } : { module: 'acme', ...(o.acmeEmail ? { email: o.acmeEmail } : {}) };
+    // Caddy's own CA must never write itself into the host's trust store (2.6 tries by default).
+    if (o.issuer === 'internal') apps.pki = { certificate_authorities: { local: { install_trust: false } } };
+    apps.tls = {
+      automation: {
+        policies: [{ issuers: [issuer], on_demand: true }],
+        on_demand: { ask: `http://127.0.0.1:${o.askPort}/ask` },
+      },
+    };
+  }
+  if (o.canary) {
+    servers[CANARY_SERVER_NAME] = {
+      listen: [o.canary.listen],
+      automatic_https: { disable: true },
+      routes: [
+        { match: [{ host: [CANARY_HOST] }], handle: [{ handler: 'reverse_proxy', upstreams: [{ dial: o.canary.upstream }] }], terminal: true },
+        { handle: [{ handler: 'static_response', status_code: 404 }] },
+      ],
+    };
+  }
+  apps.http = { http_port: o.httpPort, https_port: o.httpsPort, servers };
+  const admin: Record<string, unknown> = { listen: o.admin.listen };
+  if (o.admin.origins) admin.origins = [...o.admin.origins];
+  return { admin, apps };
+}
+
+/** Renders the static config; `legacy` are the routes outside the static shape (usually none). */
+export function renderStaticConfig(legacy: readonly Route[], o: StaticRenderOptions): StaticRendered {
+  assertRenderableRoutes(legacy);
+  const withoutId = canonicalJson(staticConfig(legacy, o, null));
+  const id = `${STATIC_ID_PREFIX}${createHash('sha256').update(withoutId).digest('hex').slice(0, 32)}`;
+  const json = canonicalJson(staticConfig(legacy, o, id));
+  return { id, json, file: Buffer.from(`${json}\n`, 'utf8'), legacy: [...legacy] };
+}

@@ -1,0 +1,313 @@
+import { createHash } from 'node:crypto';
+import { readdir } from 'node:fs/promises';
+import path from 'node:path';
+import { createLoop, KeyedSerialQueue, type Logger, type Loop } from '@tether/common';
+import { canonicalRoutes, routingHash, type Route, type RoutingStatus } from '@tether/protocol';
+import type { AnswererHealth, RoutingApplyResult, RoutingController, RoutingMapInput } from '../controllers.js';
+import { readFileIfExists, writeFileAtomic } from './atomic-file.js';
+import { canonicalJson, matchesCanonicalJson } from './canonical-json.js';
+import type { ProxyConfigurator } from './configurator.js';
+import type { EndpointSource } from './docker-endpoints.js';
+import { syncNameFiles } from './domain-files.js';
+import { ProxyError, describeProxyError } from './errors.js';
+import type { KnotAnswerer } from './knot-answerer.js';
+import { CONFIG_ID_PREFIX } from './render.js';
+import { servesNothing } from './reload-kind.js';
+import { describeRouteChange } from './route-diff.js';
+import type { ProxySupervisor, ReloadRecord } from './routing-controller.js';
+import { RoutingStateStore, type ReloadKind } from './routing-state.js';
+import { computeAnswers, type Answers } from './static-answers.js';
+import { STATIC_ID_PREFIX, renderStaticConfig, type StaticRenderOptions, type StaticRendered } from './static-render.js';
+
+// TETHER_PROXY_ROUTING=static (docs/architecture.md, "Static proxy"). Caddy
+// holds a config made from settings only; a routing map changes only the
+// answers (the answerer's zone and the domain files), never Caddy's config.
+// Compare-before-act stays, for both: the answers are written only when
+// their digest differs from what is in place, and the config is loaded only
+// when Caddy does not hold its `@id` (start, a restarted Caddy, a changed set
+// of routes outside the static shape). The answerer is supervised by
+// answersLoop, which also re-reads the ready containers, so a redeploy moves
+// the SRV targets without any load.
+
+export interface StaticRoutingControllerOptions {
+  proxy: ProxyConfigurator;
+  render: StaticRenderOptions;
+  answerer: KnotAnswerer;
+  endpoints: EndpointSource;
+  configPath: string;
+  statePath: string;
+  /** Caddy's static config is checked (its `@id`) this often; 0: only on start and apply. */
+  checkIntervalMs: number;
+  /** The answerer is probed, and the ready containers re-read, this often (TETHER_PROXY_ANSWERER_CHECK_MS). */
+  answersIntervalMs: number;
+  supervisor?: ProxySupervisor;
+  onReload?: (reload: ReloadRecord) => void;
+  logger: Logger;
+  now?: () => Date;
+}
+
+export interface StaticProxyStats {
+  /** Times the answers were rewritten (zone + files). */
+  answerWrites: number;
+  /** Routes with no ready endpoint at the last write. */
+  unserved: number;
+  /** Routes outside the static shape at the last write (rendered into the config). */
+  legacy: number;
+  lastAnswersAt: string | null;
+}
+
+const EMPTY_STATUS: RoutingStatus = { appliedHash: null, reloadsTotal: 0, reloadsToday: 0, lastReloadAt: null, lastReloadReason: null };
+
+export class StaticRoutingController implements RoutingController {
+  private store: RoutingStateStore | null = null;
+  private storeReady: Promise<RoutingStateStore> | null = null;
+  private readonly queue = new KeyedSerialQueue<'proxy'>();
+  private desired: { routes: Route[]; hash: string } | null = null;
+  /** Digest of the answers in place (memory; re-derived from the zone file on start). */
+  private answersDigest: string | null = null;
+  private rendered: StaticRendered | null = null;
+  /** Caddy held `rendered.id` at the last check. */
+  private configInPlace = false;
+  private readonly renderDigest: string;
+  private readonly checkLoop: Loop | null;
+  private readonly answersLoop: Loop | null;
+  private readonly now: () => Date;
+  private closed: Promise<void> | null = null;
+  readonly staticConfig = true;
+  readonly adminCalls = { idReads: 0, configReads: 0, loads: 0 };
+  readonly stats: StaticProxyStats = { answerWrites: 0, unserved: 0, legacy: 0, lastAnswersAt: null };
+
+  constructor(private readonly options: StaticRoutingControllerOptions) {
+    this.now = options.now ?? (() => new Date());
+    this.renderDigest = `static-${createHash('sha256').update(canonicalJson(options.render)).digest('hex').slice(0, 24)}`;
+    const onError = (what: string) => (error: unknown) => options.logger.warn({ err: error }, `${what} failed; retrying next interval`);
+    this.checkLoop =
+      options.checkIntervalMs > 0
+        ? createLoop({ name: 'proxy-check', intervalMs: options.checkIntervalMs, run: () => this.check(), onError: onError('proxy check') })
+        : null;
+    this.answersLoop =
+      options.answersIntervalMs > 0
+        ? createLoop({ name: 'proxy-answers', intervalMs: options.answersIntervalMs, run: () => this.refreshAnswers(), onError: onError('answerer check') })
+        : null;
+  }
+
+  get knot(): KnotAnswerer {
+    return this.options.answerer;
+  }
+
+  answerer(): AnswererHealth {
+    const { up, starts, restarts, lastFailure, lastFailureAt } = this.options.answerer.status();
+    return { up, starts, restarts, lastFailure, lastFailureAt, unserved: this.stats.unserved, legacy: this.stats.legacy };
+  }
+
+  async start(): Promise<void> {
+    const store = await this.ready();
+    this.answersDigest = await this.digestOnDisk();
+    // Answers first (so the static config never serves a domain the answerer cannot name), then the config.
+    await this.options.answerer.ensure().catch((error: unknown) => this.options.logger.error({ err: error }, 'answerer not running at start'));
+    if (store.appliedHash !== null) {
+      this.desired = { routes: [...store.appliedRoutes], hash: store.appliedHash };
+      const result = await this.serialize(() => this.reconcile(this.desired!.routes, this.desired!.hash, true));
+      if (result.error) this.options.logger.warn({ error: result.error }, 'static proxy start: routes in place not fully restored');
+    } else {
+      // Loaded at start even before the first map: Caddy answers `no-route` instead of nothing.
+      await this.check({ full: true }).catch((error: unknown) => this.options.logger.warn({ err: error }, 'static proxy config not loaded at start; retrying'));
+    }
+    this.checkLoop?.start();
+    this.answersLoop?.start();
+  }
+
+  /** Caddy and the answerer are left running: both must outlive the agent. */
+  stop(): Promise<void> {
+    this.closed ??= (async () => {
+      await this.checkLoop?.stop();
+      await this.answersLoop?.stop();
+      await this.queue.idle();
+      await this.options.proxy.close();
+    })();
+    return this.closed;
+  }
+
+  status(): RoutingStatus {
+    return this.store?.status() ?? EMPTY_STATUS;
+  }
+
+  apply(map: RoutingMapInput): Promise<RoutingApplyResult> {
+    return this.serialize(async () => {
+      try {
+        const ordered = canonicalRoutes(map.routes);
+        const hash = routingHash(ordered);
+        if (hash !== map.hash) {
+          return this.answer(map.hash, false, false, new ProxyError('PROXY_HASH_MISMATCH', `map hash ${map.hash} is not the hash of its routes (${hash})`));
+        }
+        this.desired = { routes: ordered, hash };
+        return await this.reconcile(ordered, hash, false);
+      } catch (error) {
+        return this.answer(map.hash, false, false, error);
+      }
+    });
+  }
+
+  /** The static config is in Caddy (one `@id` read; a full compare with `full`). */
+  async check(options: { full?: boolean } = {}): Promise<void> {
+    const routes = this.desired?.routes ?? [];
+    const error = await this.serialize(async () => {
+      try {
+        await this.ensureConfig(computeAnswers(routes, new Map()).legacy, options.full === true);
+        return null;
+      } catch (e) {
+        return e;
+      }
+    });
+    if (error) throw error;
+  }
+
+  /** The answerer answers, and the answers match the ready containers now. */
+  async refreshAnswers(): Promise<void> {
+    await this.options.answerer.ensure();
+    const desired = this.desired;
+    if (desired === null) return;
+    const error = await this.serialize(async () => {
+      try {
+        await this.publish(desired.routes);
+        return null;
+      } catch (e) {
+        return e;
+      }
+    });
+    if (error) throw error;
+  }
+
+  private ready(): Promise<RoutingStateStore> {
+    this.storeReady ??= RoutingStateStore.open(this.options.statePath, { now: this.now, logger: this.options.logger }).then(
+      (store) => (this.store = store),
+      (error: unknown) => {
+        this.storeReady = null;
+        throw new ProxyError('PROXY_WRITE_FAILED', `routing state ${this.options.statePath}: ${(error as Error).message}`, { cause: error });
+      },
+    );
+    return this.storeReady;
+  }
+
+  private serialize<T>(work: () => Promise<T>): Promise<T> {
+    return this.queue.run('proxy', work);
+  }
+
+  private answer(hash: string, changed: boolean, reloaded: boolean, error: unknown): RoutingApplyResult {
+    return { hash, changed, reloaded, error: error === null ? null : describeProxyError(error), routing: this.status() };
+  }
+
+  private async reconcile(ordered: Route[], hash: string, full: boolean): Promise<RoutingApplyResult> {
+    const store = await this.ready();
+    let changed = false;
+    let reloaded = false;
+    let answers: Answers;
+    try {
+      ({ answers, changed } = await this.publish(ordered));
+    } catch (error) {
+      return this.answer(hash, false, false, error);
+    }
+    try {
+      reloaded = await this.ensureConfig(answers.legacy, full, { hash, routes: ordered });
+    } catch (error) {
+      return this.answer(hash, changed, false, error);
+    }
+    try {
+      if (!reloaded) await store.markApplied(hash, ordered, this.renderDigest);
+    } catch (error) {
+      return this.answer(hash, changed || reloaded, reloaded, error);
+    }
+    return this.answer(hash, changed || reloaded, reloaded, null);
+  }
+
+  /** Writes the answers for `routes` when they differ from those in place. */
+  private async publish(routes: readonly Route[]): Promise<{ answers: Answers; changed: boolean }> {
+    const answers = computeAnswers(routes, await this.options.endpoints());
+    this.stats.unserved = answers.unserved;
+    this.stats.legacy = answers.legacy.length;
+    if (answers.digest === this.answersDigest) return { answers, changed: false };
+    const dir = this.options.render.answersDir;
+    // Added names become routable only after the answerer can name their upstreams; removed ones stop first.
+    await syncNameFiles(path.join(dir, 'domains'), await this.kept('domains', answers.domains));
+    await syncNameFiles(path.join(dir, 'prefixed'), await this.kept('prefixed', answers.prefixed));
+    await this.options.answerer.publish([`; answers ${answers.digest}`, ...answers.records]);
+    await syncNameFiles(path.join(dir, 'domains'), answers.domains);
+    await syncNameFiles(path.join(dir, 'prefixed'), answers.prefixed);
+    await writeFileAtomic(path.join(dir, 'digest'), `${answers.digest}\n`);
+    this.answersDigest = answers.digest;
+    this.stats.answerWrites += 1;
+    this.stats.lastAnswersAt = this.now().toISOString();
+    return { answers, changed: true };
+  }
+
+  /** The names in place that stay: the first step of a change removes, the last one adds. */
+  private async kept(kind: 'domains' | 'prefixed', next: readonly string[]): Promise<string[]> {
+    const nextSet = new Set(next);
+    const current = await readdir(path.join(this.options.render.answersDir, kind)).catch(() => [] as string[]);
+    return current.filter((n) => nextSet.has(n));
+  }
+
+  /** The digest of the answers on disk, if the zone the answerer serves holds it. */
+  private async digestOnDisk(): Promise<string | null> {
+    const digest = (await readFileIfExists(path.join(this.options.render.answersDir, 'digest')))?.toString('utf8').trim() ?? null;
+    const zone = (await readFileIfExists(this.options.answerer.paths.zone))?.toString('utf8') ?? '';
+    return digest !== null && zone.includes(`; answers ${digest}`) ? digest : null;
+  }
+
+  /**
+   * Loads the static config when Caddy does not hold it; true when it loaded.
+   * `applied` is the map this load serves (recorded with the reload), if any.
+   */
+  private async ensureConfig(legacy: Route[], full: boolean, applied?: { hash: string; routes: Route[] }): Promise<boolean> {
+    await this.options.supervisor?.ensure();
+    const created = this.options.supervisor?.takeCreated?.() ?? false;
+    const same = this.rendered !== null && canonicalJson(this.rendered.legacy) === canonicalJson(legacy);
+    const previousLegacy = this.rendered?.legacy ?? [];
+    const rendered = same ? this.rendered! : renderStaticConfig(legacy, this.options.render);
+    this.rendered = rendered;
+    if (!full && !created && same && this.configInPlace) {
+      this.adminCalls.idReads += 1;
+      if (await this.options.proxy.hasObject(rendered.id).catch(() => false)) return false;
+    }
+    const onDisk = await readFileIfExists(this.options.configPath);
+    if (onDisk === null || !onDisk.equals(rendered.file)) await writeFileAtomic(this.options.configPath, rendered.file);
+    this.adminCalls.configReads += 1;
+    const running = await this.options.proxy.readRunning();
+    if (matchesCanonicalJson(running, rendered.json)) {
+      this.configInPlace = true;
+      return false;
+    }
+    const store = await this.ready();
+    const { kind, reason } = this.classify(store, running, created, previousLegacy, legacy);
+    const startedAt = this.now();
+    this.adminCalls.loads += 1;
+    this.configInPlace = false;
+    await this.options.proxy.load(rendered.json);
+    this.configInPlace = true;
+    const at = this.now();
+    const hash = applied?.hash ?? store.appliedHash ?? routingHash([]);
+    const routes = applied?.routes ?? [...store.appliedRoutes];
+    const hashBefore = store.appliedHash;
+    await store.recordReload(hash, routes, reason, kind, this.renderDigest, at);
+    this.options.logger.info({ kind, reason }, 'proxy loaded the static config');
+    try {
+      this.options.onReload?.({ kind, reason, startedAt, at, hashBefore, hashAfter: hash });
+    } catch (error) {
+      this.options.logger.error({ err: error }, 'reload listener failed');
+    }
+    return true;
+  }
+
+  private classify(store: RoutingStateStore, running: string, created: boolean, before: readonly Route[], legacy: Route[]): { kind: ReloadKind; reason: string } {
+    if (created || store.appliedHash === null) return { kind: 'initial', reason: 'static proxy config loaded (first configuration)' };
+    if (servesNothing(running)) return { kind: 'repair-empty', reason: 'repaired: proxy was running an empty config; static config loaded' };
+    if (running.includes(CONFIG_ID_PREFIX)) {
+      return { kind: 'static-move', reason: 'moved to the static proxy config: routing changes no longer reload the proxy' };
+    }
+    if (!running.includes(STATIC_ID_PREFIX)) return { kind: 'repair-drift', reason: 'repaired: proxy config differed from the static config' };
+    const diff = describeRouteChange(before, legacy);
+    return diff === null
+      ? { kind: 'repair-drift', reason: 'repaired: proxy config differed from the static config' }
+      : { kind: 'change', reason: `routes outside the static shape: ${diff}`.slice(0, 4096) };
+  }
+}

@@ -1,0 +1,51 @@
+import http from 'node:http';
+import { freePort } from '@tether/testkit';
+import { createStaticExternalRoutingController, type EndpointMap, type StaticProxyOptions } from '../../../src/proxy/index.js';
+import { silentLogger } from './harness.js';
+
+// The static proxy against a real Caddy and a real knotd: the controller the
+// agent builds for TETHER_PROXY_ROUTING=static with TETHER_PROXY=external.
+
+export async function staticController(o: { adminUrl: string; adminListen: string; stateDir: string; httpPort: number; endpoints?: () => Promise<EndpointMap> } & Partial<StaticProxyOptions>) {
+  const answererPort = o.answererListen?.port ?? (await freePort());
+  return createStaticExternalRoutingController({
+    adminTimeoutMs: 5_000,
+    checkIntervalMs: 0,
+    logger: silentLogger,
+    serving: { tls: 'off', httpPort: o.httpPort, httpsPort: 443 },
+    answererListen: { host: '127.0.0.1', port: answererPort },
+    knotd: 'knotd',
+    knotc: 'knotc',
+    answererProbeTimeoutMs: 300,
+    answersIntervalMs: 200,
+    lookupRefreshMs: 500,
+    askPort: await freePort(),
+    issuer: 'internal',
+    endpoints: o.endpoints ?? (() => Promise.resolve(new Map())),
+    ...o,
+  });
+}
+
+/** GET with a Host header; also returns the proxy's marker header. */
+export function getWithMarker(port: number, host: string, urlPath = '/'): Promise<{ status: number; body: string; marker: string | null }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, path: urlPath, headers: { host }, agent: false }, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c.toString('utf8')));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body, marker: (res.headers['x-tether-proxy'] as string | undefined) ?? null }));
+    });
+    req.setTimeout(10_000, () => req.destroy(new Error('GET timed out')));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** Caddy's own count of admin requests by handler (its /metrics). */
+export async function caddyLoadCount(adminUrl: string): Promise<number> {
+  const text = await (await fetch(`${adminUrl}/metrics`)).text();
+  let total = 0;
+  for (const line of text.split('\n')) {
+    if (line.startsWith('caddy_admin_http_requests_total{') && line.includes('handler="load"')) total += Number(line.split(' ').pop());
+  }
+  return total;
+}

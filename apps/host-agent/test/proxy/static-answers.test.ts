@@ -1,0 +1,79 @@
+import { describe, expect, it } from 'vitest';
+import { serviceUpstream, type Route } from '@tether/protocol';
+import { computeAnswers, isStaticShape, renderStaticConfig } from '../../src/proxy/index.js';
+import { createAgentMetrics } from '../../src/metrics/agent-metrics.js';
+
+// What the static proxy serves, without Caddy: the zone records and domain
+// lists a map gives, which routes fall outside the static shape, and that
+// the config never names a domain.
+
+const r = (domain: string, upstream: string, pathPrefix: string | null = null, serviceId = `svc_${domain.split('.')[0]}`): Route => ({ domain, pathPrefix, serviceId, upstream });
+
+describe('static answers', () => {
+  it('names hosts and first segments, points service aliases at ready containers and IPs at themselves', () => {
+    const endpoints = new Map([['svc_shop', [{ id: 'abcdef0123456789', ip: '172.18.0.5' }, { id: '0123456789abcdef', ip: '172.18.0.6' }]]]);
+    const a = computeAnswers([r('shop.example.test', serviceUpstream('shop', 8080)), r('shop.example.test', '127.0.0.1:9000', '/api', 'svc_api'), r('idle.example.test', serviceUpstream('idle', 80))], endpoints);
+    expect(a.records).toEqual([
+      'health A 127.0.0.1',
+      '_papi.shop.example.test.h SRV 10 10 9000 ip-127-0-0-1.e',
+      'shop.example.test.h SRV 10 10 8080 c-0123456789ab.e',
+      'shop.example.test.h SRV 10 10 8080 c-abcdef012345.e',
+      'c-0123456789ab.e A 172.18.0.6',
+      'c-abcdef012345.e A 172.18.0.5',
+      'ip-127-0-0-1.e A 127.0.0.1',
+    ]);
+    expect(a.domains).toEqual(['idle.example.test', 'shop.example.test']);
+    expect(a.prefixed).toEqual(['shop.example.test']);
+    expect(a.unserved).toBe(1);
+    expect(a.legacy).toEqual([]);
+    // Same inputs in another order: same digest (nothing to write).
+    expect(computeAnswers([...[r('idle.example.test', serviceUpstream('idle', 80)), r('shop.example.test', '127.0.0.1:9000', '/api', 'svc_api'), r('shop.example.test', serviceUpstream('shop', 8080))]], endpoints).digest).toBe(a.digest);
+    // A redeploy (another container) changes the answers.
+    expect(computeAnswers([r('shop.example.test', serviceUpstream('shop', 8080))], new Map([['svc_shop', [{ id: 'ffff', ip: '172.18.0.9' }]]])).digest).not.toBe(a.digest);
+  });
+
+  it('keeps routes outside the shape for the reload-costing path', () => {
+    expect(isStaticShape({ domain: 'a.example.test', pathPrefix: '/api' })).toBe(true);
+    expect(isStaticShape({ domain: 'a.example.test', pathPrefix: '/api/' })).toBe(true);
+    expect(isStaticShape({ domain: 'a.example.test', pathPrefix: '/api/v1' })).toBe(false);
+    expect(isStaticShape({ domain: 'a.example.test', pathPrefix: '/API' })).toBe(false);
+    expect(isStaticShape({ domain: 'a.example.test', pathPrefix: '/a.b' })).toBe(false);
+    expect(isStaticShape({ domain: `${'a'.repeat(60)}.${'b'.repeat(60)}.${'c'.repeat(60)}.test`, pathPrefix: null })).toBe(false);
+    const deep = r('a.example.test', '127.0.0.1:1', '/api/v1');
+    const a = computeAnswers([deep, r('a.example.test', '127.0.0.1:2')], new Map());
+    expect(a.legacy).toEqual([deep]);
+    expect(a.records).toEqual(['health A 127.0.0.1', 'a.example.test.h SRV 10 10 2 ip-127-0-0-1.e', 'ip-127-0-0-1.e A 127.0.0.1']);
+  });
+
+  it('the static config names no domain of the map, only the legacy routes', () => {
+    const o = {
+      admin: { listen: '127.0.0.1:2019' },
+      httpPort: 80,
+      httpsPort: 443,
+      tls: 'auto' as const,
+      answerer: 'udp/127.0.0.1:5399',
+      lookupRefreshMs: 1000,
+      answersDir: '/state/answers',
+      askPort: 9082,
+      issuer: 'internal' as const,
+    };
+    const plain = renderStaticConfig([], o);
+    expect(plain.json).not.toContain('example.test');
+    expect(plain.json).toContain('"on_demand":true');
+    expect(renderStaticConfig([], o).json).toBe(plain.json);
+    const withLegacy = renderStaticConfig([r('a.example.test', '127.0.0.1:1', '/api/v1')], o);
+    expect(withLegacy.json).toContain('a.example.test');
+    expect(withLegacy.id).not.toBe(plain.id);
+  });
+
+  it('the answerer shows in the agent metrics', async () => {
+    const health = { up: false, starts: 2, restarts: 1, lastFailure: 'x', lastFailureAt: null, unserved: 3, legacy: 0 };
+    const registry = createAgentMetrics({ connection: { state: 'ready', on: () => undefined } as never, routing: () => ({ appliedHash: null, reloadsTotal: 0, reloadsToday: 0, lastReloadAt: null, lastReloadReason: null }), answerer: () => health });
+    const text = await registry.metrics();
+    expect(text).toMatch(/^tether_agent_proxy_answerer_up 0$/m);
+    expect(text).toMatch(/^tether_agent_proxy_answerer_restarts_total 1$/m);
+    expect(text).toMatch(/^tether_agent_proxy_routes_unserved 3$/m);
+    health.up = true;
+    expect(await registry.metrics()).toMatch(/^tether_agent_proxy_answerer_up 1$/m);
+  });
+});

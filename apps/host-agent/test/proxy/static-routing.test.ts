@@ -1,0 +1,128 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ensureCaddy, requireSystem, commandWorks, aptInstall, startCaddy, waitFor, type TestCaddy } from '@tether/testkit';
+import type { StaticRoutingController } from '../../src/proxy/index.js';
+import { startAdminWitness, type AdminWitness } from './helpers/admin-witness.js';
+import { externalController, mapOf, removeTempDirs, route, startNamedServer, tempDir } from './helpers/harness.js';
+import { connectThroughProxy, startEchoServer } from './helpers/ws-echo.js';
+import { caddyLoadCount, getWithMarker, staticController } from './helpers/static-harness.js';
+
+// The static proxy (TETHER_PROXY_ROUTING=static) with a real Caddy 2.6 and a
+// real knotd: routes by host and by first path segment, Caddy's own answers
+// marked, and not one load of Caddy after the first, whatever the maps do.
+
+const ready = (await ensureCaddy()).available && (await requireSystem('knotd', { hint: 'no knotd (Debian package knot)', probe: () => commandWorks('knotd', ['-V']), install: () => aptInstall(['knot']) })).available;
+
+describe.skipIf(!ready)('static proxy: routing without config changes', () => {
+  let caddy: TestCaddy;
+  let witness: AdminWitness;
+  let controller: StaticRoutingController;
+  const servers: Array<Awaited<ReturnType<typeof startNamedServer>>> = [];
+  let shop: (typeof servers)[number];
+  let api: (typeof servers)[number];
+  let blog: (typeof servers)[number];
+
+  beforeAll(async () => {
+    caddy = await startCaddy();
+    witness = await startAdminWitness({ port: caddy.adminPort });
+    for (const name of ['shop', 'api', 'blog']) servers.push(await startNamedServer(name));
+    [shop, api, blog] = servers as [typeof shop, typeof api, typeof blog];
+    controller = await staticController({ adminUrl: witness.url, adminListen: `127.0.0.1:${caddy.adminPort}`, stateDir: await tempDir(), httpPort: caddy.httpPort });
+    await controller.start();
+  });
+
+  afterAll(async () => {
+    await controller?.stop();
+    await controller?.knot.destroy();
+    await Promise.all(servers.map((s) => s.close()));
+    await witness?.close();
+    await caddy?.stop();
+    await removeTempDirs();
+  });
+
+  it('routes by host and first segment, marks its own answers, and never loads Caddy after start', async () => {
+    expect(witness.loads).toBe(1);
+    const loadsAtStart = await caddyLoadCount(caddy.adminUrl);
+    // Caddy's own counter saw the start's load (the assertion below can fail).
+    expect(loadsAtStart).toBeGreaterThanOrEqual(1);
+    const nothing = await getWithMarker(caddy.httpPort, 'shop.example.test');
+    expect(nothing).toMatchObject({ status: 404, marker: 'no-route' });
+
+    const result = await controller.apply(
+      mapOf([
+        route('shop.example.test', `127.0.0.1:${shop.port}`),
+        route('shop.example.test', `127.0.0.1:${api.port}`, '/api'),
+        route('gone.example.test', '127.0.0.1:1'),
+      ]),
+    );
+    expect(result).toMatchObject({ changed: true, reloaded: false, error: null });
+    expect((await getWithMarker(caddy.httpPort, 'shop.example.test', '/')).body).toBe('shop /');
+    expect((await getWithMarker(caddy.httpPort, 'shop.example.test', '/api')).body).toBe('api /api');
+    expect((await getWithMarker(caddy.httpPort, 'shop.example.test', '/api/users?x=1')).body).toBe('api /api/users?x=1');
+    expect((await getWithMarker(caddy.httpPort, 'shop.example.test', '/apix')).body).toBe('shop /apix');
+    expect((await getWithMarker(caddy.httpPort, 'shop.example.test', '/a.b/api')).body).toBe('shop /a.b/api');
+    const refused = await getWithMarker(caddy.httpPort, 'gone.example.test');
+    expect(refused.marker).toBe('no-upstream');
+    expect(refused.status).toBeGreaterThanOrEqual(500);
+    const unknown = await getWithMarker(caddy.httpPort, 'other.example.test');
+    expect(unknown).toMatchObject({ status: 404, marker: 'no-route' });
+    // The app's own answers carry no marker.
+    expect((await getWithMarker(caddy.httpPort, 'shop.example.test')).marker).toBeNull();
+
+    // Move the whole domain to another service, drop the prefix: answers change, the config does not.
+    await controller.apply(mapOf([route('shop.example.test', `127.0.0.1:${blog.port}`)]));
+    await waitFor(async () => (await getWithMarker(caddy.httpPort, 'shop.example.test', '/api')).body === 'blog /api', { timeoutMs: 3_000, message: 'moved route' });
+
+    // A no-op push writes nothing.
+    const writes = controller.stats.answerWrites;
+    const again = await controller.apply(mapOf([route('shop.example.test', `127.0.0.1:${blog.port}`)]));
+    expect(again).toMatchObject({ changed: false, reloaded: false, error: null });
+    expect(controller.stats.answerWrites).toBe(writes);
+
+    expect(witness.loads).toBe(1);
+    expect(await caddyLoadCount(caddy.adminUrl)).toBe(loadsAtStart);
+    expect(controller.status()).toMatchObject({ reloadsTotal: 1, reloadsToday: 0 });
+  });
+});
+
+describe.skipIf(!ready)('static proxy: the one-time move from the per-route config', () => {
+  it('an agent upgraded to static routing loads once (kind static-move), keeps every route, and never loads again', async () => {
+    const caddy = await startCaddy();
+    const witness = await startAdminWitness({ port: caddy.adminPort });
+    const echo = await startEchoServer();
+    const shop = await startNamedServer('shop');
+    const stateDir = await tempDir();
+    const adminListen = `127.0.0.1:${caddy.adminPort}`;
+    let controller: StaticRoutingController | undefined;
+    try {
+      const routes = [route('chat.example.test', `127.0.0.1:${echo.port}`), route('shop.example.test', `127.0.0.1:${shop.port}`)];
+      // The previous release: the per-route config, one reload per change.
+      const old = externalController({ adminUrl: witness.url, adminListen, stateDir, httpPort: caddy.httpPort });
+      await old.start();
+      expect(await old.apply(mapOf(routes))).toMatchObject({ reloaded: true, error: null });
+      await old.stop();
+      const client = await connectThroughProxy(caddy.httpPort, 'chat.example.test');
+      witness.reset();
+
+      controller = await staticController({ adminUrl: witness.url, adminListen, stateDir, httpPort: caddy.httpPort });
+      await controller.start();
+      // The move: exactly one load, recorded with its own kind; it is the last time a connection is cut by routing.
+      expect(witness.loads).toBe(1);
+      expect(controller.status()).toMatchObject({ reloadsTotal: 2, lastReloadReason: expect.stringContaining('moved to the static proxy config') });
+      expect(controller.status().reloadKinds).toMatchObject({ initial: 1, staticMove: 1, change: 0 });
+      expect(await Promise.race([client.closed, new Promise((r) => setTimeout(() => r('open'), 3_000))])).toBe(1001);
+      expect((await getWithMarker(caddy.httpPort, 'shop.example.test')).body).toBe('shop /');
+
+      const again = await connectThroughProxy(caddy.httpPort, 'chat.example.test');
+      expect(await controller.apply(mapOf([...routes, route('new.example.test', `127.0.0.1:${shop.port}`)]))).toMatchObject({ changed: true, reloaded: false, error: null });
+      expect((await getWithMarker(caddy.httpPort, 'new.example.test')).body).toBe('shop /');
+      expect(await again.echo('after a change')).toBe('after a change');
+      expect(witness.loads).toBe(1);
+      again.close();
+    } finally {
+      await controller?.stop();
+      await controller?.knot.destroy();
+      await Promise.all([echo.close(), shop.close(), witness.close()]);
+      await caddy.stop();
+    }
+  });
+});

@@ -1,0 +1,97 @@
+import tls from 'node:tls';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { aptInstall, commandWorks, ensureCaddy, freePort, requireSystem, startCaddy, type TestCaddy } from '@tether/testkit';
+import type { StaticRoutingController } from '../../src/proxy/index.js';
+import { startAdminWitness, type AdminWitness } from './helpers/admin-witness.js';
+import { mapOf, removeTempDirs, route, startNamedServer, tempDir } from './helpers/harness.js';
+import { caddyLoadCount, getWithMarker, staticController } from './helpers/static-harness.js';
+
+// Certificates on demand with the static proxy (TETHER_PROXY_TLS=auto,
+// TETHER_PROXY_TLS_ISSUER=internal): a name in the map gets a certificate on
+// its first handshake, an unknown or removed name never does, plain HTTP is
+// redirected, and none of it loads Caddy. Caddy asks its own loopback server,
+// which answers from the domain files: the agent is not asked at all.
+
+const ready = (await ensureCaddy()).available && (await requireSystem('knotd', { hint: 'no knotd (Debian package knot)', probe: () => commandWorks('knotd', ['-V']), install: () => aptInstall(['knot']) })).available;
+
+function handshake(port: number, servername: string): Promise<{ ok: true; names: string } | { ok: false; error: string }> {
+  return new Promise((resolve) => {
+    const socket = tls.connect({ host: '127.0.0.1', port, servername, rejectUnauthorized: false, timeout: 10_000 }, () => {
+      const names = socket.getPeerCertificate().subjectaltname ?? '';
+      socket.end();
+      resolve({ ok: true, names });
+    });
+    socket.on('error', (e) => resolve({ ok: false, error: e.message }));
+    socket.on('timeout', () => (socket.destroy(), resolve({ ok: false, error: 'timeout' })));
+  });
+}
+
+function httpsGet(port: number, host: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const socket = tls.connect({ host: '127.0.0.1', port, servername: host, rejectUnauthorized: false }, () => {
+      socket.write(`GET / HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
+    });
+    let raw = '';
+    socket.on('data', (c: Buffer) => (raw += c.toString('utf8')));
+    socket.on('end', () => resolve({ status: Number(raw.split(' ')[1]), body: raw.split('\r\n\r\n').slice(1).join('') }));
+    socket.on('error', reject);
+  });
+}
+
+describe.skipIf(!ready)('static proxy: certificates on demand (internal issuer)', () => {
+  let caddy: TestCaddy;
+  let witness: AdminWitness;
+  let controller: StaticRoutingController;
+  let shop: Awaited<ReturnType<typeof startNamedServer>>;
+  let httpsPort: number;
+
+  beforeAll(async () => {
+    caddy = await startCaddy();
+    witness = await startAdminWitness({ port: caddy.adminPort });
+    shop = await startNamedServer('shop');
+    httpsPort = await freePort();
+    controller = await staticController({
+      adminUrl: witness.url,
+      adminListen: `127.0.0.1:${caddy.adminPort}`,
+      stateDir: await tempDir(),
+      httpPort: caddy.httpPort,
+      serving: { tls: 'auto', httpPort: caddy.httpPort, httpsPort },
+      issuer: 'internal',
+    });
+    await controller.start();
+  });
+
+  afterAll(async () => {
+    await controller?.stop();
+    await controller?.knot.destroy();
+    await shop?.close();
+    await witness?.close();
+    await caddy?.stop();
+    await removeTempDirs();
+  });
+
+  it('issues only for names in the map, redirects HTTP, and never loads Caddy', async () => {
+    const loads = await caddyLoadCount(caddy.adminUrl);
+    expect(witness.loads).toBe(1);
+    expect(await controller.apply(mapOf([route('shop.example.test', `127.0.0.1:${shop.port}`), route('blog.example.test', `127.0.0.1:${shop.port}`)]))).toMatchObject({ reloaded: false, error: null });
+
+    const started = performance.now();
+    const issued = await handshake(httpsPort, 'shop.example.test');
+    console.log(`on-demand certificate (internal issuer): first handshake ${(performance.now() - started).toFixed(0)} ms`);
+    expect(issued).toEqual({ ok: true, names: 'DNS:shop.example.test' });
+    expect(await httpsGet(httpsPort, 'shop.example.test')).toEqual({ status: 200, body: 'shop /' });
+
+    const unknown = await handshake(httpsPort, 'unknown.example.test');
+    expect(unknown.ok).toBe(false);
+
+    // Removed from the map: a name that never had a certificate gets none.
+    await controller.apply(mapOf([route('shop.example.test', `127.0.0.1:${shop.port}`)]));
+    expect((await handshake(httpsPort, 'blog.example.test')).ok).toBe(false);
+
+    const redirect = await getWithMarker(caddy.httpPort, 'shop.example.test', '/a?b=1');
+    expect(redirect.status).toBe(308);
+
+    expect(witness.loads).toBe(1);
+    expect(await caddyLoadCount(caddy.adminUrl)).toBe(loads);
+  });
+});
