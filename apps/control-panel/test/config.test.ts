@@ -15,6 +15,13 @@ describe('panel config', () => {
     expect(config.dataDir).toBe(path.resolve('.tether'));
     expect(config.sessions).toMatchObject({ idleTimeoutMs: 30_000, pingIntervalMs: 30_000, ackTimeoutMs: 10_000, agentIdleTimeoutMs: 90_000, heartbeatIntervalMs: 5_000 });
     expect(config.routing.reconcileIntervalMs).toBe(300_000);
+    expect(config.logFormat).toBe('auto');
+  });
+
+  it('TETHER_LOG_FORMAT takes auto, pretty or json only', () => {
+    expect(loadConfig({ TETHER_LOG_FORMAT: 'pretty' }).logFormat).toBe('pretty');
+    expect(loadConfig({ TETHER_LOG_FORMAT: 'json' }).logFormat).toBe('json');
+    expect(() => loadConfig({ TETHER_LOG_FORMAT: 'xml' })).toThrow(/TETHER_LOG_FORMAT="xml"/);
   });
 
   it('takes overrides', () => {

@@ -13,6 +13,9 @@ describe('agent config', () => {
     expect(config.overrides).toEqual({});
     expect(config.stateDir).toBe(path.resolve('.tether-agent'));
     expect(config.proxy.caddyConfigPath).toBe(path.join(config.stateDir, 'caddy.json'));
+    expect(config.logFormat).toBe('auto');
+    expect(loadConfig({ ...base, TETHER_LOG_FORMAT: 'pretty' }).logFormat).toBe('pretty');
+    expect(() => loadConfig({ ...base, TETHER_LOG_FORMAT: 'xml' })).toThrow(/TETHER_LOG_FORMAT="xml"/);
   });
 
   it('refuses a missing token, a bad URL and inconsistent settings, naming each', () => {

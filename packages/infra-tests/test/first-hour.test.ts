@@ -128,6 +128,8 @@ describe.skipIf(!root.available || !docker.available || !pty.available)('the fir
     expect(said).toContain(`• removed ${before.length} container(s) of node "local": ${before.join(', ')}`);
     expect(said).toContain(`• removed the embedded PostgreSQL's data: ${cluster}`);
     expect(said).toContain(`• removed the local data directory: ${path.join(checkout.dir, '.tether')}`);
+    // The panel stopped its own PostgreSQL: the reset did not have to.
+    expect(said).not.toContain('left running');
     await second.exited();
     expect(existsSync(cluster)).toBe(false);
     expect(existsSync(path.join(checkout.dir, '.tether'))).toBe(false);
@@ -144,8 +146,30 @@ describe.skipIf(!root.available || !docker.available || !pty.available)('the fir
     expect(out).toMatch(/Local agent: +node "local", runtime docker/);
     expect(out).toMatch(/Sample service "hello" \(team local, node local\): 1\/1 running/);
     expect(JSON.parse(readFileSync(path.join(checkout.dir, '.tether', 'local-node.json'), 'utf8'))).toMatchObject({ id: expect.any(String), token: expect.stringMatching(/^tth_node_/) });
+    // The README's next commands, from the checkout (--no-install: never the registry's unrelated `tether`).
+    const url = /Tether control panel: (\S+)/.exec(out)![1]!;
+    const token = readFileSync(path.join(checkout.dir, '.tether', 'admin-token'), 'utf8').trim();
+    const cliEnv = { ...env, HOME: path.join(checkout.parent, 'home'), PATH: process.env.PATH ?? '/usr/bin:/bin' };
+    const npx = (args: string[], stdin = '') =>
+      new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+        const child = execFile('npx', ['--no-install', 'tether', ...args], { cwd: checkout.dir, env: cliEnv, timeout: 60_000 }, (_err, stdout, stderr) => resolve({ code: child.exitCode, stdout, stderr }));
+        child.stdin!.end(stdin);
+      });
+    expect(await npx(['login', url], `${token}\n`)).toMatchObject({ code: 0, stdout: expect.stringContaining(`Logged in to ${url} (1 services visible)`) });
+    expect((await npx(['status'])).stdout).toMatch(/^hello +running +1\/1 +local /m);
+    const deploy = await npx(['deploy', 'hello', '--wait']);
+    expect(deploy.stderr).toBe('');
+    expect(deploy).toMatchObject({ code: 0, stdout: expect.stringMatching(/^deployment \S+ running after \d+\.\ds/m) });
+    // A volume of node "local" (what a service's volume will be): kept by a reset, removed with --volumes.
+    const volume = `tether-first-hour-${process.pid}`;
+    const made = await dockerApi('POST', '/volumes/create', JSON.stringify({ Name: volume, Labels: { 'tether.node': 'local', 'tether.test': '1' } }));
+    expect(made.status).toBe(201);
     const said = await reset();
     expect(said).toMatch(/^• stopped the running start/m);
+    expect(said).toContain(`• kept 1 volume(s) of node "local": ${volume} (npm run reset -- --volumes removes them)`);
     await third.exited();
+    expect((await dockerApi('GET', `/volumes/${volume}`)).status).toBe(200);
+    expect(await reset('--volumes')).toContain(`• removed 1 volume(s) of node "local": ${volume}`);
+    expect((await dockerApi('GET', `/volumes/${volume}`)).status).toBe(404);
   }, 300_000);
 });

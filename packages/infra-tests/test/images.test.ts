@@ -59,6 +59,10 @@ describe.skipIf(!docker_.available)('container images', () => {
     const page = await fetch(`http://127.0.0.1:${port}/dashboard`);
     expect(page.status).toBe(200);
     expect(await page.text()).toMatch(/<script type="module" crossorigin src="\/dashboard\/assets\/index-[\w-]+\.js">/);
+    // So is the CLI it serves (packages/cli, a dependency of the panel), bundled.
+    const cli = await fetch(`http://127.0.0.1:${port}/cli/tether-cli.tgz`);
+    expect(cli.status).toBe(200);
+    expect((await cli.arrayBuffer()).byteLength).toBeGreaterThan(100_000);
     expect(await docker(['exec', name, 'id', '-un'])).toBe('tether');
     await waitFor(async () => (await docker(['inspect', '-f', '{{.State.Health.Status}}', name])) === 'healthy', { timeoutMs: 20_000, intervalMs: 250 });
     const stopAt = Date.now();
