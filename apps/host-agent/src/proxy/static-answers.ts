@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
-import { canonicalRoutes, type Route } from '@tether/protocol';
+import { canonicalRoutes, isStaticRouteShape, staticPrefixSegment, type Route } from '@tether/protocol';
 import { isValidDomain, isValidUpstream } from './route-validation.js';
 
 // The static proxy's routing data (docs/architecture.md, "Static proxy"):
@@ -19,10 +19,6 @@ export const TARGETS_LABEL = 'e';
 /** Answered by the answerer whatever the map: what its health probe asks. */
 export const HEALTH_NAME = `health.${ANSWER_ZONE}`;
 
-/** A first path segment the static config can route without a config change: `/seg` (or `/seg/`). */
-const SEGMENT_PREFIX = /^\/([a-z0-9-]{1,62})\/?$/;
-/** `_p` + 62 + `.` + domain + `.h.` + zone must stay within DNS's 253. */
-export const MAX_STATIC_DOMAIN_LENGTH = 253 - (3 + 62 + 1) - (HOSTS_LABEL.length + 1) - (ANSWER_ZONE.length + 1);
 
 /** One ready container of a service, as it can be dialled from Caddy. */
 export interface Endpoint {
@@ -37,8 +33,9 @@ export type EndpointMap = ReadonlyMap<string, readonly Endpoint[]>;
 
 /** Whether a route can be served by the static config: plain domain, whole domain or one lowercase first segment. */
 export function isStaticShape(route: Pick<Route, 'domain' | 'pathPrefix'>): boolean {
-  if (!isValidDomain(route.domain) || route.domain.length > MAX_STATIC_DOMAIN_LENGTH) return false;
-  return route.pathPrefix === null || route.pathPrefix === '/' || SEGMENT_PREFIX.test(route.pathPrefix);
+  if (!isValidDomain(route.domain)) return false;
+  // A stored "/" is the whole domain.
+  return route.pathPrefix === '/' || isStaticRouteShape(route);
 }
 
 export interface Answers {
@@ -86,7 +83,7 @@ export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap)
     const colon = route.upstream.lastIndexOf(':');
     const host = route.upstream.slice(0, colon);
     const port = Number(route.upstream.slice(colon + 1));
-    const segment = route.pathPrefix === null || route.pathPrefix === '/' ? null : (SEGMENT_PREFIX.exec(route.pathPrefix)?.[1] ?? null);
+    const segment = staticPrefixSegment(route.pathPrefix);
     const owner = segment === null ? `${route.domain}.${HOSTS_LABEL}` : `_p${segment}.${route.domain}.${HOSTS_LABEL}`;
     const found = isIP(host.replace(/^\[|\]$/g, '')) ? [null] : (endpoints.get(route.serviceId) ?? []);
     let served = 0;
