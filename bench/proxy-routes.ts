@@ -62,12 +62,17 @@ async function countingRelay(target: number): Promise<{ port: number; queries: (
   front.on('message', (msg, from) => {
     queries += 1;
     const back = dgram.createSocket('udp4');
+    let open = true;
+    const close = () => {
+      if (open) back.close();
+      open = false;
+    };
     back.on('message', (answer) => {
       front.send(answer, from.port, from.address);
-      back.close();
+      close();
     });
     back.send(msg, target, '127.0.0.1');
-    setTimeout(() => back.close(), 2_000).unref();
+    setTimeout(close, 2_000).unref();
   });
   await new Promise<void>((resolve) => front.bind(0, '127.0.0.1', resolve));
   return { port: front.address().port, queries: () => queries, close: () => front.close() };
