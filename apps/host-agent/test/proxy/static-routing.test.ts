@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureCaddy, requireSystem, commandWorks, aptInstall, startCaddy, waitFor, type TestCaddy } from '@tether/testkit';
+import { ensureCaddy, ensureKnot, startCaddy, waitFor, type TestCaddy } from '@tether/testkit';
 import type { StaticRoutingController } from '../../src/proxy/index.js';
 import { startAdminWitness, type AdminWitness } from './helpers/admin-witness.js';
 import { externalController, mapOf, removeTempDirs, route, startNamedServer, tempDir } from './helpers/harness.js';
@@ -10,7 +10,7 @@ import { caddyLoadCount, getWithMarker, staticController } from './helpers/stati
 // real knotd: routes by host and by first path segment, Caddy's own answers
 // marked, and not one load of Caddy after the first, whatever the maps do.
 
-const ready = (await ensureCaddy()).available && (await requireSystem('knotd', { hint: 'no knotd (Debian package knot)', probe: () => commandWorks('knotd', ['-V']), install: () => aptInstall(['knot']) })).available;
+const ready = (await ensureCaddy()).available && (await ensureKnot()).available;
 
 describe.skipIf(!ready)('static proxy: routing without config changes', () => {
   let caddy: TestCaddy;
