@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
 import { canonicalRoutes, isStaticRouteShape, staticPrefixSegment, type Route } from '@tether/protocol';
+import { CANARY_HOST } from './render.js';
 import { isValidDomain, isValidUpstream } from './route-validation.js';
 
 // The static proxy's routing data (docs/architecture.md, "Static proxy"):
@@ -68,7 +69,7 @@ function targetFor(upstreamHost: string, endpoint: Endpoint | null): { name: str
  * IP literal points at that address; anything else (a name the answerer cannot
  * resolve) has no record and answers `no-upstream`.
  */
-export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap): Answers {
+export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap, options: { canaryUpstream?: string | null } = {}): Answers {
   const srv = new Set<string>();
   const targets = new Set<string>();
   const domains = new Set<string>();
@@ -97,6 +98,12 @@ export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap)
     if (served === 0) unserved += 1;
     domains.add(route.domain);
     if (segment !== null) prefixed.add(route.domain);
+  }
+  // The canary's route goes through the answerer too, so an answerer outage shows as a canary drop.
+  const canary = options.canaryUpstream ? targetFor(options.canaryUpstream.slice(0, options.canaryUpstream.lastIndexOf(':')), null) : null;
+  if (canary && options.canaryUpstream) {
+    srv.add(`${CANARY_HOST}.${HOSTS_LABEL} SRV 10 10 ${Number(options.canaryUpstream.slice(options.canaryUpstream.lastIndexOf(':') + 1))} ${canary.name}`);
+    targets.add(`${canary.name} ${canary.type} ${canary.ip}`);
   }
   const records = [`health A 127.0.0.1`, ...[...srv].sort(), ...[...targets].sort()];
   const sortedDomains = [...domains].sort();
