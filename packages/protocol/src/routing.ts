@@ -48,3 +48,20 @@ export function canonicalRoutes(routes: readonly Route[]): Route[] {
 export function routingHash(routes: readonly Route[]): string {
   return createHash('sha256').update(JSON.stringify(canonicalRoutes(routes))).digest('hex');
 }
+
+/**
+ * The route shape a static proxy (capability `proxy.static`) serves without a config change:
+ * the whole domain, or one first path segment `/seg` (`/seg/`) of lowercase letters, digits and `-`.
+ * The domain stays short enough that `_p<segment>.<domain>` under the answerer's zone fits DNS's 253.
+ */
+export const STATIC_ROUTE_SHAPE = Object.freeze({ maxDomainLength: 167, segmentPattern: '^/([a-z0-9-]{1,62})/?$' });
+const STATIC_SEGMENT = new RegExp(STATIC_ROUTE_SHAPE.segmentPattern);
+
+export function isStaticRouteShape(route: { domain: string; pathPrefix: string | null }): boolean {
+  return route.domain.length <= STATIC_ROUTE_SHAPE.maxDomainLength && (route.pathPrefix === null || STATIC_SEGMENT.test(route.pathPrefix));
+}
+
+/** The segment of a static-shape path prefix (`/api` and `/api/` give `api`); null for the whole domain or another shape. */
+export function staticPrefixSegment(pathPrefix: string | null): string | null {
+  return pathPrefix === null ? null : (STATIC_SEGMENT.exec(pathPrefix)?.[1] ?? null);
+}

@@ -6,6 +6,7 @@ import { aptInstall, commandWorks, requireSystem, type Requirement } from './sys
 
 let promtool: Promise<Requirement> | undefined;
 let chromium: Promise<Requirement> | undefined;
+let knot: Promise<Requirement> | undefined;
 
 export const CHROMIUM_PATH = '/usr/bin/chromium';
 
@@ -28,4 +29,14 @@ export function ensureChromium(): Promise<Requirement> {
     install: () => aptInstall(['chromium']),
   });
   return chromium;
+}
+
+/** knotd and knotc (Debian's knot): the static proxy's answerer (host-agent TETHER_PROXY_ROUTING=static). */
+export function ensureKnot(): Promise<Requirement> {
+  knot ??= requireSystem('knotd', {
+    hint: 'no knotd on PATH (Debian package knot)',
+    probe: async () => (await commandWorks('knotd', ['-V'])) && (await commandWorks('knotc', ['--version'])),
+    install: () => aptInstall(['knot']),
+  });
+  return knot;
 }

@@ -1,13 +1,16 @@
-import { isReservedHost, RESERVED_HOST_SUFFIX } from '@tether/protocol';
+import { isReservedHost, isStaticRouteShape, RESERVED_HOST_SUFFIX, STATIC_ROUTE_SHAPE } from '@tether/protocol';
 import { AppError } from '../errors.js';
 import type { Route } from '../generated/prisma/client.js';
 import { teamScope, type AuthContext } from './access.js';
 import { assertDomain } from './host-names.js';
 import { lockService, mapPrismaError } from '../db/prisma-helpers.js';
 import type { ApiDeps } from './api-deps.js';
+import { claimDomain, releaseDomainIfUnused } from './domain-claims.js';
 
-// Routes attach a domain (optionally narrowed to a path prefix) to a service.
-// A domain is attached to at most one service across all teams.
+// Routes attach a domain (optionally narrowed to a path prefix) to a service:
+// one route per (domain, path prefix), and a domain belongs to one team and one
+// node (domain-claims.ts). New routes must have the shape a static proxy serves
+// without a config change (docs/api.md, "Routes"); routes stored before keep working.
 
 export const presentRoute = (r: Route) => ({
   id: r.id,
@@ -21,7 +24,13 @@ const notFound = () => new AppError('NOT_FOUND', 'no such route');
 const serviceNotFound = () => new AppError('NOT_FOUND', 'no such service');
 const noPort = (service: string) =>
   new AppError('SERVICE_HAS_NO_PORT', `service ${service} has no internalPort, so a route cannot reach it: set one with PATCH first`);
-const domainTaken = (domain: string) => new AppError('DOMAIN_TAKEN', `${domain} is already attached to a service`);
+const domainTaken = (domain: string, pathPrefix: string | null) =>
+  new AppError('DOMAIN_TAKEN', pathPrefix === null ? `${domain} is already attached to a service` : `${domain}${pathPrefix} is already attached to a service`);
+const shapeUnsupported = (domain: string, pathPrefix: string | null) =>
+  new AppError(
+    'ROUTE_SHAPE_UNSUPPORTED',
+    `${domain}${pathPrefix ?? ''}: a route is the whole domain or one first path segment /[a-z0-9-]{1,62} (optionally with a trailing /), on a domain of at most ${STATIC_ROUTE_SHAPE.maxDomainLength} characters`,
+  );
 
 export async function attachRoute(
   { prisma, events }: ApiDeps,
@@ -31,19 +40,25 @@ export async function attachRoute(
   const domain = assertDomain(input.domain);
   // The agents' canary answers under this suffix on every host; a customer route there would be confusing at best.
   if (isReservedHost(domain)) throw new AppError('RESERVED_DOMAIN', `${domain} is reserved for Tether's own use (${RESERVED_HOST_SUFFIX} and names under it)`);
+  const pathPrefix = input.pathPrefix ?? null;
+  if (!isStaticRouteShape({ domain, pathPrefix })) throw shapeUnsupported(domain, pathPrefix);
   const { route, nodeId } = await prisma.$transaction(async (tx) => {
     const visible = await tx.service.findFirst({ where: { id: input.serviceId, ...teamScope(auth) }, select: { id: true } });
     // FOR SHARE: a concurrent move of the service waits, so nodeId below is where the route really points.
     if (!visible || !(await lockService(tx, input.serviceId, 'share'))) throw serviceNotFound();
-    const { nodeId, name, internalPort } = await tx.service.findUniqueOrThrow({
+    const { nodeId, name, internalPort, teamId } = await tx.service.findUniqueOrThrow({
       where: { id: input.serviceId },
-      select: { nodeId: true, name: true, internalPort: true },
+      select: { nodeId: true, name: true, internalPort: true, teamId: true },
     });
+    // The domain's row, locked: from here on no other attach on this domain runs until this one commits.
+    await claimDomain(tx, domain, { teamId, nodeId });
+    // Unique (domain, path_prefix) cannot see two NULL prefixes as equal; under the lock a read can.
+    if (await tx.route.findFirst({ where: { domain, pathPrefix }, select: { id: true } })) throw domainTaken(domain, pathPrefix);
     let route;
     try {
-      route = await tx.route.create({ data: { domain, pathPrefix: input.pathPrefix ?? null, serviceId: input.serviceId } });
+      route = await tx.route.create({ data: { domain, pathPrefix, serviceId: input.serviceId } });
     } catch (err) {
-      mapPrismaError(err, { P2002: domainTaken(domain) });
+      mapPrismaError(err, { P2002: domainTaken(domain, pathPrefix) });
     }
     // After the insert, so a taken domain is named first; throwing rolls the insert back.
     // A route without a port would be accepted and never reach anything: no upstream, no map entry.
@@ -79,6 +94,7 @@ export async function detachRoute({ prisma, events }: ApiDeps, auth: AuthContext
       // Detached (or its service deleted) by a concurrent request.
       mapPrismaError(err, { P2025: notFound() });
     }
+    await releaseDomainIfUnused(tx, found.domain);
     return { route: found, nodeId };
   });
   events.emit('routing.changed', { nodeIds: [nodeId], reason: `detached ${route.domain}${route.pathPrefix ?? ''}` });

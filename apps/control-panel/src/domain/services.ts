@@ -5,6 +5,7 @@ import { lockService, mapPrismaError } from '../db/prisma-helpers.js';
 import type { Tx } from '../db/database.js';
 import type { ServiceSpec } from '../db/deployment-spec.js';
 import type { ApiDeps } from './api-deps.js';
+import { moveDomainsOf } from './domain-claims.js';
 import { placeOnNode } from './placement.js';
 import { checkSecretNames, presentSecrets, secretsOfService, writeServiceSecrets, type SecretsPatch } from './service-secrets.js';
 
@@ -130,6 +131,8 @@ export async function updateService({ prisma, events, keyring }: ApiDeps, auth: 
     }
     // Naming the node it is on already is not a move (and allowed even if that node is decommissioned).
     if (patch.node !== undefined && patch.node !== current.node.name) data.nodeId = (await placeOnNode(tx, patch.node)).id;
+    // Its domains go with it, unless another service's route shares one (409 DOMAIN_SPLIT_ACROSS_NODES).
+    if (typeof data.nodeId === 'string') await moveDomainsOf(tx, id, data.nodeId);
     try {
       const updated = await tx.service.update({ where: { id }, data, include: withNode });
       return { before: current, after: updated, routes: current._count.routes };

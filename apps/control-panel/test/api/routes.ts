@@ -63,6 +63,66 @@ describe('routes API', () => {
       expect(errorOf(answers.find((a) => a.status === 409)!).code).toBe('DOMAIN_TAKEN');
     });
 
+    it('one domain, several path prefixes: /api to one service, the rest to another of the same team and node', async () => {
+      const api = (await p.call('POST', '/v1/services', { token: team.token, body: { name: 'shop-api', image: 'nginx', internalPort: 8080 } })).body;
+      const split = await attach({ domain: 'shop.example.com', serviceId: api.id, pathPrefix: '/api' });
+      expect(split.status).toBe(201);
+      // The same (domain, prefix) twice is taken, whichever service asks.
+      expect(await code(attach({ domain: 'shop.example.com', serviceId: service.id, pathPrefix: '/api' }))).toMatchObject({ status: 409, code: 'DOMAIN_TAKEN' });
+      // Another team may not put a prefix on this team's domain either.
+      const other = await p.team('routes-prefix-other');
+      const theirs = (await p.call('POST', '/v1/services', { token: other.token, body: { name: 'x', image: 'nginx', internalPort: 80 } })).body;
+      expect(await code(attach({ domain: 'shop.example.com', serviceId: theirs.id, pathPrefix: '/blog' }, other.token))).toMatchObject({ status: 409, code: 'DOMAIN_TAKEN' });
+      expect((await p.call('DELETE', `/v1/routes/${split.body.id}`, { token: team.token })).status).toBe(204);
+    });
+
+    it('a domain routed on one node: a route to a service on another node, or a move that would split it, is 409 DOMAIN_SPLIT_ACROSS_NODES', async () => {
+      await p.node('edge-2');
+      const far = (await p.call('POST', '/v1/services', { token: team.token, body: { name: 'far', image: 'nginx', internalPort: 80, node: 'edge-2' } })).body;
+      expect(far.nodeId).not.toBe(service.nodeId);
+      expect(await code(attach({ domain: 'shop.example.com', serviceId: far.id, pathPrefix: '/far' }))).toMatchObject({ status: 409, code: 'DOMAIN_SPLIT_ACROSS_NODES' });
+      const near = (await p.call('POST', '/v1/services', { token: team.token, body: { name: 'near', image: 'nginx', internalPort: 80, node: 'edge-1' } })).body;
+      const shared = await attach({ domain: 'shop.example.com', serviceId: near.id, pathPrefix: '/near' });
+      expect(shared.status).toBe(201);
+      // Moving one service of a shared domain away would split it; nothing moves.
+      expect(await code(p.call('PATCH', `/v1/services/${near.id}`, { token: team.token, body: { node: 'edge-2' } }))).toMatchObject({ status: 409, code: 'DOMAIN_SPLIT_ACROSS_NODES' });
+      expect((await p.call('GET', `/v1/services/${near.id}`, { token: team.token })).body.nodeId).toBe(service.nodeId);
+      // A domain that only this service routes moves with it.
+      const solo = await attach({ domain: 'solo.example.com', serviceId: near.id });
+      expect((await p.call('DELETE', `/v1/routes/${shared.body.id}`, { token: team.token })).status).toBe(204);
+      expect((await p.call('PATCH', `/v1/services/${near.id}`, { token: team.token, body: { node: 'edge-2' } })).status).toBe(200);
+      expect(await p.prisma.domain.findUnique({ where: { name: 'solo.example.com' } })).toMatchObject({ nodeId: far.nodeId });
+      expect((await p.call('DELETE', `/v1/routes/${solo.body.id}`, { token: team.token })).status).toBe(204);
+      // Its last route gone, the domain belongs to nobody.
+      expect(await p.prisma.domain.findUnique({ where: { name: 'solo.example.com' } })).toBeNull();
+    });
+
+    it('two teams racing for one new domain: exactly one wins, the other is DOMAIN_TAKEN', async () => {
+      const other = await p.team('routes-race-other');
+      const theirs = (await p.call('POST', '/v1/services', { token: other.token, body: { name: 'y', image: 'nginx', internalPort: 80 } })).body;
+      const answers = await Promise.all([
+        attach({ domain: 'contest.example.com', serviceId: service.id, pathPrefix: '/a' }),
+        attach({ domain: 'contest.example.com', serviceId: theirs.id, pathPrefix: '/b' }, other.token),
+      ]);
+      expect(answers.map((a) => a.status).sort()).toEqual([201, 409]);
+      expect(errorOf(answers.find((a) => a.status === 409)!).code).toBe('DOMAIN_TAKEN');
+      const won = answers.findIndex((a) => a.status === 201);
+      expect((await p.call('DELETE', `/v1/routes/${answers[won]!.body.id}`, { token: won === 0 ? team.token : other.token })).status).toBe(204);
+    });
+
+    it.each([
+      ['a deeper prefix', 'shape.example.com', '/api/v1'],
+      ['upper case in the segment', 'shape.example.com', '/API'],
+      ['a dot in the segment', 'shape.example.com', '/a.b'],
+      ['a segment of 63 characters', 'shape.example.com', `/${'a'.repeat(63)}`],
+      ['a domain longer than 167 characters', `${'a'.repeat(60)}.${'b'.repeat(60)}.${'c'.repeat(44)}.com`, null],
+    ])('a new route with %s is 400 ROUTE_SHAPE_UNSUPPORTED, and nothing is stored', async (_what, domain, pathPrefix) => {
+      const body = pathPrefix === null ? { domain, serviceId: service.id } : { domain, serviceId: service.id, pathPrefix };
+      expect(await code(attach(body))).toMatchObject({ status: 400, code: 'ROUTE_SHAPE_UNSUPPORTED' });
+      expect(await p.prisma.route.count({ where: { domain } })).toBe(0);
+      expect(await p.prisma.domain.count({ where: { name: domain } })).toBe(0);
+    });
+
     it.each([
       ['uppercase', 'Shop.example.org'],
       ['a space', 'shop example.org'],

@@ -57,16 +57,16 @@ export function createAgentMetrics(source: AgentMetricsSource): Registry {
       this.set(source.routing().reloadsToday);
     },
   });
-  const kindLabels = { initial: 'initial', repairEmpty: 'repair-empty', change: 'change', repairDrift: 'repair-drift' } as const;
+  const kindLabels = { initial: 'initial', repairEmpty: 'repair-empty', change: 'change', repairDrift: 'repair-drift', staticMove: 'static-move' } as const;
   new Counter({
     name: 'tether_agent_proxy_reloads_by_kind_total',
-    help: 'Caddy reloads this node made by kind (initial, repair-empty, change, repair-drift), persisted across agent restarts',
+    help: 'Caddy reloads this node made by kind (initial, repair-empty, change, repair-drift, static-move), persisted across agent restarts',
     labelNames: ['kind'],
     registers,
     collect() {
       this.reset();
       const kinds = source.routing().reloadKinds;
-      if (kinds) for (const [key, kind] of Object.entries(kindLabels)) this.inc({ kind }, kinds[key as keyof typeof kindLabels]);
+      if (kinds) for (const [key, kind] of Object.entries(kindLabels)) this.inc({ kind }, kinds[key as keyof typeof kindLabels] ?? 0);
     },
   });
   // Registered only for an agent that runs the canary (fixed for the agent's run), so "off" is no series, not 0.

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
-import { canonicalRoutes, type Route } from '@tether/protocol';
+import { canonicalRoutes, isStaticRouteShape, staticPrefixSegment, type Route } from '@tether/protocol';
+import { CANARY_HOST } from './render.js';
 import { isValidDomain, isValidUpstream } from './route-validation.js';
 
 // The static proxy's routing data (docs/architecture.md, "Static proxy"):
@@ -19,10 +20,6 @@ export const TARGETS_LABEL = 'e';
 /** Answered by the answerer whatever the map: what its health probe asks. */
 export const HEALTH_NAME = `health.${ANSWER_ZONE}`;
 
-/** A first path segment the static config can route without a config change: `/seg` (or `/seg/`). */
-const SEGMENT_PREFIX = /^\/([a-z0-9-]{1,62})\/?$/;
-/** `_p` + 62 + `.` + domain + `.h.` + zone must stay within DNS's 253. */
-export const MAX_STATIC_DOMAIN_LENGTH = 253 - (3 + 62 + 1) - (HOSTS_LABEL.length + 1) - (ANSWER_ZONE.length + 1);
 
 /** One ready container of a service, as it can be dialled from Caddy. */
 export interface Endpoint {
@@ -37,8 +34,9 @@ export type EndpointMap = ReadonlyMap<string, readonly Endpoint[]>;
 
 /** Whether a route can be served by the static config: plain domain, whole domain or one lowercase first segment. */
 export function isStaticShape(route: Pick<Route, 'domain' | 'pathPrefix'>): boolean {
-  if (!isValidDomain(route.domain) || route.domain.length > MAX_STATIC_DOMAIN_LENGTH) return false;
-  return route.pathPrefix === null || route.pathPrefix === '/' || SEGMENT_PREFIX.test(route.pathPrefix);
+  if (!isValidDomain(route.domain)) return false;
+  // A stored "/" is the whole domain.
+  return route.pathPrefix === '/' || isStaticRouteShape(route);
 }
 
 export interface Answers {
@@ -71,7 +69,7 @@ function targetFor(upstreamHost: string, endpoint: Endpoint | null): { name: str
  * IP literal points at that address; anything else (a name the answerer cannot
  * resolve) has no record and answers `no-upstream`.
  */
-export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap): Answers {
+export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap, options: { canaryUpstream?: string | null } = {}): Answers {
   const srv = new Set<string>();
   const targets = new Set<string>();
   const domains = new Set<string>();
@@ -86,7 +84,7 @@ export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap)
     const colon = route.upstream.lastIndexOf(':');
     const host = route.upstream.slice(0, colon);
     const port = Number(route.upstream.slice(colon + 1));
-    const segment = route.pathPrefix === null || route.pathPrefix === '/' ? null : (SEGMENT_PREFIX.exec(route.pathPrefix)?.[1] ?? null);
+    const segment = staticPrefixSegment(route.pathPrefix);
     const owner = segment === null ? `${route.domain}.${HOSTS_LABEL}` : `_p${segment}.${route.domain}.${HOSTS_LABEL}`;
     const found = isIP(host.replace(/^\[|\]$/g, '')) ? [null] : (endpoints.get(route.serviceId) ?? []);
     let served = 0;
@@ -100,6 +98,12 @@ export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap)
     if (served === 0) unserved += 1;
     domains.add(route.domain);
     if (segment !== null) prefixed.add(route.domain);
+  }
+  // The canary's route goes through the answerer too, so an answerer outage shows as a canary drop.
+  const canary = options.canaryUpstream ? targetFor(options.canaryUpstream.slice(0, options.canaryUpstream.lastIndexOf(':')), null) : null;
+  if (canary && options.canaryUpstream) {
+    srv.add(`${CANARY_HOST}.${HOSTS_LABEL} SRV 10 10 ${Number(options.canaryUpstream.slice(options.canaryUpstream.lastIndexOf(':') + 1))} ${canary.name}`);
+    targets.add(`${canary.name} ${canary.type} ${canary.ip}`);
   }
   const records = [`health A 127.0.0.1`, ...[...srv].sort(), ...[...targets].sort()];
   const sortedDomains = [...domains].sort();

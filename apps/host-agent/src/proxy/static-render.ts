@@ -124,7 +124,12 @@ function staticConfig(legacy: readonly Route[], o: StaticRenderOptions, id: stri
       listen: [o.canary.listen],
       automatic_https: { disable: true },
       routes: [
-        { match: [{ host: [CANARY_HOST] }], handle: [{ handler: 'reverse_proxy', upstreams: [{ dial: o.canary.upstream }] }], terminal: true },
+        // Looked up like every customer route: an answerer outage reaches the canary as it reaches customers.
+        {
+          match: [{ host: [CANARY_HOST] }],
+          handle: [{ ...dynamicProxy(o, false), dynamic_upstreams: srvSource(`${CANARY_HOST}.${HOSTS_LABEL}.${ANSWER_ZONE}`, o) }],
+          terminal: true,
+        },
         { handle: [{ handler: 'static_response', status_code: 404 }] },
       ],
     };

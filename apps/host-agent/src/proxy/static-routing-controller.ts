@@ -222,7 +222,7 @@ export class StaticRoutingController implements RoutingController {
 
   /** Writes the answers for `routes` when they differ from those in place. */
   private async publish(routes: readonly Route[]): Promise<{ answers: Answers; changed: boolean }> {
-    const answers = computeAnswers(routes, await this.options.endpoints());
+    const answers = computeAnswers(routes, await this.options.endpoints(), { canaryUpstream: this.options.render.canary?.upstream ?? null });
     this.stats.unserved = answers.unserved;
     this.stats.legacy = answers.legacy.length;
     if (answers.digest === this.answersDigest) return { answers, changed: false };

@@ -1,6 +1,6 @@
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DOCKER_SOCKET, TEST_IMAGE, aptInstall, commandWorks, ensureCaddy, ensureDocker, requireSystem, startCaddy, type TestCaddy } from '@tether/testkit';
+import { DOCKER_SOCKET, TEST_IMAGE, ensureCaddy, ensureKnot, ensureDocker, startCaddy, type TestCaddy } from '@tether/testkit';
 import { serviceUpstream, type Route } from '@tether/protocol';
 import { LABELS, ensureNetwork } from '../../src/docker/docker-client.js';
 import { dockerEndpoints, type StaticRoutingController } from '../../src/proxy/index.js';
@@ -21,7 +21,7 @@ const docker = new Docker({ socketPath: DOCKER_SOCKET });
 const ready =
   (await ensureDocker()).available &&
   (await ensureCaddy()).available &&
-  (await requireSystem('knotd', { hint: 'no knotd (Debian package knot)', probe: () => commandWorks('knotd', ['-V']), install: () => aptInstall(['knot']) })).available;
+  (await ensureKnot()).available;
 const run = `static-${process.pid}`;
 const network = `tether-${run}`;
 const REFRESH_MS = 500;

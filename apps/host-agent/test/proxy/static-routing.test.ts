@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureCaddy, requireSystem, commandWorks, aptInstall, startCaddy, waitFor, type TestCaddy } from '@tether/testkit';
+import { ensureCaddy, ensureKnot, freePort, startCaddy, waitFor, type TestCaddy } from '@tether/testkit';
 import type { StaticRoutingController } from '../../src/proxy/index.js';
 import { startAdminWitness, type AdminWitness } from './helpers/admin-witness.js';
 import { externalController, mapOf, removeTempDirs, route, startNamedServer, tempDir } from './helpers/harness.js';
@@ -10,7 +10,7 @@ import { caddyLoadCount, getWithMarker, staticController } from './helpers/stati
 // real knotd: routes by host and by first path segment, Caddy's own answers
 // marked, and not one load of Caddy after the first, whatever the maps do.
 
-const ready = (await ensureCaddy()).available && (await requireSystem('knotd', { hint: 'no knotd (Debian package knot)', probe: () => commandWorks('knotd', ['-V']), install: () => aptInstall(['knot']) })).available;
+const ready = (await ensureCaddy()).available && (await ensureKnot()).available;
 
 describe.skipIf(!ready)('static proxy: routing without config changes', () => {
   let caddy: TestCaddy;
@@ -122,6 +122,32 @@ describe.skipIf(!ready)('static proxy: the one-time move from the per-route conf
       await controller?.stop();
       await controller?.knot.destroy();
       await Promise.all([echo.close(), shop.close(), witness.close()]);
+      await caddy.stop();
+    }
+  });
+});
+
+describe.skipIf(!ready)('static proxy: the canary goes through the answerer', () => {
+  it('the canary server answers through an SRV lookup, and stops when the answerer is gone', async () => {
+    const caddy = await startCaddy();
+    const endpoint = await startNamedServer('canary-endpoint');
+    const canaryPort = await freePort();
+    const controller = await staticController({ adminUrl: caddy.adminUrl, adminListen: `127.0.0.1:${caddy.adminPort}`, stateDir: await tempDir(), httpPort: caddy.httpPort, canary: { port: canaryPort, upstream: `127.0.0.1:${endpoint.port}` }, lookupRefreshMs: 300 });
+    try {
+      await controller.start();
+      expect(await controller.apply(mapOf([]))).toMatchObject({ error: null });
+      expect(await getWithMarker(canaryPort, 'canary.tether.internal', '/probe')).toMatchObject({ status: 200, body: 'canary-endpoint /probe' });
+      // A customer server never routes the canary's name.
+      expect((await getWithMarker(caddy.httpPort, 'canary.tether.internal')).marker).toBe('no-route');
+      await controller.stop();
+      await controller.knot.destroy();
+      await new Promise((r) => setTimeout(r, 400));
+      const down = await getWithMarker(canaryPort, 'canary.tether.internal', '/probe');
+      expect(down.status).toBeGreaterThanOrEqual(500);
+    } finally {
+      await controller.stop();
+      await controller.knot.destroy();
+      await endpoint.close();
       await caddy.stop();
     }
   });

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aptInstall, commandWorks, ensureCaddy, freePort, requireSystem, spawnProcess, startCaddy, type ManagedProcess, type TestCaddy } from '@tether/testkit';
+import { ensureCaddy, ensureKnot, freePort, spawnProcess, startCaddy, type ManagedProcess, type TestCaddy } from '@tether/testkit';
 import type { Route } from '@tether/protocol';
 import { KnotAnswerer } from '../../src/proxy/index.js';
 import { removeTempDirs, silentLogger, startNamedServer, tempDir } from './helpers/harness.js';
@@ -13,7 +13,7 @@ import { caddyLoadCount, getWithMarker } from './helpers/static-harness.js';
 // frozen: the agent detects it and starts a new one within its bound
 // (answerer check interval + probe timeout + start), printed.
 
-const ready = (await ensureCaddy()).available && (await requireSystem('knotd', { hint: 'no knotd (Debian package knot)', probe: () => commandWorks('knotd', ['-V']), install: () => aptInstall(['knot']) })).available;
+const ready = (await ensureCaddy()).available && (await ensureKnot()).available;
 const script = path.join(path.dirname(fileURLToPath(import.meta.url)), 'helpers', 'static-agent-process.mjs');
 const CHECK_MS = 250;
 const PROBE_MS = 300;

@@ -1,9 +1,11 @@
 import tls from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aptInstall, commandWorks, ensureCaddy, freePort, requireSystem, startCaddy, type TestCaddy } from '@tether/testkit';
+import { ensureCaddy, ensureKnot, freePort, startCaddy, type TestCaddy } from '@tether/testkit';
 import type { StaticRoutingController } from '../../src/proxy/index.js';
 import { startAdminWitness, type AdminWitness } from './helpers/admin-witness.js';
+import { WebSocket, type ClientOptions } from 'ws';
 import { mapOf, removeTempDirs, route, startNamedServer, tempDir } from './helpers/harness.js';
+import { startEchoServer, type EchoServer } from './helpers/ws-echo.js';
 import { caddyLoadCount, getWithMarker, staticController } from './helpers/static-harness.js';
 
 // Certificates on demand with the static proxy (TETHER_PROXY_TLS=auto,
@@ -12,7 +14,7 @@ import { caddyLoadCount, getWithMarker, staticController } from './helpers/stati
 // redirected, and none of it loads Caddy. Caddy asks its own loopback server,
 // which answers from the domain files: the agent is not asked at all.
 
-const ready = (await ensureCaddy()).available && (await requireSystem('knotd', { hint: 'no knotd (Debian package knot)', probe: () => commandWorks('knotd', ['-V']), install: () => aptInstall(['knot']) })).available;
+const ready = (await ensureCaddy()).available && (await ensureKnot()).available;
 
 function handshake(port: number, servername: string): Promise<{ ok: true; names: string } | { ok: false; error: string }> {
   return new Promise((resolve) => {
@@ -44,11 +46,13 @@ describe.skipIf(!ready)('static proxy: certificates on demand (internal issuer)'
   let controller: StaticRoutingController;
   let shop: Awaited<ReturnType<typeof startNamedServer>>;
   let httpsPort: number;
+  let echo: EchoServer;
 
   beforeAll(async () => {
     caddy = await startCaddy();
     witness = await startAdminWitness({ port: caddy.adminPort });
     shop = await startNamedServer('shop');
+    echo = await startEchoServer();
     httpsPort = await freePort();
     controller = await staticController({
       adminUrl: witness.url,
@@ -65,6 +69,7 @@ describe.skipIf(!ready)('static proxy: certificates on demand (internal issuer)'
     await controller?.stop();
     await controller?.knot.destroy();
     await shop?.close();
+    await echo?.close();
     await witness?.close();
     await caddy?.stop();
     await removeTempDirs();
@@ -92,6 +97,38 @@ describe.skipIf(!ready)('static proxy: certificates on demand (internal issuer)'
     expect(redirect.status).toBe(308);
 
     expect(witness.loads).toBe(1);
+    expect(await caddyLoadCount(caddy.adminUrl)).toBe(loads);
+  });
+
+  it('a WebSocket held over TLS stays open and echoes in order while new names are attached and get certificates', async () => {
+    const loads = await caddyLoadCount(caddy.adminUrl);
+    let routes = [route('shop.example.test', `127.0.0.1:${shop.port}`), route('chat.example.test', `127.0.0.1:${echo.port}`)];
+    await controller.apply(mapOf(routes));
+    // ws hands its options to tls.connect; `servername` (SNI) is one its types do not list.
+    const tlsOptions = { headers: { host: 'chat.example.test' }, servername: 'chat.example.test', rejectUnauthorized: false };
+    const socket = new WebSocket(`wss://127.0.0.1:${httpsPort}/`, tlsOptions as ClientOptions);
+    await new Promise<void>((resolve, reject) => (socket.once('open', resolve), socket.once('error', reject)));
+    let closedWith: number | null = null;
+    socket.on('close', (code) => (closedWith = code));
+    const echoes: number[] = [];
+    socket.on('message', (d: Buffer) => echoes.push(Number(d.toString('utf8'))));
+    let sent = 0;
+    const ticker = setInterval(() => socket.send(String(sent++)), 100);
+    try {
+      for (let i = 0; i < 5; i += 1) {
+        routes = [...routes, route(`new${i}.example.test`, `127.0.0.1:${shop.port}`)];
+        expect(await controller.apply(mapOf(routes))).toMatchObject({ reloaded: false, error: null });
+        expect(await handshake(httpsPort, `new${i}.example.test`)).toEqual({ ok: true, names: `DNS:new${i}.example.test` });
+      }
+      await new Promise((r) => setTimeout(r, 500));
+    } finally {
+      clearInterval(ticker);
+    }
+    await new Promise((r) => setTimeout(r, 300));
+    expect(closedWith).toBeNull();
+    expect(sent).toBeGreaterThan(5);
+    expect(echoes).toEqual([...Array(sent).keys()]);
+    socket.close();
     expect(await caddyLoadCount(caddy.adminUrl)).toBe(loads);
   });
 });
