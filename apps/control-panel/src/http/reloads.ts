@@ -10,7 +10,8 @@ import type { RoutingView } from '../routing/routing-reconciler.js';
 const NullableString = Nullable(Type.String());
 const NullableInt = Nullable(Type.Integer());
 const Counts = (keys: string[]) => Type.Object(Object.fromEntries(keys.map((k) => [k, Type.Integer()])));
-const KindCounts = Nullable(Counts(['initial', 'repairEmpty', 'change', 'repairDrift']));
+// staticMove: the one load that moves a node to the static proxy config (agents with proxy.static only).
+const KindCounts = Nullable(Type.Object({ ...Counts(['initial', 'repairEmpty', 'change', 'repairDrift']).properties, staticMove: Type.Optional(Type.Integer()) }));
 const CauseCounts = Counts(['reload', 'proxyRestarted', 'proxyUnreachable', 'unexplained']);
 const Canary = Nullable(
   Type.Object({

@@ -40,7 +40,7 @@ export const SessionRow = Type.Object({
     total: Type.Integer(),
     lastAt: NullableString,
     lastReason: NullableString,
-    /** Per kind (initial, repairEmpty, change, repairDrift); null for agents that do not report them. */
+    /** Per kind (initial, repairEmpty, change, repairDrift, and staticMove from agents with proxy.static); null for agents that do not report them. */
     kinds: Type.Union([Type.Record(Type.String(), Type.Integer()), Type.Null()]),
   }),
   /** The agent's canary through its own proxy: drops today and since start, by cause; null when off. */
