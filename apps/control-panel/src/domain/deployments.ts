@@ -1,12 +1,12 @@
 import { errorMessage, sanitizeText, truncate } from '@tether/common';
-import type { Workload } from '@tether/protocol';
 import { AppError } from '../errors.js';
-import type { Deployment } from '../generated/prisma/client.js';
+import type { Deployment, Prisma } from '../generated/prisma/client.js';
 import { teamScope, type AuthContext } from './access.js';
 import { toIso } from '../db/prisma-helpers.js';
 import { prismaSql } from '../db/sql.js';
 import type { ApiDeps } from './api-deps.js';
 import type { ServiceSpec } from './services.js';
+import { workloadOf, type ServiceResources, type ServiceVolume } from '../db/deployment-spec.js';
 
 // A deployment carries out a snapshot of its service's spec on the service's
 // node. The row is committed (status pending) before it is dispatched, so a
@@ -16,7 +16,8 @@ export const presentDeployment = (d: Deployment) => ({
   id: d.id,
   serviceId: d.serviceId,
   nodeId: d.nodeId,
-  spec: d.spec as unknown as ServiceSpec,
+  // Rows made before command, resources and volumes existed carry none of them.
+  spec: { command: null, args: null, resources: null, volumes: [], ...(d.spec as unknown as ServiceSpec) },
   status: d.status,
   reason: d.reason,
   sessionId: d.sessionId,
@@ -26,10 +27,7 @@ export const presentDeployment = (d: Deployment) => ({
   finishedAt: toIso(d.finishedAt),
 });
 
-/** What the agent is sent for a deployment of a service's spec snapshot. */
-export function workloadOf(serviceId: string, deploymentId: string, spec: ServiceSpec): Workload {
-  return { serviceId, serviceName: spec.name, deploymentId, image: spec.image, env: spec.env, port: spec.internalPort, replicas: spec.replicas };
-}
+export { workloadOf };
 
 const notFound = () => new AppError('NOT_FOUND', 'no such deployment');
 
@@ -42,6 +40,10 @@ interface ServiceToDeploy {
   env: Record<string, string>;
   internal_port: number | null;
   replicas: number;
+  command: string[] | null;
+  args: string[] | null;
+  resources: ServiceResources | null;
+  volumes: ServiceVolume[];
 }
 
 /**
@@ -58,7 +60,8 @@ export async function createDeployment({ prisma, dispatcher }: ApiDeps, auth: Au
   const { deployment, nodeName, spec } = await prisma.$transaction(async (tx) => {
     // FOR SHARE OF n: a decommission waiting on the lock or committed before it is seen (the locked row is re-read).
     const [service] = await prismaSql(tx).rows<ServiceToDeploy>(
-      `SELECT s.node_id, n.name AS node_name, n.decommissioned, s.name, s.image, s.env, s.internal_port, s.replicas
+      `SELECT s.node_id, n.name AS node_name, n.decommissioned, s.name, s.image, s.env, s.internal_port, s.replicas,
+        s.command, s.args, s.resources, s.volumes
       FROM services s JOIN nodes n ON n.id = s.node_id
       WHERE s.id = $1 AND ($2::text IS NULL OR s.team_id = $2)
       FOR SHARE OF n`,
@@ -68,8 +71,18 @@ export async function createDeployment({ prisma, dispatcher }: ApiDeps, auth: Au
     if (service.decommissioned) {
       throw new AppError('NODE_DECOMMISSIONED', `node ${service.node_name} is decommissioned; move the service to another node first`);
     }
-    const spec: ServiceSpec = { name: service.name, image: service.image, env: service.env, internalPort: service.internal_port, replicas: service.replicas };
-    const deployment = await tx.deployment.create({ data: { serviceId, nodeId: service.node_id, spec: { ...spec }, status: 'pending' } });
+    const spec: ServiceSpec = {
+      name: service.name,
+      image: service.image,
+      env: service.env,
+      internalPort: service.internal_port,
+      replicas: service.replicas,
+      command: service.command,
+      args: service.args,
+      resources: service.resources,
+      volumes: service.volumes,
+    };
+    const deployment = await tx.deployment.create({ data: { serviceId, nodeId: service.node_id, spec: { ...spec } as unknown as Prisma.InputJsonObject, status: 'pending' } });
     return { deployment, nodeName: service.node_name, spec };
   });
 

@@ -1,31 +1,50 @@
 import { AppError } from '../errors.js';
-import type { Node, Prisma, Service } from '../generated/prisma/client.js';
+import { Prisma, type Node, type Service } from '../generated/prisma/client.js';
 import { teamScope, type AuthContext } from './access.js';
 import { lockService, mapPrismaError } from '../db/prisma-helpers.js';
 import type { Tx } from '../db/database.js';
-import type { ServiceSpec } from '../db/deployment-spec.js';
+import type { ServiceResources, ServiceSpec, ServiceVolume } from '../db/deployment-spec.js';
+import { checkReplicasWithVolumes, normaliseResources, normaliseVolumes, type VolumeInput } from './service-fields.js';
 import type { ApiDeps } from './api-deps.js';
 import { placeOnNode } from './placement.js';
 
 export type { ServiceSpec };
 
-export interface CreateServiceInput extends Partial<Omit<ServiceSpec, 'name' | 'image'>> {
+export interface CreateServiceInput extends Partial<Omit<ServiceSpec, 'name' | 'image' | 'volumes'>> {
   name: string;
   image: string;
+  volumes?: VolumeInput[];
   node?: string;
   teamId?: string;
 }
 
-export type UpdateServiceInput = Partial<ServiceSpec> & { node?: string };
+export type UpdateServiceInput = Partial<Omit<ServiceSpec, 'volumes'>> & {
+  volumes?: VolumeInput[];
+  node?: string;
+  /** Moving a service with volumes leaves them on the old node (empty ones are made on the new). */
+  leaveVolumes?: boolean;
+};
 
 type ServiceWithNode = Service & { node: Pick<Node, 'name'> };
 
-export const specOf = (s: Service): ServiceSpec => ({
+/** A service's spec as its row holds it now: the optional fields always present. */
+type CurrentSpec = ServiceSpec & Required<Pick<ServiceSpec, 'command' | 'args' | 'resources' | 'volumes'>>;
+
+export const specOf = (s: Service): CurrentSpec => ({
   name: s.name,
   image: s.image,
   env: s.env as Record<string, string>,
   internalPort: s.internalPort,
   replicas: s.replicas,
+  ...processSpecOf(s),
+});
+
+/** The command, resources and volumes columns as the spec carries them. */
+const processSpecOf = (s: Service): Required<Pick<ServiceSpec, 'command' | 'args' | 'resources' | 'volumes'>> => ({
+  command: (s.command as string[] | null) ?? null,
+  args: (s.args as string[] | null) ?? null,
+  resources: (s.resources as ServiceResources | null) ?? null,
+  volumes: (s.volumes as unknown as ServiceVolume[] | null) ?? [],
 });
 
 export const presentService = (s: ServiceWithNode) => ({
@@ -37,6 +56,17 @@ export const presentService = (s: ServiceWithNode) => ({
   createdAt: s.createdAt.toISOString(),
   updatedAt: s.updatedAt.toISOString(),
 });
+
+/** Prisma's data for the command, resources and volumes columns: undefined leaves a column as it is, null clears it. */
+function processColumns(input: { command?: string[] | null; args?: string[] | null; resources?: ServiceResources | null; volumes?: ServiceVolume[] }) {
+  const json = (value: unknown) => (value === null ? Prisma.DbNull : (value as Prisma.InputJsonValue | undefined));
+  return {
+    command: json(input.command),
+    args: json(input.args),
+    resources: json(normaliseResources(input.resources)),
+    volumes: input.volumes as unknown as Prisma.InputJsonValue | undefined,
+  };
+}
 
 const withNode = { node: { select: { name: true } } } as const;
 const nameTaken = (name: string) => new AppError('CONFLICT', `the team already has a service named ${name}`);
@@ -54,6 +84,8 @@ async function owningTeam(tx: Tx, auth: AuthContext, teamId: string | undefined)
 }
 
 export async function createService({ prisma, events }: ApiDeps, auth: AuthContext, input: CreateServiceInput) {
+  const volumes = normaliseVolumes(input.volumes ?? []);
+  checkReplicasWithVolumes(input.replicas ?? 1, volumes);
   const service = await prisma.$transaction(async (tx) => {
     const teamId = await owningTeam(tx, auth, input.teamId);
     const node = await placeOnNode(tx, input.node);
@@ -67,6 +99,7 @@ export async function createService({ prisma, events }: ApiDeps, auth: AuthConte
           env: input.env ?? {},
           internalPort: input.internalPort ?? null,
           replicas: input.replicas ?? 1,
+          ...processColumns({ ...input, volumes }),
         },
         include: withNode,
       });
@@ -109,13 +142,23 @@ export async function updateService({ prisma, events }: ApiDeps, auth: AuthConte
       env: patch.env,
       internalPort: patch.internalPort,
       replicas: patch.replicas,
+      ...processColumns({ ...patch, volumes: patch.volumes === undefined ? undefined : normaliseVolumes(patch.volumes) }),
     };
+    const { volumes } = processSpecOf({ ...current, ...(data.volumes === undefined ? {} : { volumes: data.volumes as Prisma.JsonValue }) });
+    checkReplicasWithVolumes(patch.replicas ?? current.replicas, volumes);
     // Its routes would point at nothing (and leave the routing map silently).
     if (patch.internalPort === null && current._count.routes > 0) {
       throw new AppError('SERVICE_HAS_NO_PORT', `service ${current.name} has routes: detach them before removing its internalPort`);
     }
     // Naming the node it is on already is not a move (and allowed even if that node is decommissioned).
-    if (patch.node !== undefined && patch.node !== current.node.name) data.nodeId = (await placeOnNode(tx, patch.node)).id;
+    if (patch.node !== undefined && patch.node !== current.node.name) {
+      // Volumes live on the node: a move would start the service on empty ones, unless the caller says so.
+      const kept = processSpecOf(current).volumes;
+      if (kept.length > 0 && patch.leaveVolumes !== true) {
+        throw new AppError('SERVICE_HAS_VOLUMES', `service ${current.name} has volumes on node ${current.node.name} (${kept.map((v) => v.name).join(', ')}): moving it starts it on empty ones; say "leaveVolumes": true to move anyway`);
+      }
+      data.nodeId = (await placeOnNode(tx, patch.node)).id;
+    }
     try {
       const updated = await tx.service.update({ where: { id }, data, include: withNode });
       return { before: current, after: updated, routes: current._count.routes };

@@ -5,6 +5,7 @@ import { authOf, requireAuth } from './auth.js';
 import { IMAGE_REFERENCE_PATTERN, MAX_IMAGE_LENGTH } from '../domain/image-reference.js';
 import { authErrors, id, IdParams, labelName, NoContent, security, Timestamp } from './schemas.js';
 import type { ApiDeps } from '../domain/api-deps.js';
+import { ServiceFieldsIn, ServiceFieldsOut } from './service-field-schemas.js';
 import { createService, deleteService, getService, listServices, updateService } from '../domain/services.js';
 
 export const MAX_ENV_VARS = 100;
@@ -39,6 +40,7 @@ const ServiceSchema = Type.Object({
   env: Type.Record(Type.String(), Type.String()),
   internalPort: Nullable(Type.Integer()),
   replicas: Type.Integer(),
+  ...ServiceFieldsOut,
   nodeId: Type.String(),
   nodeName: Type.String(),
   createdAt: Timestamp,
@@ -52,6 +54,7 @@ const CreateBody = Type.Object(
     env: Type.Optional(Env),
     internalPort: Type.Optional(InternalPort),
     replicas: Type.Optional(Replicas),
+    ...ServiceFieldsIn,
     node: Type.Optional(labelName('the node to run on; when omitted, the node with the fewest services')),
     teamId: Type.Optional(id('the owning team: required for operators, implied for customers')),
   },
@@ -65,7 +68,9 @@ const UpdateBody = Type.Object(
     env: Type.Optional(Env),
     internalPort: Type.Optional(InternalPort),
     replicas: Type.Optional(Replicas),
+    ...ServiceFieldsIn,
     node: Type.Optional(labelName('move the service to this node')),
+    leaveVolumes: Type.Optional(Type.Boolean({ description: 'with node: move a service that has volumes, leaving them (and their data) on the old node; without it such a move is 409 SERVICE_HAS_VOLUMES' })),
   },
   { additionalProperties: false, minProperties: 1 },
 );

@@ -1,7 +1,7 @@
 import { TickBatcher } from '@tether/common';
 import type { Workload } from '@tether/protocol';
 import { sqlOf, type Db } from '../db/database.js';
-import type { ServiceSpec } from '../db/deployment-spec.js';
+import { workloadOf, type ServiceSpec } from '../db/deployment-spec.js';
 import { withDeadline } from '../db/db-faults.js';
 import { AppError } from '../errors.js';
 import type { DeploymentTerminal } from '../session-writes/facts.js';
@@ -174,15 +174,8 @@ export class OutboxSessionStore implements SessionStore {
       desired.placed.push(row.service_id);
       const spec = row.spec;
       if (row.deployment_id === null || spec === null) continue;
-      desired.workloads.push({
-        serviceId: row.service_id,
-        serviceName: row.name,
-        deploymentId: row.deployment_id,
-        image: spec.image,
-        env: spec.env,
-        port: spec.internalPort,
-        replicas: spec.replicas,
-      });
+      // The name is the service's now (a rename after the deploy).
+      desired.workloads.push({ ...workloadOf(row.service_id, row.deployment_id, spec), serviceName: row.name });
     }
     return byNode;
   }

@@ -2,6 +2,7 @@ import { KeyedSerialQueue, type Logger } from '@tether/common';
 import { createIdGenerator, type Workload } from '@tether/protocol';
 import type { SessionRegistry } from './registry.js';
 import type { AgentSession } from './session.js';
+import { missingCapabilities } from './session-dispatcher.js';
 import type { DesiredWorkloads, SessionStore } from './session-store.js';
 
 // Sends every node the complete set of workloads it should run: when its
@@ -69,7 +70,8 @@ export class WorkloadSync {
       const read = await this.store.desiredWorkloads(session.nodeId);
       if (session.closed) return;
       // No await between the overlay and the send: a deploy sent later is sent after this set.
-      const workloads = withSentDeploys(read, this.sent.get(session));
+      // A workload the agent cannot run as specified is left out (its deploy was refused the same way).
+      const workloads = withSentDeploys(read, this.sent.get(session)).filter((w) => missingCapabilities(session, w).length === 0);
       await session.sendAwaitingAck({ type: 'workloads', id: this.nextId(), workloads });
       this.logger.debug({ node: session.nodeName, count: workloads.length, reason }, 'workloads sent');
     } catch (err) {
