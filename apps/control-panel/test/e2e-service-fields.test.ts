@@ -96,6 +96,31 @@ describe.skipIf(!docker.available)('service fields end to end', () => {
     expect(JSON.parse(kept.body).Labels).toMatchObject({ 'tether.service': svc.body.id, 'tether.volume': 'data' });
   });
 
+  it('?deleteVolumes=true on a node without a session: 503 NODE_UNREACHABLE and nothing deleted; with one, the volume is removed', async () => {
+    const n = await node('purge');
+    const svc = await panel.api('POST', '/v1/services', { teamId, name: 'notes', image, node: n.name, volumes: [{ name: 'data', mountPath: '/data' }] });
+    await deployRunning(svc.body.id);
+    const volume = `tether-${svc.body.id}-data`;
+    volumes.push(volume);
+    expect((await dockerApi('GET', `/volumes/${volume}`)).status).toBe(200);
+
+    const stateDir = agent!.stateDir;
+    await agent!.stop();
+    await waitFor(() => !panel.app.agentSide.registry.get(n.id), { timeoutMs: 10_000, message: 'session gone' });
+    const refused = await panel.api('DELETE', `/v1/services/${svc.body.id}?deleteVolumes=true`);
+    expect(refused.status).toBe(503);
+    expect(refused.body.error.code).toBe('NODE_UNREACHABLE');
+    expect((await panel.api('GET', `/v1/services/${svc.body.id}`)).status).toBe(200);
+    expect((await dockerApi('GET', `/volumes/${volume}`)).status).toBe(200);
+
+    agent = await startAgentProcess({ panelUrl: panel.url, token: n.token, nodeName: n.name, runtime: 'docker', stateDir, env: AGENT_ENV });
+    await waitFor(() => panel.app.agentSide.registry.get(n.id), { timeoutMs: 10_000, message: 'session back' });
+    expect((await panel.api('DELETE', `/v1/services/${svc.body.id}?deleteVolumes=true`)).status).toBe(204);
+    await waitFor(async () => (await dockerApi('GET', `/volumes/${volume}`)).status === 404, { timeoutMs: 10_000, message: 'volume removed' });
+    const left = await dockerApi('GET', `/containers/json?all=1&filters=${encodeURIComponent(JSON.stringify({ label: [`tether.service=${svc.body.id}`] }))}`);
+    expect(JSON.parse(left.body)).toEqual([]);
+  });
+
   it('a container over its memory limit: containers[] reads oomKilled with its restart count, the status reason OOM_KILLED', async () => {
     const n = await node('oom');
     const svc = await panel.api('POST', '/v1/services', {

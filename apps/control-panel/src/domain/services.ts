@@ -181,9 +181,14 @@ export async function updateService({ prisma, events }: ApiDeps, auth: AuthConte
   return presentService(after);
 }
 
-export async function deleteService({ prisma, events }: ApiDeps, auth: AuthContext, id: string): Promise<void> {
+export async function deleteService({ prisma, events, volumes }: ApiDeps, auth: AuthContext, id: string, options: { deleteVolumes?: boolean } = {}): Promise<void> {
   const deleted = await prisma.$transaction(async (tx) => {
     const current = await lockOwnService(tx, auth, id);
+    // The node must be able to take the removal now, or nothing is deleted (no Docker work inside the transaction).
+    if (options.deleteVolumes) {
+      if (!volumes) throw new AppError('NODE_UNREACHABLE', 'this panel cannot reach nodes: volumes cannot be removed; nothing was deleted');
+      volumes.check({ id: current.nodeId, name: current.node.name });
+    }
     await tx.service.delete({ where: { id } });
     return current;
   });
@@ -191,4 +196,6 @@ export async function deleteService({ prisma, events }: ApiDeps, auth: AuthConte
   if (deleted._count.routes > 0) {
     events.emit('routing.changed', { nodeIds: [deleted.nodeId], reason: `service ${deleted.name} deleted with its routes` });
   }
+  // After the commit: the agent removes the containers, then the volumes. Not delivered, the volumes stay.
+  if (options.deleteVolumes) await volumes!.remove({ id: deleted.nodeId, name: deleted.node.name }, deleted.id);
 }

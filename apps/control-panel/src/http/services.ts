@@ -138,14 +138,22 @@ export const serviceRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, dep
       onRequest: requireAuth,
       schema: {
         tags: ['services'],
-        summary: 'Delete a service with its routes and deployments',
+        summary: 'Delete a service with its routes and deployments; its volumes stay on the node unless ?deleteVolumes=true',
         security,
         params: IdParams,
-        response: { 204: NoContent, ...authErrors(404) },
+        querystring: Type.Object(
+          {
+            deleteVolumes: Type.Optional(
+              Type.Boolean({ description: "also remove the service's named volumes (and their data) on its node; the node must have a live session on this panel (else 503 NODE_UNREACHABLE and nothing is deleted)" }),
+            ),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 204: NoContent, ...authErrors(404, 409, 503) },
       },
     },
     async (request, reply) => {
-      await deleteService(deps, authOf(request), request.params.id);
+      await deleteService(deps, authOf(request), request.params.id, { deleteVolumes: request.query.deleteVolumes === true });
       return reply.status(204).send();
     },
   );
