@@ -43,6 +43,7 @@ import type { RoutingMapSource } from './routing/routing-map.js';
 import type { DeploymentDispatcher } from './sessions/session-dispatcher.js';
 import { PanelCluster } from './ownership/cluster.js';
 import { ClusterDispatcher } from './ownership/cluster-dispatcher.js';
+import { SessionVolumeRemover } from './sessions/volume-remover.js';
 import { PrismaFactWriter } from './session-writes/fact-writer.js';
 import { ORPHANED_REASON } from './session-writes/facts.js';
 import { SessionFactOutbox } from './session-writes/outbox.js';
@@ -294,7 +295,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   });
   await app.register(metricsRoutes, { metrics });
   await app.register(cliDownloadRoutes);
-  const api: ApiDeps = { prisma: deps.prisma, events, dispatcher, keyring };
+  const api: ApiDeps = { prisma: deps.prisma, events, dispatcher, keyring, volumes: new SessionVolumeRemover(agents.registry) };
   await app.register(teamRoutes, { prefix: '/v1', ...api });
   await app.register(tokenRoutes, { prefix: '/v1', ...api });
   await app.register(nodeRoutes, { prefix: '/v1', ...api });

@@ -26,6 +26,11 @@ export interface WorkloadController {
    * of the same id joins the first instead of deploying again.
    */
   deploy(workload: Workload): Promise<DeployOutcome>;
+  /**
+   * The service was deleted with its volumes: stop running it, remove its containers, then its named
+   * volumes (capability `workload.volumes`). Returns at once; the work goes on in the background.
+   */
+  removeVolumes?(serviceId: string): void;
   /** The optional workload fields this controller carries out (capabilities announced in hello); absent: none. */
   readonly capabilities?: readonly string[];
 }

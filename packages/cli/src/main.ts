@@ -19,7 +19,9 @@ usage: tether <command> [options]
   login <url>                         store the panel URL and an API token (from stdin, or a prompt)
   services                            the services you can see
   deploy <service> [--image IMG] [--wait] [--timeout S]
-                                      deploy (optionally a new image); --wait follows it until final
+         [--command ARG]... [--arg ARG]... [--cpus N] [--memory MIB] [--volume NAME:/PATH[:ro]]...
+                                      deploy (optionally changing the image, command, args, limits,
+                                      volumes first); --wait follows it until final
   logs <service> [-f] [--tail N] [--since T] [--timestamps]
                                       container output; -f follows until Ctrl-C
   status [service]                    desired vs running replicas, with the live session's evidence
@@ -34,6 +36,11 @@ const OPTIONS = {
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
   image: { type: 'string' },
+  command: { type: 'string', multiple: true },
+  arg: { type: 'string', multiple: true },
+  cpus: { type: 'string' },
+  memory: { type: 'string' },
+  volume: { type: 'string', multiple: true },
   wait: { type: 'boolean' },
   timeout: { type: 'string' },
   follow: { type: 'boolean', short: 'f' },

@@ -58,7 +58,7 @@ export const MAX_INVALID_BYTES_PER_SECOND = 1024 * 1024;
  * Panel → agent messages the agent ACKs at once, before the work. No ACK
  * within `ackTimeoutMs` kills the session with ACK_TIMEOUT, whichever it was.
  */
-export const ACKED_MESSAGE_TYPES = Object.freeze(['deploy', 'workloads', 'routing.map'] as const);
+export const ACKED_MESSAGE_TYPES = Object.freeze(['deploy', 'workloads', 'routing.map', 'volumes.remove'] as const);
 
 /**
  * Optional protocol features, announced by the agent in `hello.capabilities`

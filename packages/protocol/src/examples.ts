@@ -85,6 +85,7 @@ export const EXAMPLE_MESSAGES: { [K in MessageType]: Extract<Message, { type: K 
   ping: { type: 'ping', id: 'p-2' },
   pong: { type: 'pong', id: 'a-3', ref: 'p-2' },
   deploy: { type: 'deploy', id: 'p-3', workload },
+  'volumes.remove': { type: 'volumes.remove', id: 'p-9', serviceId: 'svc_01' },
   workloads: { type: 'workloads', id: 'p-4', workloads: [workload] },
   ack: { type: 'ack', id: 'a-4', ref: 'p-3' },
   'deploy.result': {

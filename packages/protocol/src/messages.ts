@@ -404,6 +404,17 @@ export const ProxyEvents = Type.Object({
 });
 export type ProxyEvents = Static<typeof ProxyEvents>;
 
+/**
+ * panel → agent, capability `workload.volumes`: the service was deleted with `deleteVolumes`; remove its
+ * containers on this node (if any are left) and then its named volumes. ACKed at once, before the work.
+ */
+export const VolumesRemove = Type.Object({
+  type: Type.Literal('volumes.remove'),
+  id: Id,
+  serviceId: Id,
+});
+export type VolumesRemove = Static<typeof VolumesRemove>;
+
 export const ErrorMessage = Type.Object({
   type: Type.Literal('error'),
   id: Id,
@@ -432,6 +443,7 @@ export const MESSAGE_SCHEMAS = {
   'logs.close': LogsClose,
   'logs.chunk': LogsChunk,
   'logs.end': LogsEnd,
+  'volumes.remove': VolumesRemove,
   error: ErrorMessage,
 } as const;
 
@@ -445,4 +457,4 @@ export type MessageOf<T extends MessageType> = Extract<Message, { type: T }>;
 /** Messages the agent sends and the panel receives. */
 export type AgentMessage = MessageOf<'hello' | 'heartbeat' | 'pong' | 'ack' | 'deploy.result' | 'routing.applied' | 'proxy.events' | 'logs.chunk' | 'logs.end' | 'error'>;
 /** Messages the panel sends and the agent receives. */
-export type PanelMessage = MessageOf<'welcome' | 'ping' | 'deploy' | 'workloads' | 'routing.map' | 'logs.open' | 'logs.credit' | 'logs.close' | 'ack' | 'error'>;
+export type PanelMessage = MessageOf<'welcome' | 'ping' | 'deploy' | 'workloads' | 'routing.map' | 'logs.open' | 'logs.credit' | 'logs.close' | 'volumes.remove' | 'ack' | 'error'>;

@@ -1,3 +1,6 @@
+import type { Workload } from '@tether/protocol';
+import type { PlannedWorkload } from '../secrets/secret-delivery.js';
+
 // What a deployment row carries out: a snapshot of its service's spec, stored
 // as JSON in deployments.spec (the REST side writes it, the agent side reads it).
 
@@ -9,4 +12,41 @@ export interface ServiceSpec {
   replicas: number;
   /** The secret versions the deployment runs with (names and versions, never values); absent on older rows. */
   secrets?: { name: string; version: number }[];
+  // Absent in rows written before they existed: read them as null / [].
+  /** Replaces the image's ENTRYPOINT; null: the image's. */
+  command?: string[] | null;
+  /** Replaces the image's CMD; null: the image's (Docker clears it when `command` is set). */
+  args?: string[] | null;
+  resources?: ServiceResources | null;
+  volumes?: ServiceVolume[];
+}
+
+export interface ServiceResources {
+  cpus?: number;
+  memoryMiB?: number;
+}
+
+export interface ServiceVolume {
+  name: string;
+  mountPath: string;
+  readOnly: boolean;
+}
+
+/** What the agent is sent for a deployment of a service's spec snapshot (secrets by reference: values join only the frame). */
+export function workloadOf(serviceId: string, deploymentId: string, spec: ServiceSpec): PlannedWorkload {
+  const workload: Workload = {
+    serviceId,
+    serviceName: spec.name,
+    deploymentId,
+    image: spec.image,
+    env: spec.env,
+    port: spec.internalPort,
+    replicas: spec.replicas,
+    // Each optional field only when set: a workload without them needs no capability (protocol's workloadCapabilities).
+    ...(spec.command ? { command: spec.command } : {}),
+    ...(spec.args ? { args: spec.args } : {}),
+    ...(spec.resources ? { resources: spec.resources } : {}),
+    ...(spec.volumes && spec.volumes.length > 0 ? { volumes: spec.volumes } : {}),
+  };
+  return spec.secrets && spec.secrets.length > 0 ? { ...workload, secretRefs: spec.secrets } : workload;
 }

@@ -1,13 +1,12 @@
 import { errorMessage, sanitizeText, truncate } from '@tether/common';
-import type { Workload } from '@tether/protocol';
 import { AppError } from '../errors.js';
-import type { Deployment } from '../generated/prisma/client.js';
+import type { Deployment, Prisma } from '../generated/prisma/client.js';
 import { teamScope, type AuthContext } from './access.js';
 import { toIso } from '../db/prisma-helpers.js';
 import { prismaSql } from '../db/sql.js';
 import type { ApiDeps } from './api-deps.js';
 import type { ServiceSpec } from './services.js';
-import type { PlannedWorkload } from '../secrets/secret-delivery.js';
+import { workloadOf, type ServiceResources, type ServiceVolume } from '../db/deployment-spec.js';
 
 // A deployment carries out a snapshot of its service's spec on the service's
 // node. The row is committed (status pending) before it is dispatched, so a
@@ -17,7 +16,8 @@ export const presentDeployment = (d: Deployment) => ({
   id: d.id,
   serviceId: d.serviceId,
   nodeId: d.nodeId,
-  spec: d.spec as unknown as ServiceSpec,
+  // Rows made before command, resources and volumes existed carry none of them.
+  spec: { command: null, args: null, resources: null, volumes: [], ...(d.spec as unknown as ServiceSpec) },
   status: d.status,
   reason: d.reason,
   sessionId: d.sessionId,
@@ -27,11 +27,7 @@ export const presentDeployment = (d: Deployment) => ({
   finishedAt: toIso(d.finishedAt),
 });
 
-/** What the agent is sent for a deployment of a service's spec snapshot. */
-export function workloadOf(serviceId: string, deploymentId: string, spec: ServiceSpec): PlannedWorkload {
-  const workload: Workload = { serviceId, serviceName: spec.name, deploymentId, image: spec.image, env: spec.env, port: spec.internalPort, replicas: spec.replicas };
-  return spec.secrets && spec.secrets.length > 0 ? { ...workload, secretRefs: spec.secrets } : workload;
-}
+export { workloadOf };
 
 const notFound = () => new AppError('NOT_FOUND', 'no such deployment');
 
@@ -45,6 +41,10 @@ interface ServiceToDeploy {
   internal_port: number | null;
   replicas: number;
   secrets: { name: string; version: number }[];
+  command: string[] | null;
+  args: string[] | null;
+  resources: ServiceResources | null;
+  volumes: ServiceVolume[];
 }
 
 /**
@@ -62,6 +62,7 @@ export async function createDeployment({ prisma, dispatcher }: ApiDeps, auth: Au
     // FOR SHARE OF n: a decommission waiting on the lock or committed before it is seen (the locked row is re-read).
     const [service] = await prismaSql(tx).rows<ServiceToDeploy>(
       `SELECT s.node_id, n.name AS node_name, n.decommissioned, s.name, s.image, s.env, s.internal_port, s.replicas,
+        s.command, s.args, s.resources, s.volumes,
         (SELECT COALESCE(json_agg(json_build_object('name', x.name, 'version', x.version) ORDER BY x.name), '[]'::json)
           FROM service_secrets x WHERE x.service_id = s.id AND x.removed_at IS NULL) AS secrets
       FROM services s JOIN nodes n ON n.id = s.node_id
@@ -80,8 +81,12 @@ export async function createDeployment({ prisma, dispatcher }: ApiDeps, auth: Au
       internalPort: service.internal_port,
       replicas: service.replicas,
       ...(service.secrets.length > 0 ? { secrets: service.secrets } : {}),
+      command: service.command,
+      args: service.args,
+      resources: service.resources,
+      volumes: service.volumes,
     };
-    const deployment = await tx.deployment.create({ data: { serviceId, nodeId: service.node_id, spec: { ...spec }, status: 'pending' } });
+    const deployment = await tx.deployment.create({ data: { serviceId, nodeId: service.node_id, spec: { ...spec } as unknown as Prisma.InputJsonObject, status: 'pending' } });
     return { deployment, nodeName: service.node_name, spec };
   });
 

@@ -1,9 +1,10 @@
 import { AppError } from '../errors.js';
-import type { Node, Prisma, Service } from '../generated/prisma/client.js';
+import { Prisma, type Node, type Service } from '../generated/prisma/client.js';
 import { teamScope, type AuthContext } from './access.js';
 import { lockService, mapPrismaError } from '../db/prisma-helpers.js';
 import type { Tx } from '../db/database.js';
-import type { ServiceSpec } from '../db/deployment-spec.js';
+import type { ServiceResources, ServiceSpec, ServiceVolume } from '../db/deployment-spec.js';
+import { checkReplicasWithVolumes, normaliseResources, normaliseVolumes, type VolumeInput } from './service-fields.js';
 import type { ApiDeps } from './api-deps.js';
 import { moveDomainsOf } from './domain-claims.js';
 import { placeOnNode } from './placement.js';
@@ -11,24 +12,43 @@ import { checkSecretNames, presentSecrets, secretsOfService, writeServiceSecrets
 
 export type { ServiceSpec };
 
-export interface CreateServiceInput extends Partial<Omit<ServiceSpec, 'name' | 'image' | 'secrets'>> {
+export interface CreateServiceInput extends Partial<Omit<ServiceSpec, 'name' | 'image' | 'secrets' | 'volumes'>> {
   name: string;
   image: string;
+  volumes?: VolumeInput[];
   node?: string;
   teamId?: string;
   secrets?: Record<string, string>;
 }
 
-export type UpdateServiceInput = Partial<Omit<ServiceSpec, 'secrets'>> & { node?: string; secrets?: SecretsPatch };
+export type UpdateServiceInput = Partial<Omit<ServiceSpec, 'secrets' | 'volumes'>> & {
+  volumes?: VolumeInput[];
+  node?: string;
+  secrets?: SecretsPatch;
+  /** Moving a service with volumes leaves them on the old node (empty ones are made on the new). */
+  leaveVolumes?: boolean;
+};
 
 type ServiceWithNode = Service & { node: Pick<Node, 'name'>; secrets: { name: string; version: number; setAt: Date }[] };
 
-export const specOf = (s: Service): ServiceSpec => ({
+/** A service's spec as its row holds it now: the optional fields always present. */
+type CurrentSpec = ServiceSpec & Required<Pick<ServiceSpec, 'command' | 'args' | 'resources' | 'volumes'>>;
+
+export const specOf = (s: Service): CurrentSpec => ({
   name: s.name,
   image: s.image,
   env: s.env as Record<string, string>,
   internalPort: s.internalPort,
   replicas: s.replicas,
+  ...processSpecOf(s),
+});
+
+/** The command, resources and volumes columns as the spec carries them. */
+const processSpecOf = (s: Service): Required<Pick<ServiceSpec, 'command' | 'args' | 'resources' | 'volumes'>> => ({
+  command: (s.command as string[] | null) ?? null,
+  args: (s.args as string[] | null) ?? null,
+  resources: (s.resources as ServiceResources | null) ?? null,
+  volumes: (s.volumes as unknown as ServiceVolume[] | null) ?? [],
 });
 
 export const presentService = (s: ServiceWithNode) => ({
@@ -41,6 +61,17 @@ export const presentService = (s: ServiceWithNode) => ({
   createdAt: s.createdAt.toISOString(),
   updatedAt: s.updatedAt.toISOString(),
 });
+
+/** Prisma's data for the command, resources and volumes columns: undefined leaves a column as it is, null clears it. */
+function processColumns(input: { command?: string[] | null; args?: string[] | null; resources?: ServiceResources | null; volumes?: ServiceVolume[] }) {
+  const json = (value: unknown) => (value === null ? Prisma.DbNull : (value as Prisma.InputJsonValue | undefined));
+  return {
+    command: json(input.command),
+    args: json(input.args),
+    resources: json(normaliseResources(input.resources)),
+    volumes: input.volumes as unknown as Prisma.InputJsonValue | undefined,
+  };
+}
 
 const withNode = { node: { select: { name: true } }, ...secretsOfService } as const;
 const nameTaken = (name: string) => new AppError('CONFLICT', `the team already has a service named ${name}`);
@@ -59,6 +90,8 @@ async function owningTeam(tx: Tx, auth: AuthContext, teamId: string | undefined)
 
 export async function createService({ prisma, events, keyring }: ApiDeps, auth: AuthContext, input: CreateServiceInput) {
   checkSecretNames(input.env ?? {}, Object.keys(input.secrets ?? {}), keyring, input.secrets ?? {});
+  const volumes = normaliseVolumes(input.volumes ?? []);
+  checkReplicasWithVolumes(input.replicas ?? 1, volumes);
   const service = await prisma.$transaction(async (tx) => {
     const teamId = await owningTeam(tx, auth, input.teamId);
     const node = await placeOnNode(tx, input.node);
@@ -72,6 +105,7 @@ export async function createService({ prisma, events, keyring }: ApiDeps, auth: 
           env: input.env ?? {},
           internalPort: input.internalPort ?? null,
           replicas: input.replicas ?? 1,
+          ...processColumns({ ...input, volumes }),
         },
         select: { id: true },
       });
@@ -124,13 +158,23 @@ export async function updateService({ prisma, events, keyring }: ApiDeps, auth: 
       env: patch.env,
       internalPort: patch.internalPort,
       replicas: patch.replicas,
+      ...processColumns({ ...patch, volumes: patch.volumes === undefined ? undefined : normaliseVolumes(patch.volumes) }),
     };
+    const { volumes } = processSpecOf({ ...current, ...(data.volumes === undefined ? {} : { volumes: data.volumes as Prisma.JsonValue }) });
+    checkReplicasWithVolumes(patch.replicas ?? current.replicas, volumes);
     // Its routes would point at nothing (and leave the routing map silently).
     if (patch.internalPort === null && current._count.routes > 0) {
       throw new AppError('SERVICE_HAS_NO_PORT', `service ${current.name} has routes: detach them before removing its internalPort`);
     }
     // Naming the node it is on already is not a move (and allowed even if that node is decommissioned).
-    if (patch.node !== undefined && patch.node !== current.node.name) data.nodeId = (await placeOnNode(tx, patch.node)).id;
+    if (patch.node !== undefined && patch.node !== current.node.name) {
+      // Volumes live on the node: a move would start the service on empty ones, unless the caller says so.
+      const kept = processSpecOf(current).volumes;
+      if (kept.length > 0 && patch.leaveVolumes !== true) {
+        throw new AppError('SERVICE_HAS_VOLUMES', `service ${current.name} has volumes on node ${current.node.name} (${kept.map((v) => v.name).join(', ')}): moving it starts it on empty ones; say "leaveVolumes": true to move anyway`);
+      }
+      data.nodeId = (await placeOnNode(tx, patch.node)).id;
+    }
     // Its domains go with it, unless another service's route shares one (409 DOMAIN_SPLIT_ACROSS_NODES).
     if (typeof data.nodeId === 'string') await moveDomainsOf(tx, id, data.nodeId);
     try {
@@ -155,9 +199,14 @@ export async function updateService({ prisma, events, keyring }: ApiDeps, auth: 
   return presentService(after);
 }
 
-export async function deleteService({ prisma, events }: ApiDeps, auth: AuthContext, id: string): Promise<void> {
+export async function deleteService({ prisma, events, volumes }: ApiDeps, auth: AuthContext, id: string, options: { deleteVolumes?: boolean } = {}): Promise<void> {
   const deleted = await prisma.$transaction(async (tx) => {
     const current = await lockOwnService(tx, auth, id);
+    // The node must be able to take the removal now, or nothing is deleted (no Docker work inside the transaction).
+    if (options.deleteVolumes) {
+      if (!volumes) throw new AppError('NODE_UNREACHABLE', 'this panel cannot reach nodes: volumes cannot be removed; nothing was deleted');
+      volumes.check({ id: current.nodeId, name: current.node.name });
+    }
     await tx.service.delete({ where: { id } });
     return current;
   });
@@ -165,4 +214,6 @@ export async function deleteService({ prisma, events }: ApiDeps, auth: AuthConte
   if (deleted._count.routes > 0) {
     events.emit('routing.changed', { nodeIds: [deleted.nodeId], reason: `service ${deleted.name} deleted with its routes` });
   }
+  // After the commit: the agent removes the containers, then the volumes. Not delivered, the volumes stay.
+  if (options.deleteVolumes) await volumes!.remove({ id: deleted.nodeId, name: deleted.node.name }, deleted.id);
 }

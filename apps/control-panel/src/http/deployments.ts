@@ -6,6 +6,7 @@ import { authOf, requireAuth } from './auth.js';
 import { authErrors, IdParams, NullableTimestamp, security, Timestamp } from './schemas.js';
 import { createDeployment, getDeployment, listServiceDeployments, presentDeployment } from '../domain/deployments.js';
 import type { ApiDeps } from '../domain/api-deps.js';
+import { ServiceFieldsOut } from './service-field-schemas.js';
 import { isFinal, waitUntilFinal } from '../domain/deployment-watch.js';
 
 const DeploymentSchema = Type.Object({
@@ -22,6 +23,7 @@ const DeploymentSchema = Type.Object({
       secrets: Type.Optional(
         Type.Array(Type.Object({ name: Type.String(), version: Type.Integer() }), { description: 'the secret versions the deployment runs with (never values)' }),
       ),
+      ...ServiceFieldsOut,
     },
     { description: 'the service spec as it was when the deployment was made' },
   ),

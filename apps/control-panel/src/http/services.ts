@@ -5,6 +5,7 @@ import { authOf, requireAuth } from './auth.js';
 import { IMAGE_REFERENCE_PATTERN, MAX_IMAGE_LENGTH } from '../domain/image-reference.js';
 import { authErrors, id, IdParams, labelName, NoContent, security, Timestamp } from './schemas.js';
 import type { ApiDeps } from '../domain/api-deps.js';
+import { ServiceFieldsIn, ServiceFieldsOut } from './service-field-schemas.js';
 import { createService, deleteService, getService, listServices, updateService } from '../domain/services.js';
 
 export const MAX_ENV_VARS = 100;
@@ -56,6 +57,7 @@ const ServiceSchema = Type.Object({
   internalPort: Nullable(Type.Integer()),
   replicas: Type.Integer(),
   secrets: SecretsInfo,
+  ...ServiceFieldsOut,
   nodeId: Type.String(),
   nodeName: Type.String(),
   createdAt: Timestamp,
@@ -70,6 +72,7 @@ const CreateBody = Type.Object(
     secrets: Type.Optional(NewSecrets),
     internalPort: Type.Optional(InternalPort),
     replicas: Type.Optional(Replicas),
+    ...ServiceFieldsIn,
     node: Type.Optional(labelName('the node to run on; when omitted, the node with the fewest services')),
     teamId: Type.Optional(id('the owning team: required for operators, implied for customers')),
   },
@@ -84,7 +87,9 @@ const UpdateBody = Type.Object(
     secrets: Type.Optional(SecretsPatch),
     internalPort: Type.Optional(InternalPort),
     replicas: Type.Optional(Replicas),
+    ...ServiceFieldsIn,
     node: Type.Optional(labelName('move the service to this node')),
+    leaveVolumes: Type.Optional(Type.Boolean({ description: 'with node: move a service that has volumes, leaving them (and their data) on the old node; without it such a move is 409 SERVICE_HAS_VOLUMES' })),
   },
   { additionalProperties: false, minProperties: 1 },
 );
@@ -152,14 +157,22 @@ export const serviceRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, dep
       onRequest: requireAuth,
       schema: {
         tags: ['services'],
-        summary: 'Delete a service with its routes and deployments',
+        summary: 'Delete a service with its routes and deployments; its volumes stay on the node unless ?deleteVolumes=true',
         security,
         params: IdParams,
-        response: { 204: NoContent, ...authErrors(404) },
+        querystring: Type.Object(
+          {
+            deleteVolumes: Type.Optional(
+              Type.Boolean({ description: "also remove the service's named volumes (and their data) on its node; the node must have a live session on this panel (else 503 NODE_UNREACHABLE and nothing is deleted)" }),
+            ),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 204: NoContent, ...authErrors(404, 409, 503) },
       },
     },
     async (request, reply) => {
-      await deleteService(deps, authOf(request), request.params.id);
+      await deleteService(deps, authOf(request), request.params.id, { deleteVolumes: request.query.deleteVolumes === true });
       return reply.status(204).send();
     },
   );

@@ -81,6 +81,7 @@ const Container = Type.Object({
   health: Type.String(),
   restartCount: Type.Integer(),
   since: Type.String(),
+  oomKilled: Type.Optional(Type.Boolean({ description: "present and true when the container's last exit was the kernel's OOM kill (its memory limit); the status reason then says OOM_KILLED" })),
 });
 
 export const ServiceStatusSchema = Type.Object({

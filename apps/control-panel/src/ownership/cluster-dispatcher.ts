@@ -114,6 +114,9 @@ export class ClusterDispatcher implements DeploymentDispatcher {
         throw new AppError('ACK_TIMEOUT', row.reason ?? undefined, details);
       case 'unreachable':
         throw new AppError('NODE_UNREACHABLE', row.reason ?? undefined, details);
+      case 'failed':
+        // The owner refused to send it (the only way a dispatch ends `failed`): its agent lacks a capability.
+        throw new AppError('AGENT_LACKS_CAPABILITY', row.reason ?? undefined, details);
       case 'pending':
         // The owner answered without moving the row (its database write is still queued): the owner ends it.
         throw new AppError('DATABASE_UNAVAILABLE', `panel ${owner} has not recorded the deployment's outcome yet`, details);

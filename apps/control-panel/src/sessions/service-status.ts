@@ -102,8 +102,15 @@ function counted(base: Base, service: StatusInput, all: ContainerState[], by: st
   if (service.replicas === 0) state = running === 0 ? 'stopped' : 'degraded';
   else if (running >= service.replicas) state = 'running';
   else state = running === 0 ? 'down' : 'degraded';
-  const reason = `${running}/${service.replicas} running, reported by ${by}`;
+  const reason = `${running}/${service.replicas} running, reported by ${by}${oomNote(containers)}`;
   return { ...base, state, runningReplicas: running, reason, containers, evidence };
+}
+
+/** Containers whose last exit was an OOM kill, named in the reason with the code and their restart counts. */
+function oomNote(containers: ContainerState[]): string {
+  const killed = containers.filter((c) => c.oomKilled === true);
+  if (killed.length === 0) return '';
+  return `; OOM_KILLED: ${killed.map((c) => `${c.name} was killed for exceeding its memory limit (restartCount ${c.restartCount})`).join(', ')}`;
 }
 
 /** Status from the report row another panel (the owner, its lease live) wrote. */

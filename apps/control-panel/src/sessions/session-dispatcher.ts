@@ -1,5 +1,5 @@
 import { sanitizeText, type Logger } from '@tether/common';
-import { createIdGenerator, type DeployResult, type Heartbeat, type Workload } from '@tether/protocol';
+import { createIdGenerator, workloadCapabilities, type DeployResult, type Heartbeat, type Workload } from '@tether/protocol';
 import { AppError, PanelError } from '../errors.js';
 import { lacksSecretsReason, needsSecrets, type PlannedWorkload, type SecretDelivery } from '../secrets/secret-delivery.js';
 import type { PanelEvents } from '../panel-events.js';
@@ -29,6 +29,11 @@ export interface DispatchOutcome {
  */
 export interface DeploymentDispatcher {
   dispatch(request: DispatchRequest): Promise<DispatchOutcome>;
+}
+
+/** The capabilities `workload` needs that the session's agent did not announce. */
+export function missingCapabilities(session: Pick<AgentSession, 'hasCapability'>, workload: Workload): string[] {
+  return workloadCapabilities(workload).filter((c) => !session.hasCapability(c));
 }
 
 /** Told of each deploy right before it is sent on a session, and of each the agent reported failed (WorkloadSync). */
@@ -94,6 +99,13 @@ export class SessionDispatcher implements DeploymentDispatcher {
       const reason = this.unreachableReason(request.nodeId, request.nodeName);
       await this.store.deploymentFinished(request.deploymentId, 'unreachable', reason);
       throw new AppError('NODE_UNREACHABLE', reason, { nodeId: request.nodeId, deploymentId: request.deploymentId });
+    }
+    const lacking = missingCapabilities(session, request.workload);
+    if (lacking.length > 0) {
+      // Never sent: an agent that did not announce a field would run the deployment without it.
+      const reason = `AGENT_LACKS_CAPABILITY: node ${request.nodeName}'s agent did not announce ${lacking.join(', ')}, which this deployment needs; upgrade the agent`;
+      await this.store.deploymentFinished(request.deploymentId, 'failed', reason);
+      throw new AppError('AGENT_LACKS_CAPABILITY', reason, { nodeId: request.nodeId, deploymentId: request.deploymentId, capabilities: lacking });
     }
     const workload = await this.wireWorkload(request, session);
     await this.store.deploymentDispatched(request.deploymentId, session.id);

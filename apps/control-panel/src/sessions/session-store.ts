@@ -2,7 +2,7 @@ import { TickBatcher } from '@tether/common';
 import { workloadOf } from '../domain/deployments.js';
 import type { PlannedWorkload } from '../secrets/secret-delivery.js';
 import { sqlOf, type Db } from '../db/database.js';
-import type { ServiceSpec } from '../db/deployment-spec.js';
+import { workloadOf, type ServiceSpec } from '../db/deployment-spec.js';
 import { withDeadline } from '../db/db-faults.js';
 import { AppError } from '../errors.js';
 import type { DeploymentTerminal } from '../session-writes/facts.js';

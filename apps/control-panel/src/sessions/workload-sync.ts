@@ -3,6 +3,7 @@ import { createIdGenerator, type Workload } from '@tether/protocol';
 import { needsSecrets, type PlannedWorkload, type SecretDelivery } from '../secrets/secret-delivery.js';
 import type { SessionRegistry } from './registry.js';
 import type { AgentSession } from './session.js';
+import { missingCapabilities } from './session-dispatcher.js';
 import type { DesiredWorkloads, SessionStore } from './session-store.js';
 
 // Sends every node the complete set of workloads it should run: when its
@@ -74,7 +75,8 @@ export class WorkloadSync {
       const stored = await this.wireWorkloads(session, read.workloads);
       if (session.closed) return;
       // No await between the overlay and the send: a deploy sent later is sent after this set.
-      const workloads = withSentDeploys({ workloads: stored, placed: read.placed }, this.sent.get(session));
+      // A workload the agent cannot run as specified is left out (its deploy was refused the same way).
+      const workloads = withSentDeploys({ workloads: stored, placed: read.placed }, this.sent.get(session)).filter((w) => missingCapabilities(session, w).length === 0);
       await session.sendAwaitingAck({ type: 'workloads', id: this.nextId(), workloads });
       this.logger.debug({ node: session.nodeName, count: workloads.length, reason }, 'workloads sent');
     } catch (err) {

@@ -113,6 +113,8 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
   private refused = false;
   /** This session speaks `logs` (both ends named it). */
   private logsAttached = false;
+  /** The capabilities the current session's welcome confirmed. */
+  private confirmed: readonly string[] = [];
   /** The version this connection's hello says, and the one the next says when a panel refused a higher one. */
   private protocolVersion: number;
   private stepDownTo: number | null = null;
@@ -280,6 +282,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       case 'welcome':
         this.onWelcome(socket, message.sessionId, message.timing, message.capabilities ?? []);
         this.attachLogs(socket, message.capabilities ?? []);
+        this.confirmed = message.capabilities ?? [];
         return;
       case 'ping':
         this.sendOn(socket, { type: 'pong', id: this.nextId(), ref: message.id });
@@ -292,6 +295,14 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
         this.sendOn(socket, { type: 'ack', id: this.nextId(), ref: message.id });
         this.options.workloads.setDesired(message.workloads);
         return;
+      case 'volumes.remove':
+        // Only on a session that agreed on workload.volumes (the panel sends it on no other).
+        if (this.options.workloads.removeVolumes && this.confirmed.includes(CAPABILITIES.WORKLOAD_VOLUMES)) {
+          this.sendOn(socket, { type: 'ack', id: this.nextId(), ref: message.id });
+          this.options.workloads.removeVolumes(message.serviceId);
+          return;
+        }
+        break;
       case 'routing.map': {
         this.sendOn(socket, { type: 'ack', id: this.nextId(), ref: message.id });
         void this.applyRouting(socket, message.id, { version: message.version, hash: message.hash, routes: message.routes });
@@ -441,6 +452,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     if (socket !== this.socket) return;
     this.idle?.cancel();
     this.logsAttached = false;
+    this.confirmed = [];
     this.options.logs?.detach();
     void this.heartbeat?.stop();
     this.heartbeat = undefined;

@@ -1,4 +1,5 @@
-import { errorMessage, KeyedSerialQueue, sanitizeText, silentLogger, type Logger } from '@tether/common';
+import { backoffDelay, errorMessage, KeyedSerialQueue, sanitizeText, silentLogger, type Logger } from '@tether/common';
+import { LABELS } from '../docker/docker-client.js';
 import { createLoop, type Loop } from '@tether/common';
 import { CAPABILITIES, type RuntimeStatus, type Workload } from '@tether/protocol';
 import type { DeployOutcome, Observation, WorkloadController } from '../controllers.js';
@@ -166,6 +167,32 @@ export class DockerWorkloadController implements WorkloadController {
       }
       return outcome;
     });
+  }
+
+  removeVolumes(serviceId: string): void {
+    // Not run any more (a later set agrees), so nothing recreates its containers or mounts the volumes again.
+    this.desired.delete(serviceId);
+    this.enqueue(serviceId, () => this.purgeVolumes(serviceId, 0));
+  }
+
+  /** The service's containers, then its volumes; retried with backoff while the agent runs (Docker may be away). */
+  private async purgeVolumes(serviceId: string, attempt: number): Promise<void> {
+    if (this.stopped || this.desired.has(serviceId)) return;
+    const { runtime, node } = this.options;
+    try {
+      for (const r of await this.reader.read(this.timing.callTimeoutMs, serviceId)) {
+        await runtime.remove(r.actual.id);
+        this.reader.invalidate(r.actual.id);
+      }
+      const volumes = await runtime.listVolumes({ [LABELS.node]: node, [LABELS.service]: serviceId });
+      for (const v of volumes) await runtime.removeVolume(v.name);
+      this.logger.info({ serviceId, volumes: volumes.map((v) => v.name) }, 'removed a deleted service\'s volumes');
+    } catch (err) {
+      const delayMs = backoffDelay(attempt, { initialMs: this.timing.eventReconnectMinMs, maxMs: 30_000, jitter: 0 });
+      this.logger.warn({ serviceId, err, retryInMs: delayMs }, 'removing a deleted service\'s volumes failed; retrying');
+      const timer = setTimeout(() => this.enqueue(serviceId, () => this.purgeVolumes(serviceId, attempt + 1)), delayMs);
+      timer.unref();
+    }
   }
 
   /** Asks for a reconcile pass; passes never overlap and a request during one causes one more. */

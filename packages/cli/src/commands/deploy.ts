@@ -1,9 +1,11 @@
 import { serverSentEvents } from '../api-client.js';
 import { resolveService, positional, type Context } from '../context.js';
 import { CliError, EXIT, usage } from '../errors.js';
+import { describeChanges, serviceChanges, type ServiceChangeOptions } from './service-changes.js';
 
-// tether deploy <service> [--image IMG] [--wait] [--timeout S]: sets the image
-// (when given), records a deployment, and with --wait follows its events
+// tether deploy <service> [--image IMG] [--command ARG]... [--arg ARG]...
+// [--cpus N] [--memory MIB] [--volume name:/path[:ro]]... [--wait] [--timeout S]:
+// changes those service fields (when given, service-changes.ts), records a deployment, and with --wait follows its events
 // (GET /v1/deployments/:id/events) until it is final, printing each state.
 
 interface Deployment {
@@ -20,8 +22,7 @@ function exitOf(status: string): number {
   return EXIT.DEPLOYMENT_FAILED;
 }
 
-export interface DeployOptions {
-  image?: string;
+export interface DeployOptions extends ServiceChangeOptions {
   wait?: boolean;
   timeout?: string;
 }
@@ -32,10 +33,10 @@ export async function deploy(ctx: Context, args: string[], options: DeployOption
   if (!Number.isInteger(timeoutS) || timeoutS < 1 || timeoutS > 86_400) throw usage('--timeout takes whole seconds, 1-86400');
   const client = ctx.client();
   const service = await resolveService(client, ref);
-  if (options.image !== undefined) {
-    if (!options.image) throw usage('--image needs an image reference');
-    await client.call('PATCH', `/v1/services/${service.id}`, { image: options.image });
-    ctx.out.say(`${service.name}: image ${options.image}`);
+  const changes = serviceChanges(options);
+  if (Object.keys(changes).length > 0) {
+    await client.call('PATCH', `/v1/services/${service.id}`, changes);
+    ctx.out.say(`${service.name}: ${describeChanges(changes)}`);
   }
   const started = performance.now();
   const { body: created } = await client.call<Deployment>('POST', `/v1/services/${service.id}/deployments`);

@@ -1,0 +1,59 @@
+import { Nullable } from '@tether/common';
+import Type from 'typebox';
+import { MAX_VOLUMES } from '../domain/service-fields.js';
+
+// The HTTP shapes of a service's command, args, resources and volumes. Their
+// rules beyond the shape (volume names and paths) are the domain's
+// (domain/service-fields.ts), answered with INVALID_VOLUME.
+
+export const MAX_PROCESS_ARGS = 64;
+const ProcessArg = Type.String({ maxLength: 4096, pattern: '^[^\\u0000]*$' });
+const ProcessArgs = (description: string) => Nullable(Type.Array(ProcessArg, { minItems: 1, maxItems: MAX_PROCESS_ARGS }), { description });
+
+export const Command = ProcessArgs(
+  `replaces the image's ENTRYPOINT (Kubernetes' "command"); set alone, the image's CMD is not used either; null: the image's. 1-${MAX_PROCESS_ARGS} strings of at most 4096 characters, no NUL`,
+);
+export const Args = ProcessArgs(`replaces the image's CMD (Kubernetes' "args"); null: the image's. 1-${MAX_PROCESS_ARGS} strings of at most 4096 characters, no NUL`);
+
+export const Resources = Nullable(
+  Type.Object(
+    {
+      cpus: Type.Optional(Type.Number({ minimum: 0.01, maximum: 1024, description: 'CPUs the containers may use (Docker NanoCpus), e.g. 0.5' })),
+      memoryMiB: Type.Optional(Type.Integer({ minimum: 6, maximum: 4_194_304, description: 'memory limit in MiB (Docker Memory, swap limited to the same); over it the kernel kills the process: oomKilled, OOM_KILLED' })),
+    },
+    { additionalProperties: false },
+  ),
+  { description: 'resource limits of each container; null or {}: none' },
+);
+
+const VolumeIn = Type.Object(
+  {
+    name: Type.String({ maxLength: 255, description: 'lowercase RFC 1123 label, unique per service; the volume is the service\'s own (never a host path or another service\'s)' }),
+    mountPath: Type.String({ maxLength: 1100, description: 'absolute path in the container, without ".." segments, not /' }),
+    readOnly: Type.Optional(Type.Boolean({ description: 'mount read-only (default false); a writable volume means replicas 0 or 1 and rollouts without overlap' })),
+  },
+  { additionalProperties: false },
+);
+
+export const VolumesIn = Type.Array(VolumeIn, {
+  maxItems: 64,
+  description: `named volumes (at most ${MAX_VOLUMES}; a PATCH replaces all of them), created on the node at the first deploy and kept across redeploys; anything but a valid name and path: 400 INVALID_VOLUME`,
+});
+
+export const VolumeOut = Type.Object({ name: Type.String(), mountPath: Type.String(), readOnly: Type.Boolean() });
+
+/** The new fields of a service as answered. */
+export const ServiceFieldsOut = {
+  command: Nullable(Type.Array(Type.String())),
+  args: Nullable(Type.Array(Type.String())),
+  resources: Nullable(Type.Object({ cpus: Type.Optional(Type.Number()), memoryMiB: Type.Optional(Type.Integer()) })),
+  volumes: Type.Array(VolumeOut),
+};
+
+/** The new fields of a create or update body. */
+export const ServiceFieldsIn = {
+  command: Type.Optional(Command),
+  args: Type.Optional(Args),
+  resources: Type.Optional(Resources),
+  volumes: Type.Optional(VolumesIn),
+};

@@ -1,0 +1,46 @@
+import { CAPABILITIES, createIdGenerator } from '@tether/protocol';
+import { AppError } from '../errors.js';
+import type { SessionRegistry } from './registry.js';
+import { AckTimeoutError, SessionClosedError, type AgentSession } from './session.js';
+
+/** Removes a deleted service's named volumes on its node (DELETE /v1/services/:id?deleteVolumes=true). */
+export interface VolumeRemover {
+  /** Throws what remove() would throw for a node that cannot take it now, before anything is deleted. */
+  check(node: { id: string; name: string }): void;
+  /** Sends `volumes.remove` and resolves on the agent's ACK (the agent then does the work). */
+  remove(node: { id: string; name: string }, serviceId: string): Promise<void>;
+}
+
+// Over the node's live session on this panel only: a node without one (or held by another panel) is
+// NODE_UNREACHABLE, answered before the service is deleted, so nothing is lost; the volumes stay.
+
+export class SessionVolumeRemover implements VolumeRemover {
+  private readonly nextId = createIdGenerator('p');
+
+  constructor(private readonly registry: SessionRegistry) {}
+
+  check(node: { id: string; name: string }): void {
+    this.sessionOf(node);
+  }
+
+  async remove(node: { id: string; name: string }, serviceId: string): Promise<void> {
+    const session = this.sessionOf(node);
+    try {
+      await session.sendAwaitingAck({ type: 'volumes.remove', id: this.nextId(), serviceId });
+    } catch (err) {
+      if (err instanceof AckTimeoutError || err instanceof SessionClosedError) {
+        throw new AppError('NODE_UNREACHABLE', `node ${node.name} did not take the removal of the volumes (${err.message}); the service is deleted and its volumes stay on the node`);
+      }
+      throw err;
+    }
+  }
+
+  private sessionOf(node: { id: string; name: string }): AgentSession {
+    const session = this.registry.get(node.id);
+    if (!session) throw new AppError('NODE_UNREACHABLE', `node ${node.name} has no live session on this panel: its volumes cannot be removed now; nothing was deleted`);
+    if (!session.hasCapability(CAPABILITIES.WORKLOAD_VOLUMES)) {
+      throw new AppError('AGENT_LACKS_CAPABILITY', `node ${node.name}'s agent did not announce ${CAPABILITIES.WORKLOAD_VOLUMES}: it cannot remove volumes; nothing was deleted`);
+    }
+    return session;
+  }
+}
