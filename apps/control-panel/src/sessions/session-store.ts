@@ -1,5 +1,4 @@
 import { TickBatcher } from '@tether/common';
-import { workloadOf } from '../domain/deployments.js';
 import type { PlannedWorkload } from '../secrets/secret-delivery.js';
 import { sqlOf, type Db } from '../db/database.js';
 import { workloadOf, type ServiceSpec } from '../db/deployment-spec.js';
