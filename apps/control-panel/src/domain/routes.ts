@@ -1,3 +1,4 @@
+import { recordChange, type AuditContext } from '../audit/audit-entry.js';
 import { isReservedHost, RESERVED_HOST_SUFFIX } from '@tether/protocol';
 import { AppError } from '../errors.js';
 import type { Route } from '../generated/prisma/client.js';
@@ -27,6 +28,7 @@ export async function attachRoute(
   { prisma, events }: ApiDeps,
   auth: AuthContext,
   input: { domain: string; serviceId: string; pathPrefix?: string },
+  audit?: AuditContext,
 ) {
   const domain = assertDomain(input.domain);
   // The agents' canary answers under this suffix on every host; a customer route there would be confusing at best.
@@ -35,9 +37,9 @@ export async function attachRoute(
     const visible = await tx.service.findFirst({ where: { id: input.serviceId, ...teamScope(auth) }, select: { id: true } });
     // FOR SHARE: a concurrent move of the service waits, so nodeId below is where the route really points.
     if (!visible || !(await lockService(tx, input.serviceId, 'share'))) throw serviceNotFound();
-    const { nodeId, name, internalPort } = await tx.service.findUniqueOrThrow({
+    const { nodeId, name, internalPort, teamId } = await tx.service.findUniqueOrThrow({
       where: { id: input.serviceId },
-      select: { nodeId: true, name: true, internalPort: true },
+      select: { nodeId: true, name: true, internalPort: true, teamId: true },
     });
     let route;
     try {
@@ -45,6 +47,7 @@ export async function attachRoute(
     } catch (err) {
       mapPrismaError(err, { P2002: domainTaken(domain) });
     }
+    await recordChange(tx, audit, { action: 'route.create', targetType: 'route', targetId: route.id, teamId });
     // After the insert, so a taken domain is named first; throwing rolls the insert back.
     // A route without a port would be accepted and never reach anything: no upstream, no map entry.
     if (internalPort === null) throw noPort(name);
@@ -68,17 +71,18 @@ export async function getRoute({ prisma }: ApiDeps, auth: AuthContext, id: strin
   return presentRoute(route);
 }
 
-export async function detachRoute({ prisma, events }: ApiDeps, auth: AuthContext, id: string): Promise<void> {
+export async function detachRoute({ prisma, events }: ApiDeps, auth: AuthContext, id: string, audit?: AuditContext): Promise<void> {
   const { route, nodeId } = await prisma.$transaction(async (tx) => {
     const found = await tx.route.findFirst({ where: { id, service: teamScope(auth) } });
     if (!found || !(await lockService(tx, found.serviceId, 'share'))) throw notFound();
-    const { nodeId } = await tx.service.findUniqueOrThrow({ where: { id: found.serviceId }, select: { nodeId: true } });
+    const { nodeId, teamId } = await tx.service.findUniqueOrThrow({ where: { id: found.serviceId }, select: { nodeId: true, teamId: true } });
     try {
       await tx.route.delete({ where: { id } });
     } catch (err) {
       // Detached (or its service deleted) by a concurrent request.
       mapPrismaError(err, { P2025: notFound() });
     }
+    await recordChange(tx, audit, { action: 'route.delete', targetType: 'route', targetId: id, teamId });
     return { route: found, nodeId };
   });
   events.emit('routing.changed', { nodeIds: [nodeId], reason: `detached ${route.domain}${route.pathPrefix ?? ''}` });

@@ -72,7 +72,7 @@ export const authPlugin = fp<AuthOptions>(
       if (remembered) return remembered;
       let token;
       try {
-        token = await opts.prisma.apiToken.findUnique({ where: { tokenHash }, select: { id: true, role: true, teamId: true, revokedAt: true } });
+        token = await opts.prisma.apiToken.findUnique({ where: { tokenHash }, select: { id: true, name: true, role: true, teamId: true, revokedAt: true } });
       } catch (err) {
         const cached = isDatabaseUnavailable(err) ? fromCache(tokenHash) : undefined;
         if (cached) return cached;
@@ -80,7 +80,7 @@ export const authPlugin = fp<AuthOptions>(
       }
       verified.delete(tokenHash);
       if (!token || token.revokedAt) return null;
-      const auth: AuthContext = { tokenId: token.id, role: token.role, teamId: token.teamId };
+      const auth: AuthContext = { tokenId: token.id, name: token.name, role: token.role, teamId: token.teamId };
       if (opts.cacheMs > 0) {
         verified.set(tokenHash, { auth, at: Date.now() });
         if (verified.size > MAX_CACHED_TOKENS) verified.delete(verified.keys().next().value!);

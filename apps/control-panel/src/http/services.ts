@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Nullable } from '@tether/common';
 import Type from 'typebox';
+import { auditOf } from './audit-context.js';
 import { authOf, requireAuth } from './auth.js';
 import { IMAGE_REFERENCE_PATTERN, MAX_IMAGE_LENGTH } from '../domain/image-reference.js';
 import { authErrors, id, IdParams, labelName, NoContent, security, Timestamp } from './schemas.js';
@@ -103,7 +104,7 @@ export const serviceRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, dep
         response: { 201: ServiceSchema, ...authErrors(404, 409) },
       },
     },
-    async (request, reply) => reply.status(201).send(await createService(deps, authOf(request), request.body)),
+    async (request, reply) => reply.status(201).send(await createService(deps, authOf(request), request.body, auditOf(request))),
   );
 
   app.get(
@@ -143,7 +144,7 @@ export const serviceRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, dep
         response: { 200: ServiceSchema, ...authErrors(404, 409) },
       },
     },
-    async (request) => updateService(deps, authOf(request), request.params.id, request.body),
+    async (request) => updateService(deps, authOf(request), request.params.id, request.body, auditOf(request)),
   );
 
   app.delete(
@@ -159,7 +160,7 @@ export const serviceRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, dep
       },
     },
     async (request, reply) => {
-      await deleteService(deps, authOf(request), request.params.id);
+      await deleteService(deps, authOf(request), request.params.id, auditOf(request));
       return reply.status(204).send();
     },
   );

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Nullable } from '@tether/common';
 import Type from 'typebox';
 import { TokenRole } from '../generated/prisma/enums.js';
+import { auditOf } from './audit-context.js';
 import { requireOperator } from './auth.js';
 import { authErrors, IdParams, NullableTimestamp, security, Timestamp, TokenName } from './schemas.js';
 import type { ApiDeps } from '../domain/api-deps.js';
@@ -37,7 +38,7 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
         response: { 201: CreatedTokenSchema, ...authErrors(403, 404) },
       },
     },
-    async (request, reply) => reply.status(201).send(await createCustomerToken(deps.prisma, request.params.id, request.body.name)),
+    async (request, reply) => reply.status(201).send(await createCustomerToken(deps.prisma, request.params.id, request.body.name, auditOf(request))),
   );
 
   app.get(
@@ -67,6 +68,6 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
         response: { 200: TokenSchema, ...authErrors(403, 404) },
       },
     },
-    async (request) => revokeToken(deps.prisma, request.params.id),
+    async (request) => revokeToken(deps.prisma, request.params.id, auditOf(request)),
   );
 };
