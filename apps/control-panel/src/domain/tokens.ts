@@ -39,15 +39,18 @@ export const presentToken = (t: ApiToken) => ({
   createdAt: t.createdAt.toISOString(),
   lastUsedAt: toIso(t.lastUsedAt),
   revokedAt: toIso(t.revokedAt),
+  expiresAt: toIso(t.expiresAt),
 });
 
 /** A customer token for a team. The token is in this answer only; the database keeps its hash. */
-export async function createCustomerToken(prisma: Db, teamId: string, name: string, audit?: AuditContext) {
+export async function createCustomerToken(prisma: Db, teamId: string, name: string, audit?: AuditContext, expiresAt?: string) {
+  const expires = expiresAt === undefined ? null : new Date(expiresAt);
+  if (expires && !(expires.getTime() > Date.now())) throw new AppError('VALIDATION_FAILED', 'expiresAt must be in the future');
   await requireTeam(prisma, teamId);
   const token = generateToken('customer');
   try {
     const row = await prisma.$transaction(async (tx) => {
-      const created = await tx.apiToken.create({ data: { name, role: 'customer', teamId, tokenHash: hashToken(token) } });
+      const created = await tx.apiToken.create({ data: { name, role: 'customer', teamId, tokenHash: hashToken(token), expiresAt: expires } });
       await recordChange(tx, audit, { action: 'token.create', targetType: 'token', targetId: created.id, teamId });
       return created;
     });

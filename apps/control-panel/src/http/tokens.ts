@@ -16,6 +16,7 @@ const TokenSchema = Type.Object({
   createdAt: Timestamp,
   lastUsedAt: Nullable(Timestamp, { description: 'written in batches, so up to a flush interval old' }),
   revokedAt: NullableTimestamp,
+  expiresAt: Nullable(Timestamp, { description: 'refused like a revoked token from then on; null: never' }),
 });
 
 const CreatedTokenSchema = Type.Object({
@@ -34,11 +35,14 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
         summary: "Issue a customer token for a team (operators); the token is shown once",
         security,
         params: IdParams,
-        body: Type.Object({ name: TokenName }, { additionalProperties: false }),
+        body: Type.Object(
+          { name: TokenName, expiresAt: Type.Optional(Type.String({ format: 'date-time', description: 'when the token stops working (in the future)' })) },
+          { additionalProperties: false },
+        ),
         response: { 201: CreatedTokenSchema, ...authErrors(403, 404) },
       },
     },
-    async (request, reply) => reply.status(201).send(await createCustomerToken(deps.prisma, request.params.id, request.body.name, auditOf(request))),
+    async (request, reply) => reply.status(201).send(await createCustomerToken(deps.prisma, request.params.id, request.body.name, auditOf(request), request.body.expiresAt)),
   );
 
   app.get(
