@@ -11,6 +11,11 @@ import type { PanelConfig } from './config.js';
 import type { Db } from './db/database.js';
 import { withDeadline } from './db/db-faults.js';
 import type { ApiDeps } from './domain/api-deps.js';
+import { createLoop } from '@tether/common';
+import { newRequestId } from './audit/audit-entry.js';
+import { AUDIT_RETENTION_INTERVAL_MS, pruneAudit } from './audit/audit-query.js';
+import { recordRefusalsAndSignIns } from './audit/refusals.js';
+import { auditRoutes } from './http/audit.js';
 import { loadKeyring, type Keyring } from './secrets/keyring.js';
 import { AppError, ErrorBodySchema } from './errors.js';
 import { authPlugin } from './http/auth.js';
@@ -98,6 +103,10 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   const keyring = deps.keyring !== undefined ? deps.keyring : loadKeyring(deps.config.secretsKeys);
   const app = Fastify({
     ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
+    // Unique across panels (the audit trail's requestId); never taken from the client.
+    genReqId: newRequestId,
+    // Only these proxies' X-Forwarded-For is believed (the audit trail's sourceAddress).
+    ...(deps.config.audit.trustedProxies.length > 0 ? { trustProxy: deps.config.audit.trustedProxies } : {}),
     bodyLimit: 1024 * 1024,
     // Bodies strict ("5" is not a number), query strings and params converted.
     schemaController: partAwareSchemaController(),
@@ -130,6 +139,8 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     maxPending: deps.config.outbox.maxPending,
   });
   app.decorate('sessionFacts', outbox);
+  recordRefusalsAndSignIns(app, outbox);
+  app.addHook('onSend', async (request, reply) => void reply.header('x-request-id', request.id));
   const events = deps.events ?? new PanelEvents();
   watchOutbox(metrics, outbox);
   await app.register(authPlugin, {
@@ -301,6 +312,15 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   await app.register(nodeRoutes, { prefix: '/v1', ...api });
   await app.register(serviceRoutes, { prefix: '/v1', ...api });
   await app.register(routeRoutes, { prefix: '/v1', ...api });
+  await app.register(auditRoutes, { prefix: '/v1', ...api });
+  const auditRetention = createLoop({
+    name: 'audit-retention',
+    intervalMs: AUDIT_RETENTION_INTERVAL_MS,
+    run: async () => void (await pruneAudit(deps.prisma, deps.config.audit.retentionDays)),
+    onError: (err) => app.log.warn({ err }, 'could not delete old audit rows'),
+  });
+  app.addHook('onReady', async () => auditRetention.start());
+  app.addHook('preClose', async () => auditRetention.stop());
   await app.register(deploymentRoutes, { prefix: '/v1', ...api, watchPollMs: deps.config.deployments.watchPollMs });
   await app.register(logRoutes, { prefix: '/v1', prisma: deps.prisma, registry: agents.registry, relay: agents.logs, ...(cluster ? { remoteLogs: cluster.logs } : {}) });
   await app.register(deploymentEventRoutes, { prefix: '/v1', prisma: deps.prisma, pollMs: deps.config.deployments.watchPollMs });

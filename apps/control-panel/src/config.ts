@@ -25,6 +25,10 @@ const EnvSchema = Type.Object({
   /** Secrets keys, comma-separated, the first encrypts (32 bytes as base64 or hex each); or a file of them. */
   TETHER_SECRETS_KEY: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
   TETHER_SECRETS_KEY_FILE: Type.Optional(Type.String({ minLength: 1 })),
+  /** Proxies (addresses or CIDRs, comma-separated) whose X-Forwarded-For names the client: the audit's source address. */
+  TETHER_TRUSTED_PROXIES: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
+  /** Audit rows older than this are deleted (checked hourly); 0 keeps them for ever. */
+  TETHER_AUDIT_RETENTION_DAYS: Type.Integer({ minimum: 0, maximum: 36_500, default: 365 }),
   TETHER_LOG_LEVEL: Type.Union(
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)),
     { default: 'info' },
@@ -106,6 +110,7 @@ export interface PanelConfig {
   adminToken: string | undefined;
   /** Where the secrets keys come from (secrets/keyring.ts reads them). */
   secretsKeys: { keys: string | undefined; keyFile: string | undefined };
+  audit: { trustedProxies: string[]; retentionDays: number };
   logLevel: string;
   logFormat: LogFormat;
   http: {
@@ -190,6 +195,10 @@ export function loadConfig(env: Record<string, string | undefined>): PanelConfig
     embeddedPgPort: e.TETHER_EMBEDDED_PG_PORT,
     adminToken: e.TETHER_ADMIN_TOKEN,
     secretsKeys: { keys: e.TETHER_SECRETS_KEY, keyFile: e.TETHER_SECRETS_KEY_FILE },
+    audit: {
+      trustedProxies: (e.TETHER_TRUSTED_PROXIES ?? '').split(',').map((p) => p.trim()).filter((p) => p !== ''),
+      retentionDays: e.TETHER_AUDIT_RETENTION_DAYS,
+    },
     logLevel: e.TETHER_LOG_LEVEL,
     logFormat: e.TETHER_LOG_FORMAT,
     http: { maxConnectionsPerAddress: e.TETHER_MAX_CONNECTIONS_PER_ADDRESS, bodyTimeoutMs: e.TETHER_BODY_TIMEOUT_MS },

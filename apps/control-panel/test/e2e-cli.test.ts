@@ -127,5 +127,19 @@ describe.skipIf(!docker.available)('tether CLI end to end', () => {
     expect(taken.stderr).toContain('DOMAIN_TAKEN');
     expect((await cli('routes', 'rm', `cli-${process.pid}.example.com`)).code).toBe(0);
     expect((await cli('routes', 'rm', `cli-${process.pid}.example.com`)).code).toBe(2);
+
+    // The audit trail of what this customer just did to routes, newest first (refusals arrive through the outbox).
+    await panel.settled();
+    const trail = await cli('audit', '--target', 'route', '--since', '10m');
+    expect(trail.code).toBe(0);
+    expect(trail.stdout).toMatch(/^AT +ACTOR +ACTION +TARGET +OUTCOME +FROM$/m);
+    expect(trail.stdout.split('\n').filter((l) => / route\.(create|delete) /.test(l)).map((l) => / (route\.\w+) .* (success|refused(?: \w+)?) /.exec(l)?.slice(1).join(' '))).toEqual([
+      'route.delete success',
+      'route.create refused DOMAIN_TAKEN',
+      'route.create success',
+    ]);
+    const refused = await cli('audit', '--outcome', 'refused', '--tail', '1', '--json');
+    expect(JSON.parse(refused.stdout)).toEqual({ items: [expect.objectContaining({ action: 'route.create', code: 'DOMAIN_TAKEN', actor: expect.objectContaining({ kind: 'customer' }) })] });
+    expect((await cli('audit', '--since', 'yesterday-ish')).code).toBe(2);
   });
 });

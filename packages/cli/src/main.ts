@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { errorCode, errorMessage } from '@tether/common';
+import { audit } from './commands/audit.js';
 import { deploy } from './commands/deploy.js';
 import { login } from './commands/login.js';
 import { logs } from './commands/logs.js';
@@ -26,6 +27,8 @@ usage: tether <command> [options]
                                       container output; -f follows until Ctrl-C
   status [service]                    desired vs running replicas, with the live session's evidence
   routes [add <domain> <service> [--path P] | rm <domain|id>]
+  audit [--since T] [--actor ID] [--action A] [--outcome O] [--target TYPE[/ID]] [--tail N]
+                                      who changed what, newest first (your team's rows; an operator's: all)
 
 options: --json (machine output), -h/--help
 exit codes: 0 ok, 1 deployment failed, 2 usage, 3 node unreachable,
@@ -48,6 +51,10 @@ const OPTIONS = {
   since: { type: 'string' },
   timestamps: { type: 'boolean', short: 't' },
   path: { type: 'string' },
+  actor: { type: 'string' },
+  action: { type: 'string' },
+  outcome: { type: 'string' },
+  target: { type: 'string' },
 } as const;
 
 /** Runs the CLI; returns the exit code. Never throws. */
@@ -98,6 +105,8 @@ export async function main(argv: string[], io: { stdout?: NodeJS.WritableStream;
         return await status(ctx, args);
       case 'routes':
         return await routes(ctx, args, values);
+      case 'audit':
+        return await audit(ctx, args, values);
       default:
         stderr.write(`tether: unknown command ${command}\n\n${HELP}`);
         return EXIT.USAGE;

@@ -7,6 +7,8 @@ export type Role = 'operator' | 'customer';
 
 export interface AuthContext {
   tokenId: string;
+  /** The token's name (the audit trail's actor). */
+  name?: string;
   role: Role;
   /** The customer's team; null for operators. */
   teamId: string | null;

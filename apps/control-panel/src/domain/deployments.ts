@@ -1,5 +1,6 @@
 import { errorMessage, sanitizeText, truncate } from '@tether/common';
 import { AppError } from '../errors.js';
+import { recordChange, type AuditContext } from '../audit/audit-entry.js';
 import type { Deployment, Prisma } from '../generated/prisma/client.js';
 import { teamScope, type AuthContext } from './access.js';
 import { toIso } from '../db/prisma-helpers.js';
@@ -33,6 +34,7 @@ const notFound = () => new AppError('NOT_FOUND', 'no such deployment');
 
 interface ServiceToDeploy {
   node_id: string;
+  team_id: string;
   node_name: string;
   decommissioned: boolean;
   name: string;
@@ -56,12 +58,12 @@ interface ServiceToDeploy {
  * locked in one statement, the insert, COMMIT. (One statement would need the
  * row's id made outside Prisma, which makes the cuid.)
  */
-export async function createDeployment({ prisma, dispatcher }: ApiDeps, auth: AuthContext, serviceId: string) {
+export async function createDeployment({ prisma, dispatcher }: ApiDeps, auth: AuthContext, serviceId: string, audit?: AuditContext) {
   const { teamId } = teamScope(auth);
   const { deployment, nodeName, spec } = await prisma.$transaction(async (tx) => {
     // FOR SHARE OF n: a decommission waiting on the lock or committed before it is seen (the locked row is re-read).
     const [service] = await prismaSql(tx).rows<ServiceToDeploy>(
-      `SELECT s.node_id, n.name AS node_name, n.decommissioned, s.name, s.image, s.env, s.internal_port, s.replicas,
+      `SELECT s.node_id, s.team_id, n.name AS node_name, n.decommissioned, s.name, s.image, s.env, s.internal_port, s.replicas,
         s.command, s.args, s.resources, s.volumes,
         (SELECT COALESCE(json_agg(json_build_object('name', x.name, 'version', x.version) ORDER BY x.name), '[]'::json)
           FROM service_secrets x WHERE x.service_id = s.id AND x.removed_at IS NULL) AS secrets
@@ -87,6 +89,7 @@ export async function createDeployment({ prisma, dispatcher }: ApiDeps, auth: Au
       volumes: service.volumes,
     };
     const deployment = await tx.deployment.create({ data: { serviceId, nodeId: service.node_id, spec: { ...spec } as unknown as Prisma.InputJsonObject, status: 'pending' } });
+    await recordChange(tx, audit, { action: 'deployment.create', targetType: 'deployment', targetId: deployment.id, teamId: service.team_id });
     return { deployment, nodeName: service.node_name, spec };
   });
 

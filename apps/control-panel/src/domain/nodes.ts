@@ -1,3 +1,4 @@
+import { recordChange, type AuditContext } from '../audit/audit-entry.js';
 import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
 import type { Node } from '../generated/prisma/client.js';
@@ -23,10 +24,14 @@ export const presentNode = (n: NodeWithCount) => ({
 const withCount = { _count: { select: { services: true } } } as const;
 
 /** Registers a node. The agent token is in this answer only; the database keeps its hash. */
-export async function createNode(prisma: Db, name: string) {
+export async function createNode(prisma: Db, name: string, audit?: AuditContext) {
   const token = generateToken('node');
   try {
-    const node = await prisma.node.create({ data: { name, tokenHash: hashToken(token) } });
+    const node = await prisma.$transaction(async (tx) => {
+      const created = await tx.node.create({ data: { name, tokenHash: hashToken(token) } });
+      await recordChange(tx, audit, { action: 'node.create', targetType: 'node', targetId: created.id, teamId: null });
+      return created;
+    });
     return { id: node.id, name: node.name, token };
   } catch (err) {
     mapPrismaError(err, { P2002: new AppError('CONFLICT', `a node named ${name} already exists`) });
@@ -50,7 +55,7 @@ export async function getNode(prisma: Db, id: string) {
  * services stay (a customer moves them with PATCH). Idempotent; the event is
  * emitted once, after the commit.
  */
-export async function decommissionNode({ prisma, events }: ApiDeps, id: string) {
+export async function decommissionNode({ prisma, events }: ApiDeps, id: string, audit?: AuditContext) {
   const { node, changed } = await prisma.$transaction(async (tx) => {
     const current = await tx.node.findUnique({ where: { id } });
     if (!current) throw new AppError('NOT_FOUND', 'no such node');
@@ -61,6 +66,7 @@ export async function decommissionNode({ prisma, events }: ApiDeps, id: string) 
       where: { nodeId: id, status: 'pending' },
       data: { status: 'failed', reason: 'the node was decommissioned', finishedAt: now },
     });
+    await recordChange(tx, audit, { action: 'node.decommission', targetType: 'node', targetId: id, teamId: null });
     return { node: updated, changed: true };
   });
   if (changed) events.emit('node.decommissioned', { nodeId: node.id });

@@ -1,3 +1,4 @@
+import { recordChange, type AuditContext } from '../audit/audit-entry.js';
 import { isReservedHost, isStaticRouteShape, RESERVED_HOST_SUFFIX, STATIC_ROUTE_SHAPE } from '@tether/protocol';
 import { AppError } from '../errors.js';
 import type { Route } from '../generated/prisma/client.js';
@@ -36,6 +37,7 @@ export async function attachRoute(
   { prisma, events }: ApiDeps,
   auth: AuthContext,
   input: { domain: string; serviceId: string; pathPrefix?: string },
+  audit?: AuditContext,
 ) {
   const domain = assertDomain(input.domain);
   // The agents' canary answers under this suffix on every host; a customer route there would be confusing at best.
@@ -60,6 +62,7 @@ export async function attachRoute(
     } catch (err) {
       mapPrismaError(err, { P2002: domainTaken(domain, pathPrefix) });
     }
+    await recordChange(tx, audit, { action: 'route.create', targetType: 'route', targetId: route.id, teamId });
     // After the insert, so a taken domain is named first; throwing rolls the insert back.
     // A route without a port would be accepted and never reach anything: no upstream, no map entry.
     if (internalPort === null) throw noPort(name);
@@ -83,11 +86,11 @@ export async function getRoute({ prisma }: ApiDeps, auth: AuthContext, id: strin
   return presentRoute(route);
 }
 
-export async function detachRoute({ prisma, events }: ApiDeps, auth: AuthContext, id: string): Promise<void> {
+export async function detachRoute({ prisma, events }: ApiDeps, auth: AuthContext, id: string, audit?: AuditContext): Promise<void> {
   const { route, nodeId } = await prisma.$transaction(async (tx) => {
     const found = await tx.route.findFirst({ where: { id, service: teamScope(auth) } });
     if (!found || !(await lockService(tx, found.serviceId, 'share'))) throw notFound();
-    const { nodeId } = await tx.service.findUniqueOrThrow({ where: { id: found.serviceId }, select: { nodeId: true } });
+    const { nodeId, teamId } = await tx.service.findUniqueOrThrow({ where: { id: found.serviceId }, select: { nodeId: true, teamId: true } });
     try {
       await tx.route.delete({ where: { id } });
     } catch (err) {
@@ -95,6 +98,7 @@ export async function detachRoute({ prisma, events }: ApiDeps, auth: AuthContext
       mapPrismaError(err, { P2025: notFound() });
     }
     await releaseDomainIfUnused(tx, found.domain);
+    await recordChange(tx, audit, { action: 'route.delete', targetType: 'route', targetId: id, teamId });
     return { route: found, nodeId };
   });
   events.emit('routing.changed', { nodeIds: [nodeId], reason: `detached ${route.domain}${route.pathPrefix ?? ''}` });

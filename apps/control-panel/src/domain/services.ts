@@ -1,4 +1,5 @@
 import { AppError } from '../errors.js';
+import { recordChange, type AuditChange, type AuditContext } from '../audit/audit-entry.js';
 import { Prisma, type Node, type Service } from '../generated/prisma/client.js';
 import { teamScope, type AuthContext } from './access.js';
 import { lockService, mapPrismaError } from '../db/prisma-helpers.js';
@@ -88,7 +89,11 @@ async function owningTeam(tx: Tx, auth: AuthContext, teamId: string | undefined)
   return teamId;
 }
 
-export async function createService({ prisma, events, keyring }: ApiDeps, auth: AuthContext, input: CreateServiceInput) {
+/** The audit rows of secrets set or removed (by name; never a value). */
+const secretChanges = (serviceId: string, teamId: string, patch: Record<string, string | null>): AuditChange[] =>
+  Object.entries(patch).map(([name, value]) => ({ action: value === null ? 'secret.remove' : 'secret.set', targetType: 'secret', targetId: `${serviceId}/${name}`, teamId }));
+
+export async function createService({ prisma, events, keyring }: ApiDeps, auth: AuthContext, input: CreateServiceInput, audit?: AuditContext) {
   checkSecretNames(input.env ?? {}, Object.keys(input.secrets ?? {}), keyring, input.secrets ?? {});
   const volumes = normaliseVolumes(input.volumes ?? []);
   checkReplicasWithVolumes(input.replicas ?? 1, volumes);
@@ -110,6 +115,7 @@ export async function createService({ prisma, events, keyring }: ApiDeps, auth: 
         select: { id: true },
       });
       await writeServiceSecrets(tx, keyring, created.id, input.secrets ?? {});
+      await recordChange(tx, audit, { action: 'service.create', targetType: 'service', targetId: created.id, teamId }, ...secretChanges(created.id, teamId, input.secrets ?? {}));
       return await tx.service.findUniqueOrThrow({ where: { id: created.id }, include: withNode });
     } catch (err) {
       mapPrismaError(err, { P2002: nameTaken(input.name) });
@@ -141,7 +147,7 @@ async function lockOwnService(tx: Tx, auth: AuthContext, id: string) {
   return tx.service.findUniqueOrThrow({ where: { id }, include: { ...withNode, _count: { select: { routes: true } } } });
 }
 
-export async function updateService({ prisma, events, keyring }: ApiDeps, auth: AuthContext, id: string, patch: UpdateServiceInput) {
+export async function updateService({ prisma, events, keyring }: ApiDeps, auth: AuthContext, id: string, patch: UpdateServiceInput, audit?: AuditContext) {
   const { before, after, routes } = await prisma.$transaction(async (tx) => {
     const current = await lockOwnService(tx, auth, id);
     // env replaces, secrets merge: the names they will have must not meet.
@@ -152,6 +158,9 @@ export async function updateService({ prisma, events, keyring }: ApiDeps, auth: 
     }
     checkSecretNames(patch.env ?? (current.env as Record<string, string>), [...secretNames], keyring, patch.secrets ?? {});
     await writeServiceSecrets(tx, keyring, id, patch.secrets ?? {});
+    const { secrets: _secrets, ...fields } = patch;
+    const changes = [...(Object.keys(fields).length > 0 ? [{ action: 'service.update', targetType: 'service', targetId: id, teamId: current.teamId }] : []), ...secretChanges(id, current.teamId, patch.secrets ?? {})];
+    await recordChange(tx, audit, ...changes);
     const data: Prisma.ServiceUncheckedUpdateInput = {
       name: patch.name,
       image: patch.image,
@@ -199,7 +208,7 @@ export async function updateService({ prisma, events, keyring }: ApiDeps, auth: 
   return presentService(after);
 }
 
-export async function deleteService({ prisma, events, volumes }: ApiDeps, auth: AuthContext, id: string, options: { deleteVolumes?: boolean } = {}): Promise<void> {
+export async function deleteService({ prisma, events, volumes }: ApiDeps, auth: AuthContext, id: string, options: { deleteVolumes?: boolean; audit?: AuditContext } = {}): Promise<void> {
   const deleted = await prisma.$transaction(async (tx) => {
     const current = await lockOwnService(tx, auth, id);
     // The node must be able to take the removal now, or nothing is deleted (no Docker work inside the transaction).
@@ -208,6 +217,7 @@ export async function deleteService({ prisma, events, volumes }: ApiDeps, auth: 
       volumes.check({ id: current.nodeId, name: current.node.name });
     }
     await tx.service.delete({ where: { id } });
+    await recordChange(tx, options.audit, { action: 'service.delete', targetType: 'service', targetId: id, teamId: current.teamId });
     return current;
   });
   events.emit('workloads.changed', { nodeId: deleted.nodeId, reason: `service ${deleted.name} deleted` });

@@ -1,4 +1,5 @@
 import type { Db } from '../db/database.js';
+import { recordChange, type AuditContext } from '../audit/audit-entry.js';
 import { AppError } from '../errors.js';
 import type { Team } from '../generated/prisma/client.js';
 import type { AuthContext } from './access.js';
@@ -6,9 +7,15 @@ import { mapPrismaError } from '../db/prisma-helpers.js';
 
 export const presentTeam = (t: Team) => ({ id: t.id, name: t.name, createdAt: t.createdAt.toISOString() });
 
-export async function createTeam(prisma: Db, name: string) {
+export async function createTeam(prisma: Db, name: string, audit?: AuditContext) {
   try {
-    return presentTeam(await prisma.team.create({ data: { name } }));
+    return presentTeam(
+      await prisma.$transaction(async (tx) => {
+        const team = await tx.team.create({ data: { name } });
+        await recordChange(tx, audit, { action: 'team.create', targetType: 'team', targetId: team.id, teamId: team.id });
+        return team;
+      }),
+    );
   } catch (err) {
     mapPrismaError(err, { P2002: new AppError('CONFLICT', `a team named ${name} already exists`) });
   }

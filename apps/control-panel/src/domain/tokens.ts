@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Db } from '../db/database.js';
+import { recordChange, type AuditContext } from '../audit/audit-entry.js';
 import { mapPrismaError, toIso } from '../db/prisma-helpers.js';
 import { AppError } from '../errors.js';
 import type { ApiToken } from '../generated/prisma/client.js';
@@ -38,14 +39,21 @@ export const presentToken = (t: ApiToken) => ({
   createdAt: t.createdAt.toISOString(),
   lastUsedAt: toIso(t.lastUsedAt),
   revokedAt: toIso(t.revokedAt),
+  expiresAt: toIso(t.expiresAt),
 });
 
 /** A customer token for a team. The token is in this answer only; the database keeps its hash. */
-export async function createCustomerToken(prisma: Db, teamId: string, name: string) {
+export async function createCustomerToken(prisma: Db, teamId: string, name: string, audit?: AuditContext, expiresAt?: string) {
+  const expires = expiresAt === undefined ? null : new Date(expiresAt);
+  if (expires && !(expires.getTime() > Date.now())) throw new AppError('VALIDATION_FAILED', 'expiresAt must be in the future');
   await requireTeam(prisma, teamId);
   const token = generateToken('customer');
   try {
-    const row = await prisma.apiToken.create({ data: { name, role: 'customer', teamId, tokenHash: hashToken(token) } });
+    const row = await prisma.$transaction(async (tx) => {
+      const created = await tx.apiToken.create({ data: { name, role: 'customer', teamId, tokenHash: hashToken(token), expiresAt: expires } });
+      await recordChange(tx, audit, { action: 'token.create', targetType: 'token', targetId: created.id, teamId });
+      return created;
+    });
     return { ...presentToken(row), token };
   } catch (err) {
     // The team was deleted between the check and the insert.
@@ -59,9 +67,15 @@ export async function listTeamTokens(prisma: Db, teamId: string) {
 }
 
 /** Revokes a token (operator or customer). Idempotent: revoking twice keeps the first time. */
-export async function revokeToken(prisma: Db, id: string) {
+export async function revokeToken(prisma: Db, id: string, audit?: AuditContext) {
   const token = await prisma.apiToken.findUnique({ where: { id } });
   if (!token) throw new AppError('NOT_FOUND', 'no such token');
   if (token.revokedAt) return presentToken(token);
-  return presentToken(await prisma.apiToken.update({ where: { id }, data: { revokedAt: new Date() } }));
+  return presentToken(
+    await prisma.$transaction(async (tx) => {
+      const revoked = await tx.apiToken.update({ where: { id }, data: { revokedAt: new Date() } });
+      await recordChange(tx, audit, { action: 'token.revoke', targetType: 'token', targetId: id, teamId: token.teamId });
+      return revoked;
+    }),
+  );
 }

@@ -60,29 +60,32 @@ export const authPlugin = fp<AuthOptions>(
       lastUsed = new Map();
     };
     /** Token hash → what the database said about it, and when. */
-    const verified = new Map<string, { auth: AuthContext; at: number }>();
+    const verified = new Map<string, { auth: AuthContext; at: number; expiresAt: number | null }>();
     const health = healthOf(opts.prisma);
-    const fromCache = (tokenHash: string) => {
+    /** The cached answer: a context, null (expired: refused), undefined (not cached or too old). */
+    const fromCache = (tokenHash: string): AuthContext | null | undefined => {
       const cached = verified.get(tokenHash);
+      // An expired token is refused from the cache too (a database outage does not extend it).
+      if (cached && cached.expiresAt !== null && cached.expiresAt <= Date.now()) return null;
       return cached && Date.now() - cached.at <= opts.cacheMs ? cached.auth : undefined;
     };
     const lookup = async (tokenHash: string): Promise<AuthContext | null> => {
       // Known down a moment ago: a remembered token answers at once instead of waiting out the deadline again.
       const remembered = health.recentlyDown ? fromCache(tokenHash) : undefined;
-      if (remembered) return remembered;
+      if (remembered !== undefined) return remembered;
       let token;
       try {
-        token = await opts.prisma.apiToken.findUnique({ where: { tokenHash }, select: { id: true, role: true, teamId: true, revokedAt: true } });
+        token = await opts.prisma.apiToken.findUnique({ where: { tokenHash }, select: { id: true, name: true, role: true, teamId: true, revokedAt: true, expiresAt: true } });
       } catch (err) {
         const cached = isDatabaseUnavailable(err) ? fromCache(tokenHash) : undefined;
-        if (cached) return cached;
+        if (cached !== undefined) return cached;
         throw err;
       }
       verified.delete(tokenHash);
-      if (!token || token.revokedAt) return null;
-      const auth: AuthContext = { tokenId: token.id, role: token.role, teamId: token.teamId };
+      if (!token || token.revokedAt || (token.expiresAt && token.expiresAt.getTime() <= Date.now())) return null;
+      const auth: AuthContext = { tokenId: token.id, name: token.name, role: token.role, teamId: token.teamId };
       if (opts.cacheMs > 0) {
-        verified.set(tokenHash, { auth, at: Date.now() });
+        verified.set(tokenHash, { auth, at: Date.now(), expiresAt: token.expiresAt?.getTime() ?? null });
         if (verified.size > MAX_CACHED_TOKENS) verified.delete(verified.keys().next().value!);
       }
       return auth;

@@ -140,12 +140,15 @@ export const dashboardRoutes: FastifyPluginAsync<DashboardOptions> = async (app,
       tokenId = token.id;
       if (!fleet.tokens.valid(tokenId)) throw new AppError('DATABASE_UNAVAILABLE', 'the token list could not be refreshed; try again');
     }
+    request.auditActor = { tokenId, name: null, kind: 'operator' };
     const { value, claim } = fleet.cookies.sign(tokenId);
     void reply.header('set-cookie', fleet.cookies.setCookie(value));
     return { expiresAt: new Date(claim.expiresAt * 1000).toISOString() };
   });
 
-  app.post('/dashboard/api/sign-out', hidden, async (_request, reply) => {
+  app.post('/dashboard/api/sign-out', hidden, async (request, reply) => {
+    const claim = claimOf(request);
+    if (claim) request.auditActor = { tokenId: claim.tokenId, name: null, kind: 'operator' };
     void reply.header('set-cookie', fleet.cookies.clearCookie());
     return reply.code(204).send();
   });

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Nullable } from '@tether/common';
 import Type from 'typebox';
 import { DeploymentStatus } from '../generated/prisma/enums.js';
+import { auditOf } from './audit-context.js';
 import { authOf, requireAuth } from './auth.js';
 import { authErrors, IdParams, NullableTimestamp, security, Timestamp } from './schemas.js';
 import { createDeployment, getDeployment, listServiceDeployments, presentDeployment } from '../domain/deployments.js';
@@ -70,7 +71,7 @@ export const deploymentRoutes: FastifyPluginAsyncTypebox<ApiDeps & { watchPollMs
       },
     },
     async (request, reply) => {
-      const { httpStatus, deployment } = await createDeployment(deps, authOf(request), request.params.id);
+      const { httpStatus, deployment } = await createDeployment(deps, authOf(request), request.params.id, auditOf(request));
       const wait = request.query.wait;
       if (wait === undefined) return reply.status(httpStatus).send(deployment);
       const row = await deps.prisma.deployment.findUnique({ where: { id: deployment.id } });

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Nullable } from '@tether/common';
 import Type from 'typebox';
+import { auditOf } from './audit-context.js';
 import { requireOperator } from './auth.js';
 import { authErrors, IdParams, labelName, NullableTimestamp, security, Timestamp } from './schemas.js';
 import type { ApiDeps } from '../domain/api-deps.js';
@@ -37,7 +38,7 @@ export const nodeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) 
         },
       },
     },
-    async (request, reply) => reply.status(201).send(await createNode(deps.prisma, request.body.name)),
+    async (request, reply) => reply.status(201).send(await createNode(deps.prisma, request.body.name, auditOf(request))),
   );
 
   app.get(
@@ -70,6 +71,6 @@ export const nodeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) 
         response: { 200: NodeSchema, ...authErrors(403, 404) },
       },
     },
-    async (request) => decommissionNode(deps, request.params.id),
+    async (request) => decommissionNode(deps, request.params.id, auditOf(request)),
   );
 };

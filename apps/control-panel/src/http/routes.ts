@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Nullable } from '@tether/common';
 import Type from 'typebox';
+import { auditOf } from './audit-context.js';
 import { authOf, requireAuth } from './auth.js';
 import { MAX_DOMAIN_LENGTH, MAX_PATH_PREFIX_LENGTH, PATH_PREFIX_PATTERN } from '../domain/host-names.js';
 import { authErrors, id, IdParams, NoContent, security, Timestamp } from './schemas.js';
@@ -49,7 +50,7 @@ export const routeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
         response: { 201: RouteSchema, ...authErrors(404, 409) },
       },
     },
-    async (request, reply) => reply.status(201).send(await attachRoute(deps, authOf(request), request.body)),
+    async (request, reply) => reply.status(201).send(await attachRoute(deps, authOf(request), request.body, auditOf(request))),
   );
 
   app.get(
@@ -89,7 +90,7 @@ export const routeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
       },
     },
     async (request, reply) => {
-      await detachRoute(deps, authOf(request), request.params.id);
+      await detachRoute(deps, authOf(request), request.params.id, auditOf(request));
       return reply.status(204).send();
     },
   );

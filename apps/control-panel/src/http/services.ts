@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Nullable } from '@tether/common';
 import Type from 'typebox';
+import { auditOf } from './audit-context.js';
 import { authOf, requireAuth } from './auth.js';
 import { IMAGE_REFERENCE_PATTERN, MAX_IMAGE_LENGTH } from '../domain/image-reference.js';
 import { authErrors, id, IdParams, labelName, NoContent, security, Timestamp } from './schemas.js';
@@ -108,7 +109,7 @@ export const serviceRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, dep
         response: { 201: ServiceSchema, ...authErrors(404, 409) },
       },
     },
-    async (request, reply) => reply.status(201).send(await createService(deps, authOf(request), request.body)),
+    async (request, reply) => reply.status(201).send(await createService(deps, authOf(request), request.body, auditOf(request))),
   );
 
   app.get(
@@ -148,7 +149,7 @@ export const serviceRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, dep
         response: { 200: ServiceSchema, ...authErrors(404, 409) },
       },
     },
-    async (request) => updateService(deps, authOf(request), request.params.id, request.body),
+    async (request) => updateService(deps, authOf(request), request.params.id, request.body, auditOf(request)),
   );
 
   app.delete(
@@ -172,7 +173,7 @@ export const serviceRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, dep
       },
     },
     async (request, reply) => {
-      await deleteService(deps, authOf(request), request.params.id, { deleteVolumes: request.query.deleteVolumes === true });
+      await deleteService(deps, authOf(request), request.params.id, { deleteVolumes: request.query.deleteVolumes === true, audit: auditOf(request) });
       return reply.status(204).send();
     },
   );

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type from 'typebox';
+import { auditOf } from './audit-context.js';
 import { authOf, requireAuth, requireOperator } from './auth.js';
 import { authErrors, IdParams, labelName, security, Timestamp } from './schemas.js';
 import type { ApiDeps } from '../domain/api-deps.js';
@@ -21,7 +22,7 @@ export const teamRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) 
         response: { 201: TeamSchema, ...authErrors(403, 409) },
       },
     },
-    async (request, reply) => reply.status(201).send(await createTeam(deps.prisma, request.body.name)),
+    async (request, reply) => reply.status(201).send(await createTeam(deps.prisma, request.body.name, auditOf(request))),
   );
 
   app.get(

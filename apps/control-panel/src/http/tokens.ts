@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Nullable } from '@tether/common';
 import Type from 'typebox';
 import { TokenRole } from '../generated/prisma/enums.js';
+import { auditOf } from './audit-context.js';
 import { requireOperator } from './auth.js';
 import { authErrors, IdParams, NullableTimestamp, security, Timestamp, TokenName } from './schemas.js';
 import type { ApiDeps } from '../domain/api-deps.js';
@@ -15,6 +16,7 @@ const TokenSchema = Type.Object({
   createdAt: Timestamp,
   lastUsedAt: Nullable(Timestamp, { description: 'written in batches, so up to a flush interval old' }),
   revokedAt: NullableTimestamp,
+  expiresAt: Nullable(Timestamp, { description: 'refused like a revoked token from then on; null: never' }),
 });
 
 const CreatedTokenSchema = Type.Object({
@@ -33,11 +35,14 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
         summary: "Issue a customer token for a team (operators); the token is shown once",
         security,
         params: IdParams,
-        body: Type.Object({ name: TokenName }, { additionalProperties: false }),
+        body: Type.Object(
+          { name: TokenName, expiresAt: Type.Optional(Type.String({ format: 'date-time', description: 'when the token stops working (in the future)' })) },
+          { additionalProperties: false },
+        ),
         response: { 201: CreatedTokenSchema, ...authErrors(403, 404) },
       },
     },
-    async (request, reply) => reply.status(201).send(await createCustomerToken(deps.prisma, request.params.id, request.body.name)),
+    async (request, reply) => reply.status(201).send(await createCustomerToken(deps.prisma, request.params.id, request.body.name, auditOf(request), request.body.expiresAt)),
   );
 
   app.get(
@@ -67,6 +72,6 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
         response: { 200: TokenSchema, ...authErrors(403, 404) },
       },
     },
-    async (request) => revokeToken(deps.prisma, request.params.id),
+    async (request) => revokeToken(deps.prisma, request.params.id, auditOf(request)),
   );
 };

@@ -1,3 +1,4 @@
+import { insertAuditRows } from '../audit/audit-entry.js';
 import { sqlOf, type Db, type Tx } from '../db/database.js';
 import { prismaSql, type Sql } from '../db/sql.js';
 import type { DurableFact, FactResult, FactWriter } from './facts.js';
@@ -100,6 +101,9 @@ async function applyFact(tx: Tx, fact: DurableFact): Promise<FactResult> {
         INSERT INTO reload_events (node_id, at, hash_before, hash_after, reason, fact_key)
         VALUES (${fact.nodeId}, ${new Date(fact.at)}, ${fact.hashBefore}, ${fact.hashAfter}, ${fact.reason}, ${fact.key})
         ON CONFLICT (fact_key) DO NOTHING`;
+      return undefined;
+    case 'audit':
+      await insertAuditRows(tx, [fact.row]);
       return undefined;
   }
 }

@@ -9,6 +9,8 @@
 // carry the generation its panel claimed, and the node row is only touched
 // while that generation is the node's current one (same statement).
 
+import type { AuditRow } from '../audit/audit-entry.js';
+
 export type DeploymentTerminal = 'unreachable' | 'ack_timeout' | 'failed' | 'running';
 
 export type DurableFact =
@@ -40,7 +42,9 @@ export type DurableFact =
   | { kind: 'deployment.delivered'; deploymentId: string; at: string }
   /** nodeId set: only a deployment of that node (an agent reports only its own). */
   | { kind: 'deployment.finished'; deploymentId: string; status: DeploymentTerminal; reason: string; at: string; nodeId: string | null }
-  | { kind: 'reload'; nodeId: string; key: string | null; at: string; hashBefore: string | null; hashAfter: string; reason: string };
+  | { kind: 'reload'; nodeId: string; key: string | null; at: string; hashBefore: string | null; hashAfter: string; reason: string }
+  /** An audit row that is not part of a change's transaction: a refusal, a fleet-page sign-in or sign-out. */
+  | { kind: 'audit'; row: AuditRow };
 
 export const ORPHANED_REASON = 'panel stopped without closing its sessions';
 export const EXPIRED_OWNER_REASON = "the owning panel's lease expired (panel killed or cut off from the database)";

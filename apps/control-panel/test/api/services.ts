@@ -58,6 +58,7 @@ describe('services API', () => {
         env: { DATABASE_URL: 'postgres://x', _X: '' },
         internalPort: 8080,
         replicas: 1,
+        secrets: [],
         command: null,
         args: null,
         resources: null,

@@ -78,7 +78,7 @@ describe('teams, tokens and nodes API', () => {
       expect(list.body).toHaveLength(2);
       expect(JSON.stringify(list.body)).not.toContain(res.body.token);
       expect(JSON.stringify(list.body)).not.toContain('tokenHash');
-      for (const t of list.body) expect(Object.keys(t).sort()).toEqual(['createdAt', 'id', 'lastUsedAt', 'name', 'revokedAt', 'role', 'teamId']);
+      for (const t of list.body) expect(Object.keys(t).sort()).toEqual(['createdAt', 'expiresAt', 'id', 'lastUsedAt', 'name', 'revokedAt', 'role', 'teamId']);
     });
 
     it.each([

@@ -69,6 +69,17 @@ describe('tenant isolation', () => {
     { method: 'GET', route: '/v1/deployments/{id}', path: (v) => `/v1/deployments/${v.deploymentId}`, expect: 'not-found' },
     { method: 'GET', route: '/v1/services/{id}/logs', path: (v) => `/v1/services/${v.serviceId}/logs`, expect: 'not-found', streams: true },
     { method: 'GET', route: '/v1/deployments/{id}/events', path: (v) => `/v1/deployments/${v.deploymentId}/events`, expect: 'not-found', streams: true },
+    // The audit trail: another team's rows are not listed, even when asked for by team and target; what is
+    // listed for the victim's service is the actor's own refused attempts (this matrix's), in the actor's team.
+    { method: 'GET', route: '/v1/audit', path: () => '/v1/audit?limit=500', expect: (body, v) => expect(JSON.stringify(body)).not.toContain(v.teamId) },
+    {
+      method: 'GET',
+      route: '/v1/audit',
+      path: (v) => `/v1/audit?teamId=${v.teamId}&targetId=${v.serviceId}`,
+      expect: (body, v) => {
+        for (const item of (body as { items: { teamId: string; outcome: string }[] }).items) expect(item).toMatchObject({ teamId: expect.not.stringMatching(v.teamId), outcome: 'refused' });
+      },
+    },
     // The session layer's customer endpoints (routes/status.ts) obey the same rule.
     { method: 'GET', route: '/v1/services/{id}/status', path: (v) => `/v1/services/${v.serviceId}/status`, expect: 'not-found' },
     {
