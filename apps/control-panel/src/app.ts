@@ -20,6 +20,7 @@ import { ConnectionCap } from './http/connection-cap.js';
 import { edgeServerOptions, installJsonBodyParser, refuseCappedConnections, refuseContentEncodings, requestDeadlineOptions } from './http/edges.js';
 import { installErrorHandler } from './http/error-handler.js';
 import { healthRoutes } from './http/health.js';
+import { HeldStreams } from './http/held-streams.js';
 import { internalLogRoutes } from './http/internal-logs.js';
 import { internalReportRoutes } from './http/internal-reports.js';
 import { logRoutes } from './http/logs.js';
@@ -78,6 +79,8 @@ declare module 'fastify' {
     nodeAuthenticator: NodeAuthenticator;
     /** Connections per source address before authentication (tests read what each address holds). */
     connectionCap: ConnectionCap;
+    /** What each token holds open (waits, event streams, log follows), for tests. */
+    heldStreams: HeldStreams;
     /** This panel among the panels sharing the database (undefined without a database URL). */
     cluster: PanelCluster | undefined;
   }
@@ -165,7 +168,11 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       logger: app.log,
       onDeployRequest: (id) => void cross.requested(id),
       onDeployed: (id, outcome) => cross.answered(id, outcome),
-      onRescan: () => void cross.rescan().catch((err: unknown) => app.log.warn({ err }, 'deployment rescan failed')),
+      onRescan: () => {
+        void cross.rescan().catch((err: unknown) => app.log.warn({ err }, 'deployment rescan failed'));
+        // Revocations signalled while LISTEN was down: the tokens holding streams here are read again.
+        void recheckHeld().catch((err: unknown) => app.log.warn({ err }, 'revocation rescan failed'));
+      },
     });
     cluster = made;
     const cross = new ClusterDispatcher({
@@ -182,6 +189,28 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     agents.registry.generationOf = (sessionId) => made.generationOf(sessionId);
   }
   app.decorate('cluster', cluster);
+  // A revoked token, here or (signalled) on another panel: its streams and waits end, no cache honours it.
+  const held = new HeldStreams(deps.config.streams);
+  app.decorate('heldStreams', held);
+  events.on('token.revoked', ({ tokenId }) => {
+    held.revoke(tokenId);
+    app.authenticator.forget(tokenId);
+    fleet.tokens.forget(tokenId);
+    fleet.feed.recheck();
+  });
+  events.on('cookie.signed-out', ({ cookieId, expiresAtMs }) => {
+    fleet.signedOut.note(cookieId, expiresAtMs);
+    fleet.feed.recheck();
+  });
+  async function recheckHeld(): Promise<void> {
+    const ids = held.tokenIds();
+    if (ids.length > 0) {
+      const revoked = await deps.prisma.apiToken.findMany({ where: { id: { in: ids }, revokedAt: { not: null } }, select: { id: true } });
+      for (const { id } of revoked) events.emit('token.revoked', { tokenId: id, remote: true });
+    }
+    await Promise.all([fleet.tokens.refresh(), fleet.signedOut.refresh()]);
+    fleet.feed.recheck();
+  }
   // No internal URL configured: the address this panel listens on (unless a wildcard, which no other panel can dial).
   app.addHook('onListen', async () => {
     const address = app.server.address();
@@ -274,9 +303,9 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   await app.register(nodeRoutes, { prefix: '/v1', ...api });
   await app.register(serviceRoutes, { prefix: '/v1', ...api });
   await app.register(routeRoutes, { prefix: '/v1', ...api });
-  await app.register(deploymentRoutes, { prefix: '/v1', ...api, watchPollMs: deps.config.deployments.watchPollMs });
-  await app.register(logRoutes, { prefix: '/v1', prisma: deps.prisma, registry: agents.registry, relay: agents.logs, ...(cluster ? { remoteLogs: cluster.logs } : {}) });
-  await app.register(deploymentEventRoutes, { prefix: '/v1', prisma: deps.prisma, pollMs: deps.config.deployments.watchPollMs });
+  await app.register(deploymentRoutes, { prefix: '/v1', ...api, watchPollMs: deps.config.deployments.watchPollMs, held });
+  await app.register(logRoutes, { prefix: '/v1', prisma: deps.prisma, registry: agents.registry, relay: agents.logs, held, ...(cluster ? { remoteLogs: cluster.logs } : {}) });
+  await app.register(deploymentEventRoutes, { prefix: '/v1', prisma: deps.prisma, pollMs: deps.config.deployments.watchPollMs, held });
   await app.register(sessionRoutes, {
     prefix: '/v1',
     prisma: deps.prisma,
@@ -300,6 +329,12 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     });
     await app.register(internalLogRoutes, { prefix: '/internal/v1', ...internal, prisma: deps.prisma, relay: agents.logs });
   }
-  await app.register(dashboardRoutes, { prisma: deps.prisma, fleet, publicUrl: deps.config.publicUrl, dbDeadlineMs: deps.config.dashboard.dbDeadlineMs });
+  await app.register(dashboardRoutes, {
+    prisma: deps.prisma,
+    fleet,
+    publicUrl: deps.config.publicUrl,
+    dbDeadlineMs: deps.config.dashboard.dbDeadlineMs,
+    onSignedOut: (claim) => events.emit('cookie.signed-out', { cookieId: claim.id, expiresAtMs: claim.expiresAt * 1000 }),
+  });
   return app;
 }

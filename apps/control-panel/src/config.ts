@@ -43,6 +43,10 @@ const EnvSchema = Type.Object({
   /** A request (headers and body) not received within this is answered 408 REQUEST_TIMEOUT and closed. */
   TETHER_BODY_TIMEOUT_MS: Ms(30_000, 100),
   TETHER_TOKEN_LAST_USED_FLUSH_MS: Ms(10_000),
+  /** `?wait=` waits and deployment event streams one token may hold at once (429 STREAMS_EXHAUSTED past it). */
+  TETHER_STREAMS_PER_TOKEN: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 100 }),
+  /** The same, over all of one team's tokens. */
+  TETHER_STREAMS_PER_TEAM: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 500 }),
   /** How often a deployment being waited on (?wait=, /events) is read again. */
   TETHER_DEPLOYMENT_WATCH_MS: Ms(250),
   /** Log streams (GET /v1/services/:id/logs) open at once per node. */
@@ -152,6 +156,10 @@ export interface PanelConfig {
   deployments: {
     watchPollMs: number;
   };
+  streams: {
+    perToken: number;
+    perTeam: number;
+  };
   logs: {
     streamsPerNode: number;
     bytesPerSecond: number;
@@ -218,6 +226,7 @@ export function loadConfig(env: Record<string, string | undefined>): PanelConfig
     deployments: {
       watchPollMs: e.TETHER_DEPLOYMENT_WATCH_MS,
     },
+    streams: { perToken: e.TETHER_STREAMS_PER_TOKEN, perTeam: e.TETHER_STREAMS_PER_TEAM },
     logs: {
       streamsPerNode: e.TETHER_LOG_STREAMS_PER_NODE,
       bytesPerSecond: e.TETHER_LOG_STREAM_BYTES_PER_SEC,

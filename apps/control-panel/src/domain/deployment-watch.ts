@@ -58,15 +58,19 @@ export async function* watchDeployment(prisma: Db, first: Deployment, options: W
   }
 }
 
-/** Waits up to `waitMs` for the deployment to be final; returns the row as it is then (final or not). */
-export async function waitUntilFinal(prisma: Db, first: Deployment, waitMs: number, pollMs: number): Promise<Deployment> {
+/** Waits up to `waitMs` for the deployment to be final, or until `stop` aborts; returns the row as it is then (final or not). */
+export async function waitUntilFinal(prisma: Db, first: Deployment, waitMs: number, pollMs: number, stop?: AbortSignal): Promise<Deployment> {
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), waitMs);
+  const stopped = () => controller.abort();
+  stop?.addEventListener('abort', stopped, { once: true });
+  if (stop?.aborted) controller.abort();
   let current = first;
   try {
     for await (const row of watchDeployment(prisma, first, { pollMs: Math.min(pollMs, Math.max(1, waitMs)), signal: controller.signal })) current = row;
   } finally {
     clearTimeout(timer);
+    stop?.removeEventListener('abort', stopped);
   }
   return current;
 }

@@ -20,6 +20,8 @@ import { hashToken } from '../domain/tokens.js';
 
 interface Authenticator {
   authenticate(request: FastifyRequest, reply: FastifyReply): Promise<AuthContext>;
+  /** A revoked token is no longer honoured from memory during an outage. */
+  forget(tokenId: string): void;
 }
 
 declare module 'fastify' {
@@ -105,6 +107,9 @@ export const authPlugin = fp<AuthOptions>(
         if (!auth) throw unauthorized(reply, 'the token is unknown or revoked');
         lastUsed.set(auth.tokenId, new Date());
         return auth;
+      },
+      forget(tokenId) {
+        for (const [hash, entry] of verified) if (entry.auth.tokenId === tokenId) verified.delete(hash);
       },
     } satisfies Authenticator);
 

@@ -25,6 +25,8 @@ export interface DashboardOptions {
   dbDeadlineMs: number;
   /** Where the built page is; the dashboard package's dist when absent. */
   distDir?: string;
+  /** A cookie was signed out here (app.ts tells the other panels). */
+  onSignedOut?: (claim: Claim) => void;
 }
 
 const CSP = [
@@ -96,7 +98,7 @@ export const dashboardRoutes: FastifyPluginAsync<DashboardOptions> = async (app,
 
   const claimOf = (request: FastifyRequest): Claim | null => {
     const claim = fleet.cookies.verify(fleet.cookies.read(request.headers.cookie));
-    return claim && fleet.tokens.valid(claim.tokenId) ? claim : null;
+    return claim && fleet.accepts(claim) ? claim : null;
   };
   const requireCookie = async (request: FastifyRequest) => {
     request.dashboardClaim = claimOf(request);
@@ -144,7 +146,18 @@ export const dashboardRoutes: FastifyPluginAsync<DashboardOptions> = async (app,
     return { expiresAt: new Date(claim.expiresAt * 1000).toISOString() };
   });
 
-  app.post('/dashboard/api/sign-out', hidden, async (_request, reply) => {
+  // Server-side too: the cookie's id is refused from now on by this panel, by the others on the signal, and by
+  // any panel that reads the sign-out row. A database that cannot take the row leaves it to this panel and the signal.
+  app.post('/dashboard/api/sign-out', hidden, async (request, reply) => {
+    const claim = fleet.cookies.verify(fleet.cookies.read(request.headers.cookie));
+    if (claim) {
+      fleet.signedOut.note(claim.id, claim.expiresAt * 1000);
+      opts.onSignedOut?.(claim);
+      fleet.feed.recheck();
+      await withinDeadline(fleet.signedOut.record(claim), 'recording the sign-out').catch((err: unknown) => {
+        request.log.warn({ err }, 'sign-out not recorded in the database; it holds on this panel and those that heard the signal');
+      });
+    }
     void reply.header('set-cookie', fleet.cookies.clearCookie());
     return reply.code(204).send();
   });
@@ -172,7 +185,7 @@ export const dashboardRoutes: FastifyPluginAsync<DashboardOptions> = async (app,
       get buffered() {
         return raw.writableLength;
       },
-      allowed: () => claim.expiresAt * 1000 > Date.now() && fleet.tokens.valid(claim.tokenId),
+      allowed: () => fleet.accepts(claim),
       end: (reason) => {
         if (reason === 'slow_client') raw.destroy();
         else raw.end(reason === 'signed_out' ? sse('signed-out', { reason: 'the sign-in expired or its token was revoked' }) : undefined);

@@ -5,7 +5,8 @@ import { isDatabaseUnavailable } from '../db/db-faults.js';
 import { isFinal, visibleDeployment, watchDeployment } from '../domain/deployment-watch.js';
 import { presentDeployment } from '../domain/deployments.js';
 import { authOf, requireAuth } from './auth.js';
-import { authErrors, IdParams, security } from './schemas.js';
+import { authErrors, errorResponses, IdParams, security } from './schemas.js';
+import type { HeldStreams } from './held-streams.js';
 
 // GET /v1/deployments/:id/events: a deployment's states as server-sent
 // events, from the state it is in now to a final one. Access is checked (and
@@ -18,12 +19,14 @@ export interface DeploymentEventOptions {
   pollMs: number;
   /** A comment line this often keeps proxies from closing a quiet stream. */
   keepAliveMs?: number;
+  /** Where each stream is held by its token (capped, ended on revocation). */
+  held: HeldStreams;
 }
 
 /** One SSE frame; `data` is a single JSON line, so it never needs splitting. */
 const frame = (event: string, id: number, data: unknown) => `event: ${event}\nid: ${id}\ndata: ${JSON.stringify(data)}\n\n`;
 
-export const deploymentEventRoutes: FastifyPluginAsyncTypebox<DeploymentEventOptions> = async (app, { prisma, pollMs, keepAliveMs = 15_000 }) => {
+export const deploymentEventRoutes: FastifyPluginAsyncTypebox<DeploymentEventOptions> = async (app, { prisma, pollMs, keepAliveMs = 15_000, held }) => {
   // Open streams end when the panel closes (a hijacked reply would otherwise hold the server open).
   const open = new Set<AbortController>();
   app.addHook('preClose', async () => open.forEach((c) => c.abort()));
@@ -44,12 +47,19 @@ export const deploymentEventRoutes: FastifyPluginAsyncTypebox<DeploymentEventOpt
         response: {
           200: { description: 'server-sent events', content: { 'text/event-stream': { schema: Type.String() } } },
           ...authErrors(404),
+          ...errorResponses(429),
         },
       },
     },
     async (request, reply) => {
-      const first = await visibleDeployment(prisma, authOf(request), request.params.id);
+      const auth = authOf(request);
+      const first = await visibleDeployment(prisma, auth, request.params.id);
       const controller = new AbortController();
+      let revoked = false;
+      const h = held.hold(auth, 'events', () => {
+        revoked = true;
+        controller.abort();
+      });
       open.add(controller);
       reply.hijack();
       const res = reply.raw;
@@ -73,6 +83,8 @@ export const deploymentEventRoutes: FastifyPluginAsyncTypebox<DeploymentEventOpt
         const code = isDatabaseUnavailable(err) ? 'DATABASE_UNAVAILABLE' : 'INTERNAL';
         if (!controller.signal.aborted) res.write(frame('error', ++seq, { code, message: 'reading the deployment failed; read it again' }));
       } finally {
+        if (revoked) res.write(frame('error', ++seq, { code: 'UNAUTHORIZED', message: 'the token that opened this stream was revoked' }));
+        held.release(h);
         clearInterval(keepAlive);
         open.delete(controller);
         request.raw.off('close', stop);

@@ -6,11 +6,12 @@ import { CAPABILITIES, LOG_LIMITS } from '@tether/protocol';
 import type { Db } from '../db/database.js';
 import { teamScope } from '../domain/access.js';
 import { AppError } from '../errors.js';
-import type { LogRelay, LogRequest } from '../log-streams/log-relay.js';
+import { LOG_STREAM_END_CODES, type LogRelay, type LogRequest } from '../log-streams/log-relay.js';
 import { pipeRemoteLogs, refusalOf, type RemoteLogs } from '../log-streams/log-proxy.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import type { AgentSession } from '../sessions/session.js';
 import { authOf, requireAuth } from './auth.js';
+import type { HeldStreams } from './held-streams.js';
 import { authErrors, errorResponses, IdParams, security } from './schemas.js';
 
 // GET /v1/services/:id/logs: the service's container output, carried over
@@ -25,7 +26,11 @@ export interface LogRoutesOptions {
   relay: LogRelay;
   /** Several panels: streams of nodes whose session another panel holds (ownership/, wired in app.ts). */
   remoteLogs?: RemoteLogs;
+  /** Where each stream is held by its token, so a revocation ends it. */
+  held: HeldStreams;
 }
+
+const REVOKED_REASON = 'the token that opened this stream was revoked';
 
 const DURATION = /^(\d{1,6})(s|m|h|d)$/;
 const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/;
@@ -49,7 +54,7 @@ export const LogQuery = Type.Object(
   { additionalProperties: false },
 );
 
-export const logRoutes: FastifyPluginAsyncTypebox<LogRoutesOptions> = async (app, { prisma, registry, relay, remoteLogs }) => {
+export const logRoutes: FastifyPluginAsyncTypebox<LogRoutesOptions> = async (app, { prisma, registry, relay, remoteLogs, held }) => {
   app.addHook('preClose', async () => relay.stop());
 
   app.get(
@@ -78,14 +83,20 @@ export const logRoutes: FastifyPluginAsyncTypebox<LogRoutesOptions> = async (app
     },
     async (request, reply) => {
       const { id } = request.params;
+      const auth = authOf(request);
       const service = await prisma.service.findFirst({
-        where: { id, ...teamScope(authOf(request)) },
+        where: { id, ...teamScope(auth) },
         select: { id: true, name: true, nodeId: true, node: { select: { name: true } } },
       });
       if (!service) throw new AppError('NOT_FOUND', 'no such service');
       const logRequest = logRequestOf(service.id, request.query);
       const session = registry.get(service.nodeId);
-      if (session) return serveLocalLogs(reply, relay, session, service.node.name, logRequest);
+      if (session) {
+        const stop = serveLocalLogs(reply, relay, session, service.node.name, logRequest);
+        const h = held.hold(auth, 'logs', () => stop(LOG_STREAM_END_CODES.TOKEN_REVOKED, REVOKED_REASON));
+        reply.raw.once('close', () => held.release(h));
+        return;
+      }
       // Another panel may hold the node's session: its stream, passed on with the same answers.
       const abort = new AbortController();
       // A client that leaves while the owner is asked ends that request too (no stream read for nobody).
@@ -94,7 +105,16 @@ export const logRoutes: FastifyPluginAsyncTypebox<LogRoutesOptions> = async (app
       if (!remote) throw new AppError('NODE_UNREACHABLE', `node ${service.node.name} has no live session; its logs are unreachable until it rejoins`);
       if (remote.upstream.statusCode !== 200) throw await refusalOf(remote.panelId, remote.upstream);
       reply.hijack();
-      await pipeRemoteLogs(reply.raw, remote.panelId, remote.upstream, abort);
+      const res = reply.raw;
+      const h = held.hold(auth, 'logs', () => {
+        abort.abort();
+        if (!res.writableEnded) res.end(`${JSON.stringify({ type: 'end', code: LOG_STREAM_END_CODES.TOKEN_REVOKED, reason: REVOKED_REASON })}\n`);
+      });
+      try {
+        await pipeRemoteLogs(res, remote.panelId, remote.upstream, abort);
+      } finally {
+        held.release(h);
+      }
     },
   );
 };
@@ -108,8 +128,17 @@ export function logRequestOf(serviceId: string, query: Static<typeof LogQuery>):
   return { serviceId, tail: query.tail ?? null, since, follow: query.follow === '1' || query.follow === 'true' };
 }
 
-/** A stream from this panel's own session of the node: refused (501) for an agent without logs, else relayed as NDJSON. */
-export function serveLocalLogs(reply: FastifyReply, relay: LogRelay, session: AgentSession, nodeName: string, request: LogRequest): void {
+/**
+ * A stream from this panel's own session of the node: refused (501) for an agent without logs, else relayed as
+ * NDJSON. Returns what ends it from the panel's side (with an end line).
+ */
+export function serveLocalLogs(
+  reply: FastifyReply,
+  relay: LogRelay,
+  session: AgentSession,
+  nodeName: string,
+  request: LogRequest,
+): (code: string, reason: string) => void {
   if (!session.hasCapability(CAPABILITIES.LOGS)) {
     throw new AppError('LOGS_NOT_SUPPORTED', `the agent on node ${nodeName} (version ${session.agentVersion}) does not stream logs`);
   }
@@ -145,4 +174,5 @@ export function serveLocalLogs(reply: FastifyReply, relay: LogRelay, session: Ag
       relay.close(stream);
     }
   });
+  return (code, reason) => relay.end(stream, code, reason);
 }

@@ -44,6 +44,8 @@ export const LOG_STREAM_END_CODES = Object.freeze({
   LOG_RATE_LIMITED: 'LOG_RATE_LIMITED',
   /** A stream through another panel (the node's owner) whose answer broke off (log-proxy.ts). */
   OWNER_PANEL_LOST: 'OWNER_PANEL_LOST',
+  /** The token that opened the stream was revoked (on this panel or another: http/held-streams.ts). */
+  TOKEN_REVOKED: 'TOKEN_REVOKED',
 });
 
 /** The smallest credit grant worth a frame (keeps grants from trickling in tiny pieces). */
@@ -171,6 +173,11 @@ export class LogRelay {
     if (stream.ended) return;
     this.drop(stream);
     stream.session.send({ type: 'logs.close', id: this.nextId(), streamId: stream.id });
+  }
+
+  /** Ends a stream from the panel's side (its token was revoked): the agent stops, the client gets the end line. */
+  end(stream: RelayedStream, code: string, reason: string): void {
+    this.finish(stream, code as LogsEnd['code'], reason, true);
   }
 
   /** Every stream of a session that ended ends with why. */

@@ -28,7 +28,11 @@ export type SignalKind =
   | 'routing'
   | 'workloads'
   /** Sent by panels before the report rows needed no signal (nothing acts on it): still parsed, ignored. */
-  | 'report';
+  | 'report'
+  /** Tokens revoked on the sending panel: `revoked:panel:tokenId[,…]` (their streams and waits end everywhere). */
+  | 'revoked'
+  /** Fleet-page cookies signed out on the sending panel: `signed-out:panel:cookieId/expiresAtMs[,…]`. */
+  | 'signed-out';
 
 export interface Signal {
   kind: SignalKind;
@@ -48,7 +52,7 @@ export function parseSignal(payload: string): Signal | undefined {
   const second = payload.indexOf(':', first + 1);
   if (first < 0 || second < 0) return undefined;
   const kind = payload.slice(0, first) as SignalKind;
-  if (!['owner', 'deploy', 'deployed', 'routing', 'workloads', 'report'].includes(kind)) return undefined;
+  if (!['owner', 'deploy', 'deployed', 'routing', 'workloads', 'report', 'revoked', 'signed-out'].includes(kind)) return undefined;
   const ids = payload.slice(second + 1).split(',').filter(Boolean);
   return { kind, panel: payload.slice(first + 1, second), ids };
 }
