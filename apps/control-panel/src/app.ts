@@ -21,6 +21,7 @@ import { edgeServerOptions, installJsonBodyParser, refuseCappedConnections, refu
 import { installErrorHandler } from './http/error-handler.js';
 import { healthRoutes } from './http/health.js';
 import { HeldStreams } from './http/held-streams.js';
+import { DeploymentChanges } from './domain/deployment-changes.js';
 import { internalLogRoutes } from './http/internal-logs.js';
 import { internalReportRoutes } from './http/internal-reports.js';
 import { logRoutes } from './http/logs.js';
@@ -79,6 +80,8 @@ declare module 'fastify' {
     nodeAuthenticator: NodeAuthenticator;
     /** Connections per source address before authentication (tests read what each address holds). */
     connectionCap: ConnectionCap;
+    /** Which watched deployments changed (NOTIFY, rescan, sweep), for tests. */
+    deploymentChanges: DeploymentChanges;
     /** What each token holds open (waits, event streams, log follows), for tests. */
     heldStreams: HeldStreams;
     /** This panel among the panels sharing the database (undefined without a database URL). */
@@ -189,6 +192,21 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     agents.registry.generationOf = (sessionId) => made.generationOf(sessionId);
   }
   app.decorate('cluster', cluster);
+  // Deployment watchers wake when their row is written (NOTIFY from a trigger), not on a timer.
+  const changes = new DeploymentChanges(deps.prisma, {
+    sweepMs: deps.config.deployments.sweepMs,
+    pollMs: deps.config.deployments.watchPollMs,
+    logger: app.log,
+  });
+  if (cluster) {
+    const { signals } = cluster;
+    changes.listening = () => signals.listening;
+    signals.on('deployment', (id) => changes.changed([id]));
+    signals.on('connected', () => changes.rescan());
+  }
+  app.decorate('deploymentChanges', changes);
+  app.addHook('onReady', async () => changes.start());
+  app.addHook('preClose', async () => changes.stop());
   // A revoked token, here or (signalled) on another panel: its streams and waits end, no cache honours it.
   const held = new HeldStreams(deps.config.streams);
   app.decorate('heldStreams', held);
@@ -303,9 +321,9 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   await app.register(nodeRoutes, { prefix: '/v1', ...api });
   await app.register(serviceRoutes, { prefix: '/v1', ...api });
   await app.register(routeRoutes, { prefix: '/v1', ...api });
-  await app.register(deploymentRoutes, { prefix: '/v1', ...api, watchPollMs: deps.config.deployments.watchPollMs, held });
+  await app.register(deploymentRoutes, { prefix: '/v1', ...api, changes, held });
   await app.register(logRoutes, { prefix: '/v1', prisma: deps.prisma, registry: agents.registry, relay: agents.logs, held, ...(cluster ? { remoteLogs: cluster.logs } : {}) });
-  await app.register(deploymentEventRoutes, { prefix: '/v1', prisma: deps.prisma, pollMs: deps.config.deployments.watchPollMs, held });
+  await app.register(deploymentEventRoutes, { prefix: '/v1', prisma: deps.prisma, changes, held });
   await app.register(sessionRoutes, {
     prefix: '/v1',
     prisma: deps.prisma,

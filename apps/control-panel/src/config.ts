@@ -47,8 +47,10 @@ const EnvSchema = Type.Object({
   TETHER_STREAMS_PER_TOKEN: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 100 }),
   /** The same, over all of one team's tokens. */
   TETHER_STREAMS_PER_TEAM: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 500 }),
-  /** How often a deployment being waited on (?wait=, /events) is read again. */
+  /** The shared re-read of watched deployments (?wait=, /events) while their NOTIFY signals cannot be heard. */
   TETHER_DEPLOYMENT_WATCH_MS: Ms(250),
+  /** The same while signals are heard: one query for every watched deployment, for a signal that was missed. */
+  TETHER_DEPLOYMENT_SWEEP_MS: Ms(10_000, 100),
   /** Log streams (GET /v1/services/:id/logs) open at once per node. */
   TETHER_LOG_STREAMS_PER_NODE: Type.Integer({ minimum: 1, maximum: 10_000, default: 8 }),
   /** Bytes per second one log stream may carry. */
@@ -155,6 +157,7 @@ export interface PanelConfig {
   };
   deployments: {
     watchPollMs: number;
+    sweepMs: number;
   };
   streams: {
     perToken: number;
@@ -225,6 +228,7 @@ export function loadConfig(env: Record<string, string | undefined>): PanelConfig
     },
     deployments: {
       watchPollMs: e.TETHER_DEPLOYMENT_WATCH_MS,
+      sweepMs: e.TETHER_DEPLOYMENT_SWEEP_MS,
     },
     streams: { perToken: e.TETHER_STREAMS_PER_TOKEN, perTeam: e.TETHER_STREAMS_PER_TEAM },
     logs: {

@@ -7,6 +7,7 @@ import { presentDeployment } from '../domain/deployments.js';
 import { authOf, requireAuth } from './auth.js';
 import { authErrors, errorResponses, IdParams, security } from './schemas.js';
 import type { HeldStreams } from './held-streams.js';
+import type { DeploymentChanges } from '../domain/deployment-changes.js';
 
 // GET /v1/deployments/:id/events: a deployment's states as server-sent
 // events, from the state it is in now to a final one. Access is checked (and
@@ -15,8 +16,8 @@ import type { HeldStreams } from './held-streams.js';
 
 export interface DeploymentEventOptions {
   prisma: Db;
-  /** How often the row is read (TETHER_DEPLOYMENT_WATCH_MS). */
-  pollMs: number;
+  /** When the row is read again (a NOTIFY of its id, the shared sweep). */
+  changes: DeploymentChanges;
   /** A comment line this often keeps proxies from closing a quiet stream. */
   keepAliveMs?: number;
   /** Where each stream is held by its token (capped, ended on revocation). */
@@ -26,7 +27,7 @@ export interface DeploymentEventOptions {
 /** One SSE frame; `data` is a single JSON line, so it never needs splitting. */
 const frame = (event: string, id: number, data: unknown) => `event: ${event}\nid: ${id}\ndata: ${JSON.stringify(data)}\n\n`;
 
-export const deploymentEventRoutes: FastifyPluginAsyncTypebox<DeploymentEventOptions> = async (app, { prisma, pollMs, keepAliveMs = 15_000, held }) => {
+export const deploymentEventRoutes: FastifyPluginAsyncTypebox<DeploymentEventOptions> = async (app, { prisma, changes, keepAliveMs = 15_000, held }) => {
   // Open streams end when the panel closes (a hijacked reply would otherwise hold the server open).
   const open = new Set<AbortController>();
   app.addHook('preClose', async () => open.forEach((c) => c.abort()));
@@ -71,7 +72,7 @@ export const deploymentEventRoutes: FastifyPluginAsyncTypebox<DeploymentEventOpt
       let seq = 0;
       let ended = false;
       try {
-        for await (const row of watchDeployment(prisma, first, { pollMs, signal: controller.signal })) {
+        for await (const row of watchDeployment(prisma, first, { changes, signal: controller.signal })) {
           const final = isFinal(row.status);
           res.write(frame('deployment', ++seq, { ...presentDeployment(row), final }));
           if (final) ended = true;

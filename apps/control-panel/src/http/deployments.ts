@@ -5,6 +5,7 @@ import { DeploymentStatus } from '../generated/prisma/enums.js';
 import { authOf, requireAuth } from './auth.js';
 import { authErrors, errorResponses, IdParams, NullableTimestamp, security, Timestamp } from './schemas.js';
 import type { HeldStreams } from './held-streams.js';
+import type { DeploymentChanges } from '../domain/deployment-changes.js';
 import { AppError } from '../errors.js';
 import { createDeployment, getDeployment, listServiceDeployments, presentDeployment } from '../domain/deployments.js';
 import type { ApiDeps } from '../domain/api-deps.js';
@@ -42,8 +43,7 @@ const DeploymentSchema = Type.Object({
 export const MAX_DEPLOY_WAIT_SECONDS = 600;
 
 /** Deployments: record one of a service's current spec, read them back. */
-export const deploymentRoutes: FastifyPluginAsyncTypebox<ApiDeps & { watchPollMs?: number; held: HeldStreams }> = async (app, deps) => {
-  const watchPollMs = deps.watchPollMs ?? 250;
+export const deploymentRoutes: FastifyPluginAsyncTypebox<ApiDeps & { changes: DeploymentChanges; held: HeldStreams }> = async (app, deps) => {
   app.post(
     '/services/:id/deployments',
     {
@@ -89,7 +89,7 @@ export const deploymentRoutes: FastifyPluginAsyncTypebox<ApiDeps & { watchPollMs
         const { httpStatus, deployment } = await createDeployment(deps, auth, request.params.id);
         const row = await deps.prisma.deployment.findUnique({ where: { id: deployment.id } });
         if (!row) return reply.status(httpStatus).send({ ...deployment, final: isFinal(deployment.status) });
-        const now = await waitUntilFinal(deps.prisma, row, wait * 1000, watchPollMs, stop.signal);
+        const now = await waitUntilFinal(deps.prisma, row, wait * 1000, deps.changes, stop.signal);
         if (revoked) throw new AppError('UNAUTHORIZED', 'the token was revoked while waiting; the deployment goes on');
         const final = isFinal(now.status);
         return reply.status(final ? 200 : 202).send({ ...presentDeployment(now), final });

@@ -15,6 +15,8 @@ import { sqlOf, type Db } from '../db/database.js';
 // issue 10); the pool is the fallback while LISTEN reconnects.
 
 export const CHANNEL = 'tether_panels';
+/** Every write of a `deployments` row NOTIFYs its id here (a trigger: any panel, any version). */
+export const DEPLOYMENTS_CHANNEL = 'tether_deployments';
 /** Under PostgreSQL's 8,000-byte NOTIFY payload limit, with room for the prefix. */
 const MAX_PAYLOAD = 7_000;
 
@@ -43,6 +45,8 @@ export interface Signal {
 
 export interface PanelSignalEvents {
   signal: [Signal];
+  /** A deployment row was written (by any panel): its id. */
+  deployment: [string];
   /** LISTEN is (again) in place: what was sent meanwhile is lost; rescan. */
   connected: [];
 }
@@ -168,6 +172,7 @@ export class PanelSignals extends EventEmitter<PanelSignalEvents> {
     client.on('error', lost);
     client.on('end', () => lost());
     client.on('notification', (n) => {
+      if (n.channel === DEPLOYMENTS_CHANNEL && n.payload) return void this.emit('deployment', n.payload);
       if (n.channel !== CHANNEL || !n.payload) return;
       const signal = parseSignal(n.payload);
       if (signal) this.emit('signal', signal);
@@ -175,6 +180,7 @@ export class PanelSignals extends EventEmitter<PanelSignalEvents> {
     try {
       await client.connect();
       await client.query(`LISTEN ${CHANNEL}`);
+      await client.query(`LISTEN ${DEPLOYMENTS_CHANNEL}`);
     } catch (err) {
       client.removeAllListeners('end');
       await client.end().catch(() => {});
