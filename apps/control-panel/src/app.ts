@@ -21,6 +21,7 @@ import { edgeServerOptions, installJsonBodyParser, refuseCappedConnections, refu
 import { installErrorHandler } from './http/error-handler.js';
 import { healthRoutes } from './http/health.js';
 import { HeldStreams } from './http/held-streams.js';
+import { installRateLimits } from './http/rate-limits.js';
 import { DeploymentChanges } from './domain/deployment-changes.js';
 import { internalLogRoutes } from './http/internal-logs.js';
 import { internalReportRoutes } from './http/internal-reports.js';
@@ -137,6 +138,8 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     cacheMs: deps.config.tokenCacheMs,
     outbox,
   });
+  // Before every route (they are counted in onRequest, before a token is looked up).
+  const signInLimit = await installRateLimits(app, deps.config.http.rateLimits, (hash) => app.authenticator.knows(hash));
 
   const store = new OutboxSessionStore(deps.prisma, outbox, db.connectTimeoutMs + db.queryTimeoutMs);
   const agents = createAgentSide({
@@ -352,6 +355,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     fleet,
     publicUrl: deps.config.publicUrl,
     dbDeadlineMs: deps.config.dashboard.dbDeadlineMs,
+    signInLimit,
     onSignedOut: (claim) => events.emit('cookie.signed-out', { cookieId: claim.id, expiresAtMs: claim.expiresAt * 1000 }),
   });
   return app;

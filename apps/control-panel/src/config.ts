@@ -42,6 +42,14 @@ const EnvSchema = Type.Object({
   TETHER_MAX_CONNECTIONS_PER_ADDRESS: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1_000 }),
   /** A request (headers and body) not received within this is answered 408 REQUEST_TIMEOUT and closed. */
   TETHER_BODY_TIMEOUT_MS: Ms(30_000, 100),
+  /** The window of the request rate limits below. */
+  TETHER_RATE_LIMIT_WINDOW_MS: Ms(60_000, 1_000),
+  /** Requests per window with one bearer token this panel verified lately. */
+  TETHER_RATE_LIMIT_PER_TOKEN: Type.Integer({ minimum: 1, maximum: 100_000_000, default: 6_000 }),
+  /** Requests per window from one address without such a token (none, unknown, wrong, the fleet page's cookie). */
+  TETHER_RATE_LIMIT_UNAUTHENTICATED: Type.Integer({ minimum: 1, maximum: 100_000_000, default: 600 }),
+  /** Fleet-page sign-ins per window from one address. */
+  TETHER_SIGN_IN_RATE_LIMIT: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 20 }),
   TETHER_TOKEN_LAST_USED_FLUSH_MS: Ms(10_000),
   /** `?wait=` waits and deployment event streams one token may hold at once (429 STREAMS_EXHAUSTED past it). */
   TETHER_STREAMS_PER_TOKEN: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 100 }),
@@ -108,6 +116,7 @@ export interface PanelConfig {
   http: {
     maxConnectionsPerAddress: number;
     bodyTimeoutMs: number;
+    rateLimits: { windowMs: number; perToken: number; unauthenticated: number; signIn: number };
   };
   /** How often API tokens' last-used times are written (in batches). */
   tokenLastUsedFlushMs: number;
@@ -192,7 +201,16 @@ export function loadConfig(env: Record<string, string | undefined>): PanelConfig
     embeddedPgPort: e.TETHER_EMBEDDED_PG_PORT,
     adminToken: e.TETHER_ADMIN_TOKEN,
     logLevel: e.TETHER_LOG_LEVEL,
-    http: { maxConnectionsPerAddress: e.TETHER_MAX_CONNECTIONS_PER_ADDRESS, bodyTimeoutMs: e.TETHER_BODY_TIMEOUT_MS },
+    http: {
+      maxConnectionsPerAddress: e.TETHER_MAX_CONNECTIONS_PER_ADDRESS,
+      bodyTimeoutMs: e.TETHER_BODY_TIMEOUT_MS,
+      rateLimits: {
+        windowMs: e.TETHER_RATE_LIMIT_WINDOW_MS,
+        perToken: e.TETHER_RATE_LIMIT_PER_TOKEN,
+        unauthenticated: e.TETHER_RATE_LIMIT_UNAUTHENTICATED,
+        signIn: e.TETHER_SIGN_IN_RATE_LIMIT,
+      },
+    },
     tokenLastUsedFlushMs: e.TETHER_TOKEN_LAST_USED_FLUSH_MS,
     tokenCacheMs: e.TETHER_TOKEN_CACHE_MS,
     db: {

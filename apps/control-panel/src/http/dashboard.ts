@@ -25,6 +25,8 @@ export interface DashboardOptions {
   dbDeadlineMs: number;
   /** Where the built page is; the dashboard package's dist when absent. */
   distDir?: string;
+  /** The sign-in's own rate limit, an onRequest hook (http/rate-limits.ts). */
+  signInLimit?: (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
   /** A cookie was signed out here (app.ts tells the other panels). */
   onSignedOut?: (claim: Claim) => void;
 }
@@ -122,7 +124,8 @@ export const dashboardRoutes: FastifyPluginAsync<DashboardOptions> = async (app,
     return reply.type(file.type).send(file.body);
   });
 
-  app.post<{ Body: { token: string } }>('/dashboard/api/sign-in', { schema: { hide: true, body: SignInBody } }, async (request, reply) => {
+  const signInConfig = opts.signInLimit ? { onRequest: opts.signInLimit } : {};
+  app.post<{ Body: { token: string } }>('/dashboard/api/sign-in', { schema: { hide: true, body: SignInBody }, ...signInConfig }, async (request, reply) => {
     const hash = hashToken(request.body.token);
     let tokenId = fleet.tokens.idOf(hash);
     if (!tokenId) {
