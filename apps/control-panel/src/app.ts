@@ -14,7 +14,7 @@ import { AppError, ErrorBodySchema } from './errors.js';
 import { authPlugin } from './http/auth.js';
 import { deploymentEventRoutes } from './http/deployment-events.js';
 import { createFleet } from './dashboard/fleet.js';
-import { dashboardRoutes } from './http/dashboard.js';
+import { dashboardRoutes, SECURITY_HEADERS } from './http/dashboard.js';
 import { deploymentRoutes } from './http/deployments.js';
 import { ConnectionCap } from './http/connection-cap.js';
 import { edgeServerOptions, installJsonBodyParser, refuseCappedConnections, refuseContentEncodings, requestDeadlineOptions } from './http/edges.js';
@@ -251,6 +251,17 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     // Remembered for GET /v1/sessions during an outage; a database that is out now just leaves it empty.
     await withDeadline(nodes.read(), db.queryTimeoutMs, 'the database').catch(() => {});
     agents.start();
+  });
+  // Headers on every answer, whatever produced it (a route, the not-found handler, the error handler): HSTS when
+  // the panel is reached over https; the fleet page's security headers on every /dashboard answer.
+  const hsts = deps.config.publicUrl?.startsWith('https:') ? 'max-age=31536000' : undefined;
+  app.addHook('onSend', async (request, reply, payload) => {
+    if (hsts) void reply.header('strict-transport-security', hsts);
+    if (request.url === '/dashboard' || request.url.startsWith('/dashboard/')) {
+      for (const [k, v] of Object.entries(SECURITY_HEADERS)) void reply.header(k, v);
+      if (!reply.getHeader('cache-control')) void reply.header('cache-control', 'no-store');
+    }
+    return payload;
   });
   // A request arriving while the panel stops (a rolling restart) answers 503 NOT_READY, like /readyz, in the API's shape.
   let closing = false;
