@@ -336,7 +336,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   await app.register(serviceRoutes, { prefix: '/v1', ...api });
   await app.register(routeRoutes, { prefix: '/v1', ...api });
   await app.register(deploymentRoutes, { prefix: '/v1', ...api, changes, held });
-  await app.register(logRoutes, { prefix: '/v1', prisma: deps.prisma, registry: agents.registry, relay: agents.logs, held, ...(cluster ? { remoteLogs: cluster.logs } : {}) });
+  await app.register(logRoutes, { prefix: '/v1', prisma: deps.prisma, registry: agents.registry, relay: agents.logs, held, followIdleMs: deps.config.logs.followIdleMs, ...(cluster ? { remoteLogs: cluster.logs } : {}) });
   await app.register(deploymentEventRoutes, { prefix: '/v1', prisma: deps.prisma, changes, held });
   await app.register(sessionRoutes, {
     prefix: '/v1',
@@ -359,7 +359,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       generationOf: (sessionId) => cluster.generationOf(sessionId),
       mayServe: () => cluster.lease.mayServe,
     });
-    await app.register(internalLogRoutes, { prefix: '/internal/v1', ...internal, prisma: deps.prisma, relay: agents.logs });
+    await app.register(internalLogRoutes, { prefix: '/internal/v1', ...internal, prisma: deps.prisma, relay: agents.logs, followIdleMs: deps.config.logs.followIdleMs });
   }
   await app.register(dashboardRoutes, {
     prisma: deps.prisma,

@@ -61,6 +61,8 @@ const EnvSchema = Type.Object({
   TETHER_DEPLOYMENT_SWEEP_MS: Ms(10_000, 100),
   /** Log streams (GET /v1/services/:id/logs) open at once per node. */
   TETHER_LOG_STREAMS_PER_NODE: Type.Integer({ minimum: 1, maximum: 10_000, default: 8 }),
+  /** A log follow that carries no line for this long ends (LOG_FOLLOW_IDLE); keep-alive notices until then. */
+  TETHER_LOG_FOLLOW_IDLE_MS: Ms(3_600_000, 1_000),
   /** Bytes per second one log stream may carry. */
   TETHER_LOG_STREAM_BYTES_PER_SEC: Type.Integer({ minimum: 1024, maximum: 1024 * 1024 * 1024, default: 1024 * 1024 }),
   /** Per stream: credit the agent may hold plus bytes the HTTP client has not taken yet. */
@@ -174,6 +176,7 @@ export interface PanelConfig {
   };
   logs: {
     streamsPerNode: number;
+    followIdleMs: number;
     bytesPerSecond: number;
     windowBytes: number;
   };
@@ -251,6 +254,7 @@ export function loadConfig(env: Record<string, string | undefined>): PanelConfig
     streams: { perToken: e.TETHER_STREAMS_PER_TOKEN, perTeam: e.TETHER_STREAMS_PER_TEAM },
     logs: {
       streamsPerNode: e.TETHER_LOG_STREAMS_PER_NODE,
+      followIdleMs: e.TETHER_LOG_FOLLOW_IDLE_MS,
       bytesPerSecond: e.TETHER_LOG_STREAM_BYTES_PER_SEC,
       windowBytes: e.TETHER_LOG_WINDOW_BYTES,
     },

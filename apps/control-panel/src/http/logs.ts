@@ -28,6 +28,8 @@ export interface LogRoutesOptions {
   remoteLogs?: RemoteLogs;
   /** Where each stream is held by its token, so a revocation ends it. */
   held: HeldStreams;
+  /** A follow without a line for this long ends (TETHER_LOG_FOLLOW_IDLE_MS). */
+  followIdleMs: number;
 }
 
 const REVOKED_REASON = 'the token that opened this stream was revoked';
@@ -54,7 +56,7 @@ export const LogQuery = Type.Object(
   { additionalProperties: false },
 );
 
-export const logRoutes: FastifyPluginAsyncTypebox<LogRoutesOptions> = async (app, { prisma, registry, relay, remoteLogs, held }) => {
+export const logRoutes: FastifyPluginAsyncTypebox<LogRoutesOptions> = async (app, { prisma, registry, relay, remoteLogs, held, followIdleMs }) => {
   app.addHook('preClose', async () => relay.stop());
 
   app.get(
@@ -86,13 +88,13 @@ export const logRoutes: FastifyPluginAsyncTypebox<LogRoutesOptions> = async (app
       const auth = authOf(request);
       const service = await prisma.service.findFirst({
         where: { id, ...teamScope(auth) },
-        select: { id: true, name: true, nodeId: true, node: { select: { name: true } } },
+        select: { id: true, name: true, teamId: true, nodeId: true, node: { select: { name: true } } },
       });
       if (!service) throw new AppError('NOT_FOUND', 'no such service');
       const logRequest = logRequestOf(service.id, request.query);
       const session = registry.get(service.nodeId);
       if (session) {
-        const stop = serveLocalLogs(reply, relay, session, service.node.name, logRequest);
+        const stop = serveLocalLogs(reply, relay, session, service.node.name, logRequest, { teamId: service.teamId, followIdleMs });
         const h = held.hold(auth, 'logs', () => stop(LOG_STREAM_END_CODES.TOKEN_REVOKED, REVOKED_REASON));
         reply.raw.once('close', () => held.release(h));
         return;
@@ -138,6 +140,7 @@ export function serveLocalLogs(
   session: AgentSession,
   nodeName: string,
   request: LogRequest,
+  bounds: { teamId: string; followIdleMs: number },
 ): (code: string, reason: string) => void {
   if (!session.hasCapability(CAPABILITIES.LOGS)) {
     throw new AppError('LOGS_NOT_SUPPORTED', `the agent on node ${nodeName} (version ${session.agentVersion}) does not stream logs`);
@@ -145,9 +148,24 @@ export function serveLocalLogs(
   const res = reply.raw;
   const write = (value: unknown) => res.write(`${JSON.stringify(value)}\n`);
   let done = false;
+  // A follow that carries no line for followIdleMs ends (LOG_FOLLOW_IDLE); until then a notice line every quarter
+  // of it (at most 30 s) tells the client and any proxy between that the stream is alive.
+  let idle: NodeJS.Timeout | undefined;
+  let keepAlive: NodeJS.Timeout | undefined;
+  const quiet = () => {
+    clearTimeout(idle);
+    clearInterval(keepAlive);
+  };
+  const armIdle = () => {
+    if (!request.follow || done) return;
+    quiet();
+    idle = setTimeout(() => relay.end(stream, LOG_STREAM_END_CODES.LOG_FOLLOW_IDLE, `no line for ${bounds.followIdleMs} ms (TETHER_LOG_FOLLOW_IDLE_MS); follow again`), bounds.followIdleMs);
+    keepAlive = setInterval(() => write({ type: 'notice', code: LOG_STREAM_END_CODES.LOG_KEEPALIVE, reason: 'no new lines yet' }), Math.min(30_000, bounds.followIdleMs / 4));
+  };
   const stream = relay.open(session, request, {
     lines(lines, taken) {
       if (done) return;
+      armIdle();
       const text = lines
         .map((l) => JSON.stringify({ type: 'log', replica: l.replica, containerId: l.containerId, stream: l.stream, time: l.time, text: sanitizeText(l.text) }))
         .join('\n');
@@ -160,19 +178,22 @@ export function serveLocalLogs(
     end(code, reason) {
       if (done) return;
       done = true;
+      quiet();
       res.end(`${JSON.stringify({ type: 'end', code, reason })}\n`);
     },
-  });
+  }, bounds.teamId);
   reply.hijack();
   res.writeHead(200, { 'content-type': 'application/x-ndjson; charset=utf-8', 'cache-control': 'no-store', 'x-accel-buffering': 'no' });
   // Headers now: a follow on a quiet service has no line to carry them for a while.
   res.flushHeaders();
   // The client left (or the connection broke): the agent stops reading.
   res.once('close', () => {
+    quiet();
     if (!done) {
       done = true;
       relay.close(stream);
     }
   });
+  armIdle();
   return (code, reason) => relay.end(stream, code, reason);
 }
