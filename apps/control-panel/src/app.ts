@@ -22,12 +22,15 @@ import { authPlugin } from './http/auth.js';
 import { deploymentEventRoutes } from './http/deployment-events.js';
 import { createFleet } from './dashboard/fleet.js';
 import { cliDownloadRoutes } from './http/cli-download.js';
-import { dashboardRoutes } from './http/dashboard.js';
+import { dashboardRoutes, SECURITY_HEADERS } from './http/dashboard.js';
 import { deploymentRoutes } from './http/deployments.js';
 import { ConnectionCap } from './http/connection-cap.js';
 import { edgeServerOptions, installJsonBodyParser, refuseCappedConnections, refuseContentEncodings, requestDeadlineOptions } from './http/edges.js';
 import { installErrorHandler } from './http/error-handler.js';
 import { healthRoutes } from './http/health.js';
+import { HeldStreams } from './http/held-streams.js';
+import { installRateLimits } from './http/rate-limits.js';
+import { DeploymentChanges } from './domain/deployment-changes.js';
 import { internalLogRoutes } from './http/internal-logs.js';
 import { internalReportRoutes } from './http/internal-reports.js';
 import { logRoutes } from './http/logs.js';
@@ -89,6 +92,10 @@ declare module 'fastify' {
     nodeAuthenticator: NodeAuthenticator;
     /** Connections per source address before authentication (tests read what each address holds). */
     connectionCap: ConnectionCap;
+    /** Which watched deployments changed (NOTIFY, rescan, sweep), for tests. */
+    deploymentChanges: DeploymentChanges;
+    /** What each token holds open (waits, event streams, log follows), for tests. */
+    heldStreams: HeldStreams;
     /** This panel among the panels sharing the database (undefined without a database URL). */
     cluster: PanelCluster | undefined;
   }
@@ -149,6 +156,8 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     cacheMs: deps.config.tokenCacheMs,
     outbox,
   });
+  // Before every route (they are counted in onRequest, before a token is looked up).
+  const signInLimit = await installRateLimits(app, deps.config.http.rateLimits, (hash) => app.authenticator.knows(hash));
 
   const store = new OutboxSessionStore(deps.prisma, outbox, db.connectTimeoutMs + db.queryTimeoutMs);
   // Several panels on one database: lease, claims before welcome, signals, shared reports, dispatch across panels.
@@ -204,6 +213,45 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     dispatcher = cross;
   }
   app.decorate('cluster', cluster);
+  // Deployment watchers wake when their row is written (NOTIFY from a trigger), not on a timer.
+  const changes = new DeploymentChanges(deps.prisma, {
+    sweepMs: deps.config.deployments.sweepMs,
+    pollMs: deps.config.deployments.watchPollMs,
+    logger: app.log,
+  });
+  if (cluster) {
+    const { signals } = cluster;
+    changes.listening = () => signals.listening;
+    signals.on('deployment', (id) => changes.changed([id]));
+    signals.on('connected', () => changes.rescan());
+  }
+  app.decorate('deploymentChanges', changes);
+  app.addHook('onReady', async () => changes.start());
+  app.addHook('preClose', async () => changes.stop());
+  // A revoked token, here or (signalled) on another panel: its streams and waits end, no cache honours it.
+  const held = new HeldStreams(deps.config.streams);
+  app.decorate('heldStreams', held);
+  events.on('token.revoked', ({ tokenId }) => {
+    held.revoke(tokenId);
+    app.authenticator.forget(tokenId);
+    fleet.tokens.forget(tokenId);
+    fleet.feed.recheck();
+  });
+  events.on('cookie.signed-out', ({ cookieId, expiresAtMs }) => {
+    fleet.signedOut.note(cookieId, expiresAtMs);
+    fleet.feed.recheck();
+  });
+  async function recheckHeld(): Promise<void> {
+    const ids = held.tokenIds();
+    if (ids.length > 0) {
+      const revoked = await deps.prisma.apiToken.findMany({ where: { id: { in: ids }, revokedAt: { not: null } }, select: { id: true } });
+      for (const { id } of revoked) events.emit('token.revoked', { tokenId: id, remote: true });
+    }
+    await Promise.all([fleet.tokens.refresh(), fleet.signedOut.refresh()]);
+    fleet.feed.recheck();
+  }
+  // Revocations signalled while LISTEN was down: the tokens holding streams here are read again.
+  cluster?.signals.on('connected', () => void recheckHeld().catch((err: unknown) => app.log.warn({ err }, 'revocation rescan failed')));
   // No internal URL configured: the address this panel listens on (unless a wildcard, which no other panel can dial).
   app.addHook('onListen', async () => {
     const address = app.server.address();
@@ -224,6 +272,17 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   // Every answer names the panel's version: the CLI refuses a panel it does not fit before trusting an answer.
   app.addHook('onRequest', async (_request, reply) => {
     reply.header(PANEL_VERSION_HEADER, PANEL_VERSION);
+  });
+  // Headers on every answer, whatever produced it (a route, the not-found handler, the error handler): HSTS when
+  // the panel is reached over https; the fleet page's security headers on every /dashboard answer.
+  const hsts = deps.config.publicUrl?.startsWith('https:') ? 'max-age=31536000' : undefined;
+  app.addHook('onSend', async (request, reply, payload) => {
+    if (hsts) void reply.header('strict-transport-security', hsts);
+    if (request.url === '/dashboard' || request.url.startsWith('/dashboard/')) {
+      for (const [k, v] of Object.entries(SECURITY_HEADERS)) void reply.header(k, v);
+      if (!reply.getHeader('cache-control')) void reply.header('cache-control', 'no-store');
+    }
+    return payload;
   });
   // A request arriving while the panel stops (a rolling restart) answers 503 NOT_READY, like /readyz, in the API's shape.
   let closing = false;
@@ -321,9 +380,9 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   });
   app.addHook('onReady', async () => auditRetention.start());
   app.addHook('preClose', async () => auditRetention.stop());
-  await app.register(deploymentRoutes, { prefix: '/v1', ...api, watchPollMs: deps.config.deployments.watchPollMs });
-  await app.register(logRoutes, { prefix: '/v1', prisma: deps.prisma, registry: agents.registry, relay: agents.logs, ...(cluster ? { remoteLogs: cluster.logs } : {}) });
-  await app.register(deploymentEventRoutes, { prefix: '/v1', prisma: deps.prisma, pollMs: deps.config.deployments.watchPollMs });
+  await app.register(deploymentRoutes, { prefix: '/v1', ...api, changes, held });
+  await app.register(logRoutes, { prefix: '/v1', prisma: deps.prisma, registry: agents.registry, relay: agents.logs, held, followIdleMs: deps.config.logs.followIdleMs, ...(cluster ? { remoteLogs: cluster.logs } : {}) });
+  await app.register(deploymentEventRoutes, { prefix: '/v1', prisma: deps.prisma, changes, held });
   await app.register(sessionRoutes, {
     prefix: '/v1',
     prisma: deps.prisma,
@@ -345,8 +404,15 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       generationOf: (sessionId) => cluster.generationOf(sessionId),
       mayServe: () => cluster.lease.mayServe,
     });
-    await app.register(internalLogRoutes, { prefix: '/internal/v1', ...internal, prisma: deps.prisma, relay: agents.logs });
+    await app.register(internalLogRoutes, { prefix: '/internal/v1', ...internal, prisma: deps.prisma, relay: agents.logs, followIdleMs: deps.config.logs.followIdleMs });
   }
-  await app.register(dashboardRoutes, { prisma: deps.prisma, fleet, publicUrl: deps.config.publicUrl, dbDeadlineMs: deps.config.dashboard.dbDeadlineMs });
+  await app.register(dashboardRoutes, {
+    prisma: deps.prisma,
+    fleet,
+    publicUrl: deps.config.publicUrl,
+    dbDeadlineMs: deps.config.dashboard.dbDeadlineMs,
+    signInLimit,
+    onSignedOut: (claim) => events.emit('cookie.signed-out', { cookieId: claim.id, expiresAtMs: claim.expiresAt * 1000 }),
+  });
   return app;
 }

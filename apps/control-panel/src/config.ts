@@ -52,11 +52,27 @@ const EnvSchema = Type.Object({
   TETHER_MAX_CONNECTIONS_PER_ADDRESS: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1_000 }),
   /** A request (headers and body) not received within this is answered 408 REQUEST_TIMEOUT and closed. */
   TETHER_BODY_TIMEOUT_MS: Ms(30_000, 100),
+  /** The window of the request rate limits below. */
+  TETHER_RATE_LIMIT_WINDOW_MS: Ms(60_000, 1_000),
+  /** Requests per window with one bearer token this panel verified lately. */
+  TETHER_RATE_LIMIT_PER_TOKEN: Type.Integer({ minimum: 1, maximum: 100_000_000, default: 6_000 }),
+  /** Requests per window from one address without such a token (none, unknown, wrong, the fleet page's cookie). */
+  TETHER_RATE_LIMIT_UNAUTHENTICATED: Type.Integer({ minimum: 1, maximum: 100_000_000, default: 600 }),
+  /** Fleet-page sign-ins per window from one address. */
+  TETHER_SIGN_IN_RATE_LIMIT: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 20 }),
   TETHER_TOKEN_LAST_USED_FLUSH_MS: Ms(10_000),
-  /** How often a deployment being waited on (?wait=, /events) is read again. */
+  /** `?wait=` waits and deployment event streams one token may hold at once (429 STREAMS_EXHAUSTED past it). */
+  TETHER_STREAMS_PER_TOKEN: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 100 }),
+  /** The same, over all of one team's tokens. */
+  TETHER_STREAMS_PER_TEAM: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 500 }),
+  /** The shared re-read of watched deployments (?wait=, /events) while their NOTIFY signals cannot be heard. */
   TETHER_DEPLOYMENT_WATCH_MS: Ms(250),
+  /** The same while signals are heard: one query for every watched deployment, for a signal that was missed. */
+  TETHER_DEPLOYMENT_SWEEP_MS: Ms(10_000, 100),
   /** Log streams (GET /v1/services/:id/logs) open at once per node. */
   TETHER_LOG_STREAMS_PER_NODE: Type.Integer({ minimum: 1, maximum: 10_000, default: 8 }),
+  /** A log follow that carries no line for this long ends (LOG_FOLLOW_IDLE); keep-alive notices until then. */
+  TETHER_LOG_FOLLOW_IDLE_MS: Ms(3_600_000, 1_000),
   /** Bytes per second one log stream may carry. */
   TETHER_LOG_STREAM_BYTES_PER_SEC: Type.Integer({ minimum: 1024, maximum: 1024 * 1024 * 1024, default: 1024 * 1024 }),
   /** Per stream: credit the agent may hold plus bytes the HTTP client has not taken yet. */
@@ -116,6 +132,7 @@ export interface PanelConfig {
   http: {
     maxConnectionsPerAddress: number;
     bodyTimeoutMs: number;
+    rateLimits: { windowMs: number; perToken: number; unauthenticated: number; signIn: number };
   };
   /** How often API tokens' last-used times are written (in batches). */
   tokenLastUsedFlushMs: number;
@@ -165,9 +182,15 @@ export interface PanelConfig {
   };
   deployments: {
     watchPollMs: number;
+    sweepMs: number;
+  };
+  streams: {
+    perToken: number;
+    perTeam: number;
   };
   logs: {
     streamsPerNode: number;
+    followIdleMs: number;
     bytesPerSecond: number;
     windowBytes: number;
   };
@@ -201,7 +224,16 @@ export function loadConfig(env: Record<string, string | undefined>): PanelConfig
     },
     logLevel: e.TETHER_LOG_LEVEL,
     logFormat: e.TETHER_LOG_FORMAT,
-    http: { maxConnectionsPerAddress: e.TETHER_MAX_CONNECTIONS_PER_ADDRESS, bodyTimeoutMs: e.TETHER_BODY_TIMEOUT_MS },
+    http: {
+      maxConnectionsPerAddress: e.TETHER_MAX_CONNECTIONS_PER_ADDRESS,
+      bodyTimeoutMs: e.TETHER_BODY_TIMEOUT_MS,
+      rateLimits: {
+        windowMs: e.TETHER_RATE_LIMIT_WINDOW_MS,
+        perToken: e.TETHER_RATE_LIMIT_PER_TOKEN,
+        unauthenticated: e.TETHER_RATE_LIMIT_UNAUTHENTICATED,
+        signIn: e.TETHER_SIGN_IN_RATE_LIMIT,
+      },
+    },
     tokenLastUsedFlushMs: e.TETHER_TOKEN_LAST_USED_FLUSH_MS,
     tokenCacheMs: e.TETHER_TOKEN_CACHE_MS,
     db: {
@@ -237,9 +269,12 @@ export function loadConfig(env: Record<string, string | undefined>): PanelConfig
     },
     deployments: {
       watchPollMs: e.TETHER_DEPLOYMENT_WATCH_MS,
+      sweepMs: e.TETHER_DEPLOYMENT_SWEEP_MS,
     },
+    streams: { perToken: e.TETHER_STREAMS_PER_TOKEN, perTeam: e.TETHER_STREAMS_PER_TEAM },
     logs: {
       streamsPerNode: e.TETHER_LOG_STREAMS_PER_NODE,
+      followIdleMs: e.TETHER_LOG_FOLLOW_IDLE_MS,
       bytesPerSecond: e.TETHER_LOG_STREAM_BYTES_PER_SEC,
       windowBytes: e.TETHER_LOG_WINDOW_BYTES,
     },

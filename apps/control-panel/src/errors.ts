@@ -41,6 +41,7 @@ export const ERROR_CATALOG = defineErrorCatalog({
   UNSUPPORTED_ENCODING: { status: 415, message: 'send the body without Content-Encoding (identity only)' },
   RATE_LIMITED: { status: 429, message: 'too many requests' },
   TOO_MANY_CONNECTIONS: { status: 429, message: 'this address holds the most connections the panel allows one address; close one and retry' },
+  STREAMS_EXHAUSTED: { status: 429, message: 'this token or its team holds the most waits and event streams allowed at once; end one first' },
   LOG_STREAMS_EXHAUSTED: { status: 429, message: "the node serves its most log streams at once; try again when one ends" },
   HEADERS_TOO_LARGE: { status: 431, message: 'the request headers are too large' },
   INTERNAL: { status: 500, message: 'internal error' },

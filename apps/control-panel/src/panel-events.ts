@@ -11,6 +11,10 @@ export interface PanelEventMap {
   'workloads.changed': [{ nodeId: string; reason: string; remote?: boolean }];
   /** An operator decommissioned a node: close its session, refuse its token. */
   'node.decommissioned': [{ nodeId: string }];
+  /** A token was revoked (here, or on another panel: `remote`): everything it holds ends, its caches forget it. */
+  'token.revoked': [{ tokenId: string; remote?: boolean }];
+  /** A fleet-page cookie was signed out (here, or on another panel): no panel accepts it again. */
+  'cookie.signed-out': [{ cookieId: string; expiresAtMs: number; remote?: boolean }];
 }
 
 export class PanelEvents extends EventEmitter<PanelEventMap> {}

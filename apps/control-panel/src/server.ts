@@ -60,6 +60,8 @@ export async function startPanel(config: PanelConfig, options: StartOptions = {}
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
     embeddedPort: config.embeddedPgPort,
+    // The pool's bounds are the configured ones (without them a frozen database took the defaults' 10 s).
+    limits: config.db,
     log: { info: (m) => log?.info(m), warn: (m) => log?.warn(m) },
   });
   log?.info({ embedded: Boolean(db.embedded), applied: db.migrations.applied }, 'database ready');

@@ -83,7 +83,7 @@ describe('fleet page API', () => {
   it('sets a host-only, HttpOnly, SameSite=Strict cookie with an expiry that holds no token', async () => {
     const res = await signIn(panel.operatorToken);
     const header = res.headers.get('set-cookie')!;
-    expect(header).toMatch(/^tether_dashboard=v1\.[^;]+; Path=\/; Max-Age=43200; HttpOnly; SameSite=Strict$/);
+    expect(header).toMatch(/^tether_dashboard=v2\.[^;]+; Path=\/; Max-Age=43200; HttpOnly; SameSite=Strict$/);
     expect(header).not.toContain('Domain');
     expect(header).not.toContain(panel.operatorToken);
     expect(res.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");

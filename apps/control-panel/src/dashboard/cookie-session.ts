@@ -1,13 +1,18 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 
-// The fleet page's sign-in cookie: a claim "operator token <id> until <exp>"
-// with an HMAC-SHA256 over it. It never holds the token. Any panel with the
-// same key can check it without the database; it is valid only while the
-// token is in the cached list of valid operator tokens (see operator-tokens.ts).
+// The fleet page's sign-in cookie: a claim "cookie <id> of operator token
+// <id> until <exp>" with an HMAC-SHA256 over it. It never holds the token. Any
+// panel with the same key can check it without the database; it is valid only
+// while the token is in the cached list of valid operator tokens (see
+// operator-tokens.ts) and its own id has not been signed out
+// (signed-out-cookies.ts). v2 added the cookie's id: a v1 cookie (no id, so no
+// way to sign it out alone) is no longer accepted; its holder signs in again.
 
-const VERSION = 'v1';
+const VERSION = 'v2';
 
 export interface Claim {
+  /** Random per sign-in: what signing out records. */
+  id: string;
   tokenId: string;
   /** Seconds since epoch. */
   expiresAt: number;
@@ -37,8 +42,8 @@ export class CookieSessions {
   }
 
   sign(tokenId: string, now = Date.now()): { value: string; claim: Claim } {
-    const claim = { tokenId, expiresAt: Math.floor((now + this.options.ttlMs) / 1000) };
-    const payload = `${VERSION}.${tokenId}.${claim.expiresAt}`;
+    const claim = { id: randomBytes(12).toString('base64url'), tokenId, expiresAt: Math.floor((now + this.options.ttlMs) / 1000) };
+    const payload = `${VERSION}.${claim.id}.${tokenId}.${claim.expiresAt}`;
     return { value: `${payload}.${this.mac(payload)}`, claim };
   }
 
@@ -46,15 +51,15 @@ export class CookieSessions {
   verify(value: string | undefined, now = Date.now()): Claim | null {
     if (!value || value.length > 300) return null;
     const parts = value.split('.');
-    if (parts.length !== 4 || parts[0] !== VERSION) return null;
-    const [, tokenId, exp, mac] = parts as [string, string, string, string];
-    if (!/^[A-Za-z0-9_-]{1,64}$/.test(tokenId) || !/^\d{1,12}$/.test(exp)) return null;
-    const expected = Buffer.from(this.mac(`${VERSION}.${tokenId}.${exp}`));
+    if (parts.length !== 5 || parts[0] !== VERSION) return null;
+    const [, id, tokenId, exp, mac] = parts as [string, string, string, string, string];
+    if (!/^[A-Za-z0-9_-]{16}$/.test(id) || !/^[A-Za-z0-9_-]{1,64}$/.test(tokenId) || !/^\d{1,12}$/.test(exp)) return null;
+    const expected = Buffer.from(this.mac(`${VERSION}.${id}.${tokenId}.${exp}`));
     const given = Buffer.from(mac);
     if (given.length !== expected.length || !timingSafeEqual(given, expected)) return null;
     const expiresAt = Number(exp);
     if (expiresAt * 1000 <= now) return null;
-    return { tokenId, expiresAt };
+    return { id, tokenId, expiresAt };
   }
 
   /** The Set-Cookie header that signs in. */

@@ -91,11 +91,16 @@ export class FleetFeed {
     }
   }
 
-  /** One batch: the rows that changed, the last-frame times that moved, the nodes that went away. */
-  tick(): void {
+  /** Ends the streams no longer allowed (a token revoked, a cookie signed out) now, not at the next batch. */
+  recheck(): void {
     for (const client of [...this.clients]) {
       if (!client.allowed()) this.drop(client, 'signed_out');
     }
+  }
+
+  /** One batch: the rows that changed, the last-frame times that moved, the nodes that went away. */
+  tick(): void {
+    this.recheck();
     if (this.clients.size === 0) return;
     const rows = this.options.rows();
     const changed: FleetRow[] = [];

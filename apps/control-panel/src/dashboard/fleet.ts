@@ -4,12 +4,13 @@ import type { Db } from '../db/database.js';
 import type { PanelMetrics } from '../panel-metrics.js';
 import type { RoutingView } from '../routing/routing-reconciler.js';
 import type { SessionRegistry } from '../sessions/registry.js';
-import { CookieSessions } from './cookie-session.js';
+import { CookieSessions, type Claim } from './cookie-session.js';
 import { FleetFeed } from './fleet-feed.js';
 import { fleetRows, type FleetRow, type RowSources } from './fleet-rows.js';
 import { NodeDirectory, seenNode, type DirectoryNode } from '../node-health/node-directory.js';
 import type { ClusterProof } from '../node-health/node-health.js';
 import { OperatorTokens } from './operator-tokens.js';
+import { SignedOutCookies } from './signed-out-cookies.js';
 
 // Session health for people and for Prometheus, made in one place: the node
 // directory (database facts, cached), the rows (directory + connected map),
@@ -20,6 +21,9 @@ export interface Fleet {
   directory: NodeDirectory;
   tokens: OperatorTokens;
   cookies: CookieSessions;
+  signedOut: SignedOutCookies;
+  /** A cookie's claim that is still good: its token valid, the cookie not signed out, not expired. */
+  accepts(claim: Claim): boolean;
   feed: FleetFeed;
   sources: RowSources;
   rows(): FleetRow[];
@@ -46,6 +50,7 @@ export function createFleet(deps: {
   const d = config.dashboard;
   const directory = new NodeDirectory(deps.prisma, deps.logger, d.fleetRefreshMs);
   const tokens = new OperatorTokens(deps.prisma, deps.logger, d.fleetRefreshMs);
+  const signedOut = new SignedOutCookies(deps.prisma, deps.logger, d.fleetRefreshMs);
   const publicUrl = config.publicUrl ?? `http://${config.host}:${config.port}`;
   const cookies = new CookieSessions({ secret: d.secret, ttlMs: d.cookieTtlMs, secure: publicUrl.startsWith('https:') });
   const sources: RowSources = {
@@ -81,6 +86,8 @@ export function createFleet(deps: {
     directory,
     tokens,
     cookies,
+    signedOut,
+    accepts: (claim) => claim.expiresAt * 1000 > Date.now() && tokens.valid(claim.tokenId) && !signedOut.has(claim.id),
     feed,
     sources,
     rows,
@@ -89,6 +96,7 @@ export function createFleet(deps: {
       deps.registry.on('closed', invalidate);
       directory.start();
       tokens.start();
+      signedOut.start();
     },
     async stop() {
       deps.registry.off('opened', opened);
@@ -96,7 +104,7 @@ export function createFleet(deps: {
       await feed.stop();
       // A read hanging on a database that does not answer must not hold the panel's shutdown beyond the page's deadline.
       const bound = new Promise<void>((resolve) => setTimeout(resolve, d.dbDeadlineMs).unref());
-      await Promise.race([Promise.all([directory.stop(), tokens.stop()]), bound]);
+      await Promise.race([Promise.all([directory.stop(), tokens.stop(), signedOut.stop()]), bound]);
     },
   };
 }

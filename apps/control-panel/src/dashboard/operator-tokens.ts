@@ -37,6 +37,12 @@ export class OperatorTokens {
     this.loaded = true;
   }
 
+  /** Revoked (signalled before the next refresh would tell): its cookie sessions end at once. */
+  forget(tokenId: string): void {
+    if (!this.ids.delete(tokenId)) return;
+    for (const [hash, id] of this.byHash) if (id === tokenId) this.byHash.delete(hash);
+  }
+
   /** Is this token id a valid operator token (as of the last refresh)? */
   valid(tokenId: string): boolean {
     return this.ids.has(tokenId);

@@ -106,11 +106,20 @@ export async function withDeadline<T>(work: Promise<T>, ms: number, what: string
  */
 export class DbHealth {
   private downAt: number | null = null;
+  /** Statements sent on the pool (a test or bench proves idle work costs none by counting them). */
+  statements = 0;
+  /** Statements that read or write `deployments` (idle deployment watchers must cost none). */
+  deploymentStatements = 0;
 
   constructor(private readonly windowMs = 1_000) {}
 
   up(): void {
     this.downAt = null;
+  }
+
+  sent(text: unknown): void {
+    this.statements++;
+    if (typeof text === 'string' && text.includes('"deployments"')) this.deploymentStatements++;
   }
 
   down(): void {

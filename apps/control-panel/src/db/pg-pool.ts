@@ -49,6 +49,8 @@ class BoundedClient extends pg.Client {
 
   // node-postgres overloads query (callback, promise, submittable); only the error path is wrapped.
   override query(...args: unknown[]): never {
+    const first = args[0];
+    this.health?.sent(typeof first === 'object' && first !== null && 'text' in first ? (first as { text: unknown }).text : first);
     const last = args[args.length - 1];
     if (typeof last === 'function') {
       args[args.length - 1] = (err: Error | null, result?: unknown) => {

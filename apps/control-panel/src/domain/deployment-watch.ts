@@ -4,13 +4,13 @@ import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
 import { teamScope, type AuthContext } from './access.js';
 import type { presentDeployment } from './deployments.js';
-import { setTimeout as delay } from 'node:timers/promises';
+import { fingerprint, type DeploymentChanges } from './deployment-changes.js';
 
 // Watching a deployment until it is final. The row is the truth (whichever
-// panel received the agent's deploy.result wrote it), so a watcher polls the
-// row at a configurable interval (TETHER_DEPLOYMENT_WATCH_MS) and reports each
-// change. Polling one indexed row a few times a second per watcher is cheap,
-// and it stays right when several panels share the database.
+// panel received the agent's deploy.result wrote it), so a watcher reads it
+// again each time DeploymentChanges says it may have changed (a NOTIFY of its
+// id, a rescan, the shared sweep) and reports each change. Between changes a
+// watcher costs no query (2,000 watchers polling every 250 ms held the pool).
 
 /** States a deployment does not leave on its own (`running` can still turn `failed` later; waiting ends at `running`). */
 export const FINAL_STATUSES: ReadonlySet<DeploymentStatus> = new Set<DeploymentStatus>(['running', 'failed', 'superseded', 'unreachable', 'ack_timeout']);
@@ -20,8 +20,8 @@ export const isFinal = (status: DeploymentStatus) => FINAL_STATUSES.has(status);
 export type PresentedDeployment = ReturnType<typeof presentDeployment>;
 
 export interface WatchOptions {
-  /** How often the row is read while waiting. */
-  pollMs: number;
+  /** When to read the row again. */
+  changes: DeploymentChanges;
   /** Stops the watch (the client left). */
   signal?: AbortSignal;
 }
@@ -33,8 +33,6 @@ export async function visibleDeployment(prisma: Db, auth: AuthContext, id: strin
   return row;
 }
 
-/** What a watcher compares: a change in any of these is an event. */
-const fingerprint = (d: Deployment) => `${d.status}|${d.reason ?? ''}|${d.sessionId ?? ''}|${d.ackedAt?.getTime() ?? ''}|${d.finishedAt?.getTime() ?? ''}`;
 
 /**
  * Yields the deployment as it is now, then each time it changes, and returns
@@ -43,30 +41,43 @@ const fingerprint = (d: Deployment) => `${d.status}|${d.reason ?? ''}|${d.sessio
  */
 export async function* watchDeployment(prisma: Db, first: Deployment, options: WatchOptions): AsyncGenerator<Deployment> {
   let last = fingerprint(first);
+  options.changes.seen(first.id, last);
   yield first;
   if (isFinal(first.status)) return;
-  while (!options.signal?.aborted) {
-    await delay(options.pollMs, undefined, { signal: options.signal }).catch(() => undefined);
-    if (options.signal?.aborted) return;
-    const row = await prisma.deployment.findUnique({ where: { id: first.id } });
-    if (!row) return;
-    const now = fingerprint(row);
-    if (now === last) continue;
-    last = now;
-    yield row;
-    if (isFinal(row.status)) return;
+  let next = options.changes.next(first.id, options.signal);
+  try {
+    while (!options.signal?.aborted) {
+      // `next` was asked for before this read: a change committed after the read still wakes this watcher.
+      const row = await prisma.deployment.findUnique({ where: { id: first.id } });
+      if (!row) return;
+      const now = fingerprint(row);
+      options.changes.seen(first.id, now);
+      if (now !== last) {
+        last = now;
+        yield row;
+        if (isFinal(row.status)) return;
+      }
+      await next.wait;
+      next = options.changes.next(first.id, options.signal);
+    }
+  } finally {
+    next.cancel();
   }
 }
 
-/** Waits up to `waitMs` for the deployment to be final; returns the row as it is then (final or not). */
-export async function waitUntilFinal(prisma: Db, first: Deployment, waitMs: number, pollMs: number): Promise<Deployment> {
+/** Waits up to `waitMs` for the deployment to be final, or until `stop` aborts; returns the row as it is then (final or not). */
+export async function waitUntilFinal(prisma: Db, first: Deployment, waitMs: number, changes: DeploymentChanges, stop?: AbortSignal): Promise<Deployment> {
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), waitMs);
+  const stopped = () => controller.abort();
+  stop?.addEventListener('abort', stopped, { once: true });
+  if (stop?.aborted) controller.abort();
   let current = first;
   try {
-    for await (const row of watchDeployment(prisma, first, { pollMs: Math.min(pollMs, Math.max(1, waitMs)), signal: controller.signal })) current = row;
+    for await (const row of watchDeployment(prisma, first, { changes, signal: controller.signal })) current = row;
   } finally {
     clearTimeout(timer);
+    stop?.removeEventListener('abort', stopped);
   }
   return current;
 }

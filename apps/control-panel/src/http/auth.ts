@@ -20,6 +20,10 @@ import { hashToken } from '../domain/tokens.js';
 
 interface Authenticator {
   authenticate(request: FastifyRequest, reply: FastifyReply): Promise<AuthContext>;
+  /** A revoked token is no longer honoured from memory during an outage. */
+  forget(tokenId: string): void;
+  /** Did the database call this token valid lately (rate limits count such a token's requests by token)? */
+  knows(tokenHash: string): boolean;
 }
 
 declare module 'fastify' {
@@ -59,6 +63,8 @@ export const authPlugin = fp<AuthOptions>(
       for (const [id, at] of lastUsed) opts.outbox.noteTokenUsed(id, at);
       lastUsed = new Map();
     };
+    /** Hashes of tokens the database called valid lately (oldest first; bounded), whatever TETHER_TOKEN_CACHE_MS. */
+    const known = new Map<string, string>();
     /** Token hash → what the database said about it, and when. */
     const verified = new Map<string, { auth: AuthContext; at: number; expiresAt: number | null }>();
     const health = healthOf(opts.prisma);
@@ -82,8 +88,11 @@ export const authPlugin = fp<AuthOptions>(
         throw err;
       }
       verified.delete(tokenHash);
+      known.delete(tokenHash);
       if (!token || token.revokedAt || (token.expiresAt && token.expiresAt.getTime() <= Date.now())) return null;
       const auth: AuthContext = { tokenId: token.id, name: token.name, role: token.role, teamId: token.teamId };
+      known.set(tokenHash, token.id);
+      if (known.size > MAX_CACHED_TOKENS) known.delete(known.keys().next().value!);
       if (opts.cacheMs > 0) {
         verified.set(tokenHash, { auth, at: Date.now(), expiresAt: token.expiresAt?.getTime() ?? null });
         if (verified.size > MAX_CACHED_TOKENS) verified.delete(verified.keys().next().value!);
@@ -109,6 +118,11 @@ export const authPlugin = fp<AuthOptions>(
         lastUsed.set(auth.tokenId, new Date());
         return auth;
       },
+      forget(tokenId) {
+        for (const [hash, entry] of verified) if (entry.auth.tokenId === tokenId) verified.delete(hash);
+        for (const [hash, id] of known) if (id === tokenId) known.delete(hash);
+      },
+      knows: (tokenHash) => known.has(tokenHash),
     } satisfies Authenticator);
 
     app.addHook('onReady', async () => flushLoop.start());

@@ -26,6 +26,10 @@ export interface DashboardOptions {
   dbDeadlineMs: number;
   /** Where the built page is; the dashboard package's dist when absent. */
   distDir?: string;
+  /** The sign-in's own rate limit, an onRequest hook (http/rate-limits.ts). */
+  signInLimit?: (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
+  /** A cookie was signed out here (app.ts tells the other panels). */
+  onSignedOut?: (claim: Claim) => void;
 }
 
 const CSP = [
@@ -40,7 +44,8 @@ const CSP = [
   "frame-ancestors 'none'",
 ].join('; ');
 
-const SECURITY_HEADERS: Record<string, string> = {
+/** On every fleet-page answer, its 404s too (app.ts sets them for every /dashboard path). */
+export const SECURITY_HEADERS: Record<string, string> = {
   'content-security-policy': CSP,
   'x-frame-options': 'DENY',
   'x-content-type-options': 'nosniff',
@@ -80,24 +85,20 @@ export const dashboardRoutes: FastifyPluginAsync<DashboardOptions> = async (app,
   if (opts.publicUrl) allowedOrigins.add(new URL(opts.publicUrl).origin);
 
   app.decorateRequest('dashboardClaim', null);
-  app.addHook('onSend', async (_request, reply, payload) => {
-    for (const [k, v] of Object.entries(SECURITY_HEADERS)) void reply.header(k, v);
-    if (!reply.getHeader('cache-control')) void reply.header('cache-control', 'no-store');
-    return payload;
-  });
   // Cross-site request forgery: a browser says where a request comes from; anything but this page is refused.
   app.addHook('onRequest', async (request) => {
     if (request.method === 'GET' || request.method === 'HEAD') return;
     const site = request.headers['sec-fetch-site'];
     const origin = request.headers.origin;
     const own = `${request.protocol}://${request.headers.host ?? ''}`;
-    if (site !== undefined && site !== 'same-origin') throw new AppError('FORBIDDEN', `cross-site request refused (Sec-Fetch-Site: ${String(site).slice(0, 40)})`);
+    // The header's value is not repeated: no answer echoes the request.
+    if (site !== undefined && site !== 'same-origin') throw new AppError('FORBIDDEN', 'cross-site request refused (Sec-Fetch-Site is not same-origin)');
     if (!origin || (origin !== own && !allowedOrigins.has(origin))) throw new AppError('FORBIDDEN', 'cross-origin request refused: the Origin must be this panel');
   });
 
   const claimOf = (request: FastifyRequest): Claim | null => {
     const claim = fleet.cookies.verify(fleet.cookies.read(request.headers.cookie));
-    return claim && fleet.tokens.valid(claim.tokenId) ? claim : null;
+    return claim && fleet.accepts(claim) ? claim : null;
   };
   const requireCookie = async (request: FastifyRequest) => {
     request.dashboardClaim = claimOf(request);
@@ -121,7 +122,8 @@ export const dashboardRoutes: FastifyPluginAsync<DashboardOptions> = async (app,
     return reply.type(file.type).send(file.body);
   });
 
-  app.post<{ Body: { token: string } }>('/dashboard/api/sign-in', { schema: { hide: true, body: SignInBody } }, async (request, reply) => {
+  const signInConfig = opts.signInLimit ? { onRequest: opts.signInLimit } : {};
+  app.post<{ Body: { token: string } }>('/dashboard/api/sign-in', { schema: { hide: true, body: SignInBody }, ...signInConfig }, async (request, reply) => {
     const hash = hashToken(request.body.token);
     let tokenId = fleet.tokens.idOf(hash);
     if (!tokenId) {
@@ -146,9 +148,19 @@ export const dashboardRoutes: FastifyPluginAsync<DashboardOptions> = async (app,
     return { expiresAt: new Date(claim.expiresAt * 1000).toISOString() };
   });
 
+  // Server-side too: the cookie's id is refused from now on by this panel, by the others on the signal, and by
+  // any panel that reads the sign-out row. A database that cannot take the row leaves it to this panel and the signal.
   app.post('/dashboard/api/sign-out', hidden, async (request, reply) => {
-    const claim = claimOf(request);
-    if (claim) request.auditActor = { tokenId: claim.tokenId, name: null, kind: 'operator' };
+    const claim = fleet.cookies.verify(fleet.cookies.read(request.headers.cookie));
+    if (claim) {
+      request.auditActor = { tokenId: claim.tokenId, name: null, kind: 'operator' };
+      fleet.signedOut.note(claim.id, claim.expiresAt * 1000);
+      opts.onSignedOut?.(claim);
+      fleet.feed.recheck();
+      await withinDeadline(fleet.signedOut.record(claim), 'recording the sign-out').catch((err: unknown) => {
+        request.log.warn({ err }, 'sign-out not recorded in the database; it holds on this panel and those that heard the signal');
+      });
+    }
     void reply.header('set-cookie', fleet.cookies.clearCookie());
     return reply.code(204).send();
   });
@@ -176,7 +188,7 @@ export const dashboardRoutes: FastifyPluginAsync<DashboardOptions> = async (app,
       get buffered() {
         return raw.writableLength;
       },
-      allowed: () => claim.expiresAt * 1000 > Date.now() && fleet.tokens.valid(claim.tokenId),
+      allowed: () => fleet.accepts(claim),
       end: (reason) => {
         if (reason === 'slow_client') raw.destroy();
         else raw.end(reason === 'signed_out' ? sse('signed-out', { reason: 'the sign-in expired or its token was revoked' }) : undefined);

@@ -5,7 +5,9 @@ import { isDatabaseUnavailable } from '../db/db-faults.js';
 import { isFinal, visibleDeployment, watchDeployment } from '../domain/deployment-watch.js';
 import { presentDeployment } from '../domain/deployments.js';
 import { authOf, requireAuth } from './auth.js';
-import { authErrors, IdParams, security } from './schemas.js';
+import { authErrors, errorResponses, IdParams, security } from './schemas.js';
+import type { HeldStreams } from './held-streams.js';
+import type { DeploymentChanges } from '../domain/deployment-changes.js';
 
 // GET /v1/deployments/:id/events: a deployment's states as server-sent
 // events, from the state it is in now to a final one. Access is checked (and
@@ -14,16 +16,18 @@ import { authErrors, IdParams, security } from './schemas.js';
 
 export interface DeploymentEventOptions {
   prisma: Db;
-  /** How often the row is read (TETHER_DEPLOYMENT_WATCH_MS). */
-  pollMs: number;
+  /** When the row is read again (a NOTIFY of its id, the shared sweep). */
+  changes: DeploymentChanges;
   /** A comment line this often keeps proxies from closing a quiet stream. */
   keepAliveMs?: number;
+  /** Where each stream is held by its token (capped, ended on revocation). */
+  held: HeldStreams;
 }
 
 /** One SSE frame; `data` is a single JSON line, so it never needs splitting. */
 const frame = (event: string, id: number, data: unknown) => `event: ${event}\nid: ${id}\ndata: ${JSON.stringify(data)}\n\n`;
 
-export const deploymentEventRoutes: FastifyPluginAsyncTypebox<DeploymentEventOptions> = async (app, { prisma, pollMs, keepAliveMs = 15_000 }) => {
+export const deploymentEventRoutes: FastifyPluginAsyncTypebox<DeploymentEventOptions> = async (app, { prisma, changes, keepAliveMs = 15_000, held }) => {
   // Open streams end when the panel closes (a hijacked reply would otherwise hold the server open).
   const open = new Set<AbortController>();
   app.addHook('preClose', async () => open.forEach((c) => c.abort()));
@@ -44,12 +48,19 @@ export const deploymentEventRoutes: FastifyPluginAsyncTypebox<DeploymentEventOpt
         response: {
           200: { description: 'server-sent events', content: { 'text/event-stream': { schema: Type.String() } } },
           ...authErrors(404),
+          ...errorResponses(429),
         },
       },
     },
     async (request, reply) => {
-      const first = await visibleDeployment(prisma, authOf(request), request.params.id);
+      const auth = authOf(request);
+      const first = await visibleDeployment(prisma, auth, request.params.id);
       const controller = new AbortController();
+      let revoked = false;
+      const h = held.hold(auth, 'events', () => {
+        revoked = true;
+        controller.abort();
+      });
       open.add(controller);
       reply.hijack();
       const res = reply.raw;
@@ -61,7 +72,7 @@ export const deploymentEventRoutes: FastifyPluginAsyncTypebox<DeploymentEventOpt
       let seq = 0;
       let ended = false;
       try {
-        for await (const row of watchDeployment(prisma, first, { pollMs, signal: controller.signal })) {
+        for await (const row of watchDeployment(prisma, first, { changes, signal: controller.signal })) {
           const final = isFinal(row.status);
           res.write(frame('deployment', ++seq, { ...presentDeployment(row), final }));
           if (final) ended = true;
@@ -73,6 +84,8 @@ export const deploymentEventRoutes: FastifyPluginAsyncTypebox<DeploymentEventOpt
         const code = isDatabaseUnavailable(err) ? 'DATABASE_UNAVAILABLE' : 'INTERNAL';
         if (!controller.signal.aborted) res.write(frame('error', ++seq, { code, message: 'reading the deployment failed; read it again' }));
       } finally {
+        if (revoked) res.write(frame('error', ++seq, { code: 'UNAUTHORIZED', message: 'the token that opened this stream was revoked' }));
+        held.release(h);
         clearInterval(keepAlive);
         open.delete(controller);
         request.raw.off('close', stop);

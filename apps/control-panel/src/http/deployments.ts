@@ -4,7 +4,10 @@ import Type from 'typebox';
 import { DeploymentStatus } from '../generated/prisma/enums.js';
 import { auditOf } from './audit-context.js';
 import { authOf, requireAuth } from './auth.js';
-import { authErrors, IdParams, NullableTimestamp, security, Timestamp } from './schemas.js';
+import { authErrors, errorResponses, IdParams, NullableTimestamp, security, Timestamp } from './schemas.js';
+import type { HeldStreams } from './held-streams.js';
+import type { DeploymentChanges } from '../domain/deployment-changes.js';
+import { AppError } from '../errors.js';
 import { createDeployment, getDeployment, listServiceDeployments, presentDeployment } from '../domain/deployments.js';
 import type { ApiDeps } from '../domain/api-deps.js';
 import { ServiceFieldsOut } from './service-field-schemas.js';
@@ -46,8 +49,7 @@ const DeploymentSchema = Type.Object({
 export const MAX_DEPLOY_WAIT_SECONDS = 600;
 
 /** Deployments: record one of a service's current spec, read them back. */
-export const deploymentRoutes: FastifyPluginAsyncTypebox<ApiDeps & { watchPollMs?: number }> = async (app, deps) => {
-  const watchPollMs = deps.watchPollMs ?? 250;
+export const deploymentRoutes: FastifyPluginAsyncTypebox<ApiDeps & { changes: DeploymentChanges; held: HeldStreams }> = async (app, deps) => {
   app.post(
     '/services/:id/deployments',
     {
@@ -60,25 +62,47 @@ export const deploymentRoutes: FastifyPluginAsyncTypebox<ApiDeps & { watchPollMs
           'A node without a live session answers 503 NODE_UNREACHABLE, one that does not acknowledge in time 504 ACK_TIMEOUT; ' +
           'either way the deployment ends with that status and reason. ' +
           'With `?wait=SECONDS` (1-600) the answer waits until the deployment is final (running, failed, superseded): 200 with `"final": true`; ' +
-          'when the wait ends first, 202 with the state it is in and `"final": false`.',
+          'when the wait ends first, 202 with the state it is in and `"final": false`. A wait ends when its client leaves; ' +
+          'one token or team holds at most TETHER_STREAMS_PER_TOKEN / TETHER_STREAMS_PER_TEAM waits and event streams (429 STREAMS_EXHAUSTED, nothing deployed); ' +
+          'revoking the token ends its waits with 401 UNAUTHORIZED (the deployment goes on).',
         security,
         params: IdParams,
         querystring: Type.Object(
           { wait: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_DEPLOY_WAIT_SECONDS, description: 'seconds to wait for a final state' })) },
           { additionalProperties: false },
         ),
-        response: { 200: DeploymentSchema, 201: DeploymentSchema, 202: DeploymentSchema, ...authErrors(404, 409, 503, 504) },
+        response: { 200: DeploymentSchema, 201: DeploymentSchema, 202: DeploymentSchema, ...authErrors(404, 409, 503, 504), ...errorResponses(429) },
       },
     },
     async (request, reply) => {
-      const { httpStatus, deployment } = await createDeployment(deps, authOf(request), request.params.id, auditOf(request));
+      const auth = authOf(request);
       const wait = request.query.wait;
-      if (wait === undefined) return reply.status(httpStatus).send(deployment);
-      const row = await deps.prisma.deployment.findUnique({ where: { id: deployment.id } });
-      if (!row) return reply.status(httpStatus).send({ ...deployment, final: isFinal(deployment.status) });
-      const now = await waitUntilFinal(deps.prisma, row, wait * 1000, watchPollMs);
-      const final = isFinal(now.status);
-      return reply.status(final ? 200 : 202).send({ ...presentDeployment(now), final });
+      if (wait === undefined) {
+        const { httpStatus, deployment } = await createDeployment(deps, auth, request.params.id, auditOf(request));
+        return reply.status(httpStatus).send(deployment);
+      }
+      // Held (and capped) before anything is recorded: a 429 STREAMS_EXHAUSTED deploys nothing.
+      const stop = new AbortController();
+      let revoked = false;
+      const held = deps.held.hold(auth, 'wait', () => {
+        revoked = true;
+        stop.abort();
+      });
+      // The client left: the wait ends with it (a response's close before its end is a connection gone).
+      const left = () => stop.abort();
+      reply.raw.once('close', left);
+      try {
+        const { httpStatus, deployment } = await createDeployment(deps, auth, request.params.id, auditOf(request));
+        const row = await deps.prisma.deployment.findUnique({ where: { id: deployment.id } });
+        if (!row) return reply.status(httpStatus).send({ ...deployment, final: isFinal(deployment.status) });
+        const now = await waitUntilFinal(deps.prisma, row, wait * 1000, deps.changes, stop.signal);
+        if (revoked) throw new AppError('UNAUTHORIZED', 'the token was revoked while waiting; the deployment goes on');
+        const final = isFinal(now.status);
+        return reply.status(final ? 200 : 202).send({ ...presentDeployment(now), final });
+      } finally {
+        deps.held.release(held);
+        reply.raw.off('close', left);
+      }
     },
   );
 

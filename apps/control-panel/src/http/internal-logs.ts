@@ -18,19 +18,20 @@ export interface InternalLogOptions {
   registry: SessionRegistry;
   relay: LogRelay;
   verifier: PanelVerifier;
+  followIdleMs: number;
 }
 
-export const internalLogRoutes: FastifyPluginAsyncTypebox<InternalLogOptions> = async (app, { prisma, registry, relay, verifier }) => {
+export const internalLogRoutes: FastifyPluginAsyncTypebox<InternalLogOptions> = async (app, { prisma, registry, relay, verifier, followIdleMs }) => {
   app.get(
     '/services/:id/logs',
     { onRequest: requirePanel(verifier), schema: { hide: true, params: IdParams, querystring: LogQuery } },
     async (request, reply) => {
-      const service = await prisma.service.findUnique({ where: { id: request.params.id }, select: { id: true, nodeId: true, node: { select: { name: true } } } });
+      const service = await prisma.service.findUnique({ where: { id: request.params.id }, select: { id: true, teamId: true, nodeId: true, node: { select: { name: true } } } });
       if (!service) throw new AppError('NOT_FOUND', 'no such service');
       const logRequest = logRequestOf(service.id, request.query);
       const session = registry.get(service.nodeId);
       if (!session) throw new AppError('NODE_UNREACHABLE', `node ${service.node.name} has no live session; its logs are unreachable until it rejoins`);
-      serveLocalLogs(reply, relay, session, service.node.name, logRequest);
+      serveLocalLogs(reply, relay, session, service.node.name, logRequest, { teamId: service.teamId, followIdleMs });
     },
   );
 };

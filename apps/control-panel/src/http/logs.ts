@@ -6,11 +6,12 @@ import { CAPABILITIES, LOG_LIMITS } from '@tether/protocol';
 import type { Db } from '../db/database.js';
 import { teamScope } from '../domain/access.js';
 import { AppError } from '../errors.js';
-import type { LogRelay, LogRequest } from '../log-streams/log-relay.js';
+import { LOG_STREAM_END_CODES, type LogRelay, type LogRequest } from '../log-streams/log-relay.js';
 import { pipeRemoteLogs, refusalOf, type RemoteLogs } from '../log-streams/log-proxy.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import type { AgentSession } from '../sessions/session.js';
 import { authOf, requireAuth } from './auth.js';
+import type { HeldStreams } from './held-streams.js';
 import { authErrors, errorResponses, IdParams, security } from './schemas.js';
 
 // GET /v1/services/:id/logs: the service's container output, carried over
@@ -25,7 +26,13 @@ export interface LogRoutesOptions {
   relay: LogRelay;
   /** Several panels: streams of nodes whose session another panel holds (ownership/, wired in app.ts). */
   remoteLogs?: RemoteLogs;
+  /** Where each stream is held by its token, so a revocation ends it. */
+  held: HeldStreams;
+  /** A follow without a line for this long ends (TETHER_LOG_FOLLOW_IDLE_MS). */
+  followIdleMs: number;
 }
+
+const REVOKED_REASON = 'the token that opened this stream was revoked';
 
 const DURATION = /^(\d{1,6})(s|m|h|d)$/;
 const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/;
@@ -49,7 +56,7 @@ export const LogQuery = Type.Object(
   { additionalProperties: false },
 );
 
-export const logRoutes: FastifyPluginAsyncTypebox<LogRoutesOptions> = async (app, { prisma, registry, relay, remoteLogs }) => {
+export const logRoutes: FastifyPluginAsyncTypebox<LogRoutesOptions> = async (app, { prisma, registry, relay, remoteLogs, held, followIdleMs }) => {
   app.addHook('preClose', async () => relay.stop());
 
   app.get(
@@ -78,14 +85,20 @@ export const logRoutes: FastifyPluginAsyncTypebox<LogRoutesOptions> = async (app
     },
     async (request, reply) => {
       const { id } = request.params;
+      const auth = authOf(request);
       const service = await prisma.service.findFirst({
-        where: { id, ...teamScope(authOf(request)) },
-        select: { id: true, name: true, nodeId: true, node: { select: { name: true } } },
+        where: { id, ...teamScope(auth) },
+        select: { id: true, name: true, teamId: true, nodeId: true, node: { select: { name: true } } },
       });
       if (!service) throw new AppError('NOT_FOUND', 'no such service');
       const logRequest = logRequestOf(service.id, request.query);
       const session = registry.get(service.nodeId);
-      if (session) return serveLocalLogs(reply, relay, session, service.node.name, logRequest);
+      if (session) {
+        const stop = serveLocalLogs(reply, relay, session, service.node.name, logRequest, { teamId: service.teamId, followIdleMs });
+        const h = held.hold(auth, 'logs', () => stop(LOG_STREAM_END_CODES.TOKEN_REVOKED, REVOKED_REASON));
+        reply.raw.once('close', () => held.release(h));
+        return;
+      }
       // Another panel may hold the node's session: its stream, passed on with the same answers.
       const abort = new AbortController();
       // A client that leaves while the owner is asked ends that request too (no stream read for nobody).
@@ -94,7 +107,16 @@ export const logRoutes: FastifyPluginAsyncTypebox<LogRoutesOptions> = async (app
       if (!remote) throw new AppError('NODE_UNREACHABLE', `node ${service.node.name} has no live session; its logs are unreachable until it rejoins`);
       if (remote.upstream.statusCode !== 200) throw await refusalOf(remote.panelId, remote.upstream);
       reply.hijack();
-      await pipeRemoteLogs(reply.raw, remote.panelId, remote.upstream, abort);
+      const res = reply.raw;
+      const h = held.hold(auth, 'logs', () => {
+        abort.abort();
+        if (!res.writableEnded) res.end(`${JSON.stringify({ type: 'end', code: LOG_STREAM_END_CODES.TOKEN_REVOKED, reason: REVOKED_REASON })}\n`);
+      });
+      try {
+        await pipeRemoteLogs(res, remote.panelId, remote.upstream, abort);
+      } finally {
+        held.release(h);
+      }
     },
   );
 };
@@ -108,17 +130,42 @@ export function logRequestOf(serviceId: string, query: Static<typeof LogQuery>):
   return { serviceId, tail: query.tail ?? null, since, follow: query.follow === '1' || query.follow === 'true' };
 }
 
-/** A stream from this panel's own session of the node: refused (501) for an agent without logs, else relayed as NDJSON. */
-export function serveLocalLogs(reply: FastifyReply, relay: LogRelay, session: AgentSession, nodeName: string, request: LogRequest): void {
+/**
+ * A stream from this panel's own session of the node: refused (501) for an agent without logs, else relayed as
+ * NDJSON. Returns what ends it from the panel's side (with an end line).
+ */
+export function serveLocalLogs(
+  reply: FastifyReply,
+  relay: LogRelay,
+  session: AgentSession,
+  nodeName: string,
+  request: LogRequest,
+  bounds: { teamId: string; followIdleMs: number },
+): (code: string, reason: string) => void {
   if (!session.hasCapability(CAPABILITIES.LOGS)) {
     throw new AppError('LOGS_NOT_SUPPORTED', `the agent on node ${nodeName} (version ${session.agentVersion}) does not stream logs`);
   }
   const res = reply.raw;
   const write = (value: unknown) => res.write(`${JSON.stringify(value)}\n`);
   let done = false;
+  // A follow that carries no line for followIdleMs ends (LOG_FOLLOW_IDLE); until then a notice line every quarter
+  // of it (at most 30 s) tells the client and any proxy between that the stream is alive.
+  let idle: NodeJS.Timeout | undefined;
+  let keepAlive: NodeJS.Timeout | undefined;
+  const quiet = () => {
+    clearTimeout(idle);
+    clearInterval(keepAlive);
+  };
+  const armIdle = () => {
+    if (!request.follow || done) return;
+    quiet();
+    idle = setTimeout(() => relay.end(stream, LOG_STREAM_END_CODES.LOG_FOLLOW_IDLE, `no line for ${bounds.followIdleMs} ms (TETHER_LOG_FOLLOW_IDLE_MS); follow again`), bounds.followIdleMs);
+    keepAlive = setInterval(() => write({ type: 'notice', code: LOG_STREAM_END_CODES.LOG_KEEPALIVE, reason: 'no new lines yet' }), Math.min(30_000, bounds.followIdleMs / 4));
+  };
   const stream = relay.open(session, request, {
     lines(lines, taken) {
       if (done) return;
+      armIdle();
       const text = lines
         .map((l) => JSON.stringify({ type: 'log', replica: l.replica, containerId: l.containerId, stream: l.stream, time: l.time, text: sanitizeText(l.text) }))
         .join('\n');
@@ -131,18 +178,22 @@ export function serveLocalLogs(reply: FastifyReply, relay: LogRelay, session: Ag
     end(code, reason) {
       if (done) return;
       done = true;
+      quiet();
       res.end(`${JSON.stringify({ type: 'end', code, reason })}\n`);
     },
-  });
+  }, bounds.teamId);
   reply.hijack();
   res.writeHead(200, { 'content-type': 'application/x-ndjson; charset=utf-8', 'cache-control': 'no-store', 'x-accel-buffering': 'no' });
   // Headers now: a follow on a quiet service has no line to carry them for a while.
   res.flushHeaders();
   // The client left (or the connection broke): the agent stops reading.
   res.once('close', () => {
+    quiet();
     if (!done) {
       done = true;
       relay.close(stream);
     }
   });
+  armIdle();
+  return (code, reason) => relay.end(stream, code, reason);
 }

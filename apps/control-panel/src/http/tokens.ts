@@ -72,6 +72,11 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
         response: { 200: TokenSchema, ...authErrors(403, 404) },
       },
     },
-    async (request) => revokeToken(deps.prisma, request.params.id, auditOf(request)),
+    async (request) => {
+      const token = await revokeToken(deps.prisma, request.params.id, auditOf(request));
+      // After the commit: this panel's streams and waits of the token end now, the others' on the signal.
+      deps.events.emit('token.revoked', { tokenId: token.id });
+      return token;
+    },
   );
 };

@@ -44,6 +44,12 @@ export const LOG_STREAM_END_CODES = Object.freeze({
   LOG_RATE_LIMITED: 'LOG_RATE_LIMITED',
   /** A stream through another panel (the node's owner) whose answer broke off (log-proxy.ts). */
   OWNER_PANEL_LOST: 'OWNER_PANEL_LOST',
+  /** The panel ended the stream (not the agent): another team needed a place, or TETHER_LOG_FOLLOW_IDLE_MS passed. */
+  LOG_STREAMS_EXHAUSTED: 'LOG_STREAMS_EXHAUSTED',
+  LOG_FOLLOW_IDLE: 'LOG_FOLLOW_IDLE',
+  LOG_KEEPALIVE: 'LOG_KEEPALIVE',
+  /** The token that opened the stream was revoked (on this panel or another: http/held-streams.ts). */
+  TOKEN_REVOKED: 'TOKEN_REVOKED',
 });
 
 /** The smallest credit grant worth a frame (keeps grants from trickling in tiny pieces). */
@@ -64,6 +70,8 @@ export class RelayedStream {
     readonly session: AgentSession,
     readonly sink: LogSink,
     windowBytes: number,
+    /** The team of the service whose logs these are (each team keeps one stream per node). */
+    readonly teamId: string,
   ) {
     this.tokens = windowBytes;
   }
@@ -93,18 +101,42 @@ export class LogRelay {
     return this.streams.size;
   }
 
-  /** Opens a stream on the node's live session; throws LOG_STREAMS_EXHAUSTED at the node's cap. */
-  open(session: AgentSession, request: LogRequest, sink: LogSink): RelayedStream {
+  /**
+   * Opens a stream on the node's live session. At the node's cap, a team that holds none of its streams still
+   * gets one: the newest stream of the team holding the most (more than one) ends with LOG_STREAMS_EXHAUSTED
+   * to make room, so no tenant can starve another of its logs. Otherwise throws LOG_STREAMS_EXHAUSTED.
+   */
+  open(session: AgentSession, request: LogRequest, sink: LogSink, teamId: string): RelayedStream {
     if (this.openOn(session.nodeId) >= this.limits.streamsPerNode) {
-      throw new AppError('LOG_STREAMS_EXHAUSTED', `node ${session.nodeName} serves at most ${this.limits.streamsPerNode} log streams at once; try again when one ends`);
+      const victim = this.makeRoomFor(session.nodeId, teamId);
+      if (!victim) {
+        throw new AppError('LOG_STREAMS_EXHAUSTED', `node ${session.nodeName} serves at most ${this.limits.streamsPerNode} log streams at once; try again when one ends`);
+      }
+      this.finish(victim, LOG_STREAM_END_CODES.LOG_STREAMS_EXHAUSTED, "ended to make room for another team's stream on this node (each team keeps one)", true);
     }
-    const stream = new RelayedStream(this.nextStreamId(), session, sink, this.limits.windowBytes);
+    const stream = new RelayedStream(this.nextStreamId(), session, sink, this.limits.windowBytes, teamId);
     this.streams.set(stream.id, stream);
     const credit = this.take(stream, this.limits.windowBytes);
     stream.granted = credit;
     session.send({ type: 'logs.open', id: this.nextId(), streamId: stream.id, ...request, credit });
     return stream;
   }
+
+  /** The stream to end so `teamId`, holding none on the node, gets one: the newest of the team holding most. */
+  private makeRoomFor(nodeId: string, teamId: string): RelayedStream | undefined {
+    const byTeam = new Map<string, RelayedStream[]>();
+    for (const s of this.streams.values()) {
+      if (s.session.nodeId !== nodeId) continue;
+      const list = byTeam.get(s.teamId) ?? [];
+      list.push(s);
+      byTeam.set(s.teamId, list);
+    }
+    if (byTeam.has(teamId)) return undefined;
+    let most: RelayedStream[] = [];
+    for (const list of byTeam.values()) if (list.length > most.length) most = list;
+    return most.length > 1 ? most[most.length - 1] : undefined;
+  }
+
 
   /** logs.chunk: lines for one of the session's streams. */
   chunkReceived(session: AgentSession, message: LogsChunk): void {
@@ -179,6 +211,11 @@ export class LogRelay {
     if (stream.ended) return;
     this.drop(stream);
     stream.session.send({ type: 'logs.close', id: this.nextId(), streamId: stream.id });
+  }
+
+  /** Ends a stream from the panel's side (its token was revoked): the agent stops, the client gets the end line. */
+  end(stream: RelayedStream, code: string, reason: string): void {
+    this.finish(stream, code as LogsEnd['code'], reason, true);
   }
 
   /** Every stream of a session that ended ends with why. */

@@ -195,6 +195,12 @@ export class PanelCluster {
     on(events, 'workloads.changed', (e: { nodeId: string; remote?: boolean }) => {
       if (!e.remote && !registry.get(e.nodeId)) void this.signals.send('workloads', this.panelId, [e.nodeId]);
     });
+    on(events, 'token.revoked', (e: { tokenId: string; remote?: boolean }) => {
+      if (!e.remote) void this.signals.send('revoked', this.panelId, [e.tokenId]);
+    });
+    on(events, 'cookie.signed-out', (e: { cookieId: string; expiresAtMs: number; remote?: boolean }) => {
+      if (!e.remote) void this.signals.send('signed-out', this.panelId, [`${e.cookieId}/${e.expiresAtMs}`]);
+    });
     this.signals.start();
     await this.lease.start();
   }
@@ -232,6 +238,17 @@ export class PanelCluster {
         if (nodeIds.length > 0) events.emit('routing.changed', { nodeIds, reason: `changed on panel ${signal.panel}`, remote: true });
         break;
       }
+      case 'revoked':
+        if (signal.panel === this.panelId) break;
+        for (const tokenId of signal.ids) events.emit('token.revoked', { tokenId, remote: true });
+        break;
+      case 'signed-out':
+        if (signal.panel === this.panelId) break;
+        for (const entry of signal.ids) {
+          const [cookieId, at] = entry.split('/');
+          if (cookieId && Number.isFinite(Number(at))) events.emit('cookie.signed-out', { cookieId, expiresAtMs: Number(at), remote: true });
+        }
+        break;
       case 'workloads':
         if (signal.panel === this.panelId) break;
         for (const nodeId of signal.ids) if (registry.get(nodeId)) events.emit('workloads.changed', { nodeId, reason: `changed on panel ${signal.panel}`, remote: true });

@@ -15,6 +15,8 @@ import { sqlOf, type Db } from '../db/database.js';
 // issue 10); the pool is the fallback while LISTEN reconnects.
 
 export const CHANNEL = 'tether_panels';
+/** Every write of a `deployments` row NOTIFYs its id here (a trigger: any panel, any version). */
+export const DEPLOYMENTS_CHANNEL = 'tether_deployments';
 /** Under PostgreSQL's 8,000-byte NOTIFY payload limit, with room for the prefix. */
 const MAX_PAYLOAD = 7_000;
 
@@ -28,7 +30,11 @@ export type SignalKind =
   | 'routing'
   | 'workloads'
   /** Sent by panels before the report rows needed no signal (nothing acts on it): still parsed, ignored. */
-  | 'report';
+  | 'report'
+  /** Tokens revoked on the sending panel: `revoked:panel:tokenId[,…]` (their streams and waits end everywhere). */
+  | 'revoked'
+  /** Fleet-page cookies signed out on the sending panel: `signed-out:panel:cookieId/expiresAtMs[,…]`. */
+  | 'signed-out';
 
 export interface Signal {
   kind: SignalKind;
@@ -39,6 +45,8 @@ export interface Signal {
 
 export interface PanelSignalEvents {
   signal: [Signal];
+  /** A deployment row was written (by any panel): its id. */
+  deployment: [string];
   /** LISTEN is (again) in place: what was sent meanwhile is lost; rescan. */
   connected: [];
 }
@@ -48,7 +56,7 @@ export function parseSignal(payload: string): Signal | undefined {
   const second = payload.indexOf(':', first + 1);
   if (first < 0 || second < 0) return undefined;
   const kind = payload.slice(0, first) as SignalKind;
-  if (!['owner', 'deploy', 'deployed', 'routing', 'workloads', 'report'].includes(kind)) return undefined;
+  if (!['owner', 'deploy', 'deployed', 'routing', 'workloads', 'report', 'revoked', 'signed-out'].includes(kind)) return undefined;
   const ids = payload.slice(second + 1).split(',').filter(Boolean);
   return { kind, panel: payload.slice(first + 1, second), ids };
 }
@@ -164,6 +172,7 @@ export class PanelSignals extends EventEmitter<PanelSignalEvents> {
     client.on('error', lost);
     client.on('end', () => lost());
     client.on('notification', (n) => {
+      if (n.channel === DEPLOYMENTS_CHANNEL && n.payload) return void this.emit('deployment', n.payload);
       if (n.channel !== CHANNEL || !n.payload) return;
       const signal = parseSignal(n.payload);
       if (signal) this.emit('signal', signal);
@@ -171,6 +180,7 @@ export class PanelSignals extends EventEmitter<PanelSignalEvents> {
     try {
       await client.connect();
       await client.query(`LISTEN ${CHANNEL}`);
+      await client.query(`LISTEN ${DEPLOYMENTS_CHANNEL}`);
     } catch (err) {
       client.removeAllListeners('end');
       await client.end().catch(() => {});
