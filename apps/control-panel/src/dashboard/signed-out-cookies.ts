@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Loop } from '@tether/common';
 import type { Db } from '../db/database.js';
-import { cachedRead } from './cached-read.js';
+import { refreshedRead } from '../db/last-good-read.js';
 import type { Claim } from './cookie-session.js';
 
 // Fleet-page cookies signed out before they expire. A cookie is a signed claim
@@ -22,7 +22,7 @@ export class SignedOutCookies {
     logger: FastifyBaseLogger,
     refreshMs: number,
   ) {
-    this.loop = cachedRead({ name: 'signed-out-cookies', what: 'signed-out cookie list', refreshMs, logger, read: () => this.refresh() });
+    this.loop = refreshedRead({ name: 'signed-out-cookies', what: 'signed-out cookie list', refreshMs, logger, read: () => this.refresh() });
   }
 
   start(): void {
