@@ -5,8 +5,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PANEL_VERSION_HEADER } from '@tether/common';
 import { EXIT } from '../src/errors.js';
 import { main } from '../src/main.js';
+import { CLI_VERSION } from '../src/version.js';
 
 // tether deploy's service flags: what they PATCH before the deployment (against a recording HTTP server),
 // and the usage errors they answer without calling the panel.
@@ -18,6 +20,8 @@ const server = createServer((req: IncomingMessage, res) => {
   req.on('end', () => {
     requests.push({ method: req.method!, url: req.url!, body: raw ? JSON.parse(raw) : undefined });
     res.setHeader('content-type', 'application/json');
+    // A panel of this CLI's version: the CLI refuses an answer that names none.
+    res.setHeader(PANEL_VERSION_HEADER, CLI_VERSION);
     if (req.method === 'GET' && req.url === '/v1/services') return res.end(JSON.stringify([{ id: 's1', name: 'web', nodeName: 'n', replicas: 1, image: 'x' }]));
     if (req.method === 'PATCH') return res.end(JSON.stringify({ id: 's1' }));
     res.statusCode = 202;
