@@ -115,8 +115,10 @@ export class ClusterDispatcher implements DeploymentDispatcher {
       case 'unreachable':
         throw new AppError('NODE_UNREACHABLE', row.reason ?? undefined, details);
       case 'failed':
-        // The owner refused to send it (the only way a dispatch ends `failed`): its agent lacks a capability.
-        throw new AppError('AGENT_LACKS_CAPABILITY', row.reason ?? undefined, details);
+        // The owner refused to send it: its agent lacks a capability (the reason says so). Any other failure came
+        // from the agent after delivery (a fast deploy.result): the dispatch itself succeeded.
+        if (row.reason?.startsWith('AGENT_LACKS_CAPABILITY:')) throw new AppError('AGENT_LACKS_CAPABILITY', row.reason, details);
+        return { httpStatus: 202 };
       case 'pending':
         // The owner answered without moving the row (its database write is still queued): the owner ends it.
         throw new AppError('DATABASE_UNAVAILABLE', `panel ${owner} has not recorded the deployment's outcome yet`, details);
