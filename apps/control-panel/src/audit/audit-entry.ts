@@ -85,6 +85,16 @@ export function auditRow(ctx: AuditContext, change: AuditChange, outcome: AuditR
 /** Inserts rows; a row already stored (a retried write) is left as it is. */
 export async function insertAuditRows(tx: Pick<Tx, '$executeRawUnsafe' | '$queryRawUnsafe'>, rows: readonly AuditRow[]): Promise<void> {
   if (rows.length === 0) return;
+  if (rows.length === 1) {
+    // The usual case (one change, one row): plain parameters, no JSON to build and unpack.
+    const r = rows[0]!;
+    await prismaSql(tx).run(
+      `INSERT INTO audit_events (id, at, actor_token_id, actor_name, actor_kind, team_id, action, target_type, target_id, outcome, code, request_id, source_address)
+      VALUES ($1, $2::timestamptz, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (id) DO NOTHING`,
+      [r.id, r.at, r.actorTokenId, r.actorName, r.actorKind, r.teamId, r.action, r.targetType, r.targetId, r.outcome, r.code, r.requestId, r.sourceAddress],
+    );
+    return;
+  }
   await prismaSql(tx).run(
     `INSERT INTO audit_events (id, at, actor_token_id, actor_name, actor_kind, team_id, action, target_type, target_id, outcome, code, request_id, source_address)
     SELECT * FROM jsonb_to_recordset($1::jsonb) AS r(id text, at timestamptz, "actorTokenId" text, "actorName" text, "actorKind" text, "teamId" text,
