@@ -75,12 +75,19 @@ async function routedService(panel: Panel, h: RoutedHost, teamId: string, name: 
   return { ...service, domain };
 }
 
-/** Records the agent's routing.applied answers in the order the panel receives them. */
+/**
+ * Records the agent's routing.applied answers in the order the panel receives them, each with the time
+ * the agent's ACK of that push arrived: the agent ACKs a map on receipt and applies maps one at a time
+ * in order, so an answer whose ACK came after an instant was applied wholly after it.
+ */
 function recordApplied(panel: Panel, nodeId: string) {
-  const answers: Array<{ changed: boolean; reloaded: boolean; error: string | null }> = [];
+  const answers: Array<{ changed: boolean; reloaded: boolean; error: string | null; ackedAt: number }> = [];
+  const ackedAt = new Map<string, number>();
   const listener = (session: { nodeId: string }, message: AgentMessage) => {
-    if (session.nodeId !== nodeId || message.type !== 'routing.applied') return;
-    answers.push({ changed: message.changed, reloaded: message.reloaded, error: message.error });
+    if (session.nodeId !== nodeId) return;
+    if (message.type === 'ack') ackedAt.set(message.ref, Date.now());
+    if (message.type !== 'routing.applied') return;
+    answers.push({ changed: message.changed, reloaded: message.reloaded, error: message.error, ackedAt: ackedAt.get(message.ref) ?? Number.NEGATIVE_INFINITY });
   };
   const unobserve = panel.app.agentSide.frames.observe(listener);
   const count = (pick: (a: (typeof answers)[number]) => unknown) => answers.filter(pick).length;
@@ -304,11 +311,15 @@ describe.skipIf(!ready)('Caddy restarted (reconcile interval 1.5 s, agent self-c
     await sleep(2 * INTERVAL_MS);
     applied.stop();
 
-    const firstAnswered = applied.answers.findIndex((a) => a.error === null);
-    console.info(`repair: ${tookMs} ms after the break; answers ${JSON.stringify(applied.answers)}`);
-    expect(applied.answers[firstAnswered]).toMatchObject({ reloaded: true });
-    expect(applied.answers.slice(firstAnswered + 1).every((a) => !a.reloaded && !a.changed && a.error === null)).toBe(true);
-    expect(applied.answers.length - firstAnswered).toBeGreaterThanOrEqual(2);
+    const answers = applied.answers.map(({ ackedAt, ...a }) => ({ ...a, afterBreak: ackedAt >= brokenAt }));
+    console.info(`repair: ${tookMs} ms after the break; answers ${JSON.stringify(answers)}`);
+    const repair = answers.findIndex((a) => a.reloaded);
+    expect(repair, 'an answer that reloaded').toBeGreaterThanOrEqual(0);
+    // Before the repair: errors (Caddy not answering yet), or no-ops of pushes the agent had received
+    // while Caddy was still whole. A push received after the break that calls Caddy fine is the bug.
+    expect(answers.slice(0, repair).filter((a) => a.afterBreak && a.error === null)).toEqual([]);
+    expect(answers.slice(repair + 1).every((a) => !a.reloaded && !a.changed && a.error === null)).toBe(true);
+    expect(answers.length - repair).toBeGreaterThanOrEqual(2);
     expect(tookMs).toBeLessThan(1.5 * INTERVAL_MS + slackMs);
     const row = await sessionRow(panel, h.nodeId);
     expect(row.reloads.total - before.reloads.total).toBe(1);
