@@ -228,6 +228,27 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   app.decorate('deploymentChanges', changes);
   app.addHook('onReady', async () => changes.start());
   app.addHook('preClose', async () => changes.stop());
+  // The fleet page and the per-node metrics: rows from the connected map plus cached database facts.
+  const fleet = createFleet({
+    config: deps.config,
+    prisma: deps.prisma,
+    registry: agents.registry,
+    routing: agents.routing,
+    metrics,
+    logger: app.log,
+    ...(cluster
+      ? {
+          heldElsewhere: (nodeId: string) => cluster.heldElsewhere(nodeId),
+          cluster: {
+            panelId: cluster.panelId,
+            get leaseHeld() {
+              return cluster.lease.mayServe;
+            },
+            elsewhere: (nodeId: string) => cluster.connectedElsewhere(nodeId),
+          },
+        }
+      : {}),
+  });
   // A revoked token, here or (signalled) on another panel: its streams and waits end, no cache honours it.
   const held = new HeldStreams(deps.config.streams);
   app.decorate('heldStreams', held);
@@ -296,27 +317,6 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     await outbox.stop(db.connectTimeoutMs + db.queryTimeoutMs);
     // The lease is given up last: until the closes are written no other panel's sweep mistakes them for a crash.
     await cluster?.stop();
-  });
-  // The fleet page and the per-node metrics: rows from the connected map plus cached database facts.
-  const fleet = createFleet({
-    config: deps.config,
-    prisma: deps.prisma,
-    registry: agents.registry,
-    routing: agents.routing,
-    metrics,
-    logger: app.log,
-    ...(cluster
-      ? {
-          heldElsewhere: (nodeId: string) => cluster.heldElsewhere(nodeId),
-          cluster: {
-            panelId: cluster.panelId,
-            get leaseHeld() {
-              return cluster.lease.mayServe;
-            },
-            elsewhere: (nodeId: string) => cluster.connectedElsewhere(nodeId),
-          },
-        }
-      : {}),
   });
   app.addHook('onReady', async () => {
     fleet.start();

@@ -1,13 +1,14 @@
-import { createLoop, KeyedSerialQueue, type Logger, type Loop } from '@tether/common';
-import { canonicalRoutes, routingHash, type Route, type RoutingStatus } from '@tether/protocol';
+import { createLoop, type Logger, type Loop } from '@tether/common';
+import { canonicalRoutes, routingHash, type Route } from '@tether/protocol';
 import type { RoutingApplyResult, RoutingController, RoutingMapInput } from '../controllers.js';
 import { fileStamp, readFileIfExists, writeFileAtomic } from './atomic-file.js';
 import { matchesCanonicalJson } from './canonical-json.js';
 import type { ProxyConfigurator } from './configurator.js';
-import { ProxyError, describeProxyError } from './errors.js';
+import { ProxyError } from './errors.js';
 import { renderCaddyConfig, renderDigest, type RenderOptions, type RenderedConfig } from './render.js';
 import { classifyReload } from './reload-kind.js';
-import { RoutingStateStore, type ReloadKind } from './routing-state.js';
+import { RoutingLane } from './routing-lane.js';
+import type { RoutingStateStore, ReloadKind } from './routing-state.js';
 
 // Incident 2: the panel pushes the whole map every 5 minutes and the old agent
 // reloaded Caddy on every push, 418 times a day, and each reload closed every
@@ -68,13 +69,7 @@ export interface CaddyRoutingControllerOptions {
   now?: () => Date;
 }
 
-const EMPTY_STATUS: RoutingStatus = { appliedHash: null, reloadsTotal: 0, reloadsToday: 0, lastReloadAt: null, lastReloadReason: null };
-
-export class CaddyRoutingController implements RoutingController {
-  private storeReady: Promise<RoutingStateStore> | null = null;
-  private store: RoutingStateStore | null = null;
-  /** One lane (this host's proxy): a push and a repair check never interleave their compare and load. */
-  private readonly queue = new KeyedSerialQueue<'proxy'>();
+export class CaddyRoutingController extends RoutingLane implements RoutingController {
   /** The last map the panel sent: what a repair restores (it may differ from what is in place after a failed load). */
   private desired: { routes: Route[]; hash: string } | null = null;
   private rendered: RenderedConfig | null = null;
@@ -87,11 +82,10 @@ export class CaddyRoutingController implements RoutingController {
   /** Admin calls by kind since start (tests, bench): a no-op push makes exactly one `idReads`. */
   readonly adminCalls = { idReads: 0, configReads: 0, loads: 0 };
   private readonly loop: Loop | null;
-  private readonly now: () => Date;
   private closed: Promise<void> | null = null;
 
   constructor(private readonly options: CaddyRoutingControllerOptions) {
-    this.now = options.now ?? (() => new Date());
+    super(options, options.now ?? (() => new Date()));
     this.renderDigest = renderDigest(options.render);
     this.loop =
       options.checkIntervalMs > 0
@@ -114,14 +108,10 @@ export class CaddyRoutingController implements RoutingController {
   stop(): Promise<void> {
     this.closed ??= (async () => {
       await this.loop?.stop();
-      await this.queue.idle();
+      await this.idle();
       await this.options.proxy.close();
     })();
     return this.closed;
-  }
-
-  status(): RoutingStatus {
-    return this.store?.status() ?? EMPTY_STATUS;
   }
 
   /** Never rejects and never waits past the admin timeout: every failure is a coded `error` in the result. */
@@ -163,26 +153,6 @@ export class CaddyRoutingController implements RoutingController {
     const full = options.full === true || Date.now() - this.lastFullCompareAt >= (this.options.fullCheckIntervalMs ?? 600_000);
     const result = await this.serialize(() => this.reconcile(desired.routes, desired.hash, full));
     if (result.error) throw new Error(result.error);
-  }
-
-  private ready(): Promise<RoutingStateStore> {
-    this.storeReady ??= RoutingStateStore.open(this.options.statePath, { now: this.now, logger: this.options.logger }).then(
-      (store) => (this.store = store),
-      (error: unknown) => {
-        // An unreadable state folder (permissions) is retried on the next apply.
-        this.storeReady = null;
-        throw new ProxyError('PROXY_WRITE_FAILED', `routing state ${this.options.statePath}: ${(error as Error).message}`, { cause: error });
-      },
-    );
-    return this.storeReady;
-  }
-
-  private serialize<T>(work: () => Promise<T>): Promise<T> {
-    return this.queue.run('proxy', work);
-  }
-
-  private answer(hash: string, changed: boolean, reloaded: boolean, error: unknown): RoutingApplyResult {
-    return { hash, changed, reloaded, error: error === null ? null : describeProxyError(error), routing: this.status() };
   }
 
   /** `ordered` in canonical order with routingHash `hash` (the caller verified it). */

@@ -1,21 +1,22 @@
 import { createHash } from 'node:crypto';
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
-import { createLoop, KeyedSerialQueue, type Logger, type Loop } from '@tether/common';
-import { canonicalRoutes, routingHash, type Route, type RoutingStatus } from '@tether/protocol';
+import { createLoop, type Logger, type Loop } from '@tether/common';
+import { canonicalRoutes, routingHash, type Route } from '@tether/protocol';
 import type { AnswererHealth, RoutingApplyResult, RoutingController, RoutingMapInput } from '../controllers.js';
 import { readFileIfExists, writeFileAtomic } from './atomic-file.js';
 import { canonicalJson, matchesCanonicalJson } from './canonical-json.js';
 import type { ProxyConfigurator } from './configurator.js';
 import type { EndpointSource } from './docker-endpoints.js';
 import { syncNameFiles } from './domain-files.js';
-import { ProxyError, describeProxyError } from './errors.js';
+import { ProxyError } from './errors.js';
 import type { KnotAnswerer } from './knot-answerer.js';
 import { CONFIG_ID_PREFIX } from './render.js';
 import { servesNothing } from './reload-kind.js';
 import { describeRouteChange } from './route-diff.js';
 import type { ProxySupervisor, ReloadRecord } from './routing-controller.js';
-import { RoutingStateStore, type ReloadKind } from './routing-state.js';
+import { RoutingLane } from './routing-lane.js';
+import type { RoutingStateStore, ReloadKind } from './routing-state.js';
 import { computeAnswers, type Answers } from './static-answers.js';
 import { STATIC_ID_PREFIX, renderStaticConfig, type StaticRenderOptions, type StaticRendered } from './static-render.js';
 
@@ -56,12 +57,7 @@ export interface StaticProxyStats {
   lastAnswersAt: string | null;
 }
 
-const EMPTY_STATUS: RoutingStatus = { appliedHash: null, reloadsTotal: 0, reloadsToday: 0, lastReloadAt: null, lastReloadReason: null };
-
-export class StaticRoutingController implements RoutingController {
-  private store: RoutingStateStore | null = null;
-  private storeReady: Promise<RoutingStateStore> | null = null;
-  private readonly queue = new KeyedSerialQueue<'proxy'>();
+export class StaticRoutingController extends RoutingLane implements RoutingController {
   private desired: { routes: Route[]; hash: string } | null = null;
   /** Digest of the answers in place (memory; re-derived from the zone file on start). */
   private answersDigest: string | null = null;
@@ -71,14 +67,13 @@ export class StaticRoutingController implements RoutingController {
   private readonly renderDigest: string;
   private readonly checkLoop: Loop | null;
   private readonly answersLoop: Loop | null;
-  private readonly now: () => Date;
   private closed: Promise<void> | null = null;
   readonly staticConfig = true;
   readonly adminCalls = { idReads: 0, configReads: 0, loads: 0 };
   readonly stats: StaticProxyStats = { answerWrites: 0, unserved: 0, legacy: 0, lastAnswersAt: null };
 
   constructor(private readonly options: StaticRoutingControllerOptions) {
-    this.now = options.now ?? (() => new Date());
+    super(options, options.now ?? (() => new Date()));
     this.renderDigest = `static-${createHash('sha256').update(canonicalJson(options.render)).digest('hex').slice(0, 24)}`;
     const onError = (what: string) => (error: unknown) => options.logger.warn({ err: error }, `${what} failed; retrying next interval`);
     this.checkLoop =
@@ -122,14 +117,10 @@ export class StaticRoutingController implements RoutingController {
     this.closed ??= (async () => {
       await this.checkLoop?.stop();
       await this.answersLoop?.stop();
-      await this.queue.idle();
+      await this.idle();
       await this.options.proxy.close();
     })();
     return this.closed;
-  }
-
-  status(): RoutingStatus {
-    return this.store?.status() ?? EMPTY_STATUS;
   }
 
   apply(map: RoutingMapInput): Promise<RoutingApplyResult> {
@@ -176,25 +167,6 @@ export class StaticRoutingController implements RoutingController {
       }
     });
     if (error) throw error;
-  }
-
-  private ready(): Promise<RoutingStateStore> {
-    this.storeReady ??= RoutingStateStore.open(this.options.statePath, { now: this.now, logger: this.options.logger }).then(
-      (store) => (this.store = store),
-      (error: unknown) => {
-        this.storeReady = null;
-        throw new ProxyError('PROXY_WRITE_FAILED', `routing state ${this.options.statePath}: ${(error as Error).message}`, { cause: error });
-      },
-    );
-    return this.storeReady;
-  }
-
-  private serialize<T>(work: () => Promise<T>): Promise<T> {
-    return this.queue.run('proxy', work);
-  }
-
-  private answer(hash: string, changed: boolean, reloaded: boolean, error: unknown): RoutingApplyResult {
-    return { hash, changed, reloaded, error: error === null ? null : describeProxyError(error), routing: this.status() };
   }
 
   private async reconcile(ordered: Route[], hash: string, full: boolean): Promise<RoutingApplyResult> {
