@@ -4,7 +4,7 @@ import { CLOSE_CODES, closeCodeName } from '@tether/protocol';
 import type { PanelConfig } from './config.js';
 import type { Db } from './db/database.js';
 import type { PanelEvents } from './panel-events.js';
-import type { PanelMetrics, ReloadKind } from './panel-metrics.js';
+import { RELOAD_METRIC_KIND, RELOAD_METRIC_KINDS, type PanelMetrics, type ReloadMetricKind } from './panel-metrics.js';
 import { PrismaReloadRecorder } from './routing/reload-store.js';
 import type { ProxyEventStore, ReloadRecorder } from './routing/routing-reconciler.js';
 import { DbRoutingMapSource, type RoutingMapSource } from './routing/routing-map.js';
@@ -70,23 +70,13 @@ export function wireRouting(registry: SessionRegistry, frames: FrameRouter, even
   return () => off.forEach((f) => f());
 }
 
-const RELOAD_KINDS: readonly ReloadKind[] = ['routing_change', 'no_routing_change', 'initial', 'repair_empty', 'static_move'];
-
-/**
- * The metric's kind of an agent's reload kind: `change` changed routing,
- * `repair-drift` reloaded without a routing change (the disruptive symptom of
- * incident 2, which the alert counts); an initial load and the repair of an
- * empty (restarted) Caddy sever nothing and have their own values.
- */
-const METRIC_KIND = { change: 'routing_change', 'repair-drift': 'no_routing_change', initial: 'initial', 'repair-empty': 'repair_empty', 'static-move': 'static_move' } as const;
-
 /** Counts every reload and canary drop an agent reports (each once: only what the store newly recorded), then records it. */
 function countedReloads(inner: PrismaReloadRecorder, registry: SessionRegistry, metrics: PanelMetrics): ReloadRecorder & ProxyEventStore {
   return {
     reloaded(record) {
       const node = registry.get(record.nodeId)?.nodeName;
       // Agents without proxy.events: by whether the routing hash changed.
-      const kind: ReloadKind = record.hashBefore === record.hashAfter ? 'no_routing_change' : 'routing_change';
+      const kind: ReloadMetricKind = record.hashBefore === record.hashAfter ? 'no_routing_change' : 'routing_change';
       if (node) metrics.nodeProxyReloads.inc({ node, kind });
       return inner.reloaded(record);
     },
@@ -95,7 +85,7 @@ function countedReloads(inner: PrismaReloadRecorder, registry: SessionRegistry, 
       const node = registry.get(nodeId)?.nodeName;
       if (!node) return stored;
       for (const e of stored) {
-        if (e.event === 'reload') metrics.nodeProxyReloads.inc({ node, kind: METRIC_KIND[e.kind] });
+        if (e.event === 'reload') metrics.nodeProxyReloads.inc({ node, kind: RELOAD_METRIC_KIND[e.kind] });
         else metrics.nodeCanaryDrops.inc({ node, cause: e.cause });
       }
       return stored;
@@ -187,7 +177,7 @@ export function createAgentSide(deps: {
       if (seriesStarted.has(node)) return;
       seriesStarted.add(node);
       metrics.nodeAckTimeouts.inc({ node }, 0);
-      for (const kind of RELOAD_KINDS) metrics.nodeProxyReloads.inc({ node, kind }, 0);
+      for (const kind of RELOAD_METRIC_KINDS) metrics.nodeProxyReloads.inc({ node, kind }, 0);
     }),
     listen(registry, 'closed', (session, teardown) => {
       metrics.sessionsConnected.set(registry.size);

@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { dropNonConventionalDefaults } from '@tether/common';
+import type { ReloadKind } from '@tether/protocol';
 
 // Prometheus metrics, on a registry made per app (no global registry bound at
 // import), served at GET /metrics. Names follow the Prometheus conventions
@@ -15,8 +16,22 @@ export interface FleetGaugeSource {
   nodes(): Iterable<{ name: string; state: 'reachable' | 'unreachable' | 'never_connected' | 'decommissioned'; drifting: boolean }>;
 }
 
-/** The kinds of proxy reload the panel counts: a reload that did not change the routing hash is incident 2's symptom. */
-export type ReloadKind = 'routing_change' | 'no_routing_change' | 'initial' | 'repair_empty' | 'static_move';
+/**
+ * The metric's kind of each agent reload kind, the one table of it: `change`
+ * changed routing, `repair-drift` reloaded without a routing change (the
+ * disruptive symptom of incident 2, which the alert counts); an initial load
+ * and the repair of an empty (restarted) Caddy sever nothing and have their own values.
+ */
+export const RELOAD_METRIC_KIND = {
+  change: 'routing_change',
+  'repair-drift': 'no_routing_change',
+  initial: 'initial',
+  'repair-empty': 'repair_empty',
+  'static-move': 'static_move',
+} as const satisfies Record<ReloadKind, string>;
+/** The kinds of proxy reload the panel counts (label `kind` of tether_node_proxy_reloads_total). */
+export type ReloadMetricKind = (typeof RELOAD_METRIC_KIND)[ReloadKind];
+export const RELOAD_METRIC_KINDS: readonly ReloadMetricKind[] = Object.values(RELOAD_METRIC_KIND);
 
 export interface PanelMetrics {
   registry: Registry;

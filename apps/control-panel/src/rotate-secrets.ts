@@ -1,4 +1,4 @@
-import { rotateSecrets } from './secrets/rotate-command.js';
+import { rotateSecrets } from './rotate-command.js';
 
-// Entry of the key rotation command (node dist/rotate-secrets.js); see secrets/rotate-command.ts.
+// Entry of the key rotation command (node dist/rotate-secrets.js); see rotate-command.ts.
 process.exitCode = await rotateSecrets(process.env, (line) => console.log(line));

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dockerApi, ensureDocker, ensureWebImage, freePort, waitFor } from '@tether/testkit';
 import { sqlOf } from '../src/db/database.js';
 import { generateKey } from '../src/secrets/keyring.js';
-import { rotateSecrets } from '../src/secrets/rotate-command.js';
+import { rotateSecrets } from '../src/rotate-command.js';
 import { startAgentProcess, type AgentProcess } from './helpers/agent-process.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
 

@@ -7,7 +7,7 @@ import { sqlOf } from '../src/db/database.js';
 import type { PanelError } from '../src/errors.js';
 import { refuseUnreadableSecrets } from '../src/secrets/key-check.js';
 import { generateKey, keyIdOf, loadKeyring } from '../src/secrets/keyring.js';
-import { rotateSecrets } from '../src/secrets/rotate-command.js';
+import { rotateSecrets } from '../src/rotate-command.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
 import { RawAgent } from './helpers/raw-agent.js';
 

@@ -1,6 +1,7 @@
 import { mkdir } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import type Docker from 'dockerode';
 import type { Logger } from 'pino';
 import { createAgent, type Agent } from './agent.js';
 import { runMain } from '@tether/common';
@@ -19,6 +20,7 @@ import { createCanary, withCanary, type Canary } from './canary/index.js';
 // Reads configuration, builds the controllers the config asks for and starts the agent.
 
 function controllers(
+  docker: Docker,
   config: AgentConfig,
   nodeName: string,
   logger: Logger,
@@ -30,7 +32,7 @@ function controllers(
   const workloads =
     config.runtime.kind === 'none'
       ? new UnavailableWorkloads()
-      : createDockerWorkloadController(config.runtime, nodeName, {
+      : createDockerWorkloadController(docker, config.runtime, nodeName, {
           logger,
           restartCountersFile: path.join(config.stateDir, 'restart-counters.json'),
           // A container that crashed past its restart budget fails its deployment, visibly, on the panel.
@@ -40,6 +42,7 @@ function controllers(
     { ...config, nodeName },
     {
       logger,
+      docker,
       // Every reload, also those of the periodic proxy check, goes to the panel's history exactly once,
       // and is the evidence the canary attributes its drops with.
       onReload: (reload) => {
@@ -53,7 +56,7 @@ function controllers(
   const logs =
     config.runtime.kind === 'none'
       ? undefined
-      : new LogStreams({ source: new DockerLogSource(createDockerClient(config.runtime.dockerHost), nodeName), logger, maxStreams: config.logs.maxStreams });
+      : new LogStreams({ source: new DockerLogSource(docker, nodeName), logger, maxStreams: config.logs.maxStreams });
   return { workloads, routing: withCanary(routing, canary), ...(logs ? { logs } : {}) };
 }
 
@@ -70,7 +73,9 @@ runMain(
       { ...config, nodeName },
       { logger, onDrop: (event) => void journal?.record(event), ...(config.proxy.kind === 'container' ? { proxyAddress: () => proxy.address?.() ?? Promise.resolve(null) } : {}) },
     );
-    const parts = controllers(config, nodeName, logger, () => ref.agent, journal, canary, (resolve) => (proxy.address = resolve));
+    // The one Docker client of the process (it connects per call: making it costs no I/O, also when unused).
+    const docker = createDockerClient(config.runtime.dockerHost);
+    const parts = controllers(docker, config, nodeName, logger, () => ref.agent, journal, canary, (resolve) => (proxy.address = resolve));
     const agent = createAgent({ ...config, nodeName }, { logger, ...parts, ...(journal ? { events: journal } : {}) });
     ref.agent = agent;
     logger.info({ panels: config.panelUrls, node: nodeName, runtime: config.runtime.kind, proxy: config.proxy.kind }, 'tether agent starting');

@@ -107,3 +107,71 @@ describe('agent frames on the panel', () => {
     expect(offences).toEqual([]);
   });
 });
+
+describe('inside each app', () => {
+  /** `import … from '…'` with whether it is type-only (erased at build: it can tie no module to another at run time). */
+  const IMPORT = /^\s*import\s+(type\s+)?[^;]*?\bfrom\s*['"]([^'"]+)['"]/gms;
+  const importsWithKind = (text: string) => [...text.matchAll(IMPORT)].map((m) => ({ typeOnly: m[1] !== undefined, specifier: m[2]! }));
+  const appSources = (app: string) => sourceFiles(path.join(repoRoot, 'apps', app, 'src')).filter((f) => !/\.test\.[cm]?ts$/.test(f));
+
+  it('reads the import forms it is meant to catch', () => {
+    expect(importsWithKind("import type { A } from '../config.js';\nimport { b,\n c } from '../agent.js';")).toEqual([
+      { typeOnly: true, specifier: '../config.js' },
+      { typeOnly: false, specifier: '../agent.js' },
+    ]);
+  });
+
+  // Upward: a module in a folder of src/ that loads (not only names the types of) a module at src/'s root
+  // which loads, directly or through others, a module of that same folder: the composition (main, app, agent,
+  // agent-side) or a config built from the parts' defaults. Such an import is a cycle between a part and what
+  // assembles it. Root modules that reach no module of the folder (error catalogs, event and metric names)
+  // are leaves to it.
+  it('no module of a folder loads a root module of its app that loads that folder (an upward import)', () => {
+    const offences: string[] = [];
+    for (const app of ['host-agent', 'control-panel']) {
+      const src = path.join(repoRoot, 'apps', app, 'src');
+      const files = new Set(appSources(app));
+      const loads = new Map<string, string[]>();
+      const local = (file: string) =>
+        importsWithKind(readFileSync(file, 'utf8'))
+          .filter((i) => i.specifier.startsWith('.'))
+          .map((i) => ({ ...i, resolved: path.resolve(path.dirname(file), i.specifier).replace(/\.js$/, '.ts') }));
+      for (const file of files) loads.set(file, local(file).filter((i) => !i.typeOnly && files.has(i.resolved)).map((i) => i.resolved));
+      const reaches = (from: string, folder: string): boolean => {
+        const seen = new Set<string>();
+        const stack = [from];
+        while (stack.length > 0) {
+          const at = stack.pop()!;
+          if (seen.has(at)) continue;
+          seen.add(at);
+          if (path.dirname(at).startsWith(folder)) return true;
+          stack.push(...(loads.get(at) ?? []));
+        }
+        return false;
+      };
+      for (const file of files) {
+        if (path.dirname(file) === src) continue;
+        const folder = path.join(src, path.relative(src, file).split(path.sep)[0]!);
+        for (const target of loads.get(file) ?? []) {
+          if (path.dirname(target) === src && reaches(target, folder)) offences.push(`${path.relative(repoRoot, file)} loads ${path.relative(src, target)}`);
+        }
+      }
+    }
+    expect(offences).toEqual([]);
+  });
+
+  // Where the agent talks to Docker: one client per process, made by docker/docker-client.ts and only in
+  // main.ts, then handed to every part (runtime, proxy container, endpoints, logs).
+  it('the agent constructs dockerode in one place and makes its client once, in main.ts', () => {
+    const constructs: string[] = [];
+    const makes: string[] = [];
+    for (const file of appSources('host-agent')) {
+      const text = readFileSync(file, 'utf8');
+      const rel = path.relative(path.join(repoRoot, 'apps', 'host-agent'), file);
+      if (/\bnew\s+Docker\s*\(/.test(text)) constructs.push(rel);
+      if (/\bcreateDockerClient\s*\(/.test(text) && rel !== path.join('src', 'docker', 'docker-client.ts')) makes.push(rel);
+    }
+    expect(constructs).toEqual([path.join('src', 'docker', 'docker-client.ts')]);
+    expect(makes).toEqual([path.join('src', 'main.ts')]);
+  });
+});

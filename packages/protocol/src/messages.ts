@@ -359,9 +359,25 @@ export const LogsEnd = Type.Object({
 });
 export type LogsEnd = Static<typeof LogsEnd>;
 
-/** `static-move` only between ends that both named `proxy.static`. */
+/** Why a proxy reload happened (docs/architecture.md, "Reload kinds"); `static-move` only between ends that both named `proxy.static`. */
 export const ReloadKind = Type.Union([Type.Literal('initial'), Type.Literal('repair-empty'), Type.Literal('change'), Type.Literal('repair-drift'), Type.Literal('static-move')]);
 export type ReloadKind = Static<typeof ReloadKind>;
+/** Where each kind is counted in `ReloadKindCounts` (heartbeats, the agent's state file). */
+export const RELOAD_KIND_COUNT_KEY = {
+  initial: 'initial',
+  'repair-empty': 'repairEmpty',
+  change: 'change',
+  'repair-drift': 'repairDrift',
+  'static-move': 'staticMove',
+} as const satisfies Record<ReloadKind, keyof ReloadKindCounts>;
+/** Every kind, in the order of the table above (complete: the table must name every kind). */
+export const RELOAD_KINDS = Object.keys(RELOAD_KIND_COUNT_KEY) as readonly ReloadKind[];
+/**
+ * The kinds that sever customers' connections. An initial load and a repair
+ * of an empty (restarted) Caddy reach a proxy that holds no connection of ours
+ * any more, so "reloads a day" and its alert count only these.
+ */
+export const DISRUPTIVE_RELOAD_KINDS: ReadonlySet<ReloadKind> = new Set(['change', 'repair-drift', 'static-move']);
 export const CanaryDropCause = Type.Union([
   Type.Literal('reload'),
   Type.Literal('proxy-restarted'),

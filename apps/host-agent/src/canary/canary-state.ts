@@ -3,7 +3,7 @@ import { rename } from 'node:fs/promises';
 import Type, { type Static } from 'typebox';
 import { Compile } from 'typebox/compile';
 import { CanaryDropCounts, type CanaryDropCause, type CanaryStatus } from '@tether/protocol';
-import { readFileIfExists, writeFileAtomic } from '../proxy/atomic-file.js';
+import { readFileIfExists, writeFileAtomic } from '../state/atomic-file.js';
 
 // The canary's counters across agent restarts (TETHER_STATE_DIR/
 // canary-state.json), like the reload counters in routing-state.json:

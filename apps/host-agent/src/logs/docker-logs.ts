@@ -1,7 +1,7 @@
 import type { Readable } from 'node:stream';
 import type Docker from 'dockerode';
 import { LABELS } from '../docker/docker-client.js';
-import { parseJsonLines } from '../runtime/docker-streams.js';
+import { parseJsonLines } from '../docker/docker-streams.js';
 
 // What a log stream needs from Docker: the service's containers on this node,
 // one container's log output as a byte stream (multiplexed frames), and the

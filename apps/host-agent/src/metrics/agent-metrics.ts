@@ -1,6 +1,6 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { dropNonConventionalDefaults } from '@tether/common';
-import { closeCodeName, type RoutingStatus } from '@tether/protocol';
+import { RELOAD_KIND_COUNT_KEY, RELOAD_KINDS, closeCodeName, type RoutingStatus } from '@tether/protocol';
 import type { PanelConnection } from '../connection/panel-connection.js';
 import type { AnswererHealth } from '../controllers.js';
 
@@ -57,7 +57,6 @@ export function createAgentMetrics(source: AgentMetricsSource): Registry {
       this.set(source.routing().reloadsToday);
     },
   });
-  const kindLabels = { initial: 'initial', repairEmpty: 'repair-empty', change: 'change', repairDrift: 'repair-drift', staticMove: 'static-move' } as const;
   new Counter({
     name: 'tether_agent_proxy_reloads_by_kind_total',
     help: 'Caddy reloads this node made by kind (initial, repair-empty, change, repair-drift, static-move), persisted across agent restarts',
@@ -66,7 +65,7 @@ export function createAgentMetrics(source: AgentMetricsSource): Registry {
     collect() {
       this.reset();
       const kinds = source.routing().reloadKinds;
-      if (kinds) for (const [key, kind] of Object.entries(kindLabels)) this.inc({ kind }, kinds[key as keyof typeof kindLabels] ?? 0);
+      if (kinds) for (const kind of RELOAD_KINDS) this.inc({ kind }, kinds[RELOAD_KIND_COUNT_KEY[kind]] ?? 0);
     },
   });
   // Registered only for an agent that runs the canary (fixed for the agent's run), so "off" is no series, not 0.

@@ -4,7 +4,6 @@ import path from 'node:path';
 import type Docker from 'dockerode';
 import type { AgentConfig } from '../config.js';
 import type { RoutingController } from '../controllers.js';
-import { createDockerClient } from '../docker/docker-client.js';
 import { DockerContainerRuntime } from '../runtime/docker-runtime.js';
 import { DEFAULT_RUNTIME_TIMING } from '../runtime/settings.js';
 import { DisabledRouting } from '../null-controllers.js';
@@ -138,6 +137,12 @@ export function createContainerRoutingController(o: ContainerProxyOptions): { co
   return { controller, container };
 }
 
+/** The process's one Docker client (main.ts makes it); only the modes that talk to Docker need it. */
+function dockerOf(deps: { docker?: Docker }): Docker {
+  if (!deps.docker) throw new Error('this proxy mode talks to Docker: createRoutingController needs deps.docker');
+  return deps.docker;
+}
+
 export function createRoutingController(
   config: AgentConfig,
   deps: {
@@ -176,7 +181,7 @@ export function createRoutingController(
       askPort: p.askPort,
       issuer: p.tlsIssuer,
       endpoints: config.runtime.kind === 'docker'
-        ? dockerEndpoints(deps.docker ?? createDockerClient(config.runtime.dockerHost), { network: config.runtime.network, node: config.nodeName ?? os.hostname() })
+        ? dockerEndpoints(dockerOf(deps), { network: config.runtime.network, node: config.nodeName ?? os.hostname() })
         : () => Promise.resolve(new Map()),
     });
   }
@@ -186,7 +191,7 @@ export function createRoutingController(
   }
   const { controller, container } = createContainerRoutingController({
     ...common,
-    docker: deps.docker ?? createDockerClient(config.runtime.dockerHost),
+    docker: dockerOf(deps),
     dockerTimeoutMs: config.runtime.timing.callTimeoutMs,
     network: config.runtime.network,
     node: config.nodeName ?? os.hostname(),

@@ -1,6 +1,6 @@
 import { mkdir, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { writeFileAtomic } from './atomic-file.js';
+import { writeFileAtomic } from '../state/atomic-file.js';
 
 // The domain lists Caddy reads per request: one empty file per name, so the
 // `file` matcher (routing) and the TLS `ask` server (certificates) answer

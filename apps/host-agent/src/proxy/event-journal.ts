@@ -3,7 +3,7 @@ import { rename } from 'node:fs/promises';
 import Type from 'typebox';
 import { Compile } from 'typebox/compile';
 import { CanaryDropEvent, ReloadEvent } from '@tether/protocol';
-import { readFileIfExists, writeFileAtomic } from './atomic-file.js';
+import { readFileIfExists, writeFileAtomic } from '../state/atomic-file.js';
 
 // Reload and canary-drop events on their way to the panel, each recorded
 // there exactly once. Every event gets this agent process's boot epoch and

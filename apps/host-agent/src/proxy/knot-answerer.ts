@@ -5,7 +5,7 @@ import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { sleep, type Logger } from '@tether/common';
-import { readFileIfExists, writeFileAtomic } from './atomic-file.js';
+import { readFileIfExists, writeFileAtomic } from '../state/atomic-file.js';
 import { ProxyError } from './errors.js';
 import { ANSWER_ZONE, HEALTH_NAME } from './static-answers.js';
 

@@ -1,7 +1,7 @@
 import { createLoop, type Logger, type Loop } from '@tether/common';
 import { canonicalRoutes, routingHash, type Route } from '@tether/protocol';
 import type { RoutingApplyResult, RoutingController, RoutingMapInput } from '../controllers.js';
-import { fileStamp, readFileIfExists, writeFileAtomic } from './atomic-file.js';
+import { fileStamp, readFileIfExists, writeFileAtomic } from '../state/atomic-file.js';
 import { matchesCanonicalJson } from './canonical-json.js';
 import type { ProxyConfigurator } from './configurator.js';
 import { ProxyError } from './errors.js';

@@ -2,8 +2,8 @@ import type { Logger } from '@tether/common';
 import { rename } from 'node:fs/promises';
 import Type, { type Static } from 'typebox';
 import { Compile } from 'typebox/compile';
-import { Route, type RoutingStatus } from '@tether/protocol';
-import { readFileIfExists, writeFileAtomic } from './atomic-file.js';
+import { DISRUPTIVE_RELOAD_KINDS, RELOAD_KIND_COUNT_KEY, ReloadKindCounts, Route, type ReloadKind, type RoutingStatus } from '@tether/protocol';
+import { readFileIfExists, writeFileAtomic } from '../state/atomic-file.js';
 import { ProxyError } from './errors.js';
 
 // What the agent knows about routing across its own restarts: the routes in
@@ -13,20 +13,10 @@ import { ProxyError } from './errors.js';
 
 const NullableString = (min = 0) => Type.Union([Type.String({ minLength: min }), Type.Null()]);
 
-/** Why a reload happened; see docs/architecture.md ("Reload kinds"). */
-export type ReloadKind = 'initial' | 'repair-empty' | 'change' | 'repair-drift' | 'static-move';
-export const RELOAD_KINDS: readonly ReloadKind[] = ['initial', 'repair-empty', 'change', 'repair-drift', 'static-move'];
-/**
- * The kinds that sever customers' connections. An initial load and a repair
- * of an empty (restarted) Caddy reach a proxy that holds no connection of ours
- * any more, so "reloads a day" and its alert count only these.
- */
-export const DISRUPTIVE_KINDS: ReadonlySet<ReloadKind> = new Set(['change', 'repair-drift', 'static-move']);
+export { DISRUPTIVE_RELOAD_KINDS, RELOAD_KINDS, type ReloadKind } from '@tether/protocol';
 
-const Counter = Type.Integer({ minimum: 0 });
-const KindCounters = Type.Object({ initial: Counter, repairEmpty: Counter, change: Counter, repairDrift: Counter, staticMove: Type.Optional(Counter) });
-type KindCounters = Static<typeof KindCounters>;
-const kindKey = { initial: 'initial', 'repair-empty': 'repairEmpty', change: 'change', 'repair-drift': 'repairDrift', 'static-move': 'staticMove' } as const;
+const KindCounters = ReloadKindCounts;
+type KindCounters = ReloadKindCounts;
 
 const PersistedState = Type.Object({
   version: Type.Literal(1),
@@ -117,13 +107,13 @@ export class RoutingStateStore {
 
   /**
    * A load changed what the proxy serves. reloadsTotal counts every kind;
-   * reloadsToday only the disruptive ones (DISRUPTIVE_KINDS).
+   * reloadsToday only the disruptive ones (DISRUPTIVE_RELOAD_KINDS).
    */
   async recordReload(hash: string, routes: Route[], reason: string, kind: ReloadKind, renderDigest: string, at = this.now()): Promise<void> {
     const today = utcDay(at);
     const s = this.state;
     const kinds: KindCounters = { ...(s.reloadKinds ?? fresh().reloadKinds!) };
-    kinds[kindKey[kind]] = (kinds[kindKey[kind]] ?? 0) + 1;
+    kinds[RELOAD_KIND_COUNT_KEY[kind]] = (kinds[RELOAD_KIND_COUNT_KEY[kind]] ?? 0) + 1;
     const counted = s.reloadsDay === today ? s.reloadsToday : 0;
     await this.save({
       ...s,
@@ -133,7 +123,7 @@ export class RoutingStateStore {
       reloadKinds: kinds,
       renderDigest,
       reloadsDay: today,
-      reloadsToday: DISRUPTIVE_KINDS.has(kind) ? counted + 1 : counted,
+      reloadsToday: DISRUPTIVE_RELOAD_KINDS.has(kind) ? counted + 1 : counted,
       lastReloadAt: at.toISOString(),
       lastReloadReason: reason,
     });

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { createLoop, type Logger, type Loop } from '@tether/common';
 import { canonicalRoutes, routingHash, type Route } from '@tether/protocol';
 import type { AnswererHealth, RoutingApplyResult, RoutingController, RoutingMapInput } from '../controllers.js';
-import { readFileIfExists, writeFileAtomic } from './atomic-file.js';
+import { readFileIfExists, writeFileAtomic } from '../state/atomic-file.js';
 import { canonicalJson, matchesCanonicalJson } from './canonical-json.js';
 import type { ProxyConfigurator } from './configurator.js';
 import type { EndpointSource } from './docker-endpoints.js';

@@ -13,7 +13,7 @@ import type {
   VolumeSummary,
 } from './container-runtime.js';
 import { RUNTIME_ERROR_CODES, RuntimeError, toRuntimeError, type RuntimeSubject } from './errors.js';
-import { demuxLogs, parseJsonLines } from './docker-streams.js';
+import { demuxLogs, parseJsonLines } from '../docker/docker-streams.js';
 import { CONTAINER_LOG_DEFAULTS, type ContainerLogOptions } from './settings.js';
 
 export interface DockerRuntimeOptions {
@@ -179,7 +179,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
     } catch (err) {
       const e = err as RuntimeError;
       if (e.code === RUNTIME_ERROR_CODES.CONTAINER_NOT_FOUND) return;
-      if (e.code === RUNTIME_ERROR_CODES.CONFLICT && /already in progress/i.test(e.message)) return;
+      if (e.code === RUNTIME_ERROR_CODES.DOCKER_CONFLICT && /already in progress/i.test(e.message)) return;
       throw err;
     }
   }

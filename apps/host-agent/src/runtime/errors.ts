@@ -14,7 +14,8 @@ export const RUNTIME_ERROR_CATALOG = defineErrorCatalog({
   RUNTIME_UNAVAILABLE: 'the Docker daemon does not answer (socket missing, refused, timed out) or TETHER_RUNTIME=none',
   CONTAINER_NOT_FOUND: 'the container is gone',
   NETWORK_NOT_FOUND: "Tether's Docker network is gone",
-  CONFLICT: 'a container name is taken, or the object is busy (removal in progress)',
+  // Prefixed: the panel's CONFLICT is an HTTP 409 of the API, a different thing.
+  DOCKER_CONFLICT: 'Docker answered 409: a container name is taken, or the object is busy (removal in progress)',
   SUPERSEDED: 'a newer deployment of the same service replaced this one on this node',
   DOCKER_ERROR: "any other answer from the daemon; the message is the daemon's",
   OOM_KILLED: 'the kernel killed the container for exceeding its memory limit (resources.memoryMiB)',
@@ -103,6 +104,6 @@ export function toRuntimeError(error: unknown, operation: string, subject: Runti
           : RUNTIME_ERROR_CODES.DOCKER_ERROR;
     return new RuntimeError(code, `${operation}: ${said}`, opts);
   }
-  if (status === 409) return new RuntimeError(RUNTIME_ERROR_CODES.CONFLICT, `${operation}: ${said}`, opts);
+  if (status === 409) return new RuntimeError(RUNTIME_ERROR_CODES.DOCKER_CONFLICT, `${operation}: ${said}`, opts);
   return new RuntimeError(RUNTIME_ERROR_CODES.DOCKER_ERROR, `${operation}: ${said}`, opts);
 }

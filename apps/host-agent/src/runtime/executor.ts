@@ -69,7 +69,7 @@ async function createFresh(deps: ExecutorDeps, workload: Workload, replica: numb
   try {
     return await deps.runtime.create(spec);
   } catch (err) {
-    if (!(err instanceof RuntimeError && err.code === RUNTIME_ERROR_CODES.CONFLICT)) throw err;
+    if (!(err instanceof RuntimeError && err.code === RUNTIME_ERROR_CODES.DOCKER_CONFLICT)) throw err;
     const mine = await deps.runtime.list({ ...nodeSelector(deps.node) });
     const leftover = mine.find((c) => c.name === spec.name);
     if (!leftover) throw err;

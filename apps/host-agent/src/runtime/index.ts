@@ -1,6 +1,6 @@
+import type Docker from 'dockerode';
 import type { Logger } from '@tether/common';
 import type { AgentConfig } from '../config.js';
-import { createDockerClient } from '../docker/docker-client.js';
 import { DockerContainerRuntime } from './docker-runtime.js';
 import { DockerWorkloadController } from './docker-workload-controller.js';
 import type { FailureReport } from './executor.js';
@@ -13,13 +13,14 @@ export type { FailureReport } from './executor.js';
 export { plan, type Action, type ActualContainer, type PlanContext } from './plan.js';
 export { DEFAULT_RESTART_POLICY, DEFAULT_RUNTIME_TIMING, type RestartPolicy, type RuntimeTiming } from './settings.js';
 
-/** The agent's WorkloadController for TETHER_RUNTIME=docker, built from its config. */
+/** The agent's WorkloadController for TETHER_RUNTIME=docker, built from its config, on the process's one Docker client. */
 export function createDockerWorkloadController(
+  docker: Docker,
   config: AgentConfig['runtime'],
   node: string,
   options: { logger?: Logger; onFailure?: (report: FailureReport) => void; restartCountersFile?: string } = {},
 ): DockerWorkloadController {
-  const runtime = new DockerContainerRuntime(createDockerClient(config.dockerHost), { callTimeoutMs: config.timing.callTimeoutMs, containerLogs: config.containerLogs });
+  const runtime = new DockerContainerRuntime(docker, { callTimeoutMs: config.timing.callTimeoutMs, containerLogs: config.containerLogs });
   return new DockerWorkloadController({
     runtime,
     node,

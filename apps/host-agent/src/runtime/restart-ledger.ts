@@ -1,5 +1,5 @@
 import type { Logger } from '@tether/common';
-import { readFileIfExists, writeFileAtomic } from '../proxy/atomic-file.js';
+import { readFileIfExists, writeFileAtomic } from '../state/atomic-file.js';
 
 /**
  * The agent's own restarts per container. Docker's RestartCount only counts

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CaddyRoutingController, renderCaddyConfig, type RenderOptions } from '../../src/proxy/index.js';
-import { writeFileAtomic } from '../../src/proxy/atomic-file.js';
+import { writeFileAtomic } from '../../src/state/atomic-file.js';
 import { mapOf, removeTempDirs, route, silentLogger, tempDir } from './helpers/harness.js';
 import { memoryProxy } from './helpers/memory-proxy.js';
 

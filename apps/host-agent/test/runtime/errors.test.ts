@@ -14,7 +14,7 @@ describe('toRuntimeError()', () => {
     ['no such image', http(404, 'No such image: x:1'), 'image', 'IMAGE_NOT_FOUND', /^op: No such image: x:1$/],
     ['no such container', http(404, 'No such container: abc'), 'container', 'CONTAINER_NOT_FOUND', /No such container/],
     ['no such network', http(404, 'network n not found'), 'network', 'NETWORK_NOT_FOUND', /network n not found/],
-    ['name in use', http(409, 'Conflict. The container name "/x" is already in use'), 'container', 'CONFLICT', /already in use/],
+    ['name in use', http(409, 'Conflict. The container name "/x" is already in use'), 'container', 'DOCKER_CONFLICT', /already in use/],
     ['anything else', http(500, 'driver failed programming external connectivity'), 'container', 'DOCKER_ERROR', /^op: driver failed/],
   ] as const)('%s → %s', (_name, input, subject, code, message) => {
     const err = toRuntimeError(input, 'op', subject, 250);
@@ -30,6 +30,6 @@ describe('toRuntimeError()', () => {
 
   it('tells deployment faults (never retried) from transient ones', () => {
     expect(['IMAGE_PULL_FAILED', 'CONTAINER_EXITED', 'HEALTHCHECK_FAILED', 'START_TIMEOUT'].every(isDeploymentFault)).toBe(true);
-    expect(['RUNTIME_UNAVAILABLE', 'DOCKER_ERROR', 'CONFLICT'].some(isDeploymentFault)).toBe(false);
+    expect(['RUNTIME_UNAVAILABLE', 'DOCKER_ERROR', 'DOCKER_CONFLICT'].some(isDeploymentFault)).toBe(false);
   });
 });

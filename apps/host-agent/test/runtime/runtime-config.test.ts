@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
+import { createDockerClient } from '../../src/docker/docker-client.js';
 import { createDockerWorkloadController } from '../../src/runtime/index.js';
 import { DEFAULT_RESTART_POLICY, DEFAULT_RUNTIME_TIMING } from '../../src/runtime/settings.js';
 
@@ -25,7 +26,7 @@ describe('runtime configuration', () => {
     const warnings: string[] = [];
     const logger = { debug() {}, info() {}, error() {}, warn: (o: object, m?: string) => warnings.push(`${m} ${JSON.stringify(o)}`) };
     const { runtime } = loadConfig({ ...base, DOCKER_HOST: 'unix:///tmp/tether-no-such-docker.sock' });
-    const controller = createDockerWorkloadController(runtime, 'cfg-node', { logger });
+    const controller = createDockerWorkloadController(createDockerClient(runtime.dockerHost), runtime, 'cfg-node', { logger });
     await controller.start();
     try {
       const observed = await controller.observe();

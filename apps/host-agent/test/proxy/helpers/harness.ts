@@ -30,7 +30,7 @@ export function mapOf(routes: Route[], version = 1): RoutingMapInput {
 }
 
 /** Changes whenever the file is replaced (new inode) or written in place (mtime, size). */
-export { fileStamp as fileIdentity } from '../../../src/proxy/atomic-file.js';
+export { fileStamp as fileIdentity } from '../../../src/state/atomic-file.js';
 
 /** GET through Caddy's HTTP port with a Host header (fetch cannot set Host). */
 export function httpGet(port: number, host: string, urlPath = '/'): Promise<{ status: number; body: string }> {

@@ -4,7 +4,7 @@ import { DOCKER_SOCKET, TEST_IMAGE, removeContainersByLabel, waitFor } from '@te
 import { LABELS, createDockerClient } from '../../../src/docker/docker-client.js';
 import type { ContainerSummary } from '../../../src/runtime/container-runtime.js';
 import { DockerContainerRuntime } from '../../../src/runtime/docker-runtime.js';
-import { demuxLogs } from '../../../src/runtime/docker-streams.js';
+import { demuxLogs } from '../../../src/docker/docker-streams.js';
 import { DockerWorkloadController, type DockerWorkloadControllerOptions } from '../../../src/runtime/docker-workload-controller.js';
 import type { RuntimeTiming } from '../../../src/runtime/settings.js';
 import { nodeSelector } from '../../../src/runtime/workload-spec.js';

@@ -1,9 +1,9 @@
 import { ConfigError } from '@tether/common';
-import { loadConfig } from '../config.js';
-import { createPrisma } from '../db/database.js';
-import { PanelError } from '../errors.js';
-import { loadKeyring } from './keyring.js';
-import { missingKeyIds, reencryptSecrets } from './secret-store.js';
+import { loadConfig } from './config.js';
+import { createPrisma } from './db/database.js';
+import { PanelError } from './errors.js';
+import { loadKeyring } from './secrets/keyring.js';
+import { missingKeyIds, reencryptSecrets } from './secrets/secret-store.js';
 
 // `node dist/rotate-secrets.js` (docs/operations.md, "Secrets key"): with the
 // new key first in TETHER_SECRETS_KEY (or the key file) and the old ones
