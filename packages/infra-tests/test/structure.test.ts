@@ -87,11 +87,10 @@ describe('imports between apps', () => {
   });
 });
 
-describe('agent frames on the panel', () => {
-  // Where a frame of type X goes is apps/control-panel/src/sessions/frame-router.ts: one handler per type,
-  // registered beside its code. A second `switch` on a frame's type would be a second answer to that question.
-  // (The host agent still routes panel frames in connection/panel-connection.ts; it joins this rule when its
-  // own router lands, issue 27.)
+describe('frames between panel and agent', () => {
+  // Where a frame of type X goes is one router per side: the panel's apps/control-panel/src/sessions/frame-router.ts
+  // (handlers registered beside their code) and the agent's apps/host-agent/src/connection/frame-router.ts (handlers
+  // registered in panel-connection.ts). A second `switch` on a frame's type would be a second answer to that question.
   const SWITCH_ON_TYPE = /switch\s*\(\s*[\w.]*\btype\s*\)/;
 
   it('reads the switch it is meant to catch', () => {
@@ -100,8 +99,9 @@ describe('agent frames on the panel', () => {
     expect(SWITCH_ON_TYPE.test('switch (kind) {')).toBe(false);
   });
 
-  it('no panel source switches on a frame’s type', () => {
-    const offences = sourceFiles(path.join(repoRoot, 'apps', 'control-panel', 'src'))
+  it('no source of either app switches on a frame’s type', () => {
+    const offences = ['control-panel', 'host-agent']
+      .flatMap((app) => sourceFiles(path.join(repoRoot, 'apps', app, 'src')))
       .filter((file) => SWITCH_ON_TYPE.test(readFileSync(file, 'utf8')))
       .map((file) => path.relative(repoRoot, file));
     expect(offences).toEqual([]);

@@ -1,12 +1,11 @@
 import { EventEmitter } from 'node:events';
 import type { Logger } from '@tether/common';
 import WebSocket, { type RawData } from 'ws';
-import { Backoff, createLoop, Deadline, errorMessage, sanitizeText, type DeadlineClock, type Loop } from '@tether/common';
+import { Backoff, createLoop, Deadline, errorMessage, type DeadlineClock, type Loop } from '@tether/common';
 import {
   CAPABILITIES,
   CLOSE_CODES,
   DEFAULT_PROTOCOL_RANGE,
-  FIELD_LIMITS,
   FRAME_ERROR_CODES,
   MAX_STATE_FRAME_BYTES,
   TERMINAL_CLOSE_CODES,
@@ -21,19 +20,27 @@ import {
   type PanelMessage,
   type ProtocolRange,
   type RoutingStatus,
-  type RuntimeStatus,
   type Timing,
 } from '@tether/protocol';
 import type { DeployOutcome, EventOutbox, RoutingController, WorkloadController } from '../controllers.js';
 import { AGENT_ERROR_CODES } from '../errors.js';
 import type { LogStreams } from '../logs/index.js';
+import { DeployResultQueue } from './deploy-results.js';
 import { EventSender } from './event-sender.js';
+import { PanelFrameRouter } from './frame-router.js';
+import { agentCapabilities, freeText, routingStatus, runtimeStatus } from './handshake.js';
+import { PanelTargets, agentConnectUrl } from './panel-targets.js';
+
+export { agentConnectUrl } from './panel-targets.js';
 
 // The agent's one session with the panel. Every read runs under a read-idle
 // deadline (90 s by default: three missed panel pings); silence past it means
 // the connection is dead whatever TCP says, so the socket is destroyed and the
 // agent reconnects with exponential backoff and full jitter, forever, with no
-// human and no restart.
+// human and no restart. Beside it: which panel to dial (panel-targets.ts),
+// what hello says (handshake.ts), where each frame goes (frame-router.ts, its
+// handlers registered in routeFrames below), results held for the next
+// session (deploy-results.ts) and proxy events (event-sender.ts).
 
 export interface PanelConnectionOptions {
   /** One panel, or several sharing a database: each connect takes the next of them in a shuffled order. */
@@ -64,29 +71,6 @@ export interface ConnectionEvents {
   closed: [{ code: number; reason: string; sessionId: string | null; retryInMs: number }];
 }
 
-/**
- * Free text leaves the agent sanitised: a reason may carry a crashed
- * container's last output, which can hold any bytes (a NUL would make the
- * panel's database refuse the row).
- */
-const freeText = (text: string) => sanitizeText(text, { maxLength: FIELD_LIMITS.text });
-
-/** Results waiting for a session to carry them; a deploy.result is never dropped because the socket was. */
-const OUTBOX_LIMIT = 1_000;
-
-const runtimeStatus = (status: RuntimeStatus): RuntimeStatus => ({ ...status, error: status.error === null ? null : freeText(status.error) });
-const routingStatus = (status: RoutingStatus): RoutingStatus => ({
-  ...status,
-  lastReloadReason: status.lastReloadReason === null ? null : freeText(status.lastReloadReason),
-});
-
-export function agentConnectUrl(panelUrl: string): string {
-  const url = new URL(panelUrl);
-  url.protocol = url.protocol === 'https:' || url.protocol === 'wss:' ? 'wss:' : 'ws:';
-  url.pathname = `${url.pathname.replace(/\/$/, '')}/v1/agent/connect`;
-  return url.toString();
-}
-
 export class PanelConnection extends EventEmitter<ConnectionEvents> {
   private socket: WebSocket | undefined;
   private state_: ConnectionState = 'waiting';
@@ -100,12 +84,11 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
   private seq = 0;
   private readonly backoff: Backoff;
   private readonly nextId = createIdGenerator('a');
-  private readonly outbox: DeployResult[] = [];
+  private readonly results = new DeployResultQueue();
   private terminal = false;
   private readonly events: EventSender | null;
-  private readonly panelUrls: readonly string[];
-  /** Panels still to try in this round; reshuffled when empty, so a fleet spreads over the panels. */
-  private untried: string[] = [];
+  private readonly targets: PanelTargets;
+  private readonly router = new PanelFrameRouter();
   /**
    * The last connect was refused at once (ECONNREFUSED, ECONNRESET, 503: a panel down, stopping or shedding)
    * rather than left to time out: a hinted backoff widens only for a timeout, the sign of a panel past its pace.
@@ -127,9 +110,9 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     this.idleTimeoutMs = options.overrides?.agentIdleTimeoutMs ?? TIMING_DEFAULTS.agentIdleTimeoutMs;
     this.protocolVersion = this.versions.max;
     this.events = options.events ? new EventSender(options.events, this.nextId) : null;
-    this.panelUrls = typeof options.panelUrl === 'string' ? [options.panelUrl] : [...options.panelUrl];
-    if (this.panelUrls.length === 0) throw new Error('no panel URL');
+    this.targets = new PanelTargets(options.panelUrl, options.random);
     options.events?.onRecorded(() => this.sendEvents());
+    this.routeFrames();
   }
 
   private get versions(): ProtocolRange {
@@ -171,7 +154,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     this.versionRefused = false;
     this.refused = false;
     const log = this.options.logger;
-    const panelUrl = this.nextPanelUrl();
+    const panelUrl = this.targets.next();
     log.debug({ panel: panelUrl }, 'connecting');
     const socket = new WebSocket(agentConnectUrl(panelUrl), {
       headers: { authorization: `Bearer ${this.options.token}` },
@@ -210,20 +193,6 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     socket.on('close', (code, reason) => this.onClose(socket, code, reason.toString('utf8')));
   }
 
-  /** The next panel of a shuffled round (Fisher–Yates with the connection's random source). */
-  private nextPanelUrl(): string {
-    if (this.untried.length === 0) {
-      const order = [...this.panelUrls];
-      const random = this.options.random ?? Math.random;
-      for (let i = order.length - 1; i > 0; i--) {
-        const j = Math.floor(random() * (i + 1));
-        [order[i], order[j]] = [order[j]!, order[i]!];
-      }
-      this.untried = order;
-    }
-    return this.untried.shift()!;
-  }
-
   private async sendHello(socket: WebSocket): Promise<void> {
     const observation = await this.options.workloads.observe().catch((err: unknown) => ({
       containers: [],
@@ -238,7 +207,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       containers: observation.containers,
       runtime: runtimeStatus(observation.runtime),
       routing: this.routingStatus(),
-      ...this.capabilities(),
+      capabilities: agentCapabilities(this.options),
     });
   }
 
@@ -278,73 +247,60 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     }
     this.idle?.touch();
     const message = result.message as PanelMessage;
-    switch (message.type) {
-      case 'welcome':
-        this.onWelcome(socket, message.sessionId, message.timing, message.capabilities ?? []);
-        this.attachLogs(socket, message.capabilities ?? []);
-        this.confirmed = message.capabilities ?? [];
-        return;
-      case 'ping':
-        this.sendOn(socket, { type: 'pong', id: this.nextId(), ref: message.id });
-        return;
-      case 'deploy':
-        this.sendOn(socket, { type: 'ack', id: this.nextId(), ref: message.id });
-        void this.carryOut(message.workload);
-        return;
-      case 'workloads':
-        this.sendOn(socket, { type: 'ack', id: this.nextId(), ref: message.id });
-        this.options.workloads.setDesired(message.workloads);
-        return;
-      case 'volumes.remove':
-        // Only on a session that agreed on workload.volumes (the panel sends it on no other).
-        if (this.options.workloads.removeVolumes && this.confirmed.includes(CAPABILITIES.WORKLOAD_VOLUMES)) {
-          this.sendOn(socket, { type: 'ack', id: this.nextId(), ref: message.id });
-          this.options.workloads.removeVolumes(message.serviceId);
-          return;
-        }
-        break;
-      case 'routing.map': {
-        this.sendOn(socket, { type: 'ack', id: this.nextId(), ref: message.id });
-        void this.applyRouting(socket, message.id, { version: message.version, hash: message.hash, routes: message.routes });
-        return;
-      }
-      case 'logs.open':
-      case 'logs.credit':
-      case 'logs.close':
-        // Only on a session where both ends named the capability (attach above); else it is unexpected.
-        if (this.options.logs && this.logsAttached) return this.options.logs.handle(message);
-        break;
-      case 'error':
-        // Before welcome the only frame the agent sent is hello: this names its version (a v1 panel then closes with 4004).
-        if (message.code === FRAME_ERROR_CODES.UNSUPPORTED_PROTOCOL_VERSION && this.state_ === 'handshaking') this.versionRefused = true;
-        this.options.logger.warn({ code: message.code, ref: message.ref, message: message.message }, 'panel rejected a frame');
-        return;
-      case 'ack':
-        this.events?.acknowledged(message.ref);
-        return;
-      default:
-        break;
-    }
+    if (this.router.route(message)) return;
     this.sendOn(socket, {
       type: 'error',
       id: this.nextId(),
-      ref: (message as { id: string }).id,
+      ref: message.id,
       code: FRAME_ERROR_CODES.UNEXPECTED_MESSAGE,
-      message: `${(message as { type: string }).type} is not accepted from the panel`,
+      message: `${message.type} is not accepted from the panel`,
     });
   }
 
-  /** What hello announces: the optional features this agent was built with. */
-  private capabilities(): { capabilities?: string[] } {
-    const names: string[] = [
-      ...(this.options.events ? [CAPABILITIES.PROXY_EVENTS] : []),
-      ...(this.options.logs ? [CAPABILITIES.LOGS] : []),
-      ...(this.options.routing.staticConfig ? [CAPABILITIES.PROXY_STATIC] : []),
-      ...(this.options.workloads.capabilities ?? []),
-    ];
-    // Built in: every workload's secrets become its container's environment (runtime/workload-spec.ts).
-    names.push(CAPABILITIES.SECRETS);
-    return names.length > 0 ? { capabilities: names } : {};
+  /** Where each frame from the panel goes; a handler answering false refuses it on this session. */
+  private routeFrames(): void {
+    const ack = (ref: string) => this.send({ type: 'ack', id: this.nextId(), ref });
+    this.router
+      .handle('welcome', (message) => {
+        const socket = this.socket!;
+        this.onWelcome(socket, message.sessionId, message.timing, message.capabilities ?? []);
+        this.attachLogs(socket, message.capabilities ?? []);
+        this.confirmed = message.capabilities ?? [];
+      })
+      .handle('ping', (message) => void this.send({ type: 'pong', id: this.nextId(), ref: message.id }))
+      .handle('deploy', (message) => {
+        ack(message.id);
+        void this.carryOut(message.workload);
+      })
+      .handle('workloads', (message) => {
+        ack(message.id);
+        this.options.workloads.setDesired(message.workloads);
+      })
+      .handle('volumes.remove', (message) => {
+        // Only on a session that agreed on workload.volumes (the panel sends it on no other).
+        if (!this.options.workloads.removeVolumes || !this.confirmed.includes(CAPABILITIES.WORKLOAD_VOLUMES)) return false;
+        ack(message.id);
+        this.options.workloads.removeVolumes(message.serviceId);
+      })
+      .handle('routing.map', (message) => {
+        ack(message.id);
+        void this.applyRouting(this.socket!, message.id, { version: message.version, hash: message.hash, routes: message.routes });
+      })
+      // Only on a session where both ends named the capability (attachLogs); else they are unexpected.
+      .handle('logs.open', (message) => this.logsAttached && void this.options.logs?.open(message))
+      .handle('logs.credit', (message) => this.logsAttached && void this.options.logs?.credit(message))
+      .handle('logs.close', (message) => this.logsAttached && void this.options.logs?.close(message))
+      .handle('error', (message) => {
+        // Before welcome the only frame the agent sent is hello: this names its version (a v1 panel then closes with 4004).
+        if (message.code === FRAME_ERROR_CODES.UNSUPPORTED_PROTOCOL_VERSION && this.state_ === 'handshaking') this.versionRefused = true;
+        this.options.logger.warn({ code: message.code, ref: message.ref, message: message.message }, 'panel rejected a frame');
+      })
+      .handle('ack', (message) => void this.events?.acknowledged(message.ref));
+  }
+
+  /** Sends on the current socket (frames are routed only while it is the current one). */
+  private send(message: AgentMessage): boolean {
+    return this.socket !== undefined && this.sendOn(this.socket, message);
   }
 
   /** Log streams run on a session whose welcome confirmed `logs`; their sender writes to this socket. */
@@ -377,7 +333,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       onError: (err) => this.options.logger.warn({ err }, 'heartbeat failed'),
     });
     this.heartbeat.start();
-    for (const result of this.outbox.splice(0)) this.sendOn(socket, result);
+    this.results.drain((result) => this.sendOn(socket, result));
     this.sendEvents();
     this.options.logger.info({ sessionId, heartbeatMs, idleTimeoutMs: this.idleTimeoutMs, protocolVersion: this.protocolVersion }, 'session ready');
     this.emit('ready', { sessionId, timing, protocolVersion: this.protocolVersion });
@@ -418,8 +374,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       code: outcome.status === 'failed' ? outcome.code : null,
     };
     if (this.socket && this.state_ === 'ready' && this.sendOn(this.socket, result)) return;
-    this.outbox.push(result);
-    if (this.outbox.length > OUTBOX_LIMIT) this.outbox.shift();
+    this.results.hold(result);
   }
 
   private async applyRouting(socket: WebSocket, ref: string, map: Parameters<RoutingController['apply']>[0]): Promise<void> {

@@ -62,17 +62,19 @@ export class LogStreams {
     this.order = [];
   }
 
-  handle(message: LogsOpen | LogsCredit | LogsClose): void {
-    switch (message.type) {
-      case 'logs.open':
-        return this.openStream(message);
-      case 'logs.credit':
-        this.streams.get(message.streamId)?.grant(message.bytes);
-        return;
-      case 'logs.close':
-        this.remove(message.streamId);
-        return;
-    }
+  /** logs.open: a new stream, refused with logs.end past the cap or for an id in use. */
+  open(message: LogsOpen): void {
+    this.openStream(message);
+  }
+
+  /** logs.credit: the panel took bytes off the stream; that much more may be sent. */
+  credit(message: LogsCredit): void {
+    this.streams.get(message.streamId)?.grant(message.bytes);
+  }
+
+  /** logs.close: the panel's reader left. */
+  close(message: LogsClose): void {
+    this.remove(message.streamId);
   }
 
   private openStream(message: LogsOpen): void {

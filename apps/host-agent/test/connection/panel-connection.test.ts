@@ -194,6 +194,23 @@ describe('panel connection', () => {
     expect(connection.state).toBe('ready');
   });
 
+  it('refuses, with UNEXPECTED_MESSAGE, frames of a capability the session did not agree on, and frames only a panel receives', async () => {
+    const { panel, connection } = await setup();
+    connection.start();
+    const conn = await panel.waitForConnection(1);
+    await waitFor(() => connection.state === 'ready');
+    // This agent has no log streams and its workloads cannot remove volumes; a welcome is the panel's, not a reply.
+    conn.send({ type: 'logs.open', id: 'p-20', streamId: 's1', serviceId: 'svc', tail: null, since: null, follow: false, credit: 1_000 });
+    conn.send({ type: 'volumes.remove', id: 'p-21', serviceId: 'svc' });
+    for (const ref of ['p-20', 'p-21']) {
+      expect(await conn.waitFor((m) => m.type === 'error' && m.ref === ref)).toMatchObject({ code: 'UNEXPECTED_MESSAGE' });
+    }
+    expect(conn.received.some((m) => m.type === 'ack' && (m.ref === 'p-20' || m.ref === 'p-21'))).toBe(false);
+    conn.send({ type: 'ping', id: 'p-22' });
+    await conn.waitFor((m) => m.type === 'pong' && m.ref === 'p-22');
+    expect(connection.state).toBe('ready');
+  });
+
   it('sanitises free text before sending: a crashed container\'s output with NUL and escapes, a deploy failure of the agent itself', async () => {
     const { panel, workloads, connection } = await setup();
     connection.start();

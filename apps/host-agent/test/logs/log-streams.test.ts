@@ -60,7 +60,7 @@ describe('LogStreams', () => {
     const { channel, frames, pending, flush } = slowChannel();
     streams.attach(channel);
     const credit = 150_000;
-    streams.handle({ type: 'logs.open', id: 'p-1', streamId: 's1', serviceId: 'svc', tail: null, since: null, follow: false, credit });
+    streams.open({ type: 'logs.open', id: 'p-1', streamId: 's1', serviceId: 'svc', tail: null, since: null, follow: false, credit });
     let granted = credit;
     for (let round = 0; round < 500 && !frames.some((f) => f.includes('"logs.end"')); round += 1) {
       await tick();
@@ -72,7 +72,7 @@ describe('LogStreams', () => {
       // More credit, 100 KB at a time, once the stream used most of what it had.
       if (bytes > granted - LOG_LIMITS.maxChunkBytes) {
         granted += 100_000;
-        streams.handle({ type: 'logs.credit', id: `p-c${round}`, streamId: 's1', bytes: 100_000 });
+        streams.credit({ type: 'logs.credit', id: `p-c${round}`, streamId: 's1', bytes: 100_000 });
       }
     }
     const decoded = frames.map((f) => decode(f));
@@ -92,7 +92,7 @@ describe('LogStreams', () => {
     const streams = new LogStreams({ source, logger: silentLogger, limits: { highWaterBytes: 64 * 1024, backlogBytes: 1024 * 1024 } });
     const { channel, frames, flush } = slowChannel();
     streams.attach(channel);
-    streams.handle({ type: 'logs.open', id: 'p-1', streamId: 's1', serviceId: 'svc', tail: 0, since: null, follow: true, credit: 70_000 });
+    streams.open({ type: 'logs.open', id: 'p-1', streamId: 's1', serviceId: 'svc', tail: 0, since: null, follow: true, credit: 70_000 });
     await tick();
     await tick();
     for (let i = 0; i < 5_000 && !source.follow.isPaused(); i += 1) {
@@ -110,13 +110,13 @@ describe('LogStreams', () => {
     expect(streams.bufferedBytes).toBeGreaterThan(64 * 1024);
     expect(streams.bufferedBytes).toBeLessThan(64 * 1024 + 8 * 1024);
     // Credit drains the queue and resumes the source.
-    streams.handle({ type: 'logs.credit', id: 'p-2', streamId: 's1', bytes: 1_000_000 });
+    streams.credit({ type: 'logs.credit', id: 'p-2', streamId: 's1', bytes: 1_000_000 });
     for (let i = 0; i < 20; i += 1) {
       await tick();
       flush();
     }
     expect(source.follow.isPaused()).toBe(false);
-    streams.handle({ type: 'logs.close', id: 'p-3', streamId: 's1' });
+    streams.close({ type: 'logs.close', id: 'p-3', streamId: 's1' });
     expect(streams.size).toBe(0);
   });
 });

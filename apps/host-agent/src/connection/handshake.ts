@@ -1,0 +1,33 @@
+import { sanitizeText } from '@tether/common';
+import { CAPABILITIES, FIELD_LIMITS, type RoutingStatus, type RuntimeStatus } from '@tether/protocol';
+import type { EventOutbox, RoutingController, WorkloadController } from '../controllers.js';
+import type { LogStreams } from '../logs/index.js';
+
+// What the agent says about itself: the capabilities hello announces, and the
+// free text of every frame, sanitised on the way out.
+
+/**
+ * Free text leaves the agent sanitised: a reason may carry a crashed
+ * container's last output, which can hold any bytes (a NUL would make the
+ * panel's database refuse the row).
+ */
+export const freeText = (text: string) => sanitizeText(text, { maxLength: FIELD_LIMITS.text });
+
+export const runtimeStatus = (status: RuntimeStatus): RuntimeStatus => ({ ...status, error: status.error === null ? null : freeText(status.error) });
+
+export const routingStatus = (status: RoutingStatus): RoutingStatus => ({
+  ...status,
+  lastReloadReason: status.lastReloadReason === null ? null : freeText(status.lastReloadReason),
+});
+
+/** The optional features this agent was built with, as hello announces them. */
+export function agentCapabilities(parts: { events?: EventOutbox; logs?: LogStreams; routing: RoutingController; workloads: WorkloadController }): string[] {
+  return [
+    ...(parts.events ? [CAPABILITIES.PROXY_EVENTS] : []),
+    ...(parts.logs ? [CAPABILITIES.LOGS] : []),
+    ...(parts.routing.staticConfig ? [CAPABILITIES.PROXY_STATIC] : []),
+    ...(parts.workloads.capabilities ?? []),
+    // Built in: every workload's secrets become its container's environment (runtime/workload-spec.ts).
+    CAPABILITIES.SECRETS,
+  ];
+}
