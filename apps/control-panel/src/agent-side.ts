@@ -19,6 +19,7 @@ import { WorkloadSync } from './sessions/workload-sync.js';
 import type { Keyring } from './secrets/keyring.js';
 import { SecretDelivery } from './secrets/secret-delivery.js';
 import { LogRelay } from './log-streams/log-relay.js';
+import { VolumeReports } from './sessions/volume-reports.js';
 
 // The agent side of the panel, wired in one place: the connected map, deploy
 // dispatch, workload sync, routing push, decommission and session metrics.
@@ -36,6 +37,8 @@ export interface AgentSide {
   routing: RoutingReconciler;
   /** Log streams relayed from sessions to HTTP clients. */
   logs: LogRelay;
+  /** Nodes' volume reports, stored for GET /v1/volumes. */
+  volumeReports: VolumeReports;
   start(): void;
   stop(): Promise<void>;
 }
@@ -133,6 +136,7 @@ export function createAgentSide(deps: {
   });
 
   const logs = new LogRelay(config.logs, logger);
+  const volumeReports = new VolumeReports(deps.prisma, registry, logger);
   const frames = new FrameRouter();
 
   /** Nodes whose per-node series were started at 0 by this process. */
@@ -159,6 +163,8 @@ export function createAgentSide(deps: {
     }),
     frames.handle('deploy.result', (session, message) => void dispatcher.resultReceived(session, message)),
     wireRouting(registry, frames, events, routing),
+    frames.handle('volumes.report', (session, message) => volumeReports.received(session, message)),
+    listen(registry, 'closed', (session) => volumeReports.sessionClosed(session)),
     frames.handle('logs.chunk', (session, message) => logs.chunkReceived(session, message)),
     frames.handle('logs.end', (session, message) => logs.endReceived(session, message)),
     listen(registry, 'closed', (session, teardown) => logs.sessionClosed(session, teardown.reason)),
@@ -194,6 +200,7 @@ export function createAgentSide(deps: {
     workloads,
     routing,
     logs,
+    volumeReports,
     start() {
       registry.start();
       routing.start();
@@ -203,6 +210,7 @@ export function createAgentSide(deps: {
       await routing.stop();
       await registry.stop();
       await workloads.stop();
+      await volumeReports.idle();
       off.forEach((f) => f());
     },
   };

@@ -40,6 +40,7 @@ import { registerOpenApi } from './http/openapi.js';
 import { reloadRoutes } from './http/reloads.js';
 import { routeRoutes } from './http/routes.js';
 import { serviceRoutes } from './http/services.js';
+import { volumeRoutes } from './http/volumes.js';
 import { sessionRoutes } from './http/sessions.js';
 import { statusRoutes } from './http/status.js';
 import { teamRoutes } from './http/teams.js';
@@ -370,6 +371,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   await app.register(tokenRoutes, { prefix: '/v1', ...api });
   await app.register(nodeRoutes, { prefix: '/v1', ...api });
   await app.register(serviceRoutes, { prefix: '/v1', ...api });
+  await app.register(volumeRoutes, { prefix: '/v1', ...api });
   await app.register(routeRoutes, { prefix: '/v1', ...api });
   await app.register(auditRoutes, { prefix: '/v1', ...api });
   const auditRetention = createLoop({

@@ -34,6 +34,7 @@ export const ERROR_CATALOG = defineErrorCatalog({
   SECRETS_NOT_CONFIGURED: { status: 409, message: 'the panel has no secrets key (TETHER_SECRETS_KEY or TETHER_SECRETS_KEY_FILE), so it stores no secret' },
   AGENT_LACKS_CAPABILITY: { status: 409, message: "the node's agent does not announce a capability this deployment needs (an older release)" },
   SERVICE_HAS_NO_PORT: { status: 409, message: 'the service has no internalPort, so no route can reach it' },
+  VOLUME_IN_USE: { status: 409, message: 'the volume belongs to a service on its node; delete the service with ?deleteVolumes=true, or move it away first' },
   SERVICE_HAS_VOLUMES: { status: 409, message: 'the service has volumes on its node; moving it needs "leaveVolumes": true' },
   PAYLOAD_TOO_LARGE: { status: 413, message: 'the request body is too large' },
   URI_TOO_LONG: { status: 414, message: 'a path parameter is longer than 100 characters' },

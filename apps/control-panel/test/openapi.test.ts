@@ -52,6 +52,8 @@ const OWN_OPERATIONS = [
   'GET /v1/services/{id}',
   'PATCH /v1/services/{id}',
   'DELETE /v1/services/{id}',
+  'GET /v1/volumes',
+  'DELETE /v1/volumes/{id}',
   'POST /v1/routes',
   'GET /v1/routes',
   'GET /v1/routes/{id}',

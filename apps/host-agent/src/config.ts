@@ -61,6 +61,9 @@ const EnvSchema = Type.Object({
   /** Docker json-file log rotation on every container the agent creates (service and proxy containers). */
   TETHER_CONTAINER_LOG_MAX_SIZE: Type.String({ pattern: '^[1-9][0-9]{0,5}[kmg]$', default: CONTAINER_LOG_DEFAULTS.maxSize }),
   TETHER_CONTAINER_LOG_MAX_FILE: Type.Integer({ minimum: 1, maximum: 100, default: CONTAINER_LOG_DEFAULTS.maxFile }),
+  /** The node's volumes (volumes.report): listed every scan, each data folder walked at most once per measure interval. */
+  TETHER_VOLUME_SCAN_INTERVAL_MS: Ms(15_000, 100),
+  TETHER_VOLUME_MEASURE_INTERVAL_MS: Ms(300_000, 1_000),
   /** Log streams (GET /v1/services/:id/logs) this agent serves at once. */
   TETHER_LOG_MAX_STREAMS: Type.Integer({ minimum: 1, maximum: 10_000, default: 64 }),
   /** Proxy: container (agent runs Caddy on Tether's network), external (TETHER_CADDY_ADMIN_URL), or none. */
@@ -139,6 +142,7 @@ export interface AgentConfig {
     timing: Pick<RuntimeTiming, 'callTimeoutMs' | 'observeTimeoutMs' | 'pullTimeoutMs' | 'startTimeoutMs' | 'minReadyMs' | 'drainMs' | 'stopTimeoutMs' | 'sweepIntervalMs'>;
     restart: RestartPolicy;
     containerLogs: ContainerLogOptions;
+    volumes: { scanIntervalMs: number; measureIntervalMs: number };
   };
   logs: { maxStreams: number };
   proxy: {
@@ -269,6 +273,7 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
         resetAfterMs: e.TETHER_RESTART_RESET_MS,
       },
       containerLogs: { maxSize: e.TETHER_CONTAINER_LOG_MAX_SIZE, maxFile: e.TETHER_CONTAINER_LOG_MAX_FILE },
+      volumes: { scanIntervalMs: e.TETHER_VOLUME_SCAN_INTERVAL_MS, measureIntervalMs: e.TETHER_VOLUME_MEASURE_INTERVAL_MS },
     },
     logs: { maxStreams: e.TETHER_LOG_MAX_STREAMS },
     proxy: {

@@ -1,3 +1,4 @@
+import type { VolumeSnapshot } from './volumes/index.js';
 import type { CanaryDropEvent, ContainerState, ReloadEvent, Route, RoutingStatus, RuntimeStatus, Workload } from '@tether/protocol';
 
 // The seams between the agent's panel session and the two things it drives.
@@ -28,9 +29,13 @@ export interface WorkloadController {
   deploy(workload: Workload): Promise<DeployOutcome>;
   /**
    * The service was deleted with its volumes: stop running it, remove its containers, then its named
-   * volumes (capability `workload.volumes`). Returns at once; the work goes on in the background.
+   * volumes (capability `workload.volumes`); with `names`, only those (a kept volume, capability
+   * `volumes.inventory`). Resolves once the removal is recorded in the state dir (it survives an agent
+   * restart); the work goes on in the background.
    */
-  removeVolumes?(serviceId: string): void;
+  removeVolumes?(serviceId: string, names?: readonly string[]): Promise<void>;
+  /** The node's named volumes for `volumes.report` (capability `volumes.inventory`); null before the first scan. */
+  volumeSnapshot?(): VolumeSnapshot | null;
   /** The optional workload fields this controller carries out (capabilities announced in hello); absent: none. */
   readonly capabilities?: readonly string[];
 }

@@ -35,6 +35,7 @@ function controllers(
       : createDockerWorkloadController(docker, config.runtime, nodeName, {
           logger,
           restartCountersFile: path.join(config.stateDir, 'restart-counters.json'),
+          pendingRemovalsFile: path.join(config.stateDir, 'volume-removals.json'),
           // A container that crashed past its restart budget fails its deployment, visibly, on the panel.
           onFailure: (report) => agent()?.connection.reportResult(report.deploymentId, { status: 'failed', code: report.code, reason: report.reason }),
         });

@@ -18,7 +18,7 @@ export const CLI_ERRORS = defineErrorCatalog({
   NOT_LOGGED_IN: { exit: EXIT.API_ERROR, meaning: 'no panel URL and token: run `tether login <url>` (or set TETHER_URL and TETHER_TOKEN)' },
   PANEL_UNREACHABLE: { exit: EXIT.API_ERROR, meaning: 'the panel did not answer (connection refused, DNS, timeout)' },
   API_ERROR: { exit: EXIT.API_ERROR, meaning: 'the panel answered with an error (its code is printed)' },
-  NODE_UNREACHABLE: { exit: EXIT.NODE_UNREACHABLE, meaning: "the service's node has no live session (or did not acknowledge in time)" },
+  NODE_UNREACHABLE: { exit: EXIT.NODE_UNREACHABLE, meaning: "the service's (or volume's) node has no live session (or did not acknowledge in time)" },
   DEPLOYMENT_FAILED: { exit: EXIT.DEPLOYMENT_FAILED, meaning: 'the deployment ended failed (its reason is printed)' },
   WAIT_ENDED: { exit: EXIT.WAIT_ENDED, meaning: '--wait ended before the deployment was final' },
   STREAM_LOST: { exit: EXIT.API_ERROR, meaning: 'an event or log stream ended without saying why' },

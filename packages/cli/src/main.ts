@@ -7,6 +7,7 @@ import { logs } from './commands/logs.js';
 import { routes } from './commands/routes.js';
 import { services } from './commands/services.js';
 import { status } from './commands/status.js';
+import { volumes } from './commands/volumes.js';
 import { clientFor, type Context } from './context.js';
 import { readCliEnv } from './env.js';
 import { CliError, EXIT } from './errors.js';
@@ -27,6 +28,8 @@ usage: tether <command> [options]
                                       container output; -f follows until Ctrl-C
   status [service]                    desired vs running replicas, with the live session's evidence
   routes [add <domain> <service> [--path P] | rm <domain|id>]
+  volumes [--kept] | volumes rm <id|docker name>
+                                      named volumes with their size on disk; rm deletes a kept one (its data)
   audit [--since T] [--actor ID] [--action A] [--outcome O] [--target TYPE[/ID]] [--tail N]
                                       who changed what, newest first (your team's rows; an operator's: all)
 
@@ -55,6 +58,7 @@ const OPTIONS = {
   action: { type: 'string' },
   outcome: { type: 'string' },
   target: { type: 'string' },
+  kept: { type: 'boolean' },
 } as const;
 
 /** Runs the CLI; returns the exit code. Never throws. */
@@ -107,6 +111,8 @@ export async function main(argv: string[], io: { stdout?: NodeJS.WritableStream;
         return await routes(ctx, args, values);
       case 'audit':
         return await audit(ctx, args, values);
+      case 'volumes':
+        return await volumes(ctx, args, values);
       default:
         stderr.write(`tether: unknown command ${command}\n\n${HELP}`);
         return EXIT.USAGE;

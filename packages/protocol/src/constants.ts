@@ -77,6 +77,8 @@ export const CAPABILITIES = Object.freeze({
   WORKLOAD_RESOURCES: 'workload.resources',
   /** Workload field `volumes` (named volumes the service owns; a writable one rolls out without overlap). */
   WORKLOAD_VOLUMES: 'workload.volumes',
+  /** The node's named volumes in `volumes.report` (agent → panel); `volumes.remove` may name single volumes. */
+  VOLUMES_INVENTORY: 'volumes.inventory',
   /** `workload.secrets` in `deploy`/`workloads`: values the agent adds to the container's environment. */
   SECRETS: 'secrets',
   /**

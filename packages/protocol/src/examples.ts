@@ -86,6 +86,13 @@ export const EXAMPLE_MESSAGES: { [K in MessageType]: Extract<Message, { type: K 
   pong: { type: 'pong', id: 'a-3', ref: 'p-2' },
   deploy: { type: 'deploy', id: 'p-3', workload },
   'volumes.remove': { type: 'volumes.remove', id: 'p-9', serviceId: 'svc_01' },
+  'volumes.report': {
+    type: 'volumes.report',
+    id: 'a-9',
+    volumes: [
+      { dockerName: 'tether-svc_01-data', serviceId: 'svc_01', volume: 'data', createdAt: '2026-01-01T00:00:00Z', sizeBytes: 40960, measuredAt: '2026-01-01T00:05:00.000Z' },
+    ],
+  },
   workloads: { type: 'workloads', id: 'p-4', workloads: [workload] },
   ack: { type: 'ack', id: 'a-4', ref: 'p-3' },
   'deploy.result': {

@@ -142,9 +142,11 @@ export const WorkloadResources = Type.Object({
 });
 export type WorkloadResources = Static<typeof WorkloadResources>;
 const WorkloadResourcesFields = { resources: Type.Optional(WorkloadResources) };
+/** A volume's name inside its service (the `tether.volume` label): a lowercase RFC 1123 label. */
+const VolumeLabel = Type.String({ pattern: '^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$' });
 /** Capability `workload.volumes`: named volumes the service owns, mounted at absolute paths without `..`. */
 export const WorkloadVolume = Type.Object({
-  name: Type.String({ pattern: '^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$' }),
+  name: VolumeLabel,
   mountPath: Type.String({ maxLength: FIELD_LIMITS.pathPrefix, pattern: '^(?!.*(?:^|/)\\.\\.(?:/|$))/[^/\\u0000-\\u001f][^\\u0000-\\u001f]*$' }),
   readOnly: Type.Boolean(),
 });
@@ -423,13 +425,42 @@ export type ProxyEvents = Static<typeof ProxyEvents>;
 /**
  * panel → agent, capability `workload.volumes`: the service was deleted with `deleteVolumes`; remove its
  * containers on this node (if any are left) and then its named volumes. ACKed at once, before the work.
+ * Capability `volumes.inventory`: with `names`, only those volumes of the service (a kept volume deleted
+ * through `DELETE /v1/volumes/:id`); sent only to an agent that named it.
  */
 export const VolumesRemove = Type.Object({
   type: Type.Literal('volumes.remove'),
   id: Id,
   serviceId: Id,
+  names: Type.Optional(Type.Array(VolumeLabel, { minItems: 1, maxItems: 10 })),
 });
 export type VolumesRemove = Static<typeof VolumesRemove>;
+
+/** One of the node's named volumes in `volumes.report`. */
+export const ReportedVolume = Type.Object({
+  /** The Docker volume's name (`tether-<serviceId>-<volume>`). */
+  dockerName: Name,
+  serviceId: Id,
+  /** Its `tether.volume` label: the name in the service's `volumes`. */
+  volume: VolumeLabel,
+  createdAt: Nullable(Timestamp),
+  /** Bytes on disk of its data folder; null when not measured (over the budget, unreadable, not yet). */
+  sizeBytes: Nullable(Count),
+  measuredAt: Nullable(Timestamp),
+});
+export type ReportedVolume = Static<typeof ReportedVolume>;
+
+/**
+ * agent → panel, capability `volumes.inventory`: every named volume labelled with this node, the complete
+ * set (a volume left out is gone). Sent after `welcome`, when the set or a size changes, and again every
+ * measure interval; not ACKed (the next report repeats it).
+ */
+export const VolumesReport = Type.Object({
+  type: Type.Literal('volumes.report'),
+  id: Id,
+  volumes: Type.Array(ReportedVolume, { maxItems: 2_000 }),
+});
+export type VolumesReport = Static<typeof VolumesReport>;
 
 export const ErrorMessage = Type.Object({
   type: Type.Literal('error'),
@@ -460,6 +491,7 @@ export const MESSAGE_SCHEMAS = {
   'logs.chunk': LogsChunk,
   'logs.end': LogsEnd,
   'volumes.remove': VolumesRemove,
+  'volumes.report': VolumesReport,
   error: ErrorMessage,
 } as const;
 
@@ -471,6 +503,6 @@ export type Message = { [K in MessageType]: Static<(typeof MESSAGE_SCHEMAS)[K]> 
 export type MessageOf<T extends MessageType> = Extract<Message, { type: T }>;
 
 /** Messages the agent sends and the panel receives. */
-export type AgentMessage = MessageOf<'hello' | 'heartbeat' | 'pong' | 'ack' | 'deploy.result' | 'routing.applied' | 'proxy.events' | 'logs.chunk' | 'logs.end' | 'error'>;
+export type AgentMessage = MessageOf<'hello' | 'heartbeat' | 'pong' | 'ack' | 'deploy.result' | 'routing.applied' | 'proxy.events' | 'logs.chunk' | 'logs.end' | 'volumes.report' | 'error'>;
 /** Messages the panel sends and the agent receives. */
 export type PanelMessage = MessageOf<'welcome' | 'ping' | 'deploy' | 'workloads' | 'routing.map' | 'logs.open' | 'logs.credit' | 'logs.close' | 'volumes.remove' | 'ack' | 'error'>;

@@ -59,7 +59,7 @@ export interface GatewayOptions {
   connections?: ConnectionCap;
 }
 
-const AGENT_TYPES = new Set(['heartbeat', 'pong', 'ack', 'deploy.result', 'routing.applied', 'proxy.events', 'logs.chunk', 'logs.end', 'error']);
+const AGENT_TYPES = new Set(['heartbeat', 'pong', 'ack', 'deploy.result', 'routing.applied', 'proxy.events', 'logs.chunk', 'logs.end', 'volumes.report', 'error']);
 /** Optional protocol features this panel speaks (docs/protocol.md, "Capabilities"). */
 const PANEL_CAPABILITIES: ReadonlySet<string> = new Set(Object.values(CAPABILITIES));
 
@@ -264,7 +264,11 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
           return protocolError(`first frame must be hello, got ${message.type}`);
         }
         if (session.closed) return;
-        if (!AGENT_TYPES.has(message.type) || (message.type === 'proxy.events' && !session.hasCapability(CAPABILITIES.PROXY_EVENTS))) {
+        if (
+          !AGENT_TYPES.has(message.type) ||
+          (message.type === 'proxy.events' && !session.hasCapability(CAPABILITIES.PROXY_EVENTS)) ||
+          (message.type === 'volumes.report' && !session.hasCapability(CAPABILITIES.VOLUMES_INVENTORY))
+        ) {
           const streak = session.recordInvalid();
           reject({ code: FRAME_ERROR_CODES.UNEXPECTED_MESSAGE, message: `${message.type} is not accepted from an agent here`, ref: message.id }, frameBytes(data));
           if (streak >= MAX_INVALID_STREAK) protocolError(`${streak} invalid frames in a row`);

@@ -20,6 +20,7 @@ export const ROUTE_ACTIONS: Readonly<Record<string, RouteAction>> = {
   'POST /v1/services': { action: 'service.create', targetType: 'service' },
   'PATCH /v1/services/:id': { action: 'service.update', targetType: 'service', idParam: 'id' },
   'DELETE /v1/services/:id': { action: 'service.delete', targetType: 'service', idParam: 'id' },
+  'DELETE /v1/volumes/:id': { action: 'volume.delete', targetType: 'volume', idParam: 'id' },
   'POST /v1/routes': { action: 'route.create', targetType: 'route' },
   'DELETE /v1/routes/:id': { action: 'route.delete', targetType: 'route', idParam: 'id' },
   'POST /v1/services/:id/deployments': {

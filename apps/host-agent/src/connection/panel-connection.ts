@@ -98,6 +98,8 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
   private logsAttached = false;
   /** The capabilities the current session's welcome confirmed. */
   private confirmed: readonly string[] = [];
+  /** The inventory revision this session was last sent in `volumes.report`. */
+  private volumesSent: number | null = null;
   /** The version this connection's hello says, and the one the next says when a panel refused a higher one. */
   private protocolVersion: number;
   private stepDownTo: number | null = null;
@@ -277,10 +279,12 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
         this.options.workloads.setDesired(message.workloads);
       })
       .handle('volumes.remove', (message) => {
-        // Only on a session that agreed on workload.volumes (the panel sends it on no other).
-        if (!this.options.workloads.removeVolumes || !this.confirmed.includes(CAPABILITIES.WORKLOAD_VOLUMES)) return false;
-        ack(message.id);
-        this.options.workloads.removeVolumes(message.serviceId);
+        // Only on a session that agreed on workload.volumes (and volumes.inventory for single volumes).
+        const agreed = this.confirmed.includes(CAPABILITIES.WORKLOAD_VOLUMES) && (!message.names || this.confirmed.includes(CAPABILITIES.VOLUMES_INVENTORY));
+        if (!this.options.workloads.removeVolumes || !agreed) return false;
+        // ACKed once recorded in the state dir, so a restart resumes it; the work itself comes after.
+        const acked = () => void ack(message.id);
+        this.options.workloads.removeVolumes(message.serviceId, message.names).then(acked, acked);
       })
       .handle('routing.map', (message) => {
         ack(message.id);
@@ -352,6 +356,15 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       runtime: runtimeStatus(observation.runtime),
       routing: this.routingStatus(),
     });
+    this.sendVolumes(socket);
+  }
+
+  /** The node's volumes, when the inventory has a revision this session has not been sent (capability volumes.inventory). */
+  private sendVolumes(socket: WebSocket): void {
+    if (!this.confirmed.includes(CAPABILITIES.VOLUMES_INVENTORY)) return;
+    const snapshot = this.options.workloads.volumeSnapshot?.();
+    if (!snapshot || snapshot.revision === this.volumesSent) return;
+    if (this.sendOn(socket, { type: 'volumes.report', id: this.nextId(), volumes: snapshot.volumes })) this.volumesSent = snapshot.revision;
   }
 
   private async carryOut(workload: Parameters<WorkloadController['deploy']>[0]): Promise<void> {
@@ -408,6 +421,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     this.idle?.cancel();
     this.logsAttached = false;
     this.confirmed = [];
+    this.volumesSent = null;
     this.options.logs?.detach();
     void this.heartbeat?.stop();
     this.heartbeat = undefined;

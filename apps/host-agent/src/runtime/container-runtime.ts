@@ -81,6 +81,8 @@ export interface VolumeSummary {
   name: string;
   labels: Record<string, string>;
   createdAt: string | null;
+  /** Where the engine keeps its data on the host (`…/volumes/<name>/_data`); null when it does not say. */
+  mountpoint: string | null;
 }
 
 export interface RuntimeEvent {

@@ -228,7 +228,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
 
   async listVolumes(labels: Record<string, string>): Promise<VolumeSummary[]> {
     const answer = await this.call('list volumes', 'daemon', (abortSignal) => this.docker.listVolumes(withSignal<object>(abortSignal, { filters: { label: labelFilter(labels) } })));
-    return (answer.Volumes ?? []).map((v) => ({ name: v.Name, labels: v.Labels ?? {}, createdAt: (v as { CreatedAt?: string }).CreatedAt ?? null }));
+    return (answer.Volumes ?? []).map((v) => ({ name: v.Name, labels: v.Labels ?? {}, createdAt: (v as { CreatedAt?: string }).CreatedAt ?? null, mountpoint: v.Mountpoint || null }));
   }
 
   async removeVolume(name: string): Promise<void> {

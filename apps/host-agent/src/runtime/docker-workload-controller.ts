@@ -15,6 +15,7 @@ import { waitUntilReady } from './readiness.js';
 import { RestartLedger } from './restart-ledger.js';
 import { DEFAULT_RESTART_POLICY, DEFAULT_RUNTIME_TIMING, type RestartPolicy, type RuntimeTiming } from './settings.js';
 import { nodeSelector } from './workload-spec.js';
+import { PendingRemovals, VolumeInventory, type MeasureBudget, type PendingRemoval, type VolumeSnapshot } from '../volumes/index.js';
 
 export interface DockerWorkloadControllerOptions {
   runtime: ContainerRuntime;
@@ -29,6 +30,10 @@ export interface DockerWorkloadControllerOptions {
   onFailure?: (report: FailureReport) => void;
   /** Where the restart counters survive agent restarts (TETHER_STATE_DIR/restart-counters.json); default: memory only. */
   restartCountersFile?: string;
+  /** Where ACKed volume removals survive agent restarts (TETHER_STATE_DIR/volume-removals.json); default: memory only. */
+  pendingRemovalsFile?: string;
+  /** The node's volumes listed and measured for `volumes.report`; absent: volumes.inventory is not announced. */
+  volumeInventory?: { scanIntervalMs: number; measureIntervalMs: number; budget?: MeasureBudget };
 }
 
 const NOT_STARTED = 'not started';
@@ -42,7 +47,7 @@ const isRollout = (a: Action): a is RolloutAction => a.kind === 'create' || a.ki
  */
 export class DockerWorkloadController implements WorkloadController {
   /** Every optional workload field is carried out here (workload-spec.ts, exclusive-rollout.ts). */
-  readonly capabilities: readonly string[] = [CAPABILITIES.WORKLOAD_COMMAND, CAPABILITIES.WORKLOAD_RESOURCES, CAPABILITIES.WORKLOAD_VOLUMES];
+  readonly capabilities: readonly string[];
   private readonly timing: RuntimeTiming;
   private readonly restartPolicy: RestartPolicy;
   private readonly logger: Logger;
@@ -52,6 +57,8 @@ export class DockerWorkloadController implements WorkloadController {
   private readonly lanes = new KeyedSerialQueue();
   private readonly ledger: RestartLedger;
   private readonly deps: ExecutorDeps;
+  private readonly removals: PendingRemovals;
+  private readonly inventory: VolumeInventory | undefined;
 
   /** Desired workloads by service id; `desiredKnown` turns true with the panel's first complete set. */
   private readonly desired = new Map<string, Workload>();
@@ -70,6 +77,14 @@ export class DockerWorkloadController implements WorkloadController {
     this.logger = options.logger ?? silentLogger;
     this.reader = new ContainerReader(options.runtime, options.node);
     this.ledger = new RestartLedger(options.restartCountersFile ? { file: options.restartCountersFile, logger: this.logger } : undefined);
+    this.removals = new PendingRemovals(options.pendingRemovalsFile ? { file: options.pendingRemovalsFile, logger: this.logger } : undefined);
+    this.inventory = options.volumeInventory ? new VolumeInventory({ runtime: options.runtime, node: options.node, logger: this.logger, ...options.volumeInventory }) : undefined;
+    this.capabilities = [
+      CAPABILITIES.WORKLOAD_COMMAND,
+      CAPABILITIES.WORKLOAD_RESOURCES,
+      CAPABILITIES.WORKLOAD_VOLUMES,
+      ...(this.inventory ? [CAPABILITIES.VOLUMES_INVENTORY] : []),
+    ];
     this.deps = {
       runtime: options.runtime,
       node: options.node,
@@ -116,6 +131,12 @@ export class DockerWorkloadController implements WorkloadController {
     if (!this.stopped) return;
     this.stopped = false;
     await this.ledger.load();
+    // Removals an earlier run ACKed and did not finish: the panel was told they were taken.
+    for (const removal of await this.removals.load()) {
+      this.logger.info({ ...removal }, 'resuming a volume removal from before the restart');
+      this.enqueue(removal.serviceId, () => this.purgeVolumes(removal, 0));
+    }
+    this.inventory?.start();
     this.watcher.start();
     this.sweep.start();
     await this.reconcile();
@@ -123,6 +144,7 @@ export class DockerWorkloadController implements WorkloadController {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    await this.inventory?.stop();
     this.watcher.stop();
     if (this.wake) clearTimeout(this.wake.timer);
     this.wake = undefined;
@@ -169,28 +191,47 @@ export class DockerWorkloadController implements WorkloadController {
     });
   }
 
-  removeVolumes(serviceId: string): void {
-    // Not run any more (a later set agrees), so nothing recreates its containers or mounts the volumes again.
-    this.desired.delete(serviceId);
-    this.enqueue(serviceId, () => this.purgeVolumes(serviceId, 0));
+  /** The node's volumes for `volumes.report` (capability volumes.inventory); null before the first scan. */
+  volumeSnapshot(): VolumeSnapshot | null {
+    return this.inventory?.current() ?? null;
+  }
+
+  async removeVolumes(serviceId: string, names?: readonly string[]): Promise<void> {
+    const removal: PendingRemoval = { serviceId, names: names ? [...names] : null };
+    // The whole service's volumes: not run any more (a later set agrees), so nothing recreates its containers
+    // or mounts the volumes again. Single volumes (a kept one) belong to a service that no longer runs here.
+    if (removal.names === null) this.desired.delete(serviceId);
+    await this.removals.add(removal);
+    this.enqueue(serviceId, () => this.purgeVolumes(removal, 0));
   }
 
   /** The service's containers, then its volumes; retried with backoff while the agent runs (Docker may be away). */
-  private async purgeVolumes(serviceId: string, attempt: number): Promise<void> {
-    if (this.stopped || this.desired.has(serviceId)) return;
+  private async purgeVolumes(removal: PendingRemoval, attempt: number): Promise<void> {
+    if (this.stopped) return;
+    const { serviceId, names } = removal;
+    if (this.desired.has(serviceId)) {
+      // Deployed here again since (the panel refuses a kept volume's delete while its service is on the node).
+      this.logger.warn({ ...removal }, 'volume removal dropped: the service runs on this node again');
+      await this.removals.done(removal);
+      return;
+    }
     const { runtime, node } = this.options;
     try {
       for (const r of await this.reader.read(this.timing.callTimeoutMs, serviceId)) {
         await runtime.remove(r.actual.id);
         this.reader.invalidate(r.actual.id);
       }
-      const volumes = await runtime.listVolumes({ [LABELS.node]: node, [LABELS.service]: serviceId });
+      const volumes = (await runtime.listVolumes({ [LABELS.node]: node, [LABELS.service]: serviceId })).filter(
+        (v) => names === null || names.includes(v.labels[LABELS.volume] ?? ''),
+      );
       for (const v of volumes) await runtime.removeVolume(v.name);
       this.logger.info({ serviceId, volumes: volumes.map((v) => v.name) }, 'removed a deleted service\'s volumes');
+      await this.removals.done(removal);
+      void this.inventory?.rescan();
     } catch (err) {
       const delayMs = backoffDelay(attempt, { initialMs: this.timing.eventReconnectMinMs, maxMs: 30_000, jitter: 0 });
       this.logger.warn({ serviceId, err, retryInMs: delayMs }, 'removing a deleted service\'s volumes failed; retrying');
-      const timer = setTimeout(() => this.enqueue(serviceId, () => this.purgeVolumes(serviceId, attempt + 1)), delayMs);
+      const timer = setTimeout(() => this.enqueue(serviceId, () => this.purgeVolumes(removal, attempt + 1)), delayMs);
       timer.unref();
     }
   }

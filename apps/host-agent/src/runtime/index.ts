@@ -18,7 +18,7 @@ export function createDockerWorkloadController(
   docker: Docker,
   config: AgentConfig['runtime'],
   node: string,
-  options: { logger?: Logger; onFailure?: (report: FailureReport) => void; restartCountersFile?: string } = {},
+  options: { logger?: Logger; onFailure?: (report: FailureReport) => void; restartCountersFile?: string; pendingRemovalsFile?: string } = {},
 ): DockerWorkloadController {
   const runtime = new DockerContainerRuntime(docker, { callTimeoutMs: config.timing.callTimeoutMs, containerLogs: config.containerLogs });
   return new DockerWorkloadController({
@@ -27,6 +27,7 @@ export function createDockerWorkloadController(
     network: config.network,
     timing: config.timing,
     restart: config.restart,
+    volumeInventory: config.volumes,
     ...options,
   });
 }
