@@ -77,6 +77,11 @@ export const CAPABILITIES = Object.freeze({
   WORKLOAD_RESOURCES: 'workload.resources',
   /** Workload field `volumes` (named volumes the service owns; a writable one rolls out without overlap). */
   WORKLOAD_VOLUMES: 'workload.volumes',
+  /**
+   * Workload field `healthCheck` (an HTTP check the agent runs from outside the container before a rollout
+   * switches and while it runs); containers of such a workload carry `lastProbe` in heartbeats.
+   */
+  WORKLOAD_HEALTH_CHECK: 'workload.healthCheck',
   /** `workload.secrets` in `deploy`/`workloads`: values the agent adds to the container's environment. */
   SECRETS: 'secrets',
   /**
