@@ -13,7 +13,7 @@ export const PANEL_METRICS_PREFIX = 'tether_panel_';
 
 /** What the per-node gauges read at scrape time (the fleet page's rows). */
 export interface FleetGaugeSource {
-  nodes(): Iterable<{ name: string; state: 'reachable' | 'unreachable' | 'never_connected' | 'decommissioned'; drifting: boolean }>;
+  nodes(): Iterable<{ name: string; state: 'reachable' | 'unreachable' | 'never_connected' | 'decommissioned'; drifting: boolean; unhealthy: number }>;
 }
 
 /**
@@ -99,6 +99,17 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Panel
       this.reset();
       if (!fleet) return;
       for (const n of fleet.nodes()) if (n.state === 'reachable') this.set({ node: n.name }, n.drifting ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: 'tether_node_containers_unhealthy',
+    help: 'Running containers on the node whose HTTP health check (or image HEALTHCHECK) fails now, as its live session last reported',
+    labelNames: ['node'],
+    registers,
+    collect() {
+      this.reset();
+      if (!fleet) return;
+      for (const n of fleet.nodes()) if (n.state === 'reachable') this.set({ node: n.name }, n.unhealthy);
     },
   });
   return {

@@ -19,8 +19,9 @@ export function FleetRowView(props: { row: FleetRow; index: number; now: number;
   const { row, now } = props;
   const href = `/dashboard/nodes/${encodeURIComponent(row.id)}`;
   const hb = row.heartbeatMs === null ? '—' : `${row.heartbeatMs / 1000} s`;
-  const services = row.services.running === null ? `? / ${row.services.desired}` : `${row.services.running} / ${row.services.desired}`;
-  const servicesShort = row.services.running !== null && row.services.running < row.services.desired;
+  const unhealthy = row.services.unhealthy ? ` (${row.services.unhealthy} unhealthy)` : '';
+  const services = (row.services.running === null ? `? / ${row.services.desired}` : `${row.services.running} / ${row.services.desired}`) + unhealthy;
+  const servicesShort = (row.services.running !== null && row.services.running < row.services.desired) || Boolean(row.services.unhealthy);
   return (
     <tr
       data-index={props.index}

@@ -12,7 +12,7 @@ import { startAgentMetrics } from './metrics/index.js';
 import type { RoutingController, WorkloadController } from './controllers.js';
 import { UnavailableWorkloads } from './null-controllers.js';
 import { EventJournal, createRoutingController, reloadEvent } from './proxy/index.js';
-import { createDockerWorkloadController } from './runtime/index.js';
+import { createDockerWorkloadController, DockerWorkloadController } from './runtime/index.js';
 import { createDockerClient } from './docker/docker-client.js';
 import { DockerLogSource, LogStreams } from './logs/index.js';
 import { createCanary, withCanary, type Canary } from './canary/index.js';
@@ -51,6 +51,7 @@ function controllers(
         void journal?.record(reloadEvent(reload));
       },
       proxyAddress,
+      ...(workloads instanceof DockerWorkloadController ? { notServing: () => workloads.notServing() } : {}),
     },
   );
   // Logs are read straight from Docker (not through the runtime seam): a long-lived stream per follower.

@@ -4,6 +4,7 @@ import { audit } from './commands/audit.js';
 import { deploy } from './commands/deploy.js';
 import { login } from './commands/login.js';
 import { logs } from './commands/logs.js';
+import { rollback } from './commands/rollback.js';
 import { routes } from './commands/routes.js';
 import { services } from './commands/services.js';
 import { status } from './commands/status.js';
@@ -24,6 +25,9 @@ usage: tether <command> [options]
          [--command ARG]... [--arg ARG]... [--cpus N] [--memory MIB] [--volume NAME:/PATH[:ro]]...
                                       deploy (optionally changing the image, command, args, limits,
                                       volumes first); --wait follows it until final
+  rollback <service> [--to DEPLOYMENT] [--wait] [--timeout S]
+                                      deploy the spec of the newest earlier deployment that ran (or
+                                      of --to) and keep it as the service's spec
   logs <service> [-f] [--tail N] [--since T] [--timestamps]
                                       container output; -f follows until Ctrl-C
   status [service]                    desired vs running replicas, with the live session's evidence
@@ -49,6 +53,7 @@ const OPTIONS = {
   volume: { type: 'string', multiple: true },
   wait: { type: 'boolean' },
   timeout: { type: 'string' },
+  to: { type: 'string' },
   follow: { type: 'boolean', short: 'f' },
   tail: { type: 'string' },
   since: { type: 'string' },
@@ -103,6 +108,8 @@ export async function main(argv: string[], io: { stdout?: NodeJS.WritableStream;
         return await services(ctx);
       case 'deploy':
         return await deploy(ctx, args, values);
+      case 'rollback':
+        return await rollback(ctx, args, values);
       case 'logs':
         return await logs(ctx, args, values);
       case 'status':

@@ -23,7 +23,8 @@ export interface FleetRow {
   lastFrameAt: number | null;
   heartbeatMs: number | null;
   missedAcks24h: number;
-  services: { running: number | null; desired: number };
+  /** `unhealthy`: containers whose health check fails now (absent from older panels). */
+  services: { running: number | null; desired: number; unhealthy?: number };
   runtime: { available: boolean; error: string | null } | null;
   reloadsToday: number;
   lastReloadReason: string | null;

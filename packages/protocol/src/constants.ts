@@ -79,6 +79,11 @@ export const CAPABILITIES = Object.freeze({
   WORKLOAD_VOLUMES: 'workload.volumes',
   /** The node's named volumes in `volumes.report` (agent → panel); `volumes.remove` may name single volumes. */
   VOLUMES_INVENTORY: 'volumes.inventory',
+  /**
+   * Workload field `healthCheck` (an HTTP check the agent runs from outside the container before a rollout
+   * switches and while it runs); containers of such a workload carry `lastProbe` in heartbeats.
+   */
+  WORKLOAD_HEALTH_CHECK: 'workload.healthCheck',
   /** `workload.secrets` in `deploy`/`workloads`: values the agent adds to the container's environment. */
   SECRETS: 'secrets',
   /**

@@ -49,6 +49,20 @@ const Timestamp = Identifier(FIELD_LIMITS.timestamp);
 const Hash = Identifier(FIELD_LIMITS.hash);
 const DurationMs = Type.Integer({ minimum: 1, maximum: 86_400_000 });
 
+/**
+ * One HTTP health probe as the agent saw it (capability `workload.healthCheck`): when, the HTTP status
+ * (null when none came back), the error (refused, timed out, …; null when an answer came), how long it
+ * took, and the first 200 bytes of the body with every byte outside printable ASCII replaced by `?`.
+ */
+export const ProbeEvidence = Type.Object({
+  at: Timestamp,
+  status: Nullable(Type.Integer({ minimum: 0, maximum: 999 })),
+  error: NullableText,
+  latencyMs: Count,
+  body: Type.String({ maxLength: 200, pattern: '^[\\x20-\\x7e]*$' }),
+});
+export type ProbeEvidence = Static<typeof ProbeEvidence>;
+
 export const ContainerState = Type.Object({
   containerId: Id,
   serviceId: Id,
@@ -74,6 +88,8 @@ export const ContainerState = Type.Object({
   since: Timestamp,
   /** The kernel killed its process for exceeding its memory limit (last exit); sent by agents with `workload.resources`. */
   oomKilled: Type.Optional(Type.Boolean()),
+  /** Capability `workload.healthCheck`: the last HTTP probe of the workload's health check (then `health` is its verdict). */
+  lastProbe: Type.Optional(ProbeEvidence),
 });
 export type ContainerState = Static<typeof ContainerState>;
 
@@ -152,6 +168,23 @@ export const WorkloadVolume = Type.Object({
 });
 export type WorkloadVolume = Static<typeof WorkloadVolume>;
 const WorkloadVolumesFields = { volumes: Type.Optional(Type.Array(WorkloadVolume, { maxItems: 10 })) };
+/**
+ * Capability `workload.healthCheck`: an HTTP GET the agent makes from outside the container to its address
+ * on Tether's network. A new container counts ready after `healthyThreshold` passes in a row (2xx or 3xx);
+ * `unhealthyThreshold` failures in a row after `startPeriodSeconds` fail the rollout, or, later, make the
+ * container `unhealthy` until it passes again. The panel fills every default, so every field is present.
+ */
+export const WorkloadHealthCheck = Type.Object({
+  path: Type.String({ maxLength: FIELD_LIMITS.pathPrefix, pattern: '^/[\\x21-\\x7e]*$' }),
+  port: Type.Integer({ minimum: 1, maximum: 65_535 }),
+  intervalSeconds: Type.Integer({ minimum: 1, maximum: 3600 }),
+  timeoutSeconds: Type.Integer({ minimum: 1, maximum: 600 }),
+  healthyThreshold: Type.Integer({ minimum: 1, maximum: 100 }),
+  unhealthyThreshold: Type.Integer({ minimum: 1, maximum: 100 }),
+  startPeriodSeconds: Type.Integer({ minimum: 0, maximum: 3600 }),
+});
+export type WorkloadHealthCheck = Static<typeof WorkloadHealthCheck>;
+const WorkloadHealthCheckFields = { healthCheck: Type.Optional(WorkloadHealthCheck) };
 
 export const Workload = Type.Object({
   serviceId: Id,
@@ -165,6 +198,7 @@ export const Workload = Type.Object({
   ...WorkloadCommandFields,
   ...WorkloadResourcesFields,
   ...WorkloadVolumesFields,
+  ...WorkloadHealthCheckFields,
   /** Capability `secrets`: values for the container's environment beside `env` (no name in both). */
   secrets: Type.Optional(
     Type.Record(Type.String(), Type.String({ maxLength: FIELD_LIMITS.envValue }), { propertyNames: Identifier(FIELD_LIMITS.envName), maxProperties: 100 }),

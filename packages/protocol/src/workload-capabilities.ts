@@ -11,6 +11,7 @@ export function workloadCapabilities(workload: Workload): Capability[] {
   if (workload.command !== undefined || workload.args !== undefined) needed.push(CAPABILITIES.WORKLOAD_COMMAND);
   if (workload.resources !== undefined) needed.push(CAPABILITIES.WORKLOAD_RESOURCES);
   if (workload.volumes !== undefined && workload.volumes.length > 0) needed.push(CAPABILITIES.WORKLOAD_VOLUMES);
+  if (workload.healthCheck !== undefined) needed.push(CAPABILITIES.WORKLOAD_HEALTH_CHECK);
   return needed;
 }
 

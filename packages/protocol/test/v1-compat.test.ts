@@ -74,7 +74,7 @@ describe('the v1 contract holds', () => {
     // workload.volumes adds volumes.remove, volumes.inventory adds volumes.report (and volumes.remove's `names`); the other workload.* capabilities and `secrets` add fields only (see the
     // next test); proxy.static adds no message either: only the reload kind `static-move` inside proxy.events, which
     // the agent sends only to a panel that named the capability back (apps/host-agent/src/connection/event-sender.ts).
-    expect(Object.values(CAPABILITIES).sort()).toEqual(['logs', 'proxy.events', 'proxy.static', 'secrets', 'volumes.inventory', 'workload.command', 'workload.resources', 'workload.volumes']);
+    expect(Object.values(CAPABILITIES).sort()).toEqual(['logs', 'proxy.events', 'proxy.static', 'secrets', 'volumes.inventory', 'workload.command', 'workload.healthCheck', 'workload.resources', 'workload.volumes']);
     // A v1 peer refuses them: they may travel only on a session whose hello and welcome both named the capability.
     for (const type of added) {
       const refused = decodeV1(encode(EXAMPLE_MESSAGES[type] as Message));
@@ -92,9 +92,10 @@ describe('workload fields behind capabilities', () => {
       args: ['--queue', 'mail'],
       resources: { cpus: 0.5, memoryMiB: 256 },
       volumes: [{ name: 'data', mountPath: '/data', readOnly: false }],
+      healthCheck: { path: '/health', port: 8080, intervalSeconds: 5, timeoutSeconds: 2, healthyThreshold: 1, unhealthyThreshold: 3, startPeriodSeconds: 0 },
     };
     expect(decodeV1(encode({ ...deploy, workload })).ok).toBe(true);
-    expect(workloadCapabilities(workload).sort()).toEqual(['workload.command', 'workload.resources', 'workload.volumes']);
+    expect(workloadCapabilities(workload).sort()).toEqual(['workload.command', 'workload.healthCheck', 'workload.resources', 'workload.volumes']);
     expect(workloadCapabilities(deploy.workload)).toEqual([]);
     expect(workloadCapabilities({ ...deploy.workload, volumes: [] })).toEqual([]);
     expect(workloadCapabilities({ ...deploy.workload, args: ['x'] })).toEqual(['workload.command']);

@@ -30,6 +30,12 @@ export const ROUTE_ACTIONS: Readonly<Record<string, RouteAction>> = {
     // The deployment row exists and ends with its reason (unreachable, ack_timeout, failed).
     afterChange: ['NODE_UNREACHABLE', 'ACK_TIMEOUT', 'AGENT_LACKS_CAPABILITY', 'PANEL_LEASE_LOST'],
   },
+  'POST /v1/services/:id/rollback': {
+    action: 'deployment.rollback',
+    targetType: 'service',
+    idParam: 'id',
+    afterChange: ['NODE_UNREACHABLE', 'ACK_TIMEOUT', 'AGENT_LACKS_CAPABILITY', 'PANEL_LEASE_LOST'],
+  },
   'POST /dashboard/api/sign-in': { action: 'session.sign-in', targetType: 'dashboard' },
   'POST /dashboard/api/sign-out': { action: 'session.sign-out', targetType: 'dashboard' },
 };

@@ -41,10 +41,12 @@ export function fleetRow(node: DirectoryNode, dir: DirectorySnapshot, src: RowSo
   const state: FleetState = FLEET_STATE[health.state];
 
   let running: number | null = null;
+  let unhealthy = 0;
   const report = session?.report;
   if (report?.runtime.available) {
     running = 0;
     for (const service of desired) if (upReplicas(report.containers, service.id) >= service.replicas) running++;
+    for (const c of report.containers) if (c.health === 'unhealthy' && c.state === 'running') unhealthy++;
   }
   const unreachable = state === 'unreachable';
   const teardown = src.registry.lastTeardown(node.id);
@@ -62,7 +64,7 @@ export function fleetRow(node: DirectoryNode, dir: DirectorySnapshot, src: RowSo
     lastFrameAt: session?.lastFrameAt ?? node.lastSeenAt,
     heartbeatMs: session ? src.heartbeatMs : null,
     missedAcks24h: dir.missedAcks24h.get(node.id) ?? 0,
-    services: { running, desired: desired.length },
+    services: { running, desired: desired.length, ...(unhealthy > 0 ? { unhealthy } : {}) },
     runtime: report ? { available: report.runtime.available, error: report.runtime.error } : null,
     reloadsToday: routing.reloadsToday,
     lastReloadReason: routing.lastReloadReason,

@@ -81,7 +81,7 @@ export function createFleet(deps: {
     onCount: (open) => metrics.dashboardStreams.set(open),
   });
   const exported = deps.heldElsewhere ? (r: { id: string }) => deps.registry.get(r.id) !== undefined || !deps.heldElsewhere!(r.id) : () => true;
-  metrics.setFleetSource({ nodes: () => rows().filter(exported).map((r) => ({ name: r.name, state: r.state, drifting: r.routing.drifting })) });
+  metrics.setFleetSource({ nodes: () => rows().filter(exported).map((r) => ({ name: r.name, state: r.state, drifting: r.routing.drifting, unhealthy: r.services.unhealthy ?? 0 })) });
   return {
     directory,
     tokens,

@@ -19,6 +19,19 @@ export interface ServiceSpec {
   args?: string[] | null;
   resources?: ServiceResources | null;
   volumes?: ServiceVolume[];
+  /** The HTTP health check, defaults filled; null: none (the image's HEALTHCHECK or min-ready time decide). */
+  healthCheck?: ServiceHealthCheck | null;
+}
+
+export interface ServiceHealthCheck {
+  path: string;
+  /** null: the service's internalPort. */
+  port: number | null;
+  intervalSeconds: number;
+  timeoutSeconds: number;
+  healthyThreshold: number;
+  unhealthyThreshold: number;
+  startPeriodSeconds: number;
 }
 
 export interface ServiceResources {
@@ -30,6 +43,14 @@ export interface ServiceVolume {
   name: string;
   mountPath: string;
   readOnly: boolean;
+}
+
+/** The workload's health check, its port resolved (the edge refuses a check without one: HEALTHCHECK_NEEDS_PORT). */
+function healthCheckOf(spec: ServiceSpec): Pick<Workload, 'healthCheck'> {
+  const check = spec.healthCheck;
+  const port = check ? (check.port ?? spec.internalPort) : null;
+  if (!check || port === null) return {};
+  return { healthCheck: { ...check, port } };
 }
 
 /** What the agent is sent for a deployment of a service's spec snapshot (secrets by reference: values join only the frame). */
@@ -47,6 +68,7 @@ export function workloadOf(serviceId: string, deploymentId: string, spec: Servic
     ...(spec.args ? { args: spec.args } : {}),
     ...(spec.resources ? { resources: spec.resources } : {}),
     ...(spec.volumes && spec.volumes.length > 0 ? { volumes: spec.volumes } : {}),
+    ...healthCheckOf(spec),
   };
   return spec.secrets && spec.secrets.length > 0 ? { ...workload, secretRefs: spec.secrets } : workload;
 }

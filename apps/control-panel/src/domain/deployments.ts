@@ -7,7 +7,8 @@ import { toIso } from '../db/prisma-helpers.js';
 import { prismaSql } from '../db/sql.js';
 import type { ApiDeps } from './api-deps.js';
 import type { ServiceSpec } from './services.js';
-import { workloadOf, type ServiceResources, type ServiceVolume } from '../db/deployment-spec.js';
+import { rollbackSpec, type RollbackRequest } from './rollback.js';
+import { workloadOf, type ServiceHealthCheck, type ServiceResources, type ServiceVolume } from '../db/deployment-spec.js';
 
 // A deployment carries out a snapshot of its service's spec on the service's
 // node. The row is committed (status pending) before it is dispatched, so a
@@ -18,7 +19,7 @@ export const presentDeployment = (d: Deployment) => ({
   serviceId: d.serviceId,
   nodeId: d.nodeId,
   // Rows made before command, resources and volumes existed carry none of them.
-  spec: { command: null, args: null, resources: null, volumes: [], ...(d.spec as unknown as ServiceSpec) },
+  spec: { command: null, args: null, resources: null, volumes: [], healthCheck: null, ...(d.spec as unknown as ServiceSpec) },
   status: d.status,
   reason: d.reason,
   sessionId: d.sessionId,
@@ -26,6 +27,8 @@ export const presentDeployment = (d: Deployment) => ({
   dispatchedAt: toIso(d.dispatchedAt),
   ackedAt: toIso(d.ackedAt),
   finishedAt: toIso(d.finishedAt),
+  runningAt: toIso(d.runningAt),
+  rollbackOf: d.rollbackOf,
 });
 
 export { workloadOf };
@@ -47,6 +50,7 @@ interface ServiceToDeploy {
   args: string[] | null;
   resources: ServiceResources | null;
   volumes: ServiceVolume[];
+  health_check: ServiceHealthCheck | null;
 }
 
 /**
@@ -58,13 +62,13 @@ interface ServiceToDeploy {
  * locked in one statement, the insert, COMMIT. (One statement would need the
  * row's id made outside Prisma, which makes the cuid.)
  */
-export async function createDeployment({ prisma, dispatcher }: ApiDeps, auth: AuthContext, serviceId: string, audit?: AuditContext) {
+export async function createDeployment({ prisma, dispatcher }: ApiDeps, auth: AuthContext, serviceId: string, audit?: AuditContext, rollback?: RollbackRequest) {
   const { teamId } = teamScope(auth);
   const { deployment, nodeName, spec } = await prisma.$transaction(async (tx) => {
     // FOR SHARE OF n: a decommission waiting on the lock or committed before it is seen (the locked row is re-read).
     const [service] = await prismaSql(tx).rows<ServiceToDeploy>(
       `SELECT s.node_id, s.team_id, n.name AS node_name, n.decommissioned, s.name, s.image, s.env, s.internal_port, s.replicas,
-        s.command, s.args, s.resources, s.volumes,
+        s.command, s.args, s.resources, s.volumes, s.health_check,
         (SELECT COALESCE(json_agg(json_build_object('name', x.name, 'version', x.version) ORDER BY x.name), '[]'::json)
           FROM service_secrets x WHERE x.service_id = s.id AND x.removed_at IS NULL) AS secrets
       FROM services s JOIN nodes n ON n.id = s.node_id
@@ -76,7 +80,7 @@ export async function createDeployment({ prisma, dispatcher }: ApiDeps, auth: Au
     if (service.decommissioned) {
       throw new AppError('NODE_DECOMMISSIONED', `node ${service.node_name} is decommissioned; move the service to another node first`);
     }
-    const spec: ServiceSpec = {
+    let spec: ServiceSpec = {
       name: service.name,
       image: service.image,
       env: service.env,
@@ -87,9 +91,12 @@ export async function createDeployment({ prisma, dispatcher }: ApiDeps, auth: Au
       args: service.args,
       resources: service.resources,
       volumes: service.volumes,
+      healthCheck: service.health_check,
     };
-    const deployment = await tx.deployment.create({ data: { serviceId, nodeId: service.node_id, spec: { ...spec } as unknown as Prisma.InputJsonObject, status: 'pending' } });
-    await recordChange(tx, audit, { action: 'deployment.create', targetType: 'deployment', targetId: deployment.id, teamId: service.team_id });
+    let rollbackOf: string | null = null;
+    if (rollback) ({ targetId: rollbackOf, spec } = await rollbackSpec(tx, { id: serviceId, replicas: service.replicas, internalPort: service.internal_port }, spec, rollback));
+    const deployment = await tx.deployment.create({ data: { serviceId, nodeId: service.node_id, spec: { ...spec } as unknown as Prisma.InputJsonObject, status: 'pending', rollbackOf } });
+    await recordChange(tx, audit, { action: rollback ? 'deployment.rollback' : 'deployment.create', targetType: 'deployment', targetId: deployment.id, teamId: service.team_id });
     return { deployment, nodeName: service.node_name, spec };
   });
 

@@ -1,6 +1,6 @@
 import { hasWritableVolume } from '@tether/protocol';
 import { AppError } from '../errors.js';
-import type { ServiceResources, ServiceVolume } from '../db/deployment-spec.js';
+import type { ServiceHealthCheck, ServiceResources, ServiceVolume } from '../db/deployment-spec.js';
 
 // The rules of a service's command, resources and volumes beyond their JSON
 // shape (the HTTP schema checks that): volume names, mount paths, and what a
@@ -64,4 +64,38 @@ export function normaliseResources(input: ServiceResources | null | undefined): 
     ...(input.memoryMiB === undefined ? {} : { memoryMiB: input.memoryMiB }),
   };
   return Object.keys(out).length === 0 ? null : out;
+}
+
+/** A health check as the API takes it: `path` required, every other field defaulted. */
+export interface HealthCheckInput {
+  path: string;
+  port?: number | null;
+  intervalSeconds?: number;
+  timeoutSeconds?: number;
+  healthyThreshold?: number;
+  unhealthyThreshold?: number;
+  startPeriodSeconds?: number;
+}
+
+export const HEALTH_CHECK_DEFAULTS = Object.freeze({ intervalSeconds: 5, timeoutSeconds: 2, healthyThreshold: 1, unhealthyThreshold: 3, startPeriodSeconds: 0 });
+
+/** The check as stored, defaults filled; null clears it, undefined leaves it as it is. */
+export function normaliseHealthCheck(input: HealthCheckInput | null | undefined): ServiceHealthCheck | null | undefined {
+  if (input === undefined || input === null) return input;
+  return {
+    path: input.path,
+    port: input.port ?? null,
+    intervalSeconds: input.intervalSeconds ?? HEALTH_CHECK_DEFAULTS.intervalSeconds,
+    timeoutSeconds: input.timeoutSeconds ?? HEALTH_CHECK_DEFAULTS.timeoutSeconds,
+    healthyThreshold: input.healthyThreshold ?? HEALTH_CHECK_DEFAULTS.healthyThreshold,
+    unhealthyThreshold: input.unhealthyThreshold ?? HEALTH_CHECK_DEFAULTS.unhealthyThreshold,
+    startPeriodSeconds: input.startPeriodSeconds ?? HEALTH_CHECK_DEFAULTS.startPeriodSeconds,
+  };
+}
+
+/** The agent probes a port: the check's own or the service's internalPort. */
+export function checkHealthCheckPort(check: ServiceHealthCheck | null, internalPort: number | null): void {
+  if (check && check.port === null && internalPort === null) {
+    throw new AppError('HEALTHCHECK_NEEDS_PORT', `health check ${check.path} has no port to probe: give the service an internalPort or the check a port`);
+  }
 }

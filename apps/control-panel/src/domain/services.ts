@@ -4,8 +4,8 @@ import { Prisma, type Node, type Service } from '../generated/prisma/client.js';
 import { teamScope, type AuthContext } from './access.js';
 import { lockService, mapPrismaError } from '../db/prisma-helpers.js';
 import type { Tx } from '../db/database.js';
-import type { ServiceResources, ServiceSpec, ServiceVolume } from '../db/deployment-spec.js';
-import { checkReplicasWithVolumes, normaliseResources, normaliseVolumes, type VolumeInput } from './service-fields.js';
+import type { ServiceHealthCheck, ServiceResources, ServiceSpec, ServiceVolume } from '../db/deployment-spec.js';
+import { checkHealthCheckPort, checkReplicasWithVolumes, normaliseHealthCheck, normaliseResources, normaliseVolumes, type HealthCheckInput, type VolumeInput } from './service-fields.js';
 import type { ApiDeps } from './api-deps.js';
 import { moveDomainsOf } from './domain-claims.js';
 import { placeOnNode } from './placement.js';
@@ -13,17 +13,19 @@ import { checkSecretNames, presentSecrets, secretsOfService, writeServiceSecrets
 
 export type { ServiceSpec };
 
-export interface CreateServiceInput extends Partial<Omit<ServiceSpec, 'name' | 'image' | 'secrets' | 'volumes'>> {
+export interface CreateServiceInput extends Partial<Omit<ServiceSpec, 'name' | 'image' | 'secrets' | 'volumes' | 'healthCheck'>> {
   name: string;
   image: string;
   volumes?: VolumeInput[];
+  healthCheck?: HealthCheckInput | null;
   node?: string;
   teamId?: string;
   secrets?: Record<string, string>;
 }
 
-export type UpdateServiceInput = Partial<Omit<ServiceSpec, 'secrets' | 'volumes'>> & {
+export type UpdateServiceInput = Partial<Omit<ServiceSpec, 'secrets' | 'volumes' | 'healthCheck'>> & {
   volumes?: VolumeInput[];
+  healthCheck?: HealthCheckInput | null;
   node?: string;
   secrets?: SecretsPatch;
   /** Moving a service with volumes leaves them on the old node (empty ones are made on the new). */
@@ -33,7 +35,7 @@ export type UpdateServiceInput = Partial<Omit<ServiceSpec, 'secrets' | 'volumes'
 type ServiceWithNode = Service & { node: Pick<Node, 'name'>; secrets: { name: string; version: number; setAt: Date }[] };
 
 /** A service's spec as its row holds it now: the optional fields always present. */
-type CurrentSpec = ServiceSpec & Required<Pick<ServiceSpec, 'command' | 'args' | 'resources' | 'volumes'>>;
+type CurrentSpec = ServiceSpec & Required<Pick<ServiceSpec, 'command' | 'args' | 'resources' | 'volumes' | 'healthCheck'>>;
 
 export const specOf = (s: Service): CurrentSpec => ({
   name: s.name,
@@ -45,11 +47,12 @@ export const specOf = (s: Service): CurrentSpec => ({
 });
 
 /** The command, resources and volumes columns as the spec carries them. */
-const processSpecOf = (s: Service): Required<Pick<ServiceSpec, 'command' | 'args' | 'resources' | 'volumes'>> => ({
+const processSpecOf = (s: Service): Required<Pick<ServiceSpec, 'command' | 'args' | 'resources' | 'volumes' | 'healthCheck'>> => ({
   command: (s.command as string[] | null) ?? null,
   args: (s.args as string[] | null) ?? null,
   resources: (s.resources as ServiceResources | null) ?? null,
   volumes: (s.volumes as unknown as ServiceVolume[] | null) ?? [],
+  healthCheck: (s.healthCheck as unknown as ServiceHealthCheck | null) ?? null,
 });
 
 export const presentService = (s: ServiceWithNode) => ({
@@ -64,13 +67,14 @@ export const presentService = (s: ServiceWithNode) => ({
 });
 
 /** Prisma's data for the command, resources and volumes columns: undefined leaves a column as it is, null clears it. */
-function processColumns(input: { command?: string[] | null; args?: string[] | null; resources?: ServiceResources | null; volumes?: ServiceVolume[] }) {
+function processColumns(input: { command?: string[] | null; args?: string[] | null; resources?: ServiceResources | null; volumes?: ServiceVolume[]; healthCheck?: ServiceHealthCheck | null }) {
   const json = (value: unknown) => (value === null ? Prisma.DbNull : (value as Prisma.InputJsonValue | undefined));
   return {
     command: json(input.command),
     args: json(input.args),
     resources: json(normaliseResources(input.resources)),
     volumes: input.volumes as unknown as Prisma.InputJsonValue | undefined,
+    healthCheck: json(input.healthCheck),
   };
 }
 
@@ -97,6 +101,8 @@ export async function createService({ prisma, events, keyring }: ApiDeps, auth: 
   checkSecretNames(input.env ?? {}, Object.keys(input.secrets ?? {}), keyring, input.secrets ?? {});
   const volumes = normaliseVolumes(input.volumes ?? []);
   checkReplicasWithVolumes(input.replicas ?? 1, volumes);
+  const healthCheck = normaliseHealthCheck(input.healthCheck) ?? null;
+  checkHealthCheckPort(healthCheck, input.internalPort ?? null);
   const service = await prisma.$transaction(async (tx) => {
     const teamId = await owningTeam(tx, auth, input.teamId);
     const node = await placeOnNode(tx, input.node);
@@ -110,7 +116,7 @@ export async function createService({ prisma, events, keyring }: ApiDeps, auth: 
           env: input.env ?? {},
           internalPort: input.internalPort ?? null,
           replicas: input.replicas ?? 1,
-          ...processColumns({ ...input, volumes }),
+          ...processColumns({ ...input, volumes, healthCheck }),
         },
         select: { id: true },
       });
@@ -167,8 +173,10 @@ export async function updateService({ prisma, events, keyring }: ApiDeps, auth: 
       env: patch.env,
       internalPort: patch.internalPort,
       replicas: patch.replicas,
-      ...processColumns({ ...patch, volumes: patch.volumes === undefined ? undefined : normaliseVolumes(patch.volumes) }),
+      ...processColumns({ ...patch, volumes: patch.volumes === undefined ? undefined : normaliseVolumes(patch.volumes), healthCheck: normaliseHealthCheck(patch.healthCheck) }),
     };
+    const check = patch.healthCheck === undefined ? processSpecOf(current).healthCheck : (normaliseHealthCheck(patch.healthCheck) ?? null);
+    checkHealthCheckPort(check, patch.internalPort === undefined ? current.internalPort : patch.internalPort);
     const { volumes } = processSpecOf({ ...current, ...(data.volumes === undefined ? {} : { volumes: data.volumes as Prisma.JsonValue }) });
     checkReplicasWithVolumes(patch.replicas ?? current.replicas, volumes);
     // Its routes would point at nothing (and leave the routing map silently).

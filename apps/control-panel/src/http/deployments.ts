@@ -1,4 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { AuthContext } from '../domain/access.js';
 import { Nullable } from '@tether/common';
 import Type from 'typebox';
 import { DeploymentStatus } from '../generated/prisma/enums.js';
@@ -42,11 +44,18 @@ const DeploymentSchema = Type.Object({
   dispatchedAt: NullableTimestamp,
   ackedAt: NullableTimestamp,
   finishedAt: NullableTimestamp,
+  runningAt: Type.Optional(Nullable(Timestamp, { description: 'when it first reached running (kept when it is later superseded or fails); only such a deployment can be rolled back to' })),
+  rollbackOf: Type.Optional(Nullable(Type.String(), { description: 'a rollback: the deployment whose spec this one carries' })),
   final: Type.Optional(Type.Boolean({ description: 'with ?wait: whether the deployment reached a final state before the wait ended' })),
 });
 
 /** The longest `?wait=` a POST may ask for, in seconds. */
 export const MAX_DEPLOY_WAIT_SECONDS = 600;
+
+const WaitQuery = Type.Object(
+  { wait: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_DEPLOY_WAIT_SECONDS, description: 'seconds to wait for a final state' })) },
+  { additionalProperties: false },
+);
 
 /** Deployments: record one of a service's current spec, read them back. */
 export const deploymentRoutes: FastifyPluginAsyncTypebox<ApiDeps & { changes: DeploymentChanges; held: HeldStreams }> = async (app, deps) => {
@@ -67,44 +76,69 @@ export const deploymentRoutes: FastifyPluginAsyncTypebox<ApiDeps & { changes: De
           'revoking the token ends its waits with 401 UNAUTHORIZED (the deployment goes on).',
         security,
         params: IdParams,
-        querystring: Type.Object(
-          { wait: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_DEPLOY_WAIT_SECONDS, description: 'seconds to wait for a final state' })) },
-          { additionalProperties: false },
+        querystring: WaitQuery,
+        response: { 200: DeploymentSchema, 201: DeploymentSchema, 202: DeploymentSchema, ...authErrors(404, 409, 503, 504), ...errorResponses(429) },
+      },
+    },
+    (request, reply) => answerDeploy(request, reply, request.query.wait, (auth) => createDeployment(deps, auth, request.params.id, auditOf(request))),
+  );
+
+  app.post(
+    '/services/:id/rollback',
+    {
+      onRequest: requireAuth,
+      schema: {
+        tags: ['deployments'],
+        summary: 'Roll the service back to the spec of a deployment that ran',
+        description:
+          "Writes the spec of `to` (default: the newest deployment before the service's latest one that reached running) back into the service " +
+          '(image, env, command, args, resources, volumes, healthCheck, and internalPort unless routes need the current one; replicas, name, node and the ' +
+          "secrets' current values stay) and deploys it like POST /v1/services/:id/deployments, answered the same way (`?wait=` too); the new deployment's " +
+          '`rollbackOf` names `to`. 409 NO_ROLLBACK_TARGET when no earlier deployment ever ran, 409 ROLLBACK_TARGET_NEVER_RAN when `to` never did, ' +
+          "404 when `to` is not this service's deployment. The image is run by the reference recorded (a tag that moved since runs what it names now).",
+        security,
+        params: IdParams,
+        querystring: WaitQuery,
+        body: Type.Optional(
+          Type.Object({ to: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'the deployment whose spec to restore' })) }, { additionalProperties: false }),
         ),
         response: { 200: DeploymentSchema, 201: DeploymentSchema, 202: DeploymentSchema, ...authErrors(404, 409, 503, 504), ...errorResponses(429) },
       },
     },
-    async (request, reply) => {
-      const auth = authOf(request);
-      const wait = request.query.wait;
-      if (wait === undefined) {
-        const { httpStatus, deployment } = await createDeployment(deps, auth, request.params.id, auditOf(request));
-        return reply.status(httpStatus).send(deployment);
-      }
-      // Held (and capped) before anything is recorded: a 429 STREAMS_EXHAUSTED deploys nothing.
-      const stop = new AbortController();
-      let revoked = false;
-      const held = deps.held.hold(auth, 'wait', () => {
-        revoked = true;
-        stop.abort();
-      });
-      // The client left: the wait ends with it (a response's close before its end is a connection gone).
-      const left = () => stop.abort();
-      reply.raw.once('close', left);
-      try {
-        const { httpStatus, deployment } = await createDeployment(deps, auth, request.params.id, auditOf(request));
-        const row = await deps.prisma.deployment.findUnique({ where: { id: deployment.id } });
-        if (!row) return reply.status(httpStatus).send({ ...deployment, final: isFinal(deployment.status) });
-        const now = await waitUntilFinal(deps.prisma, row, wait * 1000, deps.changes, stop.signal);
-        if (revoked) throw new AppError('UNAUTHORIZED', 'the token was revoked while waiting; the deployment goes on');
-        const final = isFinal(now.status);
-        return reply.status(final ? 200 : 202).send({ ...presentDeployment(now), final });
-      } finally {
-        deps.held.release(held);
-        reply.raw.off('close', left);
-      }
-    },
+    (request, reply) =>
+      answerDeploy(request, reply, request.query.wait, (auth) => createDeployment(deps, auth, request.params.id, auditOf(request), { ...(request.body?.to ? { to: request.body.to } : {}) })),
   );
+
+  /** A deploy's answer: at once, or with `?wait=` once it is final (or the wait ended). */
+  async function answerDeploy(request: FastifyRequest, reply: FastifyReply, wait: number | undefined, create: (auth: AuthContext) => Promise<{ httpStatus: number; deployment: ReturnType<typeof presentDeployment> }>) {
+    const auth = authOf(request);
+    if (wait === undefined) {
+      const { httpStatus, deployment } = await create(auth);
+      return reply.status(httpStatus).send(deployment);
+    }
+    // Held (and capped) before anything is recorded: a 429 STREAMS_EXHAUSTED deploys nothing.
+    const stop = new AbortController();
+    let revoked = false;
+    const held = deps.held.hold(auth, 'wait', () => {
+      revoked = true;
+      stop.abort();
+    });
+    // The client left: the wait ends with it (a response's close before its end is a connection gone).
+    const left = () => stop.abort();
+    reply.raw.once('close', left);
+    try {
+      const { httpStatus, deployment } = await create(auth);
+      const row = await deps.prisma.deployment.findUnique({ where: { id: deployment.id } });
+      if (!row) return reply.status(httpStatus).send({ ...deployment, final: isFinal(deployment.status) });
+      const now = await waitUntilFinal(deps.prisma, row, wait * 1000, deps.changes, stop.signal);
+      if (revoked) throw new AppError('UNAUTHORIZED', 'the token was revoked while waiting; the deployment goes on');
+      const final = isFinal(now.status);
+      return reply.status(final ? 200 : 202).send({ ...presentDeployment(now), final });
+    } finally {
+      deps.held.release(held);
+      reply.raw.off('close', left);
+    }
+  }
 
   app.get(
     '/services/:id/deployments',

@@ -1,6 +1,6 @@
 import { Nullable } from '@tether/common';
 import Type from 'typebox';
-import { MAX_VOLUMES } from '../domain/service-fields.js';
+import { HEALTH_CHECK_DEFAULTS, MAX_VOLUMES } from '../domain/service-fields.js';
 
 // The HTTP shapes of a service's command, args, resources and volumes. Their
 // rules beyond the shape (volume names and paths) are the domain's
@@ -40,6 +40,38 @@ export const VolumesIn = Type.Array(VolumeIn, {
   description: `named volumes (at most ${MAX_VOLUMES}; a PATCH replaces all of them), created on the node at the first deploy and kept across redeploys; anything but a valid name and path: 400 INVALID_VOLUME`,
 });
 
+const d = HEALTH_CHECK_DEFAULTS;
+export const HealthCheckIn = Nullable(
+  Type.Object(
+    {
+      path: Type.String({ minLength: 1, maxLength: 1024, pattern: '^/[\\x21-\\x7e]*$', description: 'the path the agent GETs, starting with /, printable ASCII without spaces (a query string is allowed)' }),
+      port: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: 65_535 }), { description: "the container port to probe; absent or null: the service's internalPort (a service with neither: 400 HEALTHCHECK_NEEDS_PORT)" })),
+      intervalSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 3600, description: `seconds from one probe's start to the next (default ${d.intervalSeconds})` })),
+      timeoutSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 600, description: `a probe without a complete answer within this fails (default ${d.timeoutSeconds})` })),
+      healthyThreshold: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, description: `passes (2xx or 3xx) in a row that make a container healthy (default ${d.healthyThreshold})` })),
+      unhealthyThreshold: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, description: `failures in a row that make it unhealthy, or fail its rollout (default ${d.unhealthyThreshold})` })),
+      startPeriodSeconds: Type.Optional(Type.Integer({ minimum: 0, maximum: 3600, description: `failures this long after a container starts do not count (default ${d.startPeriodSeconds})` })),
+    },
+    { additionalProperties: false },
+  ),
+  {
+    description:
+      "an HTTP check the agent runs from outside the container (no curl or wget needed in the image): a new container takes traffic only once it passed, a check that does not pass fails the deployment HEALTHCHECK_FAILED (the old containers keep serving), and a running container that fails it reads unhealthy; null: none",
+  },
+);
+
+export const HealthCheckOut = Nullable(
+  Type.Object({
+    path: Type.String(),
+    port: Nullable(Type.Integer()),
+    intervalSeconds: Type.Integer(),
+    timeoutSeconds: Type.Integer(),
+    healthyThreshold: Type.Integer(),
+    unhealthyThreshold: Type.Integer(),
+    startPeriodSeconds: Type.Integer(),
+  }),
+);
+
 export const VolumeOut = Type.Object({ name: Type.String(), mountPath: Type.String(), readOnly: Type.Boolean() });
 
 /** The new fields of a service as answered. */
@@ -48,6 +80,7 @@ export const ServiceFieldsOut = {
   args: Nullable(Type.Array(Type.String())),
   resources: Nullable(Type.Object({ cpus: Type.Optional(Type.Number()), memoryMiB: Type.Optional(Type.Integer()) })),
   volumes: Type.Array(VolumeOut),
+  healthCheck: HealthCheckOut,
 };
 
 /** The new fields of a create or update body. */
@@ -56,4 +89,5 @@ export const ServiceFieldsIn = {
   args: Type.Optional(Args),
   resources: Type.Optional(Resources),
   volumes: Type.Optional(VolumesIn),
+  healthCheck: Type.Optional(HealthCheckIn),
 };

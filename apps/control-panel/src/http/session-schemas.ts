@@ -82,6 +82,18 @@ const Container = Type.Object({
   restartCount: Type.Integer(),
   since: Type.String(),
   oomKilled: Type.Optional(Type.Boolean({ description: "present and true when the container's last exit was the kernel's OOM kill (its memory limit); the status reason then says OOM_KILLED" })),
+  lastProbe: Type.Optional(
+    Type.Object(
+      {
+        at: Type.String(),
+        status: NullableInt,
+        error: Type.Union([Type.String(), Type.Null()]),
+        latencyMs: Type.Integer(),
+        body: Type.String({ description: 'the first 200 bytes of the answer, printable ASCII only (other bytes read ?)' }),
+      },
+      { description: "the service's HTTP health check: the agent's last probe of this container (then health is the check's verdict: starting, healthy or unhealthy; an unhealthy one is named in the status reason with HEALTHCHECK_FAILED)" },
+    ),
+  ),
 });
 
 export const ServiceStatusSchema = Type.Object({

@@ -136,7 +136,8 @@ async function applyDeploymentStep(sql: Sql, fact: DeploymentStep): Promise<Fact
       const from = fact.status === 'failed' ? [...OPEN_STATUSES, 'running'] : [...OPEN_STATUSES];
       const [row] = await sql.rows<{ changed: number }>(
         `WITH done AS (
-          UPDATE deployments SET status = $2::"DeploymentStatus", reason = $3, finished_at = $4::timestamptz AT TIME ZONE 'UTC'
+          UPDATE deployments SET status = $2::"DeploymentStatus", reason = $3, finished_at = $4::timestamptz AT TIME ZONE 'UTC',
+            running_at = CASE WHEN $2::"DeploymentStatus" = 'running' THEN COALESCE(running_at, $4::timestamptz AT TIME ZONE 'UTC') ELSE running_at END
           WHERE id = $1 AND status = ANY($5::"DeploymentStatus"[]) AND ($6::text IS NULL OR node_id = $6)
           RETURNING service_id, status
         ), superseded AS (

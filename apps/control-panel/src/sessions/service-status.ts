@@ -102,8 +102,20 @@ function counted(base: Base, service: StatusInput, all: ContainerState[], by: st
   if (service.replicas === 0) state = running === 0 ? 'stopped' : 'degraded';
   else if (running >= service.replicas) state = 'running';
   else state = running === 0 ? 'down' : 'degraded';
-  const reason = `${running}/${service.replicas} running, reported by ${by}${oomNote(containers)}`;
+  const reason = `${running}/${service.replicas} running, reported by ${by}${oomNote(containers)}${unhealthyNote(containers)}`;
   return { ...base, state, runningReplicas: running, reason, containers, evidence };
+}
+
+/** Running containers whose health check fails, named with the code and their last probe (capability `workload.healthCheck`). */
+function unhealthyNote(containers: ContainerState[]): string {
+  const sick = containers.filter((c) => c.state === 'running' && c.health === 'unhealthy');
+  if (sick.length === 0) return '';
+  const probe = (c: ContainerState) => {
+    const p = c.lastProbe;
+    if (!p) return '';
+    return ` (last probe at ${p.at}: ${p.status === null ? 'no answer' : `status ${p.status}`}${p.error ? `, ${p.error}` : ''}, ${p.latencyMs} ms)`;
+  };
+  return `; HEALTHCHECK_FAILED: ${sick.map((c) => `${c.name} is unhealthy${probe(c)}`).join(', ')}`;
 }
 
 /** Containers whose last exit was an OOM kill, named in the reason with the code and their restart counts. */

@@ -54,7 +54,7 @@ describe('deployments API', () => {
         id: expect.any(String),
         serviceId: service.id,
         nodeId: service.nodeId,
-        spec: { name: 'web', image: 'nginx:1.27', env: { MODE: 'prod' }, internalPort: 8080, replicas: 2, command: null, args: null, resources: null, volumes: [] },
+        spec: { name: 'web', image: 'nginx:1.27', env: { MODE: 'prod' }, internalPort: 8080, replicas: 2, command: null, args: null, resources: null, volumes: [], healthCheck: null },
         status: 'pending',
         reason: null,
         sessionId: null,
@@ -62,6 +62,8 @@ describe('deployments API', () => {
         dispatchedAt: null,
         ackedAt: null,
         finishedAt: null,
+        runningAt: null,
+        rollbackOf: null,
       });
       expect(dispatched).toHaveLength(1);
       const [{ request, rowAtDispatch }] = dispatched as [(typeof dispatched)[number]];

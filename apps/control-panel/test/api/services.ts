@@ -63,6 +63,7 @@ describe('services API', () => {
         args: null,
         resources: null,
         volumes: [],
+        healthCheck: null,
         nodeId: expect.any(String),
         nodeName: 'beta',
         createdAt: expect.any(String),

@@ -66,6 +66,7 @@ describe('tenant isolation', () => {
     { method: 'DELETE', route: '/v1/routes/{id}', path: (v) => `/v1/routes/${v.routeId}`, expect: 'not-found' },
     { method: 'POST', route: '/v1/services/{id}/deployments', path: (v) => `/v1/services/${v.serviceId}/deployments`, expect: 'not-found' },
     { method: 'GET', route: '/v1/services/{id}/deployments', path: (v) => `/v1/services/${v.serviceId}/deployments`, expect: 'not-found' },
+    { method: 'POST', route: '/v1/services/{id}/rollback', path: (v) => `/v1/services/${v.serviceId}/rollback`, body: (v) => ({ to: v.deploymentId }), expect: 'not-found' },
     { method: 'GET', route: '/v1/deployments/{id}', path: (v) => `/v1/deployments/${v.deploymentId}`, expect: 'not-found' },
     { method: 'GET', route: '/v1/services/{id}/logs', path: (v) => `/v1/services/${v.serviceId}/logs`, expect: 'not-found', streams: true },
     { method: 'GET', route: '/v1/deployments/{id}/events', path: (v) => `/v1/deployments/${v.deploymentId}/events`, expect: 'not-found', streams: true },

@@ -149,6 +149,8 @@ export function createRoutingController(
     logger: Logger;
     docker?: Docker;
     onReload?: (reload: ReloadRecord) => void;
+    /** Static routing: containers whose HTTP health check does not pass now (left out of the answers). */
+    notServing?: () => ReadonlySet<string>;
     /** Given, in container mode, what finds the proxy container's address (the canary's way to Caddy). */
     proxyAddress?: (resolve: () => Promise<string | null>) => void;
   },
@@ -181,7 +183,7 @@ export function createRoutingController(
       askPort: p.askPort,
       issuer: p.tlsIssuer,
       endpoints: config.runtime.kind === 'docker'
-        ? dockerEndpoints(dockerOf(deps), { network: config.runtime.network, node: config.nodeName ?? os.hostname() })
+        ? dockerEndpoints(dockerOf(deps), { network: config.runtime.network, node: config.nodeName ?? os.hostname(), ...(deps.notServing ? { notServing: deps.notServing } : {}) })
         : () => Promise.resolve(new Map()),
     });
   }

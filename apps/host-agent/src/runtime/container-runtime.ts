@@ -124,6 +124,11 @@ export interface ContainerRuntime {
   /** Pulls an image, failing with IMAGE_PULL_FAILED after `timeoutMs` rather than hanging. */
   pull(image: string, timeoutMs: number): Promise<void>;
   ensureNetwork(name: string): Promise<void>;
+  /**
+   * Gives a running container that has no connections yet `aliases` on `network`: it leaves the network and
+   * joins it again with them (Docker cannot add an alias to an endpoint). Only for a container nobody dials yet.
+   */
+  joinAliases(id: string, network: string, aliases: string[]): Promise<void>;
   /** Creates a named volume with `labels`; one that exists already is kept as it is (with its data). */
   ensureVolume(name: string, labels: Record<string, string>): Promise<void>;
   /** Named volumes carrying every one of `labels`. */

@@ -221,6 +221,12 @@ export class DockerContainerRuntime implements ContainerRuntime {
     await this.call(`ensure network ${name}`, 'network', (signal) => raceSignal(ensureNetwork(this.docker, name), signal));
   }
 
+  async joinAliases(id: string, network: string, aliases: string[]): Promise<void> {
+    const net = this.docker.getNetwork(network);
+    await this.call(`disconnect container ${id} from ${network}`, 'container', (abortSignal) => net.disconnect(withSignal<object>(abortSignal, { Container: id, Force: false })));
+    await this.call(`connect container ${id} to ${network}`, 'container', (abortSignal) => net.connect(withSignal<object>(abortSignal, { Container: id, EndpointConfig: { Aliases: aliases } })));
+  }
+
   async ensureVolume(name: string, labels: Record<string, string>): Promise<void> {
     // Creating a volume that exists answers with the existing one: its data (and labels) stay.
     await this.call(`create volume ${name}`, 'volume', (abortSignal) => this.docker.createVolume(withSignal<object>(abortSignal, { Name: name, Labels: labels })));

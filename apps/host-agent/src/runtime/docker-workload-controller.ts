@@ -1,7 +1,7 @@
 import { backoffDelay, errorMessage, KeyedSerialQueue, sanitizeText, silentLogger, type Logger } from '@tether/common';
 import { LABELS } from '../docker/docker-client.js';
 import { createLoop, type Loop } from '@tether/common';
-import { CAPABILITIES, type RuntimeStatus, type Workload } from '@tether/protocol';
+import { CAPABILITIES, type ContainerState, type RuntimeStatus, type Workload } from '@tether/protocol';
 import type { DeployOutcome, Observation, WorkloadController } from '../controllers.js';
 import type { ContainerRuntime } from './container-runtime.js';
 import { ContainerReader, toContainerState, type ReadContainer } from './container-reader.js';
@@ -13,6 +13,7 @@ import { applyMaintenance, rollout, type ExecutorDeps, type FailureReport, type 
 import { plan, type Action, type PlanContext } from './plan.js';
 import { waitUntilReady } from './readiness.js';
 import { RestartLedger } from './restart-ledger.js';
+import { HealthMonitor } from './health-monitor.js';
 import { DEFAULT_RESTART_POLICY, DEFAULT_RUNTIME_TIMING, type RestartPolicy, type RuntimeTiming } from './settings.js';
 import { nodeSelector } from './workload-spec.js';
 import { PendingRemovals, VolumeInventory, type MeasureBudget, type PendingRemoval, type VolumeSnapshot } from '../volumes/index.js';
@@ -48,6 +49,8 @@ const isRollout = (a: Action): a is RolloutAction => a.kind === 'create' || a.ki
 export class DockerWorkloadController implements WorkloadController {
   /** Every optional workload field is carried out here (workload-spec.ts, exclusive-rollout.ts). */
   readonly capabilities: readonly string[];
+  /** HTTP health checks of the running containers whose workload has one (health-monitor.ts). */
+  private readonly health: HealthMonitor;
   private readonly timing: RuntimeTiming;
   private readonly restartPolicy: RestartPolicy;
   private readonly logger: Logger;
@@ -76,6 +79,7 @@ export class DockerWorkloadController implements WorkloadController {
     this.restartPolicy = { ...DEFAULT_RESTART_POLICY, ...options.restart };
     this.logger = options.logger ?? silentLogger;
     this.reader = new ContainerReader(options.runtime, options.node);
+    this.health = new HealthMonitor({ logger: this.logger });
     this.ledger = new RestartLedger(options.restartCountersFile ? { file: options.restartCountersFile, logger: this.logger } : undefined);
     this.removals = new PendingRemovals(options.pendingRemovalsFile ? { file: options.pendingRemovalsFile, logger: this.logger } : undefined);
     this.inventory = options.volumeInventory ? new VolumeInventory({ runtime: options.runtime, node: options.node, logger: this.logger, ...options.volumeInventory }) : undefined;
@@ -83,6 +87,7 @@ export class DockerWorkloadController implements WorkloadController {
       CAPABILITIES.WORKLOAD_COMMAND,
       CAPABILITIES.WORKLOAD_RESOURCES,
       CAPABILITIES.WORKLOAD_VOLUMES,
+      CAPABILITIES.WORKLOAD_HEALTH_CHECK,
       ...(this.inventory ? [CAPABILITIES.VOLUMES_INVENTORY] : []),
     ];
     this.deps = {
@@ -91,6 +96,7 @@ export class DockerWorkloadController implements WorkloadController {
       network: options.network,
       timing: this.timing,
       logger: this.logger,
+      health: this.health,
       touched: (id) => this.reader.invalidate(id),
       restarted: (id) => this.ledger.recordRestart(id),
       reported: (report) => {
@@ -146,6 +152,7 @@ export class DockerWorkloadController implements WorkloadController {
     this.stopped = true;
     await this.inventory?.stop();
     this.watcher.stop();
+    this.health.stop();
     if (this.wake) clearTimeout(this.wake.timer);
     this.wake = undefined;
     await this.sweep.stop();
@@ -156,12 +163,38 @@ export class DockerWorkloadController implements WorkloadController {
     try {
       const rows = await this.reader.read(this.timing.observeTimeoutMs);
       this.available();
-      return { containers: rows.map((r) => toContainerState(r, this.ledger.total(r.actual.id))), runtime: { ...this.status } };
+      this.checkRunning(rows);
+      return { containers: rows.map((r) => this.withCheck(toContainerState(r, this.ledger.total(r.actual.id)))), runtime: { ...this.status } };
     } catch (err) {
       // Unknown is not running: with the daemon unreachable no container is reported at all.
       this.unavailable(err);
       return { containers: [], runtime: { ...this.status } };
     }
+  }
+
+  /** Checked containers that must take no traffic now (the static proxy leaves them out of its answers). */
+  notServing(): ReadonlySet<string> {
+    return this.health.notServing();
+  }
+
+  /** The running containers of the desired deployment of a workload with a health check are checked; no other. */
+  private checkRunning(rows: ReadContainer[]): void {
+    const keep = new Set<string>();
+    for (const { actual, details } of rows) {
+      const workload = this.desired.get(actual.serviceId);
+      const check = workload?.healthCheck;
+      if (!check || actual.state !== 'running' || workload.deploymentId !== actual.deploymentId) continue;
+      keep.add(actual.id);
+      this.health.track(actual.id, { serviceId: actual.serviceId, check, host: details.ipAddresses?.[this.options.network] ?? null, startedAt: details.startedAt });
+    }
+    this.health.retain(keep);
+  }
+
+  /** A checked container's health is its HTTP check's verdict, with the last probe as evidence. */
+  private withCheck(state: ContainerState): ContainerState {
+    const view = this.health.view(state.containerId);
+    if (!view) return state;
+    return { ...state, health: view.verdict, ...(view.lastProbe ? { lastProbe: view.lastProbe } : {}) };
   }
 
   setDesired(workloads: Workload[]): void {

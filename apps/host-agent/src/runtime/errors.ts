@@ -8,7 +8,7 @@ export const RUNTIME_ERROR_CATALOG = defineErrorCatalog({
   IMAGE_NOT_FOUND: 'the image is not on the host and no pull was possible, or it vanished before create',
   IMAGE_PULL_FAILED: 'the image was missing and pulling it failed or did not finish in time',
   CONTAINER_EXITED: "the container's process ended (during a rollout, or past the restart budget)",
-  HEALTHCHECK_FAILED: "the image's HEALTHCHECK reported unhealthy",
+  HEALTHCHECK_FAILED: "the image's HEALTHCHECK reported unhealthy, or the service's HTTP health check did not pass (the reason carries the last probe)",
   START_TIMEOUT: 'not running (and healthy) within the start timeout',
   START_FAILED: 'Docker refused to start the container (bad entrypoint, missing binary, …)',
   RUNTIME_UNAVAILABLE: 'the Docker daemon does not answer (socket missing, refused, timed out) or TETHER_RUNTIME=none',

@@ -6,6 +6,8 @@ import type { ContainerRuntime } from './container-runtime.js';
 import { RUNTIME_ERROR_CODES, RuntimeError } from './errors.js';
 import type { Action, ActualContainer } from './plan.js';
 import { waitUntilReady, type ReadinessTarget } from './readiness.js';
+import { joinService, waitUntilChecked } from './health-gate.js';
+import type { HealthMonitor } from './health-monitor.js';
 import { containerSpec, nodeSelector, volumeLabels, volumeName } from './workload-spec.js';
 import type { RuntimeTiming } from './settings.js';
 
@@ -27,6 +29,8 @@ export interface ExecutorDeps {
   network: string;
   timing: RuntimeTiming;
   logger: Logger;
+  /** The HTTP health checks of running containers (capability `workload.healthCheck`). */
+  health: HealthMonitor;
   /** Called after every change to a container, so cached details are read again. */
   touched(id: string): void;
   restarted(id: string): void;
@@ -145,12 +149,15 @@ export async function prepare(deps: ExecutorDeps, workload: Workload): Promise<v
 export async function startAndCheck(deps: ExecutorDeps, workload: Workload, replicas: number[], keep: ActualContainer[], created: string[]): Promise<void> {
   const { runtime, timing } = deps;
   const targets: ReadinessTarget[] = [];
+  const made: string[] = [];
   for (const replica of replicas) {
     const id = await createFresh(deps, workload, replica);
     created.push(id);
+    made.push(id);
     await runtime.start(id);
     deps.touched(id);
-    targets.push({ id, minReadyMs: timing.minReadyMs });
+    // An HTTP health check proves readiness itself; the image's own check and the min-ready time are for those without.
+    targets.push({ id, minReadyMs: workload.healthCheck ? 0 : timing.minReadyMs });
   }
   for (const c of keep) {
     if (c.state !== 'running') {
@@ -160,6 +167,11 @@ export async function startAndCheck(deps: ExecutorDeps, workload: Workload, repl
     targets.push({ id: c.id, minReadyMs: c.state === 'running' ? 0 : timing.minReadyMs });
   }
   await waitUntilReady(runtime, targets, { timeoutMs: timing.startTimeoutMs, pollMs: timing.readinessPollMs, logLines: 5 });
+  if (workload.healthCheck) {
+    const gate = { runtime, network: deps.network, health: deps.health, pollMs: timing.readinessPollMs, timeoutMs: timing.startTimeoutMs, touched: deps.touched };
+    await waitUntilChecked(gate, workload, made);
+    await joinService(gate, workload, made);
+  }
 }
 
 /** The service's named volumes, created at its first deploy and kept (with their data) by every later one. */

@@ -43,6 +43,9 @@ export function containerName(node: string, workload: Workload, replica: number)
   return `tether-${slug(node, 40)}-${slug(workload.serviceName, 60)}-${slug(workload.deploymentId, 60)}-${replica}`;
 }
 
+/** The names a service's containers answer under on Tether's network. */
+export const serviceAliases = (workload: Pick<Workload, 'serviceId'>): string[] => [serviceUpstreamHost(workload.serviceId)];
+
 export function containerSpec(node: string, network: string, workload: Workload, replica: number): ContainerSpec {
   return {
     name: containerName(node, workload, replica),
@@ -56,8 +59,9 @@ export function containerSpec(node: string, network: string, workload: Workload,
       [LABELS.replica]: String(replica),
     },
     network,
-    // Every container of a service answers under one name, so the proxy's upstream survives redeploys.
-    aliases: [serviceUpstreamHost(workload.serviceId)],
+    // Every container of a service answers under one name, so the proxy's upstream survives redeploys. With an
+    // HTTP health check it joins that name only once its check passed (executor.ts startAndCheck).
+    aliases: workload.healthCheck ? [] : serviceAliases(workload),
     exposedPort: workload.port,
     ...processOf(workload),
     ...limitsOf(workload),

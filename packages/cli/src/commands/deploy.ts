@@ -8,11 +8,12 @@ import { describeChanges, serviceChanges, type ServiceChangeOptions } from './se
 // changes those service fields (when given, service-changes.ts), records a deployment, and with --wait follows its events
 // (GET /v1/deployments/:id/events) until it is final, printing each state.
 
-interface Deployment {
+export interface Deployment {
   id: string;
   status: string;
   reason: string | null;
   final?: boolean;
+  rollbackOf?: string | null;
 }
 
 /** Exit code of a final state. */
@@ -27,10 +28,16 @@ export interface DeployOptions extends ServiceChangeOptions {
   timeout?: string;
 }
 
-export async function deploy(ctx: Context, args: string[], options: DeployOptions): Promise<number> {
-  const ref = positional(args, 0, 'service');
+/** --timeout in whole seconds (default 300). */
+export function timeoutOf(options: { timeout?: string }): number {
   const timeoutS = options.timeout === undefined ? 300 : Number(options.timeout);
   if (!Number.isInteger(timeoutS) || timeoutS < 1 || timeoutS > 86_400) throw usage('--timeout takes whole seconds, 1-86400');
+  return timeoutS;
+}
+
+export async function deploy(ctx: Context, args: string[], options: DeployOptions): Promise<number> {
+  const ref = positional(args, 0, 'service');
+  const timeoutS = timeoutOf(options);
   const client = ctx.client();
   const service = await resolveService(client, ref);
   const changes = serviceChanges(options);
@@ -40,9 +47,15 @@ export async function deploy(ctx: Context, args: string[], options: DeployOption
   }
   const started = performance.now();
   const { body: created } = await client.call<Deployment>('POST', `/v1/services/${service.id}/deployments`);
-  const elapsed = () => `${((performance.now() - started) / 1000).toFixed(1)}s`;
   ctx.out.say(`deployment ${created.id} of ${service.name}: ${created.status}`);
-  if (!options.wait) {
+  return follow(ctx, service.name, created, started, options.wait === true, timeoutS);
+}
+
+/** Without --wait, prints the deployment; with it, follows its events until it is final (also `tether rollback`). */
+export async function follow(ctx: Context, serviceName: string, created: Deployment, started: number, wait: boolean, timeoutS: number): Promise<number> {
+  const client = ctx.client();
+  const elapsed = () => `${((performance.now() - started) / 1000).toFixed(1)}s`;
+  if (!wait) {
     ctx.out.data(created);
     return EXIT.OK;
   }
@@ -67,7 +80,7 @@ export async function deploy(ctx: Context, args: string[], options: DeployOption
   if (!last.final) {
     const why = ctx.signal.aborted ? 'stopped waiting' : timeout.aborted ? `--timeout ${timeoutS}s ended` : 'the event stream ended';
     if (!ctx.signal.aborted && !timeout.aborted) throw new CliError('STREAM_LOST', `${why} before deployment ${created.id} was final (${last.status})`);
-    ctx.out.warn(`${why} before deployment ${created.id} was final: it is ${last.status} and goes on (tether status ${service.name})`);
+    ctx.out.warn(`${why} before deployment ${created.id} was final: it is ${last.status} and goes on (tether status ${serviceName})`);
     return EXIT.WAIT_ENDED;
   }
   const code = exitOf(last.status);

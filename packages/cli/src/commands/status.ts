@@ -11,7 +11,15 @@ interface ServiceStatus {
   runningReplicas: number | null;
   reason: string;
   evidence: { sessionId: string; lastFrameAgeMs: number } | null;
+  containers?: { name: string; state: string; health: string; lastProbe?: { at: string; status: number | null; error: string | null; latencyMs: number } }[];
 }
+
+/** One container's line: its state, and its health check's verdict and last probe when it has one. */
+const containerLine = (c: NonNullable<ServiceStatus['containers']>[number]) => {
+  const p = c.lastProbe;
+  const probe = p ? `, last probe ${p.status === null ? 'no answer' : `status ${p.status}`}${p.error ? ` (${p.error})` : ''} in ${p.latencyMs} ms at ${p.at}` : '';
+  return `  ${c.name}: ${c.state}${c.health === 'none' ? '' : `, ${c.health}`}${probe}`;
+};
 
 const replicas = (s: ServiceStatus) => `${s.runningReplicas ?? '?'}/${s.desiredReplicas}`;
 
@@ -23,6 +31,7 @@ export async function status(ctx: Context, args: string[]): Promise<number> {
     const { body } = await client.call<ServiceStatus>('GET', `/v1/services/${service.id}/status`);
     ctx.out.data(body);
     ctx.out.say(`${body.name}: ${body.state} (${replicas(body)}) on ${body.node.name}\n${body.reason}`);
+    for (const c of body.containers ?? []) ctx.out.say(containerLine(c));
     if (body.evidence) ctx.out.say(`evidence: session ${body.evidence.sessionId}, last frame ${body.evidence.lastFrameAgeMs} ms ago`);
     return 0;
   }
