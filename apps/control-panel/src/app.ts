@@ -59,6 +59,7 @@ import { SessionFactOutbox } from './session-writes/outbox.js';
 import { SpillFile } from './session-writes/spill-file.js';
 import { watchOutbox } from './session-writes/outbox-metrics.js';
 import { OutboxSessionStore, type SessionStore } from './sessions/session-store.js';
+import { dialableUrl, separateInternalSurface } from './http/internal-listener.js';
 
 /** Shown in the OpenAPI document. */
 export const PANEL_VERSION = '0.1.0';
@@ -129,6 +130,8 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   app.decorate('connectionCap', connections);
   app.addHook('onClose', async () => detachCap());
   refuseCappedConnections(app, connections, () => metrics.edgeRefusals.inc({ code: 'TOO_MANY_CONNECTIONS' }));
+  // TETHER_INTERNAL_LISTEN: /internal/v1 only on its own listener (server.ts listens on it), 404 on the public one.
+  app.decorate('internalListener', deps.config.http.internalListen ? separateInternalSurface(app) : undefined);
   app.addSchema(ErrorBodySchema);
   installErrorHandler(app);
   // The API speaks JSON only; a text body is 415 UNSUPPORTED_MEDIA_TYPE, not a string that fails validation.
@@ -274,13 +277,13 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   }
   // Revocations signalled while LISTEN was down: the tokens holding streams here are read again.
   cluster?.signals.on('connected', () => void recheckHeld().catch((err: unknown) => app.log.warn({ err }, 'revocation rescan failed')));
-  // No internal URL configured: the address this panel listens on (unless a wildcard, which no other panel can dial).
+  // No internal URL configured: the address this panel listens on (unless a wildcard, which no other panel can dial);
+  // with a separate internal listener, that listener's address (server.ts, once it listens).
   app.addHook('onListen', async () => {
     const address = app.server.address();
-    if (!cluster || cluster.lease.internalUrl || !address || typeof address === 'string') return;
-    if (address.address === '0.0.0.0' || address.address === '::') return;
-    const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-    cluster.lease.setInternalUrl(`http://${host}:${address.port}`);
+    if (!cluster || cluster.lease.internalUrl || app.internalListener || !address || typeof address === 'string') return;
+    const url = dialableUrl(address);
+    if (url) cluster.lease.setInternalUrl(url);
   });
   app.addHook('onReady', async () => {
     // What a previous run spilled is written first, then the sessions it left open are closed, then this run's facts.

@@ -100,7 +100,9 @@ const EnvSchema = Type.Object({
   TETHER_DASHBOARD_DB_DEADLINE_MS: Ms(5_000, 100),
   /** This panel's id among the panels sharing the database (generated per process when unset). */
   TETHER_PANEL_ID: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9._-]{1,64}$' })),
-  /** Where other panels reach this one (defaults to the public URL). */
+  /** A separate listener (host:port) for the internal surface /internal/v1; the public one then answers 404 for it. */
+  TETHER_INTERNAL_LISTEN: Type.Optional(Type.String({ minLength: 3, maxLength: 300 })),
+  /** Where other panels reach this one (defaults to the internal listener's address, else the public URL). */
   TETHER_PANEL_INTERNAL_URL: Type.Optional(Type.String({ pattern: '^https?://' })),
   /** The panel's lease on its sessions, renewed at a third of it. */
   TETHER_PANEL_LEASE_MS: Ms(10_000, 300),
@@ -133,6 +135,8 @@ export interface PanelConfig {
     maxConnectionsPerAddress: number;
     bodyTimeoutMs: number;
     rateLimits: { windowMs: number; perToken: number; unauthenticated: number; signIn: number };
+    /** Where /internal/v1 is served instead of the public listener (TETHER_INTERNAL_LISTEN); undefined: the public one. */
+    internalListen: { host: string; port: number } | undefined;
   };
   /** How often API tokens' last-used times are written (in batches). */
   tokenLastUsedFlushMs: number;
@@ -205,9 +209,28 @@ export interface PanelConfig {
 
 export { ConfigError };
 
+const WILDCARDS = new Set(['0.0.0.0', '::', '[::]']);
+
+/** "host:port" (an IPv6 host in brackets); the port may be 0 (any free one). */
+function parseListen(value: string): { host: string; port: number } {
+  const match = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(value.trim());
+  const port = match ? Number(match[2]) : NaN;
+  if (!match || port > 65_535) {
+    throw new ConfigError([`TETHER_INTERNAL_LISTEN=${JSON.stringify(value)}: expected host:port (an IPv6 host in brackets), port 0-65535`]);
+  }
+  const host = match[1]!;
+  return { host: host.startsWith('[') ? host.slice(1, -1) : host, port };
+}
+
 /** Reads and validates configuration from an environment (process.env in main.ts, a literal in tests). */
 export function loadConfig(env: Record<string, string | undefined>): PanelConfig {
   const e = parseEnv(EnvSchema, env);
+  const internalListen = e.TETHER_INTERNAL_LISTEN === undefined ? undefined : parseListen(e.TETHER_INTERNAL_LISTEN);
+  if (internalListen && WILDCARDS.has(internalListen.host) && !e.TETHER_PANEL_INTERNAL_URL) {
+    throw new ConfigError([
+      `TETHER_INTERNAL_LISTEN=${JSON.stringify(e.TETHER_INTERNAL_LISTEN)}: other panels cannot dial a wildcard address; set TETHER_PANEL_INTERNAL_URL to where they reach it`,
+    ]);
+  }
   return {
     host: e.TETHER_HOST,
     port: e.TETHER_PORT,
@@ -233,6 +256,7 @@ export function loadConfig(env: Record<string, string | undefined>): PanelConfig
         unauthenticated: e.TETHER_RATE_LIMIT_UNAUTHENTICATED,
         signIn: e.TETHER_SIGN_IN_RATE_LIMIT,
       },
+      internalListen,
     },
     tokenLastUsedFlushMs: e.TETHER_TOKEN_LAST_USED_FLUSH_MS,
     tokenCacheMs: e.TETHER_TOKEN_CACHE_MS,
@@ -263,7 +287,8 @@ export function loadConfig(env: Record<string, string | undefined>): PanelConfig
     },
     panel: {
       id: e.TETHER_PANEL_ID ?? `panel-${randomBytes(6).toString('hex')}`,
-      internalUrl: e.TETHER_PANEL_INTERNAL_URL ?? e.TETHER_PUBLIC_URL,
+      // With a separate internal listener, never the public URL: the listener's address once it listens (server.ts).
+      internalUrl: e.TETHER_PANEL_INTERNAL_URL ?? (internalListen ? undefined : e.TETHER_PUBLIC_URL),
       leaseMs: e.TETHER_PANEL_LEASE_MS,
       peerTimeoutMs: e.TETHER_PANEL_PEER_TIMEOUT_MS,
     },

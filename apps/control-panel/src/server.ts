@@ -2,6 +2,7 @@ import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { buildApp, type AppDependencies } from './app.js';
 import type { PanelConfig } from './config.js';
 import { openDatabase, type Database } from './db/database.js';
+import { dialableUrl } from './http/internal-listener.js';
 import { DOCS_PATH } from './http/openapi.js';
 import { backlogWarning, readSomaxconn } from './listen-backlog.js';
 import { ensureAdminToken, type AdminTokenResult } from './domain/admin-token.js';
@@ -53,6 +54,19 @@ async function warnOfShortBacklog(db: Database, backlog: number, log: FastifyBas
   }
 }
 
+/**
+ * TETHER_INTERNAL_LISTEN: the internal surface's own listener; other panels are told its address unless
+ * TETHER_PANEL_INTERNAL_URL says where they reach it. Returns the URL it listens on.
+ */
+async function listenInternal(app: FastifyInstance, config: PanelConfig): Promise<string | undefined> {
+  const at = config.http.internalListen;
+  if (!at || !app.internalListener) return undefined;
+  const bound = await app.internalListener.listen(at);
+  const url = dialableUrl(bound);
+  if (url && app.cluster && !config.panel.internalUrl) app.cluster.lease.setInternalUrl(url);
+  return url ?? `http://${at.host}:${bound.port}`;
+}
+
 export async function startPanel(config: PanelConfig, options: StartOptions = {}): Promise<RunningPanel> {
   const print = options.print ?? (() => {});
   const log = options.logger;
@@ -74,9 +88,11 @@ export async function startPanel(config: PanelConfig, options: StartOptions = {}
     if (adminToken.kind === 'generated') print(adminTokenBanner(adminToken.token));
     app = await buildApp({ ...options.extra, config, prisma: db.prisma, databaseUrl: db.url, keyring, ...(log ? { logger: log } : {}) });
     const address = await app.listen({ host: config.host, port: config.port, backlog: config.listenBacklog });
+    const internalUrl = await listenInternal(app, config);
     await warnOfShortBacklog(db, config.listenBacklog, log);
     const url = config.publicUrl ?? address.replace('0.0.0.0', '127.0.0.1');
     print(`Tether control panel listening on ${url} (API docs: ${url}${DOCS_PATH})`);
+    if (internalUrl) print(`Internal surface for other panels on ${internalUrl}/internal/v1`);
     const running = app;
     return {
       app: running,

@@ -24,6 +24,27 @@ describe('panel config', () => {
     expect(() => loadConfig({ TETHER_LOG_FORMAT: 'xml' })).toThrow(/TETHER_LOG_FORMAT="xml"/);
   });
 
+  it('TETHER_INTERNAL_LISTEN takes host:port (IPv6 in brackets, port 0); the advertised URL follows it, never the public URL', () => {
+    expect(loadConfig({}).http.internalListen).toBeUndefined();
+    expect(loadConfig({ TETHER_PUBLIC_URL: 'https://panel.example' }).panel.internalUrl).toBe('https://panel.example');
+    const separate = loadConfig({ TETHER_INTERNAL_LISTEN: '10.0.0.5:9090', TETHER_PUBLIC_URL: 'https://panel.example' });
+    expect(separate.http.internalListen).toEqual({ host: '10.0.0.5', port: 9090 });
+    // Learned from the listener once it listens (server.ts), not the public URL.
+    expect(separate.panel.internalUrl).toBeUndefined();
+    expect(loadConfig({ TETHER_INTERNAL_LISTEN: '[fd00::1]:0' }).http.internalListen).toEqual({ host: 'fd00::1', port: 0 });
+    expect(loadConfig({ TETHER_INTERNAL_LISTEN: 'panel-a.internal:7000' }).http.internalListen).toEqual({ host: 'panel-a.internal', port: 7000 });
+    const named = loadConfig({ TETHER_INTERNAL_LISTEN: '0.0.0.0:9090', TETHER_PANEL_INTERNAL_URL: 'http://panel-a:9090' });
+    expect(named.panel.internalUrl).toBe('http://panel-a:9090');
+    for (const bad of ['9090', 'host:', ':9090', 'host:65536', 'host:9090/x', 'http://host:9090', '[::1:9090']) {
+      expect(() => loadConfig({ TETHER_INTERNAL_LISTEN: bad }), bad).toThrow(ConfigError);
+      expect(() => loadConfig({ TETHER_INTERNAL_LISTEN: bad }), bad).toThrow(/TETHER_INTERNAL_LISTEN/);
+    }
+    // A wildcard cannot be dialled: the panel does not start without an internal URL to advertise.
+    for (const wildcard of ['0.0.0.0:9090', '[::]:9090']) {
+      expect(() => loadConfig({ TETHER_INTERNAL_LISTEN: wildcard }), wildcard).toThrow(/TETHER_PANEL_INTERNAL_URL/);
+    }
+  });
+
   it('takes overrides', () => {
     const config = loadConfig({ TETHER_PORT: '0', TETHER_SESSION_IDLE_MS: '300', DATABASE_URL: 'postgres://u:p@db:5432/t' });
     expect(config.port).toBe(0);

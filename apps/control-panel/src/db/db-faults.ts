@@ -100,9 +100,10 @@ export async function withDeadline<T>(work: Promise<T>, ms: number, what: string
 /**
  * What the pool last saw of the database: a query answered (up) or a fault
  * (down). Reads that can answer from memory (verified tokens, the node and
- * status lists) skip the database for `windowMs` after a fault instead of
- * each paying the full deadline again; after the window one request tries
- * the database again, and any answer marks it up.
+ * status lists) do so at once while it is known down (a fault, no answer
+ * since), never paying the full deadline again; once `windowMs` has passed
+ * since the last fault, one of them asks the database again in the
+ * background (probeDue), and any answer marks it up.
  */
 export class DbHealth {
   private downAt: number | null = null;
@@ -124,6 +125,16 @@ export class DbHealth {
 
   down(): void {
     this.downAt = Date.now();
+  }
+
+  /** A fault and no answer since, however long ago: memory reads answer from memory, without waiting on the database. */
+  get knownDown(): boolean {
+    return this.downAt !== null;
+  }
+
+  /** Known down, and the last fault is older than the window: time for one background read to ask again. */
+  get probeDue(): boolean {
+    return this.downAt !== null && !this.recentlyDown;
   }
 
   /** A fault within the window and no answer since. */

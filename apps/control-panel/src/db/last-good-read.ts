@@ -24,12 +24,27 @@ export class LastGoodRead<T> {
 
   constructor(
     private readonly query: () => Promise<T>,
-    /** Skips the database while it is recently known down (no full deadline per read). */
+    /** Skips the database while it is known down (no full deadline per read). */
     private readonly health?: DbHealth,
   ) {}
 
+  private probing = false;
+
+  private probe(): void {
+    if (this.probing) return;
+    this.probing = true;
+    this.query()
+      .then((data) => (this.last = { data, at: new Date() }))
+      .catch(() => undefined)
+      .finally(() => (this.probing = false));
+  }
+
   async read(): Promise<ReadResult<T>> {
-    if (this.last && this.health?.recentlyDown) return { data: this.last.data, fromMemoryAt: this.last.at };
+    if (this.last && this.health?.knownDown) {
+      // Known down: the last good result at once; once per window the database is asked again in the background.
+      if (this.health.probeDue) this.probe();
+      return { data: this.last.data, fromMemoryAt: this.last.at };
+    }
     try {
       const data = await this.query();
       this.last = { data, at: new Date() };

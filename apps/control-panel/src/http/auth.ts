@@ -15,7 +15,7 @@ import { hashToken } from '../domain/tokens.js';
 // a revoked token stops working at once. Only when the database cannot answer
 // is a token honoured from memory, and only if the database verified it within
 // TETHER_TOKEN_CACHE_MS: reads that need no database (sessions, status) keep
-// working through an outage. last_used_at is kept in memory and handed to the
+// working through an outage, without waiting on it once it is known down. last_used_at is kept in memory and handed to the
 // session-fact outbox in batches: a busy token must not turn every GET into a write.
 
 interface Authenticator {
@@ -75,10 +75,27 @@ export const authPlugin = fp<AuthOptions>(
       if (cached && cached.expiresAt !== null && cached.expiresAt <= Date.now()) return null;
       return cached && Date.now() - cached.at <= opts.cacheMs ? cached.auth : undefined;
     };
+    /** One background check at a time while the database is known down (it marks the database up when it answers). */
+    let probing = false;
+    const probe = (tokenHash: string) => {
+      if (probing) return;
+      probing = true;
+      verify(tokenHash)
+        .catch(() => undefined)
+        .finally(() => (probing = false));
+    };
     const lookup = async (tokenHash: string): Promise<AuthContext | null> => {
-      // Known down a moment ago: a remembered token answers at once instead of waiting out the deadline again.
-      const remembered = health.recentlyDown ? fromCache(tokenHash) : undefined;
-      if (remembered !== undefined) return remembered;
+      // Known down (a fault, no answer since): a remembered token answers at once, however long the outage has
+      // lasted, so memory reads (GET /v1/sessions, status) never wait out the deadline; the database is asked
+      // again in the background, once per window, and its answer (a revocation too) replaces the remembered one.
+      const remembered = health.knownDown ? fromCache(tokenHash) : undefined;
+      if (remembered !== undefined) {
+        if (health.probeDue) probe(tokenHash);
+        return remembered;
+      }
+      return verify(tokenHash);
+    };
+    const verify = async (tokenHash: string): Promise<AuthContext | null> => {
       let token;
       try {
         token = await opts.prisma.apiToken.findUnique({ where: { tokenHash }, select: { id: true, name: true, role: true, teamId: true, revokedAt: true, expiresAt: true } });

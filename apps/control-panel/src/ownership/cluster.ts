@@ -143,8 +143,8 @@ export class PanelCluster {
    */
   async view(nodeIds: readonly string[], options: { containers?: boolean } = {}): Promise<ClusterView> {
     let remote: ReadonlyMap<string, RemoteReport> = new Map();
-    // A database known down right now is not asked again (no full deadline per read): other panels' nodes read unknown.
-    if (nodeIds.length > 0 && !healthOf(this.options.prisma).recentlyDown) {
+    // A database known down is not asked (no full deadline per read): other panels' nodes read unknown.
+    if (nodeIds.length > 0 && !healthOf(this.options.prisma).knownDown) {
       try {
         remote = await withDeadline(readReports(this.options.prisma, nodeIds), this.options.queryTimeoutMs, 'the database');
       } catch (err) {
