@@ -18,7 +18,7 @@ import { recordRefusalsAndSignIns } from './audit/refusals.js';
 import { auditRoutes } from './http/audit.js';
 import { loadKeyring, type Keyring } from './secrets/keyring.js';
 import { AppError, ErrorBodySchema } from './errors.js';
-import { authPlugin } from './http/auth.js';
+import { authPlugin, requireAuth } from './http/auth.js';
 import { deploymentEventRoutes } from './http/deployment-events.js';
 import { createFleet } from './dashboard/fleet.js';
 import { cliDownloadRoutes } from './http/cli-download.js';
@@ -370,13 +370,6 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   await app.register(metricsRoutes, { metrics });
   await app.register(cliDownloadRoutes);
   const api: ApiDeps = { prisma: deps.prisma, events, dispatcher, keyring, volumes: new SessionVolumeRemover(agents.registry) };
-  await app.register(teamRoutes, { prefix: '/v1', ...api });
-  await app.register(tokenRoutes, { prefix: '/v1', ...api });
-  await app.register(nodeRoutes, { prefix: '/v1', ...api });
-  await app.register(serviceRoutes, { prefix: '/v1', ...api });
-  await app.register(volumeRoutes, { prefix: '/v1', ...api });
-  await app.register(routeRoutes, { prefix: '/v1', ...api });
-  await app.register(auditRoutes, { prefix: '/v1', ...api });
   const auditRetention = createLoop({
     name: 'audit-retention',
     intervalMs: AUDIT_RETENTION_INTERVAL_MS,
@@ -385,20 +378,34 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   });
   app.addHook('onReady', async () => auditRetention.start());
   app.addHook('preClose', async () => auditRetention.stop());
-  await app.register(deploymentRoutes, { prefix: '/v1', ...api, changes, held });
-  await app.register(logRoutes, { prefix: '/v1', prisma: deps.prisma, registry: agents.registry, relay: agents.logs, held, followIdleMs: deps.config.logs.followIdleMs, ...(cluster ? { remoteLogs: cluster.logs } : {}) });
-  await app.register(deploymentEventRoutes, { prefix: '/v1', prisma: deps.prisma, changes, held });
-  await app.register(sessionRoutes, {
-    prefix: '/v1',
-    prisma: deps.prisma,
-    registry: agents.registry,
-    routing: agents.routing,
-    missedAcks24h: (nodeId) => fleet.directory.snapshot.missedAcks24h.get(nodeId) ?? 0,
-    nodes: { read: () => fleet.directory.nodes() },
-    ...(cluster ? { cluster } : {}),
-  });
-  await app.register(reloadRoutes, { prefix: '/v1', prisma: deps.prisma, routing: agents.routing });
-  await app.register(statusRoutes, { prefix: '/v1', prisma: deps.prisma, registry: agents.registry, ...(cluster ? { cluster } : {}) });
+  // The REST API: one plugin per resource, in one context that authenticates every request once, in onRequest
+  // (before a body is read); an operator-only route adds requireOperator, which checks that caller's role.
+  await app.register(
+    async (v1) => {
+      v1.addHook('onRequest', requireAuth);
+      await v1.register(teamRoutes, api);
+      await v1.register(tokenRoutes, api);
+      await v1.register(nodeRoutes, api);
+      await v1.register(serviceRoutes, api);
+      await v1.register(volumeRoutes, api);
+      await v1.register(routeRoutes, api);
+      await v1.register(auditRoutes, api);
+      await v1.register(deploymentRoutes, { ...api, changes, held });
+      await v1.register(logRoutes, { prisma: deps.prisma, registry: agents.registry, relay: agents.logs, held, followIdleMs: deps.config.logs.followIdleMs, ...(cluster ? { remoteLogs: cluster.logs } : {}) });
+      await v1.register(deploymentEventRoutes, { prisma: deps.prisma, changes, held });
+      await v1.register(sessionRoutes, {
+        prisma: deps.prisma,
+        registry: agents.registry,
+        routing: agents.routing,
+        missedAcks24h: (nodeId) => fleet.directory.snapshot.missedAcks24h.get(nodeId) ?? 0,
+        nodes: { read: () => fleet.directory.nodes() },
+        ...(cluster ? { cluster } : {}),
+      });
+      await v1.register(reloadRoutes, { prisma: deps.prisma, routing: agents.routing });
+      await v1.register(statusRoutes, { prisma: deps.prisma, registry: agents.registry, ...(cluster ? { cluster } : {}) });
+    },
+    { prefix: '/v1' },
+  );
   if (cluster) {
     // The internal surface: other panels only (their credential, never a token).
     const internal = { registry: agents.registry, verifier: cluster.verifier };

@@ -4,7 +4,7 @@ import type { Db } from '../db/database.js';
 import type { PanelMetrics } from '../panel-metrics.js';
 import type { RoutingView } from '../routing/routing-reconciler.js';
 import type { SessionRegistry } from '../sessions/registry.js';
-import { CookieSessions, type Claim } from './cookie-session.js';
+import { SignInCookies, type Claim } from './sign-in-cookies.js';
 import { FleetFeed } from './fleet-feed.js';
 import { fleetRows, type FleetRow, type RowSources } from './fleet-rows.js';
 import { NodeDirectory, seenNode, type DirectoryNode } from '../node-health/node-directory.js';
@@ -20,7 +20,7 @@ import { SignedOutCookies } from './signed-out-cookies.js';
 export interface Fleet {
   directory: NodeDirectory;
   tokens: OperatorTokens;
-  cookies: CookieSessions;
+  cookies: SignInCookies;
   signedOut: SignedOutCookies;
   /** A cookie's claim that is still good: its token valid, the cookie not signed out, not expired. */
   accepts(claim: Claim): boolean;
@@ -52,7 +52,7 @@ export function createFleet(deps: {
   const tokens = new OperatorTokens(deps.prisma, deps.logger, d.fleetRefreshMs);
   const signedOut = new SignedOutCookies(deps.prisma, deps.logger, d.fleetRefreshMs);
   const publicUrl = config.publicUrl ?? `http://${config.host}:${config.port}`;
-  const cookies = new CookieSessions({ secret: d.secret, ttlMs: d.cookieTtlMs, secure: publicUrl.startsWith('https:') });
+  const cookies = new SignInCookies({ secret: d.secret, ttlMs: d.cookieTtlMs, secure: publicUrl.startsWith('https:') });
   const sources: RowSources = {
     registry: deps.registry,
     routing: deps.routing,

@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Loop } from '@tether/common';
 import type { Db } from '../db/database.js';
 import { refreshedRead } from '../db/last-good-read.js';
-import type { Claim } from './cookie-session.js';
+import type { Claim } from './sign-in-cookies.js';
 
 // Fleet-page cookies signed out before they expire. A cookie is a signed claim
 // any panel checks without the database, so signing out has to be remembered:

@@ -8,10 +8,11 @@ import { AppError } from '../errors.js';
 import type { AuthContext } from '../domain/access.js';
 import { hashToken } from '../domain/tokens.js';
 
-// Bearer-token authentication for the REST API. Routes opt in with
-// `onRequest: requireAuth` or `onRequest: requireOperator`; running in
-// onRequest means an unauthenticated caller is refused before its body is
-// read or validated. Every request looks its token up (one indexed query), so
+// Bearer-token authentication for the REST API. app.ts adds `requireAuth` once,
+// as the onRequest hook of the context every /v1 resource is registered in;
+// an operator-only route adds `onRequest: requireOperator`, which runs after it
+// and checks the role. Running in onRequest means an unauthenticated caller is
+// refused before its body is read or validated. Every request looks its token up (one indexed query), so
 // a revoked token stops working at once. Only when the database cannot answer
 // is a token honoured from memory, and only if the database verified it within
 // TETHER_TOKEN_CACHE_MS: reads that need no database (sessions, status) keep
@@ -152,14 +153,15 @@ export const authPlugin = fp<AuthOptions>(
   { name: 'tether-auth' },
 );
 
-/** onRequest hook: any valid operator or customer token. */
+/** onRequest hook of the /v1 context (app.ts): any valid operator or customer token. */
 export async function requireAuth(request: FastifyRequest, reply: FastifyReply): Promise<void> {
   request.auth = await request.server.authenticator.authenticate(request, reply);
 }
 
-/** onRequest hook: an operator token; customers get 403. */
+/** Route onRequest hook, after the context's requireAuth: an operator token; customers get 403. */
 export async function requireOperator(request: FastifyRequest, reply: FastifyReply): Promise<void> {
-  await requireAuth(request, reply);
+  // Outside the /v1 context nothing authenticated the caller yet: never let that mean "no check".
+  if (!request.auth) await requireAuth(request, reply);
   if (request.auth?.role !== 'operator') throw new AppError('FORBIDDEN', 'this endpoint is for operators');
 }
 

@@ -5,7 +5,7 @@ import type { Db } from '../db/database.js';
 import { DatabaseUnavailableError, isDatabaseUnavailable, withDeadline } from '../db/db-faults.js';
 import { fleetRow } from '../dashboard/fleet-rows.js';
 import type { Fleet } from '../dashboard/fleet.js';
-import type { Claim } from '../dashboard/cookie-session.js';
+import type { Claim } from '../dashboard/sign-in-cookies.js';
 import { sse, type StreamClient } from '../dashboard/fleet-feed.js';
 import { dashboardDist, loadStaticFiles } from '../dashboard/static-files.js';
 import { hashToken } from '../domain/tokens.js';

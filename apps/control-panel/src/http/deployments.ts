@@ -5,7 +5,7 @@ import { Nullable } from '@tether/common';
 import Type from 'typebox';
 import { DeploymentStatus } from '../generated/prisma/enums.js';
 import { auditOf } from './audit-context.js';
-import { authOf, requireAuth } from './auth.js';
+import { authOf } from './auth.js';
 import { authErrors, errorResponses, IdParams, NullableTimestamp, security, Timestamp } from './schemas.js';
 import type { HeldStreams } from './held-streams.js';
 import type { DeploymentChanges } from '../domain/deployment-changes.js';
@@ -62,7 +62,6 @@ export const deploymentRoutes: FastifyPluginAsyncTypebox<ApiDeps & { changes: De
   app.post(
     '/services/:id/deployments',
     {
-      onRequest: requireAuth,
       schema: {
         tags: ['deployments'],
         summary: "Deploy the service's current spec to its node",
@@ -86,7 +85,6 @@ export const deploymentRoutes: FastifyPluginAsyncTypebox<ApiDeps & { changes: De
   app.post(
     '/services/:id/rollback',
     {
-      onRequest: requireAuth,
       schema: {
         tags: ['deployments'],
         summary: 'Roll the service back to the spec of a deployment that ran',
@@ -143,7 +141,6 @@ export const deploymentRoutes: FastifyPluginAsyncTypebox<ApiDeps & { changes: De
   app.get(
     '/services/:id/deployments',
     {
-      onRequest: requireAuth,
       schema: {
         tags: ['deployments'],
         summary: "A service's deployments, newest first",
@@ -159,7 +156,6 @@ export const deploymentRoutes: FastifyPluginAsyncTypebox<ApiDeps & { changes: De
   app.get(
     '/deployments/:id',
     {
-      onRequest: requireAuth,
       schema: { tags: ['deployments'], summary: 'Read a deployment', security, params: IdParams, response: { 200: DeploymentSchema, ...authErrors(404) } },
     },
     async (request) => getDeployment(deps, authOf(request), request.params.id),

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Nullable } from '@tether/common';
 import Type from 'typebox';
 import { auditOf } from './audit-context.js';
-import { authOf, requireAuth } from './auth.js';
+import { authOf } from './auth.js';
 import { MAX_DOMAIN_LENGTH, MAX_PATH_PREFIX_LENGTH, PATH_PREFIX_PATTERN } from '../domain/host-names.js';
 import { authErrors, id, IdParams, NoContent, security, Timestamp } from './schemas.js';
 import type { ApiDeps } from '../domain/api-deps.js';
@@ -41,7 +41,6 @@ export const routeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
   app.post(
     '/routes',
     {
-      onRequest: requireAuth,
       schema: {
         tags: ['routes'],
         summary: 'Attach a domain to a service',
@@ -56,7 +55,6 @@ export const routeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
   app.get(
     '/routes',
     {
-      onRequest: requireAuth,
       schema: {
         tags: ['routes'],
         summary: "List routes (customers: their team's)",
@@ -71,7 +69,6 @@ export const routeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
   app.get(
     '/routes/:id',
     {
-      onRequest: requireAuth,
       schema: { tags: ['routes'], summary: 'Read a route', security, params: IdParams, response: { 200: RouteSchema, ...authErrors(404) } },
     },
     async (request) => getRoute(deps, authOf(request), request.params.id),
@@ -80,7 +77,6 @@ export const routeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
   app.delete(
     '/routes/:id',
     {
-      onRequest: requireAuth,
       schema: {
         tags: ['routes'],
         summary: 'Detach a domain',

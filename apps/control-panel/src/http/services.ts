@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Nullable } from '@tether/common';
 import Type from 'typebox';
 import { auditOf } from './audit-context.js';
-import { authOf, requireAuth } from './auth.js';
+import { authOf } from './auth.js';
 import { IMAGE_REFERENCE_PATTERN, MAX_IMAGE_LENGTH } from '../domain/image-reference.js';
 import { authErrors, id, IdParams, labelName, NoContent, security, Timestamp } from './schemas.js';
 import type { ApiDeps } from '../domain/api-deps.js';
@@ -100,7 +100,6 @@ export const serviceRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, dep
   app.post(
     '/services',
     {
-      onRequest: requireAuth,
       schema: {
         tags: ['services'],
         summary: 'Create a service',
@@ -115,7 +114,6 @@ export const serviceRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, dep
   app.get(
     '/services',
     {
-      onRequest: requireAuth,
       schema: {
         tags: ['services'],
         summary: "List services (customers: their team's)",
@@ -130,7 +128,6 @@ export const serviceRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, dep
   app.get(
     '/services/:id',
     {
-      onRequest: requireAuth,
       schema: { tags: ['services'], summary: 'Read a service', security, params: IdParams, response: { 200: ServiceSchema, ...authErrors(404) } },
     },
     async (request) => getService(deps, authOf(request), request.params.id),
@@ -139,7 +136,6 @@ export const serviceRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, dep
   app.patch(
     '/services/:id',
     {
-      onRequest: requireAuth,
       schema: {
         tags: ['services'],
         summary: 'Change a service (only the fields given); deploy to apply it',
@@ -155,7 +151,6 @@ export const serviceRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, dep
   app.delete(
     '/services/:id',
     {
-      onRequest: requireAuth,
       schema: {
         tags: ['services'],
         summary: 'Delete a service with its routes and deployments; its volumes stay on the node unless ?deleteVolumes=true',

@@ -3,7 +3,7 @@ import { healthOf, type Db } from '../db/database.js';
 import { FROM_MEMORY_HEADER, LastGoodRead } from '../db/last-good-read.js';
 import { AppError } from '../errors.js';
 import { teamScope } from '../domain/access.js';
-import { authOf, requireAuth } from './auth.js';
+import { authOf } from './auth.js';
 import { IdParams, authErrors, security } from './schemas.js';
 import { ServiceStatusSchema, StatusList } from './session-schemas.js';
 import type { SessionRegistry } from '../sessions/registry.js';
@@ -30,7 +30,6 @@ export const statusRoutes: FastifyPluginAsync<StatusRoutesOptions> = async (app,
   app.get(
     '/status',
     {
-      onRequest: requireAuth,
       schema: {
         tags: ['status'],
         summary: 'Status of every service the token may see (decommissioned nodes excluded)',
@@ -65,7 +64,6 @@ export const statusRoutes: FastifyPluginAsync<StatusRoutesOptions> = async (app,
   app.get<{ Params: { id: string } }>(
     '/services/:id/status',
     {
-      onRequest: requireAuth,
       schema: {
         tags: ['status'],
         summary: 'Status of one service, with the session and frame age that prove it',

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type from 'typebox';
 import { auditOf } from './audit-context.js';
-import { authOf, requireAuth, requireOperator } from './auth.js';
+import { authOf, requireOperator } from './auth.js';
 import { authErrors, IdParams, labelName, security, Timestamp } from './schemas.js';
 import type { ApiDeps } from '../domain/api-deps.js';
 import { createTeam, getTeam, listTeams } from '../domain/teams.js';
@@ -37,7 +37,6 @@ export const teamRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) 
   app.get(
     '/teams/:id',
     {
-      onRequest: requireAuth,
       schema: {
         tags: ['teams'],
         summary: 'Read a team (operators; customers their own)',

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Nullable } from '@tether/common';
 import Type from 'typebox';
 import { auditOf } from './audit-context.js';
-import { authOf, requireAuth } from './auth.js';
+import { authOf } from './auth.js';
 import { authErrors, id, IdParams, NullableTimestamp, security, Timestamp } from './schemas.js';
 import type { ApiDeps } from '../domain/api-deps.js';
 import { deleteVolume, listVolumes } from '../domain/volumes.js';
@@ -30,7 +30,6 @@ export const volumeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps
   app.get(
     '/volumes',
     {
-      onRequest: requireAuth,
       schema: {
         tags: ['volumes'],
         summary: "List named volumes on the nodes (customers: their team's), kept ones included",
@@ -52,7 +51,6 @@ export const volumeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps
   app.delete(
     '/volumes/:id',
     {
-      onRequest: requireAuth,
       schema: {
         tags: ['volumes'],
         summary: "Delete a kept volume (and its data) on its node, through the node's live session",

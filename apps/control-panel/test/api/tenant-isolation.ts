@@ -12,11 +12,15 @@ interface Fixture {
   serviceId: string;
   routeId: string;
   deploymentId: string;
+  /** A named volume of the team's service, as its node reported it. */
+  volumeId: string;
 }
 
 describe('tenant isolation', () => {
   let p: RestPanel;
   const teams: Record<'a' | 'b', Fixture> = {} as Record<'a' | 'b', Fixture>;
+
+  let nodeId: string;
 
   async function fixture(name: string): Promise<Fixture> {
     const team = await p.team(name);
@@ -24,14 +28,19 @@ describe('tenant isolation', () => {
     const route = await p.call('POST', '/v1/routes', { token: team.token, body: { domain: `${name}.example.com`, serviceId: service.body.id } });
     const deployment = await p.call('POST', `/v1/services/${service.body.id}/deployments`, { token: team.token });
     expect([service.status, route.status, deployment.status]).toEqual([201, 201, 201]);
-    return { teamId: team.id, token: team.token, serviceId: service.body.id, routeId: route.body.id, deploymentId: deployment.body.id };
+    // What a node's volumes.report leaves (sessions/volume-reports.ts): the row the volumes API lists and deletes.
+    const volume = await p.prisma.nodeVolume.create({
+      data: { nodeId, dockerName: `tether-${service.body.id}-data`, serviceId: service.body.id, name: 'data', teamId: team.id, serviceName: 'web', reportedAt: new Date() },
+    });
+    return { teamId: team.id, token: team.token, serviceId: service.body.id, routeId: route.body.id, deploymentId: deployment.body.id, volumeId: volume.id };
   }
 
   /** Everything the database holds for a team, to prove nothing changed. */
   async function snapshot(f: Fixture) {
     const services = await p.prisma.service.findMany({ where: { teamId: f.teamId }, include: { routes: true, deployments: true }, orderBy: { id: 'asc' } });
     const tokens = await p.prisma.apiToken.findMany({ where: { teamId: f.teamId }, select: { id: true, revokedAt: true } });
-    return { services, tokens };
+    const volumes = await p.prisma.nodeVolume.findMany({ where: { teamId: f.teamId }, orderBy: { id: 'asc' } });
+    return { services, tokens, volumes };
   }
 
   type Case = {
@@ -67,6 +76,9 @@ describe('tenant isolation', () => {
     { method: 'POST', route: '/v1/services/{id}/deployments', path: (v) => `/v1/services/${v.serviceId}/deployments`, expect: 'not-found' },
     { method: 'GET', route: '/v1/services/{id}/deployments', path: (v) => `/v1/services/${v.serviceId}/deployments`, expect: 'not-found' },
     { method: 'POST', route: '/v1/services/{id}/rollback', path: (v) => `/v1/services/${v.serviceId}/rollback`, body: (v) => ({ to: v.deploymentId }), expect: 'not-found' },
+    { method: 'GET', route: '/v1/volumes', path: () => '/v1/volumes', expect: excludes('id', 'volumeId') },
+    { method: 'GET', route: '/v1/volumes', path: (v) => `/v1/volumes?serviceId=${v.serviceId}`, expect: (body) => expect(body).toEqual([]) },
+    { method: 'DELETE', route: '/v1/volumes/{id}', path: (v) => `/v1/volumes/${v.volumeId}`, expect: 'not-found' },
     { method: 'GET', route: '/v1/deployments/{id}', path: (v) => `/v1/deployments/${v.deploymentId}`, expect: 'not-found' },
     { method: 'GET', route: '/v1/services/{id}/logs', path: (v) => `/v1/services/${v.serviceId}/logs`, expect: 'not-found', streams: true },
     { method: 'GET', route: '/v1/deployments/{id}/events', path: (v) => `/v1/deployments/${v.deploymentId}/events`, expect: 'not-found', streams: true },
@@ -95,7 +107,7 @@ describe('tenant isolation', () => {
 
   beforeAll(async () => {
     p = await startRestPanel({ pg: await sharedPostgres() });
-    await p.node('shared-node');
+    nodeId = (await p.node('shared-node')).id;
     teams.a = await fixture('team-a');
     teams.b = await fixture('team-b');
   });
@@ -108,7 +120,7 @@ describe('tenant isolation', () => {
     ['a', 'b'],
     ['b', 'a'],
   ] as const)('team %s against team %s', (actorKey, victimKey) => {
-    it.each(cases.map((c) => [`${c.method} ${c.path({ teamId: ':team', serviceId: ':service', routeId: ':route', deploymentId: ':deployment', token: '' })}`, c] as const))(
+    it.each(cases.map((c) => [`${c.method} ${c.path({ teamId: ':team', serviceId: ':service', routeId: ':route', deploymentId: ':deployment', volumeId: ':volume', token: '' })}`, c] as const))(
       '%s',
       async (_name, c) => {
         const actor = teams[actorKey];

@@ -26,7 +26,7 @@ export interface CookieOptions {
   secure: boolean;
 }
 
-export class CookieSessions {
+export class SignInCookies {
   private readonly key: Buffer;
   readonly name: string;
 
