@@ -39,6 +39,7 @@ import { nodeRoutes } from './http/nodes.js';
 import { registerOpenApi } from './http/openapi.js';
 import { reloadRoutes } from './http/reloads.js';
 import { routeRoutes } from './http/routes.js';
+import { registryRoutes } from './http/registries.js';
 import { serviceRoutes } from './http/services.js';
 import { sessionRoutes } from './http/sessions.js';
 import { statusRoutes } from './http/status.js';
@@ -371,6 +372,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   await app.register(nodeRoutes, { prefix: '/v1', ...api });
   await app.register(serviceRoutes, { prefix: '/v1', ...api });
   await app.register(routeRoutes, { prefix: '/v1', ...api });
+  await app.register(registryRoutes, { prefix: '/v1', ...api });
   await app.register(auditRoutes, { prefix: '/v1', ...api });
   const auditRetention = createLoop({
     name: 'audit-retention',

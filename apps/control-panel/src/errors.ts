@@ -15,6 +15,7 @@ export const ERROR_CATALOG = defineErrorCatalog({
   MALFORMED_REQUEST: { status: 400, message: 'the request is not valid HTTP/1.1' },
   INVALID_DOMAIN: { status: 400, message: 'the domain is not a valid lowercase host name' },
   SECRET_NAME_IN_ENV: { status: 400, message: 'a name is both an environment variable and a secret of the service' },
+  INVALID_REGISTRY_HOST: { status: 400, message: 'the registry host is not a DNS name or IPv4 address with an optional :port' },
   RESERVED_DOMAIN: { status: 400, message: "the domain is reserved for Tether's own use (tether.internal and names under it)" },
   UNKNOWN_NODE: { status: 400, message: 'no node has that name' },
   UPGRADE_NOT_ALLOWED: { status: 400, message: 'only GET /v1/agent/connect accepts a WebSocket upgrade' },

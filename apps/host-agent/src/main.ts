@@ -33,6 +33,7 @@ function controllers(
       : createDockerWorkloadController(config.runtime, nodeName, {
           logger,
           restartCountersFile: path.join(config.stateDir, 'restart-counters.json'),
+          privateImagesFile: path.join(config.stateDir, 'private-images.json'),
           // A container that crashed past its restart budget fails its deployment, visibly, on the panel.
           onFailure: (report) => agent()?.connection.reportResult(report.deploymentId, { status: 'failed', code: report.code, reason: report.reason }),
         });

@@ -4,6 +4,7 @@ import { audit } from './commands/audit.js';
 import { deploy } from './commands/deploy.js';
 import { login } from './commands/login.js';
 import { logs } from './commands/logs.js';
+import { registries } from './commands/registries.js';
 import { routes } from './commands/routes.js';
 import { services } from './commands/services.js';
 import { status } from './commands/status.js';
@@ -27,6 +28,9 @@ usage: tether <command> [options]
                                       container output; -f follows until Ctrl-C
   status [service]                    desired vs running replicas, with the live session's evidence
   routes [add <domain> <service> [--path P] | rm <domain|id>]
+  registries [add <host> --username U | rm <host|id>]
+                                      your team's private registries; add reads the password from
+                                      stdin or a prompt, and replaces the credentials of a known host
   audit [--since T] [--actor ID] [--action A] [--outcome O] [--target TYPE[/ID]] [--tail N]
                                       who changed what, newest first (your team's rows; an operator's: all)
 
@@ -55,6 +59,7 @@ const OPTIONS = {
   action: { type: 'string' },
   outcome: { type: 'string' },
   target: { type: 'string' },
+  username: { type: 'string' },
 } as const;
 
 /** Runs the CLI; returns the exit code. Never throws. */
@@ -105,6 +110,8 @@ export async function main(argv: string[], io: { stdout?: NodeJS.WritableStream;
         return await status(ctx, args);
       case 'routes':
         return await routes(ctx, args, values);
+      case 'registries':
+        return await registries(ctx, args, values);
       case 'audit':
         return await audit(ctx, args, values);
       default:

@@ -151,6 +151,14 @@ export const WorkloadVolume = Type.Object({
 export type WorkloadVolume = Static<typeof WorkloadVolume>;
 const WorkloadVolumesFields = { volumes: Type.Optional(Type.Array(WorkloadVolume, { maxItems: 10 })) };
 
+/** Capability `registry.auth`: credentials for the registry the workload's image comes from. */
+export const WorkloadRegistryAuth = Type.Object({
+  host: Identifier(FIELD_LIMITS.image),
+  username: Type.String({ minLength: 1, maxLength: 256 }),
+  password: Type.String({ minLength: 1, maxLength: 4096 }),
+});
+export type WorkloadRegistryAuth = Static<typeof WorkloadRegistryAuth>;
+
 export const Workload = Type.Object({
   serviceId: Id,
   serviceName: Name,
@@ -167,6 +175,8 @@ export const Workload = Type.Object({
   secrets: Type.Optional(
     Type.Record(Type.String(), Type.String({ maxLength: FIELD_LIMITS.envValue }), { propertyNames: Identifier(FIELD_LIMITS.envName), maxProperties: 100 }),
   ),
+  /** Capability `registry.auth`: the credentials of the image's registry (`host` as registryHostOf(image) gives it). */
+  registryAuth: Type.Optional(WorkloadRegistryAuth),
 });
 export type Workload = Static<typeof Workload>;
 

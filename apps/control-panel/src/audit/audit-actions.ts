@@ -22,6 +22,9 @@ export const ROUTE_ACTIONS: Readonly<Record<string, RouteAction>> = {
   'DELETE /v1/services/:id': { action: 'service.delete', targetType: 'service', idParam: 'id' },
   'POST /v1/routes': { action: 'route.create', targetType: 'route' },
   'DELETE /v1/routes/:id': { action: 'route.delete', targetType: 'route', idParam: 'id' },
+  'POST /v1/registries': { action: 'registry.create', targetType: 'registry' },
+  'PUT /v1/registries/:id': { action: 'registry.replace', targetType: 'registry', idParam: 'id' },
+  'DELETE /v1/registries/:id': { action: 'registry.delete', targetType: 'registry', idParam: 'id' },
   'POST /v1/services/:id/deployments': {
     action: 'deployment.create',
     targetType: 'service',

@@ -8,6 +8,7 @@ import { ContainerReader, toContainerState, type ReadContainer } from './contain
 import { DeploymentBook, failure, outcomeOf } from './deployment-book.js';
 import { RUNTIME_ERROR_CODES } from './errors.js';
 import { EventWatcher } from './event-watcher.js';
+import { PrivateImages } from './image-access.js';
 import { rolloutWithoutOverlap } from './exclusive-rollout.js';
 import { applyMaintenance, rollout, type ExecutorDeps, type FailureReport, type RolloutAction } from './executor.js';
 import { plan, type Action, type PlanContext } from './plan.js';
@@ -29,6 +30,8 @@ export interface DockerWorkloadControllerOptions {
   onFailure?: (report: FailureReport) => void;
   /** Where the restart counters survive agent restarts (TETHER_STATE_DIR/restart-counters.json); default: memory only. */
   restartCountersFile?: string;
+  /** Where the ids of images pulled with credentials survive agent restarts (TETHER_STATE_DIR/private-images.json); default: memory only. */
+  privateImagesFile?: string;
 }
 
 const NOT_STARTED = 'not started';
@@ -42,7 +45,7 @@ const isRollout = (a: Action): a is RolloutAction => a.kind === 'create' || a.ki
  */
 export class DockerWorkloadController implements WorkloadController {
   /** Every optional workload field is carried out here (workload-spec.ts, exclusive-rollout.ts). */
-  readonly capabilities: readonly string[] = [CAPABILITIES.WORKLOAD_COMMAND, CAPABILITIES.WORKLOAD_RESOURCES, CAPABILITIES.WORKLOAD_VOLUMES];
+  readonly capabilities: readonly string[] = [CAPABILITIES.WORKLOAD_COMMAND, CAPABILITIES.WORKLOAD_RESOURCES, CAPABILITIES.WORKLOAD_VOLUMES, CAPABILITIES.REGISTRY_AUTH];
   private readonly timing: RuntimeTiming;
   private readonly restartPolicy: RestartPolicy;
   private readonly logger: Logger;
@@ -51,6 +54,7 @@ export class DockerWorkloadController implements WorkloadController {
   private readonly sweep: Loop;
   private readonly lanes = new KeyedSerialQueue();
   private readonly ledger: RestartLedger;
+  private readonly images: PrivateImages;
   private readonly deps: ExecutorDeps;
 
   /** Desired workloads by service id; `desiredKnown` turns true with the panel's first complete set. */
@@ -70,8 +74,10 @@ export class DockerWorkloadController implements WorkloadController {
     this.logger = options.logger ?? silentLogger;
     this.reader = new ContainerReader(options.runtime, options.node);
     this.ledger = new RestartLedger(options.restartCountersFile ? { file: options.restartCountersFile, logger: this.logger } : undefined);
+    this.images = new PrivateImages(options.privateImagesFile ? { file: options.privateImagesFile, logger: this.logger } : undefined);
     this.deps = {
       runtime: options.runtime,
+      images: this.images,
       node: options.node,
       network: options.network,
       timing: this.timing,
@@ -116,6 +122,7 @@ export class DockerWorkloadController implements WorkloadController {
     if (!this.stopped) return;
     this.stopped = false;
     await this.ledger.load();
+    await this.images.load();
     this.watcher.start();
     this.sweep.start();
     await this.reconcile();

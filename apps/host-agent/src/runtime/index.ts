@@ -17,7 +17,7 @@ export { DEFAULT_RESTART_POLICY, DEFAULT_RUNTIME_TIMING, type RestartPolicy, typ
 export function createDockerWorkloadController(
   config: AgentConfig['runtime'],
   node: string,
-  options: { logger?: Logger; onFailure?: (report: FailureReport) => void; restartCountersFile?: string } = {},
+  options: { logger?: Logger; onFailure?: (report: FailureReport) => void; restartCountersFile?: string; privateImagesFile?: string } = {},
 ): DockerWorkloadController {
   const runtime = new DockerContainerRuntime(createDockerClient(config.dockerHost), { callTimeoutMs: config.timing.callTimeoutMs, containerLogs: config.containerLogs });
   return new DockerWorkloadController({
