@@ -32,6 +32,10 @@ export const ERROR_CATALOG = defineErrorCatalog({
   DOMAIN_SPLIT_ACROSS_NODES: { status: 409, message: "the domain's routes would be on two nodes: every route of a domain goes to services on one node" },
   NODE_DECOMMISSIONED: { status: 409, message: 'the node is decommissioned' },
   NO_NODE_AVAILABLE: { status: 409, message: 'no node is available to place the service on' },
+  STORED_SECRET_UNREADABLE: {
+    status: 409,
+    message: 'a secret or registry password the deployment needs does not decrypt (its row was changed outside Tether, or its key is not given); set it again and deploy',
+  },
   SECRETS_NOT_CONFIGURED: { status: 409, message: 'the panel has no secrets key (TETHER_SECRETS_KEY or TETHER_SECRETS_KEY_FILE), so it stores no secret' },
   AGENT_LACKS_CAPABILITY: { status: 409, message: "the node's agent does not announce a capability this deployment needs (an older release)" },
   SERVICE_HAS_NO_PORT: { status: 409, message: 'the service has no internalPort, so no route can reach it' },

@@ -139,4 +139,26 @@ describe('private registries', () => {
     expect(older.received.filter((m) => m.type === 'deploy')).toEqual([]);
     expect(JSON.stringify(older.received)).not.toContain(PLANTED);
   });
+
+  it('a tampered registry or secret row answers STORED_SECRET_UNREADABLE (not 500), the deployment ends failed, nothing is sent', async () => {
+    const node = await panel.createNode(`reg-tamper-${process.pid}`);
+    const agent = await RawAgent.connect({ url: panel.url, token: node.token, node: node.name, capabilities: [CAPABILITIES.REGISTRY_AUTH, CAPABILITIES.SECRETS] });
+    agents.push(agent);
+    const reg = await panel.api('POST', '/v1/registries', { host: 'tamper.example.com', username: 'u', password: PLANTED }, tokenA);
+    const svc = await panel.api('POST', '/v1/services', { name: 'tamper', image: 'tamper.example.com/acme/app:1', node: node.name }, tokenA);
+    // One byte of the ciphertext changed: GCM's tag no longer authenticates.
+    await sqlOf(panel.prisma).run(`UPDATE registries SET ciphertext = set_byte(ciphertext, 0, get_byte(ciphertext, 0) # 1) WHERE id = $1`, [reg.body.id]);
+    const dep = await panel.api('POST', `/v1/services/${svc.body.id}/deployments`, {}, tokenA);
+    expect([dep.status, dep.body.error.code]).toEqual([409, 'STORED_SECRET_UNREADABLE']);
+    const [row] = await panel.prisma.deployment.findMany({ where: { serviceId: svc.body.id } });
+    expect(row).toMatchObject({ status: 'failed' });
+    expect(row!.reason).toMatch(/^SECRET_UNREADABLE: a stored secret under key k-[0-9a-f]{16} does not authenticate/);
+
+    const secretful = await panel.api('POST', '/v1/services', { name: 'tamper-secret', image: 'acme/plain:1', node: node.name, secrets: { PASS: PLANTED } }, tokenB);
+    await sqlOf(panel.prisma).run(`UPDATE service_secrets SET nonce = set_byte(nonce, 0, get_byte(nonce, 0) # 1) WHERE service_id = $1`, [secretful.body.id]);
+    const dep2 = await panel.api('POST', `/v1/services/${secretful.body.id}/deployments`, {}, tokenB);
+    expect([dep2.status, dep2.body.error.code]).toEqual([409, 'STORED_SECRET_UNREADABLE']);
+    expect(JSON.stringify([dep.body, dep2.body])).not.toContain(PLANTED);
+    expect(agent.received.filter((m) => m.type === 'deploy')).toEqual([]);
+  });
 });

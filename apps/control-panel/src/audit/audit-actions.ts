@@ -30,7 +30,7 @@ export const ROUTE_ACTIONS: Readonly<Record<string, RouteAction>> = {
     targetType: 'service',
     idParam: 'id',
     // The deployment row exists and ends with its reason (unreachable, ack_timeout, failed).
-    afterChange: ['NODE_UNREACHABLE', 'ACK_TIMEOUT', 'AGENT_LACKS_CAPABILITY', 'PANEL_LEASE_LOST'],
+    afterChange: ['NODE_UNREACHABLE', 'ACK_TIMEOUT', 'AGENT_LACKS_CAPABILITY', 'STORED_SECRET_UNREADABLE', 'PANEL_LEASE_LOST'],
   },
   'POST /dashboard/api/sign-in': { action: 'session.sign-in', targetType: 'dashboard' },
   'POST /dashboard/api/sign-out': { action: 'session.sign-out', targetType: 'dashboard' },

@@ -148,10 +148,11 @@ export class SessionDispatcher implements DeploymentDispatcher {
       return result.wire[0]!;
     } catch (err) {
       if (!(err instanceof PanelError)) throw err;
-      // The message names the secret or registry and the key, never a value.
+      // The message names the secret or registry and the key, never a value. A tampered row or a key not given
+      // is the stored data's fault, not a bug: a coded answer, and the deployment ends failed with the reason.
       const reason = `${err.code}: ${err.message}`;
       await this.store.deploymentFinished(request.deploymentId, 'failed', reason);
-      throw new AppError('INTERNAL', reason, { deploymentId: request.deploymentId });
+      throw new AppError('STORED_SECRET_UNREADABLE', reason, { deploymentId: request.deploymentId });
     }
   }
 
