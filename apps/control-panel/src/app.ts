@@ -39,6 +39,7 @@ import { nodeRoutes } from './http/nodes.js';
 import { registerOpenApi } from './http/openapi.js';
 import { reloadRoutes } from './http/reloads.js';
 import { routeRoutes } from './http/routes.js';
+import { registryRoutes } from './http/registries.js';
 import { serviceRoutes } from './http/services.js';
 import { volumeRoutes } from './http/volumes.js';
 import { sessionRoutes } from './http/sessions.js';
@@ -389,6 +390,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       await v1.register(serviceRoutes, api);
       await v1.register(volumeRoutes, api);
       await v1.register(routeRoutes, api);
+      await v1.register(registryRoutes, api);
       await v1.register(auditRoutes, api);
       await v1.register(deploymentRoutes, { ...api, changes, held });
       await v1.register(logRoutes, { prisma: deps.prisma, registry: agents.registry, relay: agents.logs, held, followIdleMs: deps.config.logs.followIdleMs, ...(cluster ? { remoteLogs: cluster.logs } : {}) });

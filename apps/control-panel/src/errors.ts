@@ -15,6 +15,7 @@ export const ERROR_CATALOG = defineErrorCatalog({
   MALFORMED_REQUEST: { status: 400, message: 'the request is not valid HTTP/1.1' },
   INVALID_DOMAIN: { status: 400, message: 'the domain is not a valid lowercase host name' },
   SECRET_NAME_IN_ENV: { status: 400, message: 'a name is both an environment variable and a secret of the service' },
+  INVALID_REGISTRY_HOST: { status: 400, message: 'the registry host is not a DNS name or IPv4 address with an optional :port' },
   RESERVED_DOMAIN: { status: 400, message: "the domain is reserved for Tether's own use (tether.internal and names under it)" },
   UNKNOWN_NODE: { status: 400, message: 'no node has that name' },
   UPGRADE_NOT_ALLOWED: { status: 400, message: 'only GET /v1/agent/connect accepts a WebSocket upgrade' },
@@ -34,6 +35,10 @@ export const ERROR_CATALOG = defineErrorCatalog({
   DOMAIN_SPLIT_ACROSS_NODES: { status: 409, message: "the domain's routes would be on two nodes: every route of a domain goes to services on one node" },
   NODE_DECOMMISSIONED: { status: 409, message: 'the node is decommissioned' },
   NO_NODE_AVAILABLE: { status: 409, message: 'no node is available to place the service on' },
+  STORED_SECRET_UNREADABLE: {
+    status: 409,
+    message: 'a secret or registry password the deployment needs does not decrypt (its row was changed outside Tether, or its key is not given); set it again and deploy',
+  },
   SECRETS_NOT_CONFIGURED: { status: 409, message: 'the panel has no secrets key (TETHER_SECRETS_KEY or TETHER_SECRETS_KEY_FILE), so it stores no secret' },
   AGENT_LACKS_CAPABILITY: { status: 409, message: "the node's agent does not announce a capability this deployment needs (an older release)" },
   SERVICE_HAS_NO_PORT: { status: 409, message: 'the service has no internalPort, so no route can reach it' },

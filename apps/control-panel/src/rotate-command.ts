@@ -3,6 +3,7 @@ import { loadConfig } from './config.js';
 import { createPrisma } from './db/database.js';
 import { PanelError } from './errors.js';
 import { loadKeyring } from './secrets/keyring.js';
+import { reencryptRegistries } from './secrets/registry-credentials.js';
 import { missingKeyIds, reencryptSecrets } from './secrets/secret-store.js';
 
 // `node dist/rotate-secrets.js` (docs/operations.md, "Secrets key"): with the
@@ -40,8 +41,9 @@ export async function rotateSecrets(env: Record<string, string | undefined>, pri
       return 2;
     }
     const moved = await reencryptSecrets(prisma, keyring);
+    const movedRegistries = await reencryptRegistries(prisma, keyring);
     const left = (await missingKeyIds(prisma, keyring)).length;
-    print(`re-encrypted ${moved} secret row(s) under key ${keyring.activeKeyId}${left === 0 ? '' : `; ${left} key id(s) still unknown`}`);
+    print(`re-encrypted ${moved} secret row(s) and ${movedRegistries} registry row(s) under key ${keyring.activeKeyId}${left === 0 ? '' : `; ${left} key id(s) still unknown`}`);
     return 0;
   } catch (err) {
     print(`✖ rotation stopped: ${err instanceof Error ? err.message : String(err)}; rows already moved stay readable with the new key, run it again`);

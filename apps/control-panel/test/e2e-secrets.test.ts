@@ -11,7 +11,7 @@ import { rotateSecrets } from '../src/rotate-command.js';
 import { startAgentProcess, type AgentProcess } from './helpers/agent-process.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
 
-// Issue 24's headline: a unique secret value is planted, deployed, redeployed,
+// Issue 24's headline: a unique secret value (and a registry password) is planted, deployed, redeployed,
 // set anew (a second planted value), carried across a key rotation (run the
 // way docs/operations.md orders it: both keys on the panel, then the command)
 // and an agent restart (its `workloads` set rebuilds from the versions the
@@ -25,9 +25,11 @@ const OLD_KEY = generateKey();
 const NEW_KEY = generateKey();
 const FIRST = `first-${randomBytes(16).toString('hex')}`;
 const SECOND = `second-${randomBytes(16).toString('hex')}`;
+/** A registry password: it travels in deploy and workloads frames, and is found nowhere (the local image needs no pull). */
+const REGISTRY_PASSWORD = `registry-${randomBytes(16).toString('hex')}`;
 /** The forms a value could leak in: as text, hex, base64. */
 const forms = (value: string) => [value, Buffer.from(value).toString('hex'), Buffer.from(value).toString('base64').replace(/=+$/, '')];
-const leaks = (haystack: string) => [FIRST, SECOND].flatMap(forms).filter((form) => haystack.includes(form));
+const leaks = (haystack: string) => [FIRST, SECOND, REGISTRY_PASSWORD].flatMap(forms).filter((form) => haystack.includes(form));
 
 const docker = await ensureDocker();
 
@@ -104,6 +106,10 @@ describe.skipIf(!docker.available)('a secret value is found only in the containe
     const node = await panel.createNode(`secrets-${process.pid}`);
     await startAgent(node);
     const team = await api('POST', '/v1/teams', { name: `e2e-secrets-${process.pid}` });
+    // Credentials for the image's registry (docker.io: the local test image names no host): every deploy carries them.
+    const registry = await api('POST', '/v1/registries', { teamId: team.body.id, host: 'index.docker.io', username: 'ci', password: REGISTRY_PASSWORD });
+    expect(registry.status).toBe(201);
+    expect(registry.body.host).toBe('docker.io');
     const service = await api('POST', '/v1/services', {
       teamId: team.body.id,
       name: 'vault',
@@ -117,6 +123,7 @@ describe.skipIf(!docker.available)('a secret value is found only in the containe
     const serviceId = service.body.id as string;
 
     const first = await deployRunning(serviceId);
+    expect((await api('GET', `/v1/deployments/${first}`)).body.spec.registry).toEqual({ id: registry.body.id, host: 'docker.io' });
     expect(await containerEnv(first)).toEqual(expect.arrayContaining(['MESSAGE=plain', `DB_PASSWORD=${FIRST}`]));
     // The search finds a value where it is: the check below can fail.
     expect(leaks((await containerEnv(first)).join('\n'))).toEqual([FIRST]);
@@ -131,7 +138,7 @@ describe.skipIf(!docker.available)('a secret value is found only in the containe
     // Step 3 of the rotation: every row moves to the new key; the panel (old,new) still opens them.
     const lines: string[] = [];
     expect(await rotateSecrets({ DATABASE_URL: panel.config.databaseUrl, TETHER_SECRETS_KEY: `${NEW_KEY},${OLD_KEY}` }, (l) => lines.push(l))).toBe(0);
-    expect(lines.join('\n')).toMatch(/re-encrypted 3 secret row\(s\)/);
+    expect(lines.join('\n')).toMatch(/re-encrypted 3 secret row\(s\) and 1 registry row\(s\)/);
     const afterRotation = await deployRunning(serviceId);
     expect(await containerEnv(afterRotation)).toContain(`DB_PASSWORD=${SECOND}`);
 
@@ -144,7 +151,7 @@ describe.skipIf(!docker.available)('a secret value is found only in the containe
     expect(await containerEnv(afterRotation)).toContain(`DB_PASSWORD=${SECOND}`);
 
     // Every other channel.
-    for (const url of ['/v1/services', `/v1/services/${serviceId}`, `/v1/services/${serviceId}/deployments`, `/v1/services/${serviceId}/status`, '/v1/sessions', '/v1/nodes', `/v1/deployments/${first}`]) {
+    for (const url of ['/v1/registries', `/v1/registries/${registry.body.id}`, '/v1/services', `/v1/services/${serviceId}`, `/v1/services/${serviceId}/deployments`, `/v1/services/${serviceId}/status`, '/v1/sessions', '/v1/nodes', `/v1/deployments/${first}`]) {
       expect((await api('GET', url)).status).toBe(200);
     }
     const channels: Record<string, string> = { answers: answers.join('\n') };
@@ -157,6 +164,7 @@ describe.skipIf(!docker.available)('a secret value is found only in the containe
     expect(channels.fleetStream).toContain(node.name);
     channels.database = await dumpDatabase(panel);
     expect(channels.database).toContain('DB_PASSWORD');
+    expect(channels.database).toContain(registry.body.id);
     channels.dataDir = await readTree(panel.dataDir);
     await panel.settled();
     channels.panelLog = panelLog;

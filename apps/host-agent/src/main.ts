@@ -36,6 +36,7 @@ function controllers(
           logger,
           restartCountersFile: path.join(config.stateDir, 'restart-counters.json'),
           pendingRemovalsFile: path.join(config.stateDir, 'volume-removals.json'),
+          privateImagesFile: path.join(config.stateDir, 'private-images.json'),
           // A container that crashed past its restart budget fails its deployment, visibly, on the panel.
           onFailure: (report) => agent()?.connection.reportResult(report.deploymentId, { status: 'failed', code: report.code, reason: report.reason }),
         });

@@ -5,6 +5,7 @@ import { deploy } from './commands/deploy.js';
 import { login } from './commands/login.js';
 import { logs } from './commands/logs.js';
 import { rollback } from './commands/rollback.js';
+import { registries } from './commands/registries.js';
 import { routes } from './commands/routes.js';
 import { services } from './commands/services.js';
 import { status } from './commands/status.js';
@@ -34,6 +35,9 @@ usage: tether <command> [options]
   routes [add <domain> <service> [--path P] | rm <domain|id>]
   volumes [--kept] | volumes rm <id|docker name>
                                       named volumes with their size on disk; rm deletes a kept one (its data)
+  registries [add <host> --username U | rm <host|id>]
+                                      your team's private registries; add reads the password from
+                                      stdin or a prompt, and replaces the credentials of a known host
   audit [--since T] [--actor ID] [--action A] [--outcome O] [--target TYPE[/ID]] [--tail N]
                                       who changed what, newest first (your team's rows; an operator's: all)
 
@@ -64,6 +68,7 @@ const OPTIONS = {
   outcome: { type: 'string' },
   target: { type: 'string' },
   kept: { type: 'boolean' },
+  username: { type: 'string' },
 } as const;
 
 /** Runs the CLI; returns the exit code. Never throws. */
@@ -116,6 +121,8 @@ export async function main(argv: string[], io: { stdout?: NodeJS.WritableStream;
         return await status(ctx, args);
       case 'routes':
         return await routes(ctx, args, values);
+      case 'registries':
+        return await registries(ctx, args, values);
       case 'audit':
         return await audit(ctx, args, values);
       case 'volumes':

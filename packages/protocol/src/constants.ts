@@ -87,6 +87,11 @@ export const CAPABILITIES = Object.freeze({
   /** `workload.secrets` in `deploy`/`workloads`: values the agent adds to the container's environment. */
   SECRETS: 'secrets',
   /**
+   * `workload.registryAuth` in `deploy`/`workloads`: credentials of the image's registry, used to pull it and to
+   * check a private image already on the node before it runs for this workload (docs/protocol.md, "Registry credentials").
+   */
+  REGISTRY_AUTH: 'registry.auth',
+  /**
    * The agent's proxy runs a config made from settings only (TETHER_PROXY_ROUTING=static): routing maps
    * change answers, never the config. A panel that names it back understands the reload kind `static-move`
    * (the one load that moves a node from the per-route config to the static one); to any other panel the

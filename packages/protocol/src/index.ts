@@ -8,3 +8,4 @@ export * from './routing.js';
 export * from './retry-hint.js';
 export * from './examples.js';
 export * from './workload-capabilities.js';
+export * from './registry-host.js';

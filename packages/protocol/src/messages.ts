@@ -186,6 +186,14 @@ export const WorkloadHealthCheck = Type.Object({
 export type WorkloadHealthCheck = Static<typeof WorkloadHealthCheck>;
 const WorkloadHealthCheckFields = { healthCheck: Type.Optional(WorkloadHealthCheck) };
 
+/** Capability `registry.auth`: credentials for the registry the workload's image comes from. */
+export const WorkloadRegistryAuth = Type.Object({
+  host: Identifier(FIELD_LIMITS.image),
+  username: Type.String({ minLength: 1, maxLength: 256 }),
+  password: Type.String({ minLength: 1, maxLength: 4096 }),
+});
+export type WorkloadRegistryAuth = Static<typeof WorkloadRegistryAuth>;
+
 export const Workload = Type.Object({
   serviceId: Id,
   serviceName: Name,
@@ -203,6 +211,8 @@ export const Workload = Type.Object({
   secrets: Type.Optional(
     Type.Record(Type.String(), Type.String({ maxLength: FIELD_LIMITS.envValue }), { propertyNames: Identifier(FIELD_LIMITS.envName), maxProperties: 100 }),
   ),
+  /** Capability `registry.auth`: the credentials of the image's registry (`host` as registryHostOf(image) gives it). */
+  registryAuth: Type.Optional(WorkloadRegistryAuth),
 });
 export type Workload = Static<typeof Workload>;
 

@@ -71,10 +71,10 @@ describe('the v1 contract holds', () => {
   it('messages added since v1 are exactly those a capability announces', () => {
     const added = MESSAGE_TYPES.filter((type) => !V1_MESSAGE_TYPES.includes(type)).sort();
     expect(added).toEqual(['logs.chunk', 'logs.close', 'logs.credit', 'logs.end', 'logs.open', 'proxy.events', 'volumes.remove', 'volumes.report']);
-    // workload.volumes adds volumes.remove, volumes.inventory adds volumes.report (and volumes.remove's `names`); the other workload.* capabilities and `secrets` add fields only (see the
-    // next test); proxy.static adds no message either: only the reload kind `static-move` inside proxy.events, which
-    // the agent sends only to a panel that named the capability back (apps/host-agent/src/connection/event-sender.ts).
-    expect(Object.values(CAPABILITIES).sort()).toEqual(['logs', 'proxy.events', 'proxy.static', 'secrets', 'volumes.inventory', 'workload.command', 'workload.healthCheck', 'workload.resources', 'workload.volumes']);
+    // workload.volumes adds volumes.remove, volumes.inventory adds volumes.report (and volumes.remove's `names`); the other workload.* capabilities,
+    // `secrets` and `registry.auth` add fields only (see the next test); proxy.static adds no message either: only the reload kind `static-move`
+    // inside proxy.events, which the agent sends only to a panel that named the capability back (apps/host-agent/src/connection/event-sender.ts).
+    expect(Object.values(CAPABILITIES).sort()).toEqual(['logs', 'proxy.events', 'proxy.static', 'registry.auth', 'secrets', 'volumes.inventory', 'workload.command', 'workload.healthCheck', 'workload.resources', 'workload.volumes']);
     // A v1 peer refuses them: they may travel only on a session whose hello and welcome both named the capability.
     for (const type of added) {
       const refused = decodeV1(encode(EXAMPLE_MESSAGES[type] as Message));
@@ -99,6 +99,17 @@ describe('workload fields behind capabilities', () => {
     expect(workloadCapabilities(deploy.workload)).toEqual([]);
     expect(workloadCapabilities({ ...deploy.workload, volumes: [] })).toEqual([]);
     expect(workloadCapabilities({ ...deploy.workload, args: ['x'] })).toEqual(['workload.command']);
+  });
+});
+
+describe('registry credentials behind registry.auth', () => {
+  it('a v1 agent would take a deploy with registryAuth and pull without it: hence the capability', () => {
+    const deploy = EXAMPLE_MESSAGES.deploy as MessageOf<'deploy'>;
+    const workload = { ...deploy.workload, image: 'registry.example.com:5000/team/app:1', registryAuth: { host: 'registry.example.com:5000', username: 'ci', password: 'pw' } };
+    expect(decodeV1(encode({ ...deploy, workload })).ok).toBe(true);
+    expect(decode(encode({ ...deploy, workload }))).toEqual({ ok: true, message: { ...deploy, workload } });
+    const bad = decode(JSON.stringify({ ...deploy, workload: { ...workload, registryAuth: { host: 'r', username: '', password: 'pw' } } }));
+    expect(bad.ok).toBe(false);
   });
 });
 

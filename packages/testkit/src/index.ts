@@ -14,3 +14,4 @@ export * from './tools.js';
 export * from './manual-clock.js';
 export * from './tcp-relay.js';
 export * from './protocol-v1.js';
+export * from './registry.js';

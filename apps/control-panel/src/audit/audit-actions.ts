@@ -23,12 +23,15 @@ export const ROUTE_ACTIONS: Readonly<Record<string, RouteAction>> = {
   'DELETE /v1/volumes/:id': { action: 'volume.delete', targetType: 'volume', idParam: 'id' },
   'POST /v1/routes': { action: 'route.create', targetType: 'route' },
   'DELETE /v1/routes/:id': { action: 'route.delete', targetType: 'route', idParam: 'id' },
+  'POST /v1/registries': { action: 'registry.create', targetType: 'registry' },
+  'PUT /v1/registries/:id': { action: 'registry.replace', targetType: 'registry', idParam: 'id' },
+  'DELETE /v1/registries/:id': { action: 'registry.delete', targetType: 'registry', idParam: 'id' },
   'POST /v1/services/:id/deployments': {
     action: 'deployment.create',
     targetType: 'service',
     idParam: 'id',
     // The deployment row exists and ends with its reason (unreachable, ack_timeout, failed).
-    afterChange: ['NODE_UNREACHABLE', 'ACK_TIMEOUT', 'AGENT_LACKS_CAPABILITY', 'PANEL_LEASE_LOST'],
+    afterChange: ['NODE_UNREACHABLE', 'ACK_TIMEOUT', 'AGENT_LACKS_CAPABILITY', 'STORED_SECRET_UNREADABLE', 'PANEL_LEASE_LOST'],
   },
   'POST /v1/services/:id/rollback': {
     action: 'deployment.rollback',

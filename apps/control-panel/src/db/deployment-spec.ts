@@ -12,6 +12,8 @@ export interface ServiceSpec {
   replicas: number;
   /** The secret versions the deployment runs with (names and versions, never values); absent on older rows. */
   secrets?: { name: string; version: number }[];
+  /** The team's registry for the image's host when the deployment was made (id and host, never the password); absent: none. */
+  registry?: { id: string; host: string };
   // Absent in rows written before they existed: read them as null / [].
   /** Replaces the image's ENTRYPOINT; null: the image's. */
   command?: string[] | null;
@@ -70,5 +72,9 @@ export function workloadOf(serviceId: string, deploymentId: string, spec: Servic
     ...(spec.volumes && spec.volumes.length > 0 ? { volumes: spec.volumes } : {}),
     ...healthCheckOf(spec),
   };
-  return spec.secrets && spec.secrets.length > 0 ? { ...workload, secretRefs: spec.secrets } : workload;
+  return {
+    ...workload,
+    ...(spec.secrets && spec.secrets.length > 0 ? { secretRefs: spec.secrets } : {}),
+    ...(spec.registry ? { registryRef: spec.registry } : {}),
+  };
 }

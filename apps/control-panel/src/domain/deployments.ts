@@ -1,4 +1,5 @@
 import { errorMessage, sanitizeText, truncate } from '@tether/common';
+import { registryHostOf } from '@tether/protocol';
 import { AppError } from '../errors.js';
 import { recordChange, type AuditContext } from '../audit/audit-entry.js';
 import type { Deployment, Prisma } from '../generated/prisma/client.js';
@@ -46,6 +47,7 @@ interface ServiceToDeploy {
   internal_port: number | null;
   replicas: number;
   secrets: { name: string; version: number }[];
+  registries: { id: string; host: string }[];
   command: string[] | null;
   args: string[] | null;
   resources: ServiceResources | null;
@@ -70,7 +72,8 @@ export async function createDeployment({ prisma, dispatcher }: ApiDeps, auth: Au
       `SELECT s.node_id, s.team_id, n.name AS node_name, n.decommissioned, s.name, s.image, s.env, s.internal_port, s.replicas,
         s.command, s.args, s.resources, s.volumes, s.health_check,
         (SELECT COALESCE(json_agg(json_build_object('name', x.name, 'version', x.version) ORDER BY x.name), '[]'::json)
-          FROM service_secrets x WHERE x.service_id = s.id AND x.removed_at IS NULL) AS secrets
+          FROM service_secrets x WHERE x.service_id = s.id AND x.removed_at IS NULL) AS secrets,
+        (SELECT COALESCE(json_agg(json_build_object('id', r.id, 'host', r.host)), '[]'::json) FROM registries r WHERE r.team_id = s.team_id) AS registries
       FROM services s JOIN nodes n ON n.id = s.node_id
       WHERE s.id = $1 AND ($2::text IS NULL OR s.team_id = $2)
       FOR SHARE OF n`,
@@ -80,6 +83,8 @@ export async function createDeployment({ prisma, dispatcher }: ApiDeps, auth: Au
     if (service.decommissioned) {
       throw new AppError('NODE_DECOMMISSIONED', `node ${service.node_name} is decommissioned; move the service to another node first`);
     }
+    // The team's credentials for the image's registry, if it has them: recorded by id, opened when the frame leaves.
+    const registry = service.registries.find((r) => r.host === registryHostOf(service.image));
     let spec: ServiceSpec = {
       name: service.name,
       image: service.image,
@@ -87,6 +92,7 @@ export async function createDeployment({ prisma, dispatcher }: ApiDeps, auth: Au
       internalPort: service.internal_port,
       replicas: service.replicas,
       ...(service.secrets.length > 0 ? { secrets: service.secrets } : {}),
+      ...(registry ? { registry } : {}),
       command: service.command,
       args: service.args,
       resources: service.resources,

@@ -13,7 +13,7 @@ import { checkSecretNames, presentSecrets, secretsOfService, writeServiceSecrets
 
 export type { ServiceSpec };
 
-export interface CreateServiceInput extends Partial<Omit<ServiceSpec, 'name' | 'image' | 'secrets' | 'volumes' | 'healthCheck'>> {
+export interface CreateServiceInput extends Partial<Omit<ServiceSpec, 'name' | 'image' | 'secrets' | 'registry' | 'volumes' | 'healthCheck'>> {
   name: string;
   image: string;
   volumes?: VolumeInput[];

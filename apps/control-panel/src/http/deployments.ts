@@ -29,6 +29,12 @@ const DeploymentSchema = Type.Object({
       secrets: Type.Optional(
         Type.Array(Type.Object({ name: Type.String(), version: Type.Integer() }), { description: 'the secret versions the deployment runs with (never values)' }),
       ),
+      registry: Type.Optional(
+        Type.Object(
+          { id: Type.String(), host: Type.String() },
+          { description: "the team's registry the image is pulled with (its credentials as they are when the deploy is sent; never the password)" },
+        ),
+      ),
       ...ServiceFieldsOut,
     },
     { description: 'the service spec as it was when the deployment was made' },

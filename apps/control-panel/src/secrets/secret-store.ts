@@ -72,7 +72,8 @@ export async function openSecrets(db: Db, keyring: Keyring | null, wanted: reado
 
 /** Key ids of stored rows that the keyring cannot open (a start refuses them). */
 export async function missingKeyIds(db: Db, keyring: Keyring | null): Promise<string[]> {
-  const rows = await sqlOf(db).rows<{ key_id: string }>(`SELECT DISTINCT key_id FROM service_secrets ORDER BY key_id`);
+  // Registry passwords (secrets/registry-credentials.ts) are sealed under the same keyring.
+  const rows = await sqlOf(db).rows<{ key_id: string }>(`SELECT key_id FROM service_secrets UNION SELECT key_id FROM registries ORDER BY key_id`);
   return rows.map((r) => r.key_id).filter((id) => !keyring?.has(id));
 }
 

@@ -1,7 +1,7 @@
 import { sanitizeText, type Logger } from '@tether/common';
 import { createIdGenerator, workloadCapabilities, type DeployResult, type Heartbeat, type Workload } from '@tether/protocol';
 import { AppError, PanelError } from '../errors.js';
-import { lacksSecretsReason, needsSecrets, type PlannedWorkload, type SecretDelivery } from '../secrets/secret-delivery.js';
+import { lackedDelivery, lacksDeliveryReason, needsDelivery, type PlannedWorkload, type SecretDelivery } from '../secrets/secret-delivery.js';
 import type { PanelEvents } from '../panel-events.js';
 import type { PanelMetrics } from '../panel-metrics.js';
 import type { SessionRegistry } from './registry.js';
@@ -134,25 +134,26 @@ export class SessionDispatcher implements DeploymentDispatcher {
     return { httpStatus: 202 };
   }
 
-  /** The deploy frame's workload, secrets' values in; a deployment the agent cannot take as asked ends `failed` here. */
+  /** The deploy frame's workload, secrets' values and registry credentials in; a deployment the agent cannot take as asked ends `failed` here. */
   private async wireWorkload(request: DispatchRequest, session: AgentSession): Promise<Workload> {
-    if (!needsSecrets(request.workload)) return request.workload;
-    let result: Awaited<ReturnType<SecretDelivery['toWire']>> | undefined;
+    if (!needsDelivery(request.workload)) return request.workload;
+    const lacking = lackedDelivery(session, request.workload);
+    if (lacking.length > 0 || !this.secrets) {
+      const reason = lacksDeliveryReason(request.nodeName, lacking);
+      await this.store.deploymentFinished(request.deploymentId, 'failed', reason);
+      throw new AppError('AGENT_LACKS_CAPABILITY', reason, { nodeId: request.nodeId, deploymentId: request.deploymentId, capabilities: lacking });
+    }
     try {
-      result = await this.secrets?.toWire(session, [request.workload]);
+      const result = await this.secrets.toWire(session, [request.workload]);
+      return result.wire[0]!;
     } catch (err) {
       if (!(err instanceof PanelError)) throw err;
-      // The message names the secret and the key, never a value.
+      // The message names the secret or registry and the key, never a value. A tampered row or a key not given
+      // is the stored data's fault, not a bug: a coded answer, and the deployment ends failed with the reason.
       const reason = `${err.code}: ${err.message}`;
       await this.store.deploymentFinished(request.deploymentId, 'failed', reason);
-      throw new AppError('INTERNAL', reason, { deploymentId: request.deploymentId });
+      throw new AppError('STORED_SECRET_UNREADABLE', reason, { deploymentId: request.deploymentId });
     }
-    if (!result || result.refused.length > 0) {
-      const reason = lacksSecretsReason(request.nodeName);
-      await this.store.deploymentFinished(request.deploymentId, 'failed', reason);
-      throw new AppError('AGENT_LACKS_CAPABILITY', reason, { nodeId: request.nodeId, deploymentId: request.deploymentId, capability: 'secrets' });
-    }
-    return result.wire[0]!;
   }
 
   private unreachableReason(nodeId: string, nodeName: string): string {

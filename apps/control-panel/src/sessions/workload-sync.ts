@@ -1,6 +1,6 @@
 import { KeyedSerialQueue, type Logger } from '@tether/common';
 import { createIdGenerator, type Workload } from '@tether/protocol';
-import { needsSecrets, type PlannedWorkload, type SecretDelivery } from '../secrets/secret-delivery.js';
+import { needsDelivery, type PlannedWorkload, type SecretDelivery } from '../secrets/secret-delivery.js';
 import type { SessionRegistry } from './registry.js';
 import type { AgentSession } from './session.js';
 import { missingCapabilities } from './session-dispatcher.js';
@@ -85,12 +85,15 @@ export class WorkloadSync {
     }
   }
 
-  /** The frame form, secrets' values in. A workload with secrets never runs without them: an agent that cannot take them is not sent it. */
+  /**
+   * The frame form, secrets' values and registry credentials in. A workload with secrets or registry credentials never
+   * runs without them: an agent that cannot take them is not sent it.
+   */
   private async wireWorkloads(session: AgentSession, workloads: PlannedWorkload[]): Promise<Workload[]> {
-    if (!workloads.some(needsSecrets)) return workloads;
-    const { wire, refused } = this.secrets ? await this.secrets.toWire(session, workloads) : { wire: workloads.filter((w) => !needsSecrets(w)), refused: workloads.filter(needsSecrets) };
+    if (!workloads.some(needsDelivery)) return workloads;
+    const { wire, refused } = this.secrets ? await this.secrets.toWire(session, workloads) : { wire: workloads.filter((w) => !needsDelivery(w)), refused: workloads.filter(needsDelivery) };
     if (refused.length > 0) {
-      this.logger.warn({ node: session.nodeName, deployments: refused.map((w) => w.deploymentId) }, 'workloads with secrets left out: the agent does not announce the secrets capability');
+      this.logger.warn({ node: session.nodeName, deployments: refused.map((w) => w.deploymentId) }, 'workloads with secrets or registry credentials left out: the agent does not announce the capability');
     }
     return wire;
   }

@@ -109,6 +109,14 @@ export interface CallOptions {
   timeoutMs?: number;
 }
 
+/** Credentials for one pull (Docker's X-Registry-Auth). */
+export interface RegistryAuth {
+  username: string;
+  password: string;
+  /** The registry host (`127.0.0.1:5000`, `docker.io`). */
+  serveraddress: string;
+}
+
 export interface ContainerRuntime {
   /** Containers (running or not) carrying every one of `labels`. */
   list(labels: Record<string, string>, options?: CallOptions): Promise<ContainerSummary[]>;
@@ -121,8 +129,13 @@ export interface ContainerRuntime {
   /** Removes a container (forcefully); a container already gone is not an error. */
   remove(id: string): Promise<void>;
   imagePresent(image: string): Promise<boolean>;
-  /** Pulls an image, failing with IMAGE_PULL_FAILED after `timeoutMs` rather than hanging. */
-  pull(image: string, timeoutMs: number): Promise<void>;
+  /** The local image's id (`sha256:…` of its config) for a reference; null when the engine has none. */
+  imageId(image: string): Promise<string | null>;
+  /**
+   * Pulls an image (with `auth`, the registry's credentials), failing with IMAGE_PULL_FAILED after `timeoutMs`
+   * rather than hanging; the error keeps the daemon's words (image-access.ts turns them into registry codes).
+   */
+  pull(image: string, timeoutMs: number, auth?: RegistryAuth): Promise<void>;
   ensureNetwork(name: string): Promise<void>;
   /**
    * Gives a running container that has no connections yet `aliases` on `network`: it leaves the network and

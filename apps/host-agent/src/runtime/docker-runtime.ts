@@ -10,6 +10,7 @@ import type {
   EventHandlers,
   EventSubscription,
   HealthState,
+  RegistryAuth,
   VolumeSummary,
 } from './container-runtime.js';
 import { RUNTIME_ERROR_CODES, RuntimeError, toRuntimeError, type RuntimeSubject } from './errors.js';
@@ -185,22 +186,27 @@ export class DockerContainerRuntime implements ContainerRuntime {
   }
 
   async imagePresent(image: string): Promise<boolean> {
+    return (await this.imageId(image)) !== null;
+  }
+
+  async imageId(image: string): Promise<string | null> {
     try {
-      await this.call(`inspect image ${image}`, 'image', (abortSignal) => this.docker.getImage(image).inspect(withSignal<Docker.ImageInspectOptions>(abortSignal)));
-      return true;
+      const info = await this.call(`inspect image ${image}`, 'image', (abortSignal) => this.docker.getImage(image).inspect(withSignal<Docker.ImageInspectOptions>(abortSignal)));
+      return info.Id;
     } catch (err) {
-      if ((err as RuntimeError).code === RUNTIME_ERROR_CODES.IMAGE_NOT_FOUND) return false;
+      if ((err as RuntimeError).code === RUNTIME_ERROR_CODES.IMAGE_NOT_FOUND) return null;
       throw err;
     }
   }
 
-  async pull(image: string, timeoutMs: number): Promise<void> {
+  async pull(image: string, timeoutMs: number, auth?: RegistryAuth): Promise<void> {
     const controller = new AbortController();
     const timer = setTimeout(() => controller.abort(), timeoutMs);
     const fail = (message: string, daemonMessage: string | null, cause?: unknown) =>
       new RuntimeError(RUNTIME_ERROR_CODES.IMAGE_PULL_FAILED, message, { daemonMessage, cause });
     try {
-      const stream = await this.docker.pull(image, withSignal<object>(controller.signal));
+      // dockerode sends `authconfig` as X-Registry-Auth; the credentials go nowhere else (never into a message).
+      const stream = await this.docker.pull(image, withSignal<object>(controller.signal, auth ? { authconfig: auth } : {}));
       // A pull answers 200 at once and reports failure inside the progress stream.
       await parseJsonLines(stream, (line) => {
         const error = (line as { error?: unknown }).error;

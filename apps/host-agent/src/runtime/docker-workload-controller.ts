@@ -8,6 +8,7 @@ import { ContainerReader, toContainerState, type ReadContainer } from './contain
 import { DeploymentBook, failure, outcomeOf } from './deployment-book.js';
 import { RUNTIME_ERROR_CODES } from './errors.js';
 import { EventWatcher } from './event-watcher.js';
+import { PrivateImages } from './image-access.js';
 import { rolloutWithoutOverlap } from './exclusive-rollout.js';
 import { applyMaintenance, rollout, type ExecutorDeps, type FailureReport, type RolloutAction } from './executor.js';
 import { plan, type Action, type PlanContext } from './plan.js';
@@ -35,6 +36,8 @@ export interface DockerWorkloadControllerOptions {
   pendingRemovalsFile?: string;
   /** The node's volumes listed and measured for `volumes.report`; absent: volumes.inventory is not announced. */
   volumeInventory?: { scanIntervalMs: number; measureIntervalMs: number; budget?: MeasureBudget };
+  /** Where the ids of images pulled with credentials survive agent restarts (TETHER_STATE_DIR/private-images.json); default: memory only. */
+  privateImagesFile?: string;
 }
 
 const NOT_STARTED = 'not started';
@@ -59,6 +62,7 @@ export class DockerWorkloadController implements WorkloadController {
   private readonly sweep: Loop;
   private readonly lanes = new KeyedSerialQueue();
   private readonly ledger: RestartLedger;
+  private readonly images: PrivateImages;
   private readonly deps: ExecutorDeps;
   private readonly removals: PendingRemovals;
   private readonly inventory: VolumeInventory | undefined;
@@ -88,10 +92,13 @@ export class DockerWorkloadController implements WorkloadController {
       CAPABILITIES.WORKLOAD_RESOURCES,
       CAPABILITIES.WORKLOAD_VOLUMES,
       CAPABILITIES.WORKLOAD_HEALTH_CHECK,
+      CAPABILITIES.REGISTRY_AUTH,
       ...(this.inventory ? [CAPABILITIES.VOLUMES_INVENTORY] : []),
     ];
+    this.images = new PrivateImages(options.privateImagesFile ? { file: options.privateImagesFile, logger: this.logger } : undefined);
     this.deps = {
       runtime: options.runtime,
+      images: this.images,
       node: options.node,
       network: options.network,
       timing: this.timing,
@@ -143,6 +150,7 @@ export class DockerWorkloadController implements WorkloadController {
       this.enqueue(removal.serviceId, () => this.purgeVolumes(removal, 0));
     }
     this.inventory?.start();
+    await this.images.load();
     this.watcher.start();
     this.sweep.start();
     await this.reconcile();

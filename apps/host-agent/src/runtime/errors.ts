@@ -7,6 +7,8 @@ import { catalogCodes, CodedError, defineErrorCatalog } from '@tether/common';
 export const RUNTIME_ERROR_CATALOG = defineErrorCatalog({
   IMAGE_NOT_FOUND: 'the image is not on the host and no pull was possible, or it vanished before create',
   IMAGE_PULL_FAILED: 'the image was missing and pulling it failed or did not finish in time',
+  REGISTRY_AUTH_FAILED: "the image's registry refused the pull: no credentials, or the team's credentials were wrong (also for a private image already on the node)",
+  REGISTRY_UNREACHABLE: "the image's registry did not answer (refused, unknown host, TLS failure, or no answer within TETHER_IMAGE_PULL_TIMEOUT_MS)",
   CONTAINER_EXITED: "the container's process ended (during a rollout, or past the restart budget)",
   HEALTHCHECK_FAILED: "the image's HEALTHCHECK reported unhealthy, or the service's HTTP health check did not pass (the reason carries the last probe)",
   START_TIMEOUT: 'not running (and healthy) within the start timeout',
@@ -46,6 +48,8 @@ export class RuntimeError extends CodedError<RuntimeErrorCode> {
 const DEPLOYMENT_FAULTS: ReadonlySet<RuntimeErrorCode> = new Set([
   RUNTIME_ERROR_CODES.IMAGE_NOT_FOUND,
   RUNTIME_ERROR_CODES.IMAGE_PULL_FAILED,
+  RUNTIME_ERROR_CODES.REGISTRY_AUTH_FAILED,
+  RUNTIME_ERROR_CODES.REGISTRY_UNREACHABLE,
   RUNTIME_ERROR_CODES.CONTAINER_EXITED,
   RUNTIME_ERROR_CODES.HEALTHCHECK_FAILED,
   RUNTIME_ERROR_CODES.START_TIMEOUT,

@@ -4,6 +4,7 @@ import type { Workload } from '@tether/protocol';
 import type { DeployOutcome } from '../controllers.js';
 import type { ContainerRuntime } from './container-runtime.js';
 import { RUNTIME_ERROR_CODES, RuntimeError } from './errors.js';
+import { ensureImage, type PrivateImages } from './image-access.js';
 import type { Action, ActualContainer } from './plan.js';
 import { waitUntilReady, type ReadinessTarget } from './readiness.js';
 import { joinService, waitUntilChecked } from './health-gate.js';
@@ -31,6 +32,8 @@ export interface ExecutorDeps {
   logger: Logger;
   /** The HTTP health checks of running containers (capability `workload.healthCheck`). */
   health: HealthMonitor;
+  /** Images pulled with credentials, and the credentials checked for them (image-access.ts). */
+  images: PrivateImages;
   /** Called after every change to a container, so cached details are read again. */
   touched(id: string): void;
   restarted(id: string): void;
@@ -52,20 +55,6 @@ export const failed = (err: unknown): DeployOutcome => {
   const code = err instanceof RuntimeError ? err.code : RUNTIME_ERROR_CODES.DOCKER_ERROR;
   return { status: 'failed', code, reason: truncate(errorMessage(err), FIELD_LIMITS.text) };
 };
-
-async function ensureImage(deps: ExecutorDeps, image: string): Promise<void> {
-  if (await deps.runtime.imagePresent(image)) return;
-  try {
-    await deps.runtime.pull(image, deps.timing.pullTimeoutMs);
-  } catch (err) {
-    if (err instanceof RuntimeError && err.code === RUNTIME_ERROR_CODES.RUNTIME_UNAVAILABLE) throw err;
-    const said = err instanceof RuntimeError && err.daemonMessage ? err.daemonMessage : errorMessage(err);
-    throw new RuntimeError(RUNTIME_ERROR_CODES.IMAGE_PULL_FAILED, `image ${image} is not on this host and pulling it failed: ${said}`, { cause: err, daemonMessage: said });
-  }
-  if (!(await deps.runtime.imagePresent(image))) {
-    throw new RuntimeError(RUNTIME_ERROR_CODES.IMAGE_NOT_FOUND, `image ${image} is still missing after a successful pull`);
-  }
-}
 
 /** Creates a container; a leftover of this node under the same name (an interrupted attempt) is removed first. */
 async function createFresh(deps: ExecutorDeps, workload: Workload, replica: number): Promise<string> {
@@ -136,7 +125,7 @@ export async function rollout(deps: ExecutorDeps, action: RolloutAction): Promis
 
 /** Everything a rollout needs before it touches a container: the image, Tether's network, the service's volumes. */
 export async function prepare(deps: ExecutorDeps, workload: Workload): Promise<void> {
-  await ensureImage(deps, workload.image);
+  await ensureImage(deps.runtime, deps.images, workload, deps.timing.pullTimeoutMs);
   await deps.runtime.ensureNetwork(deps.network);
   await ensureVolumes(deps, workload);
 }

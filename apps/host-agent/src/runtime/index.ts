@@ -18,7 +18,7 @@ export function createDockerWorkloadController(
   docker: Docker,
   config: AgentConfig['runtime'],
   node: string,
-  options: { logger?: Logger; onFailure?: (report: FailureReport) => void; restartCountersFile?: string; pendingRemovalsFile?: string } = {},
+  options: { logger?: Logger; onFailure?: (report: FailureReport) => void; restartCountersFile?: string; pendingRemovalsFile?: string; privateImagesFile?: string } = {},
 ): DockerWorkloadController {
   const runtime = new DockerContainerRuntime(docker, { callTimeoutMs: config.timing.callTimeoutMs, containerLogs: config.containerLogs });
   return new DockerWorkloadController({

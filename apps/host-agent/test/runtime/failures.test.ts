@@ -36,10 +36,12 @@ describe.skipIf(!docker.available)('runtime: failed deployments keep the old con
     return { outcome, ms };
   }
 
-  it('unknown image: IMAGE_PULL_FAILED with the daemon\'s reason, fast, never a hang', async () => {
+  it('unknown image: a registry code with the daemon\'s reason, fast, never a hang', async () => {
     const { outcome, ms } = await failedDeploy(h.workload('api', 'api-d2', { image: 'tether-test/does-not-exist:1' }));
-    expect(outcome).toMatchObject({ status: 'failed', code: 'IMAGE_PULL_FAILED' });
-    expect(outcome.reason).toMatch(/^image tether-test\/does-not-exist:1 is not on this host and pulling it failed: .+/);
+    // Offline (here, CI) Docker Hub does not resolve: REGISTRY_UNREACHABLE; online it answers "pull access denied": REGISTRY_AUTH_FAILED.
+    expect(outcome.status).toBe('failed');
+    expect(outcome).toMatchObject({ code: expect.stringMatching(/^(REGISTRY_UNREACHABLE|REGISTRY_AUTH_FAILED)$/) });
+    expect(outcome.reason).toMatch(/^registry docker\.io (could not be reached|refused) .*tether-test\/does-not-exist:1.*; the registry said: .+/);
     expect(ms).toBeLessThan(10_000);
     console.log(`unknown image → failed in ${ms} ms: ${outcome.reason}`);
   });
@@ -63,15 +65,15 @@ describe.skipIf(!docker.available)('runtime: failed deployments keep the old con
     expect(ms).toBeLessThan(START_TIMEOUT_MS + 5_000);
   });
 
-  it('a registry that accepts and never answers: IMAGE_PULL_FAILED when the pull timeout passes, not a hang', async () => {
+  it('a registry that accepts and never answers: REGISTRY_UNREACHABLE when the pull timeout passes, not a hang', async () => {
     const sockets = new Set<net.Socket>();
     const registry = net.createServer((socket) => sockets.add(socket));
     await new Promise<void>((resolve) => registry.listen(0, '127.0.0.1', resolve));
     const { port } = registry.address() as net.AddressInfo;
     try {
       const { outcome, ms } = await failedDeploy(h.workload('api', 'api-d7', { image: `127.0.0.1:${port}/tether/hang:1` }));
-      expect(outcome).toMatchObject({ status: 'failed', code: 'IMAGE_PULL_FAILED' });
-      expect(outcome.reason).toContain(`no answer from the registry within ${PULL_TIMEOUT_MS} ms`);
+      expect(outcome).toMatchObject({ status: 'failed', code: 'REGISTRY_UNREACHABLE' });
+      expect(outcome.reason).toMatch(new RegExp(`^registry 127\\.0\\.0\\.1:${port} could not be reached .*no answer from the registry within ${PULL_TIMEOUT_MS} ms`));
       expect(ms).toBeGreaterThanOrEqual(PULL_TIMEOUT_MS);
       expect(ms).toBeLessThan(PULL_TIMEOUT_MS + 5_000);
       expect(sockets.size).toBeGreaterThan(0);

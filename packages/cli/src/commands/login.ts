@@ -7,14 +7,14 @@ import { positional, type Context } from '../context.js';
 // (`echo $TOKEN | tether login …`), else from a prompt that does not echo.
 // It is checked against the panel before it is stored.
 
-async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
+export async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
   let text = '';
   for await (const chunk of stream) text += chunk.toString();
   return text;
 }
 
 /** Reads a line from the terminal without echoing it (raw mode; Enter ends it, Ctrl-C cancels). */
-function promptHidden(stdin: NodeJS.ReadStream, question: string): Promise<string> {
+export function promptHidden(stdin: NodeJS.ReadStream, question: string): Promise<string> {
   process.stderr.write(question);
   stdin.setRawMode(true);
   stdin.resume();
