@@ -27,6 +27,17 @@ type Callback = (err: Error | null, result?: unknown) => void;
 class BoundedClient extends pg.Client {
   protected health: DbHealth | undefined;
 
+  constructor(config?: string | pg.ClientConfig) {
+    super(config);
+    // A connection lost while it is checked out (the server gone, or observe() below destroying it after a read
+    // timeout) makes node-postgres emit 'error' on the client, and pg-pool listens only while a client is idle:
+    // unheard, that event was an uncaught exception (seen in db-bounds.test: "Connection terminated
+    // unexpectedly"), a dead panel. Heard here; the pool drops the client on release (it is no longer queryable).
+    this.on('error', (err: Error) => {
+      if (isDatabaseUnavailable(err)) this.health?.down();
+    });
+  }
+
   /**
    * Connects, then sets the session's time zone to UTC before the connection is anyone's: Prisma's DateTime
    * columns are `timestamp` (without time zone) holding UTC and raw statements pass times as timestamptz, which
