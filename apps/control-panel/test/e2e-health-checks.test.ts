@@ -138,21 +138,29 @@ describe.skipIf(!docker.available)('HTTP health checks end to end', () => {
 
     const traffic = load(host, domain);
     await sleep(500);
+    const [old] = await runningContainers(id);
     await panel.api('PATCH', `/v1/services/${id}`, { env: { MESSAGE: 'v2', WARMUP: '4' } });
     const started = Date.now();
     const done = await deployWait(id);
     const tookMs = Date.now() - started;
-    await waitFor(() => traffic.answers.at(-1) === 'v2', { timeoutMs: 10_000, message: 'v2 served' });
+    // The old container retired: from the next request on, only v2 can answer.
+    await waitFor(async () => !(await runningContainers(id)).some((c) => c.Id === old!.Id), { timeoutMs: 10_000, intervalMs: 20, message: 'the old container stopped' });
+    const oldGoneAt = traffic.answers.length;
     await sleep(1_000);
     const counts = await traffic.stop();
-    console.log(`warm-up 4 s: running after ${tookMs} ms; ${traffic.answers.length} requests through Caddy: ${JSON.stringify(counts)}`);
+    const firstV2 = traffic.answers.indexOf('v2');
+    // In the default (config) proxy mode the new container joins the service alias before the old one leaves it,
+    // so for that moment both answer (the rollout's overlap): printed, not asserted.
+    const overlap = traffic.answers.slice(firstV2, oldGoneAt).filter((a) => a === 'v1').length;
+    console.log(`warm-up 4 s: running after ${tookMs} ms; ${traffic.answers.length} requests through Caddy: ${JSON.stringify(counts)}; v1 answers after the first v2 (overlap): ${overlap}`);
     expect(done.status).toBe('running');
     expect(tookMs).toBeGreaterThanOrEqual(4_000);
+    // Never a warming answer, never an error: only the two releases.
     expect(counts.warming).toBeUndefined();
     expect(Object.keys(counts).sort()).toEqual(['v1', 'v2']);
-    // Answers switch once, from v1 to v2.
-    const firstV2 = traffic.answers.indexOf('v2');
-    expect(traffic.answers.slice(firstV2).every((a) => a === 'v2')).toBe(true);
+    // v1 answered first, and no v1 once its container is gone (one request may have been in flight then).
+    expect(firstV2).toBeGreaterThan(0);
+    expect(traffic.answers.slice(oldGoneAt + 1).every((a) => a === 'v2')).toBe(true);
   });
 
   it('a running container that fails its check reads unhealthy within the bound, with the probe, and running again when it recovers', async () => {

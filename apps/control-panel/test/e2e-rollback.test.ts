@@ -15,6 +15,7 @@ const docker = await ensureDocker();
 
 interface Inspect {
   Config: { Image: string; Env: string[]; Entrypoint: string[] | null; Cmd: string[] | null };
+  NetworkSettings: { Networks: Record<string, { IPAddress: string }> };
 }
 
 describe.skipIf(!docker.available)('rollback end to end', () => {
@@ -141,6 +142,27 @@ describe.skipIf(!docker.available)('rollback end to end', () => {
     await panel.api('PATCH', `/v1/services/${id}`, { replicas: 2 });
     const back = await panel.api('POST', `/v1/services/${id}/rollback?wait=30`, {});
     expect(back.body).toMatchObject({ status: 'running', rollbackOf: only, spec: { replicas: 2, command: serve('solo') } });
+  });
+
+  it("a named volume's data survives redeploys and a rollback: the rolled-back release reads what both releases wrote", async () => {
+    // Each start appends its release to the volume, then serves the volume's folder.
+    const writeAndServe = ['sh', '-c', `echo $RELEASE >> /data/log; httpd -f -p 8080 -h /data & trap 'kill $!; exit 0' TERM; wait`];
+    const id = await service({ image: imageA, env: { RELEASE: 'one' }, command: writeAndServe, volumes: [{ name: 'data', mountPath: '/data' }] });
+    const first = await deploy(id);
+    await panel.api('PATCH', `/v1/services/${id}`, { env: { RELEASE: 'two' } });
+    await deploy(id);
+    const back = await panel.api('POST', `/v1/services/${id}/rollback?wait=30`, {});
+    expect(back.body).toMatchObject({ status: 'running', rollbackOf: first, spec: { env: { RELEASE: 'one' }, volumes: [{ name: 'data', mountPath: '/data' }] } });
+    const running = await runningInspect(id);
+    const address = Object.values(running.NetworkSettings.Networks)[0]!.IPAddress;
+    const log = await waitFor(
+      async () => {
+        const res = await fetch(`http://${address}:8080/log`).catch(() => null);
+        return res?.ok ? await res.text() : undefined;
+      },
+      { timeoutMs: 5_000, message: 'the volume served by the rolled-back release' },
+    );
+    expect(log.trim().split('\n')).toEqual(['one', 'two', 'one']);
   });
 
   it('tether rollback --wait against the real panel', async () => {

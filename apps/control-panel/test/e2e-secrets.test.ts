@@ -150,8 +150,13 @@ describe.skipIf(!docker.available)('a secret value is found only in the containe
     await waitFor(async () => (await api('GET', `/v1/services/${serviceId}/status`)).body.state === 'running', { timeoutMs: 15_000, message: 'running after the agent restart' });
     expect(await containerEnv(afterRotation)).toContain(`DB_PASSWORD=${SECOND}`);
 
+    // A rollback (issue 22) goes through the same delivery; its answer (api() keeps every answer) and its row are searched too.
+    const rollback = await api('POST', `/v1/services/${serviceId}/rollback?wait=30`, {});
+    expect(rollback.body).toMatchObject({ status: 'running', rollbackOf: third });
+    expect(await containerEnv(rollback.body.id as string)).toContain(`DB_PASSWORD=${SECOND}`);
+
     // Every other channel.
-    for (const url of ['/v1/registries', `/v1/registries/${registry.body.id}`, '/v1/services', `/v1/services/${serviceId}`, `/v1/services/${serviceId}/deployments`, `/v1/services/${serviceId}/status`, '/v1/sessions', '/v1/nodes', `/v1/deployments/${first}`]) {
+    for (const url of [`/v1/deployments/${rollback.body.id}`, '/v1/registries', `/v1/registries/${registry.body.id}`, '/v1/services', `/v1/services/${serviceId}`, `/v1/services/${serviceId}/deployments`, `/v1/services/${serviceId}/status`, '/v1/sessions', '/v1/nodes', `/v1/deployments/${first}`]) {
       expect((await api('GET', url)).status).toBe(200);
     }
     const channels: Record<string, string> = { answers: answers.join('\n') };

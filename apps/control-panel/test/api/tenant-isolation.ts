@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { errorOf, sharedPostgres, startRestPanel, type RestPanel } from '../helpers/rest-harness.js';
+import { generateKey } from '../../src/secrets/keyring.js';
 
 // Tenant isolation as a matrix: two teams, every endpoint a customer token
 // can reach, every verb, in both directions. A team can neither read nor
@@ -14,6 +15,8 @@ interface Fixture {
   deploymentId: string;
   /** A named volume of the team's service, as its node reported it. */
   volumeId: string;
+  /** The team's credentials for a private registry. */
+  registryId: string;
 }
 
 describe('tenant isolation', () => {
@@ -32,7 +35,9 @@ describe('tenant isolation', () => {
     const volume = await p.prisma.nodeVolume.create({
       data: { nodeId, dockerName: `tether-${service.body.id}-data`, serviceId: service.body.id, name: 'data', teamId: team.id, serviceName: 'web', reportedAt: new Date() },
     });
-    return { teamId: team.id, token: team.token, serviceId: service.body.id, routeId: route.body.id, deploymentId: deployment.body.id, volumeId: volume.id };
+    const registry = await p.call('POST', '/v1/registries', { token: team.token, body: { host: `registry.${name}.example:5000`, username: name, password: `${name}-password` } });
+    expect(registry.status).toBe(201);
+    return { teamId: team.id, token: team.token, serviceId: service.body.id, routeId: route.body.id, deploymentId: deployment.body.id, volumeId: volume.id, registryId: registry.body.id };
   }
 
   /** Everything the database holds for a team, to prove nothing changed. */
@@ -40,7 +45,8 @@ describe('tenant isolation', () => {
     const services = await p.prisma.service.findMany({ where: { teamId: f.teamId }, include: { routes: true, deployments: true }, orderBy: { id: 'asc' } });
     const tokens = await p.prisma.apiToken.findMany({ where: { teamId: f.teamId }, select: { id: true, revokedAt: true } });
     const volumes = await p.prisma.nodeVolume.findMany({ where: { teamId: f.teamId }, orderBy: { id: 'asc' } });
-    return { services, tokens, volumes };
+    const registries = await p.prisma.registry.findMany({ where: { teamId: f.teamId }, orderBy: { id: 'asc' } });
+    return { services, tokens, volumes, registries };
   }
 
   type Case = {
@@ -79,6 +85,12 @@ describe('tenant isolation', () => {
     { method: 'GET', route: '/v1/volumes', path: () => '/v1/volumes', expect: excludes('id', 'volumeId') },
     { method: 'GET', route: '/v1/volumes', path: (v) => `/v1/volumes?serviceId=${v.serviceId}`, expect: (body) => expect(body).toEqual([]) },
     { method: 'DELETE', route: '/v1/volumes/{id}', path: (v) => `/v1/volumes/${v.volumeId}`, expect: 'not-found' },
+    { method: 'GET', route: '/v1/registries', path: () => '/v1/registries', expect: excludes('id', 'registryId') },
+    { method: 'GET', route: '/v1/registries', path: (v) => `/v1/registries?teamId=${v.teamId}`, expect: (body) => expect(body).toEqual([]) },
+    { method: 'POST', route: '/v1/registries', path: () => '/v1/registries', body: (v) => ({ teamId: v.teamId, host: 'ghcr.io', username: 'intruder', password: 'x' }), expect: 'not-found' },
+    { method: 'GET', route: '/v1/registries/{id}', path: (v) => `/v1/registries/${v.registryId}`, expect: 'not-found' },
+    { method: 'PUT', route: '/v1/registries/{id}', path: (v) => `/v1/registries/${v.registryId}`, body: () => ({ host: 'evil.example', username: 'intruder', password: 'x' }), expect: 'not-found' },
+    { method: 'DELETE', route: '/v1/registries/{id}', path: (v) => `/v1/registries/${v.registryId}`, expect: 'not-found' },
     { method: 'GET', route: '/v1/deployments/{id}', path: (v) => `/v1/deployments/${v.deploymentId}`, expect: 'not-found' },
     { method: 'GET', route: '/v1/services/{id}/logs', path: (v) => `/v1/services/${v.serviceId}/logs`, expect: 'not-found', streams: true },
     { method: 'GET', route: '/v1/deployments/{id}/events', path: (v) => `/v1/deployments/${v.deploymentId}/events`, expect: 'not-found', streams: true },
@@ -106,7 +118,8 @@ describe('tenant isolation', () => {
   ];
 
   beforeAll(async () => {
-    p = await startRestPanel({ pg: await sharedPostgres() });
+    // With a secrets key: registries (their passwords sealed) are among what a team holds.
+    p = await startRestPanel({ pg: await sharedPostgres(), env: { TETHER_SECRETS_KEY: generateKey() } });
     nodeId = (await p.node('shared-node')).id;
     teams.a = await fixture('team-a');
     teams.b = await fixture('team-b');
@@ -120,7 +133,7 @@ describe('tenant isolation', () => {
     ['a', 'b'],
     ['b', 'a'],
   ] as const)('team %s against team %s', (actorKey, victimKey) => {
-    it.each(cases.map((c) => [`${c.method} ${c.path({ teamId: ':team', serviceId: ':service', routeId: ':route', deploymentId: ':deployment', volumeId: ':volume', token: '' })}`, c] as const))(
+    it.each(cases.map((c) => [`${c.method} ${c.path({ teamId: ':team', serviceId: ':service', routeId: ':route', deploymentId: ':deployment', volumeId: ':volume', registryId: ':registry', token: '' })}`, c] as const))(
       '%s',
       async (_name, c) => {
         const actor = teams[actorKey];
