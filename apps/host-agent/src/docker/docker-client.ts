@@ -21,13 +21,30 @@ export function createDockerClient(dockerHost: string | undefined): Docker {
   return new Docker({ host: url.hostname, port: Number(url.port || 2375), protocol: 'http' });
 }
 
+/** Creations in flight per client and name: the runtime and the proxy container ask at once when an agent starts. */
+const ensuring = new WeakMap<Docker, Map<string, Promise<void>>>();
+
 /**
  * Ensures Tether's user-defined bridge network exists. Service containers
  * join it with a stable alias per service (see serviceUpstreamHost in
  * @tether/protocol), and the proxy container joins it too, so upstreams stay
- * the same across redeploys.
+ * the same across redeploys. Concurrent callers on one client share one
+ * list-then-create: Docker 20.10 can create two networks of one name when two
+ * creates race (CheckDuplicate is not atomic), and every later use of that
+ * name then fails as ambiguous (seen in first-hour.test: the proxy container
+ * could not start).
  */
-export async function ensureNetwork(docker: Docker, name: string): Promise<void> {
+export function ensureNetwork(docker: Docker, name: string): Promise<void> {
+  let byName = ensuring.get(docker);
+  if (!byName) ensuring.set(docker, (byName = new Map()));
+  const inFlight = byName.get(name);
+  if (inFlight) return inFlight;
+  const done = createNetworkOnce(docker, name).finally(() => byName.delete(name));
+  byName.set(name, done);
+  return done;
+}
+
+async function createNetworkOnce(docker: Docker, name: string): Promise<void> {
   const existing = await docker.listNetworks({ filters: { name: [name] } });
   if (existing.some((n) => n.Name === name)) return;
   try {
