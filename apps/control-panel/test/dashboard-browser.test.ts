@@ -192,7 +192,13 @@ describe.skipIf(!ready)('fleet page in chromium', () => {
   });
 
   it('sign-out clears the cookie and shows the sign-in form; no console errors on the way', async () => {
+    // The stream's signed-out event can show the form before the sign-out's own answer (which
+    // clears the cookie) has arrived: the cookie is judged once that answer is in.
+    const answered = page.waitForResponse((r) => r.url().endsWith('/dashboard/api/sign-out') && r.request().method() === 'POST');
     await page.getByRole('button', { name: 'Sign out' }).click();
+    const answer = await answered;
+    expect(answer.status()).toBe(204);
+    await answer.finished();
     await page.getByLabel('Operator token').waitFor({ state: 'visible', timeout: 5_000 });
     expect(await context.cookies()).toEqual([]);
     await page.reload();
