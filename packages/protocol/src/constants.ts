@@ -84,6 +84,12 @@ export const CAPABILITIES = Object.freeze({
    * switches and while it runs); containers of such a workload carry `lastProbe` in heartbeats.
    */
   WORKLOAD_HEALTH_CHECK: 'workload.healthCheck',
+  /**
+   * Workload field `drainSeconds`: after a rollout switches, the old containers leave the answers and keep their
+   * open connections until those close or the drain's deadline falls; the agent then reports the drain in
+   * `deploy.drained` (agent → panel).
+   */
+  WORKLOAD_DRAIN: 'workload.drain',
   /** `workload.secrets` in `deploy`/`workloads`: values the agent adds to the container's environment. */
   SECRETS: 'secrets',
   /**

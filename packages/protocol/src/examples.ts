@@ -103,6 +103,14 @@ export const EXAMPLE_MESSAGES: { [K in MessageType]: Extract<Message, { type: K 
     reason: 'container exited with code 1 within 2 s of start',
     code: 'CONTAINER_EXITED',
   },
+  'deploy.drained': {
+    type: 'deploy.drained',
+    id: 'a-10',
+    deploymentId: 'dep_08',
+    connectionsOpenAtSwitch: 3,
+    connectionsCut: 1,
+    drainEndedAt: '2026-01-01T00:00:30.000Z',
+  },
   'routing.map': { type: 'routing.map', id: 'p-5', version: 42, hash: routingHash(routes), routes },
   'routing.applied': {
     type: 'routing.applied',

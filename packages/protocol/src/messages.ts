@@ -185,6 +185,11 @@ export const WorkloadHealthCheck = Type.Object({
 });
 export type WorkloadHealthCheck = Static<typeof WorkloadHealthCheck>;
 const WorkloadHealthCheckFields = { healthCheck: Type.Optional(WorkloadHealthCheck) };
+/**
+ * Capability `workload.drain`: how long the old containers of a rollout keep their open connections after the
+ * switch (0: stopped at the switch). Absent: the agent's default (30 s).
+ */
+const WorkloadDrainFields = { drainSeconds: Type.Optional(Type.Integer({ minimum: 0, maximum: 3600 })) };
 
 /** Capability `registry.auth`: credentials for the registry the workload's image comes from. */
 export const WorkloadRegistryAuth = Type.Object({
@@ -207,6 +212,7 @@ export const Workload = Type.Object({
   ...WorkloadResourcesFields,
   ...WorkloadVolumesFields,
   ...WorkloadHealthCheckFields,
+  ...WorkloadDrainFields,
   /** Capability `secrets`: values for the container's environment beside `env` (no name in both). */
   secrets: Type.Optional(
     Type.Record(Type.String(), Type.String({ maxLength: FIELD_LIMITS.envValue }), { propertyNames: Identifier(FIELD_LIMITS.envName), maxProperties: 100 }),
@@ -314,6 +320,25 @@ export const DeployResult = Type.Object({
   code: Nullable(Code),
 });
 export type DeployResult = Static<typeof DeployResult>;
+
+/**
+ * agent → panel, capability `workload.drain`: the drain after a deployment's switch ended (the old containers
+ * it replaced are stopped). Sent once per deployment that reported `running`, after its `deploy.result`; a
+ * rollout that replaced nothing reports 0 and 0 at once. Held across reconnects like `deploy.result`, and
+ * idempotent on the panel (the first one recorded wins). Counts are proxied requests and streams open on the
+ * old containers, null when this agent's proxy cannot count them (docs/architecture.md, "Drain").
+ */
+export const DeployDrained = Type.Object({
+  type: Type.Literal('deploy.drained'),
+  id: Id,
+  deploymentId: Id,
+  /** Open on the old containers when the answers switched to the new ones. */
+  connectionsOpenAtSwitch: Nullable(Count),
+  /** Still open when the old containers were stopped (the deadline fell first); 0 when they all closed first. */
+  connectionsCut: Nullable(Count),
+  drainEndedAt: Timestamp,
+});
+export type DeployDrained = Static<typeof DeployDrained>;
 
 export const RoutingMap = Type.Object({
   type: Type.Literal('routing.map'),
@@ -526,6 +551,7 @@ export const MESSAGE_SCHEMAS = {
   workloads: Workloads,
   ack: Ack,
   'deploy.result': DeployResult,
+  'deploy.drained': DeployDrained,
   'routing.map': RoutingMap,
   'routing.applied': RoutingApplied,
   'proxy.events': ProxyEvents,
@@ -547,6 +573,6 @@ export type Message = { [K in MessageType]: Static<(typeof MESSAGE_SCHEMAS)[K]> 
 export type MessageOf<T extends MessageType> = Extract<Message, { type: T }>;
 
 /** Messages the agent sends and the panel receives. */
-export type AgentMessage = MessageOf<'hello' | 'heartbeat' | 'pong' | 'ack' | 'deploy.result' | 'routing.applied' | 'proxy.events' | 'logs.chunk' | 'logs.end' | 'volumes.report' | 'error'>;
+export type AgentMessage = MessageOf<'hello' | 'heartbeat' | 'pong' | 'ack' | 'deploy.result' | 'deploy.drained' | 'routing.applied' | 'proxy.events' | 'logs.chunk' | 'logs.end' | 'volumes.report' | 'error'>;
 /** Messages the panel sends and the agent receives. */
 export type PanelMessage = MessageOf<'welcome' | 'ping' | 'deploy' | 'workloads' | 'routing.map' | 'logs.open' | 'logs.credit' | 'logs.close' | 'volumes.remove' | 'ack' | 'error'>;

@@ -12,6 +12,7 @@ export function workloadCapabilities(workload: Workload): Capability[] {
   if (workload.resources !== undefined) needed.push(CAPABILITIES.WORKLOAD_RESOURCES);
   if (workload.volumes !== undefined && workload.volumes.length > 0) needed.push(CAPABILITIES.WORKLOAD_VOLUMES);
   if (workload.healthCheck !== undefined) needed.push(CAPABILITIES.WORKLOAD_HEALTH_CHECK);
+  if (workload.drainSeconds !== undefined) needed.push(CAPABILITIES.WORKLOAD_DRAIN);
   return needed;
 }
 

@@ -70,11 +70,11 @@ describe('the v1 contract holds', () => {
 
   it('messages added since v1 are exactly those a capability announces', () => {
     const added = MESSAGE_TYPES.filter((type) => !V1_MESSAGE_TYPES.includes(type)).sort();
-    expect(added).toEqual(['logs.chunk', 'logs.close', 'logs.credit', 'logs.end', 'logs.open', 'proxy.events', 'volumes.remove', 'volumes.report']);
-    // workload.volumes adds volumes.remove, volumes.inventory adds volumes.report (and volumes.remove's `names`); the other workload.* capabilities,
+    expect(added).toEqual(['deploy.drained', 'logs.chunk', 'logs.close', 'logs.credit', 'logs.end', 'logs.open', 'proxy.events', 'volumes.remove', 'volumes.report']);
+    // workload.drain adds deploy.drained (and the field drainSeconds); workload.volumes adds volumes.remove, volumes.inventory adds volumes.report (and volumes.remove's `names`); the other workload.* capabilities,
     // `secrets` and `registry.auth` add fields only (see the next test); proxy.static adds no message either: only the reload kind `static-move`
     // inside proxy.events, which the agent sends only to a panel that named the capability back (apps/host-agent/src/connection/event-sender.ts).
-    expect(Object.values(CAPABILITIES).sort()).toEqual(['logs', 'proxy.events', 'proxy.static', 'registry.auth', 'secrets', 'volumes.inventory', 'workload.command', 'workload.healthCheck', 'workload.resources', 'workload.volumes']);
+    expect(Object.values(CAPABILITIES).sort()).toEqual(['logs', 'proxy.events', 'proxy.static', 'registry.auth', 'secrets', 'volumes.inventory', 'workload.command', 'workload.drain', 'workload.healthCheck', 'workload.resources', 'workload.volumes']);
     // A v1 peer refuses them: they may travel only on a session whose hello and welcome both named the capability.
     for (const type of added) {
       const refused = decodeV1(encode(EXAMPLE_MESSAGES[type] as Message));
@@ -93,10 +93,12 @@ describe('workload fields behind capabilities', () => {
       resources: { cpus: 0.5, memoryMiB: 256 },
       volumes: [{ name: 'data', mountPath: '/data', readOnly: false }],
       healthCheck: { path: '/health', port: 8080, intervalSeconds: 5, timeoutSeconds: 2, healthyThreshold: 1, unhealthyThreshold: 3, startPeriodSeconds: 0 },
+      drainSeconds: 8,
     };
     expect(decodeV1(encode({ ...deploy, workload })).ok).toBe(true);
-    expect(workloadCapabilities(workload).sort()).toEqual(['workload.command', 'workload.healthCheck', 'workload.resources', 'workload.volumes']);
+    expect(workloadCapabilities(workload).sort()).toEqual(['workload.command', 'workload.drain', 'workload.healthCheck', 'workload.resources', 'workload.volumes']);
     expect(workloadCapabilities(deploy.workload)).toEqual([]);
+    expect(workloadCapabilities({ ...deploy.workload, drainSeconds: 0 })).toEqual(['workload.drain']);
     expect(workloadCapabilities({ ...deploy.workload, volumes: [] })).toEqual([]);
     expect(workloadCapabilities({ ...deploy.workload, args: ['x'] })).toEqual(['workload.command']);
   });
