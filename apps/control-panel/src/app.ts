@@ -39,6 +39,7 @@ import { nodeRoutes } from './http/nodes.js';
 import { registerOpenApi } from './http/openapi.js';
 import { reloadRoutes } from './http/reloads.js';
 import { routeRoutes } from './http/routes.js';
+import { liveRoutingOf } from './sessions/route-health.js';
 import { registryRoutes } from './http/registries.js';
 import { serviceRoutes } from './http/services.js';
 import { volumeRoutes } from './http/volumes.js';
@@ -370,7 +371,12 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   });
   await app.register(metricsRoutes, { metrics });
   await app.register(cliDownloadRoutes);
-  const api: ApiDeps = { prisma: deps.prisma, events, dispatcher, keyring, volumes: new SessionVolumeRemover(agents.registry) };
+  const liveRouting: ApiDeps['liveRouting'] = async (nodes) => {
+    // Another panel's report is read only for nodes this panel holds no session of (as status does).
+    const view = await cluster?.view(nodes.map((n) => n.id).filter((id) => !agents.registry.get(id)));
+    return (node) => liveRoutingOf(node, agents.registry, view);
+  };
+  const api: ApiDeps = { prisma: deps.prisma, events, dispatcher, keyring, volumes: new SessionVolumeRemover(agents.registry), liveRouting };
   const auditRetention = createLoop({
     name: 'audit-retention',
     intervalMs: AUDIT_RETENTION_INTERVAL_MS,

@@ -14,6 +14,8 @@ export const PANEL_METRICS_PREFIX = 'tether_panel_';
 /** What the per-node gauges read at scrape time (the fleet page's rows). */
 export interface FleetGaugeSource {
   nodes(): Iterable<{ name: string; state: 'reachable' | 'unreachable' | 'never_connected' | 'decommissioned'; drifting: boolean; unhealthy: number }>;
+  /** Routes of this panel's live sessions with a probe no older than two intervals (capability `routes.probe`). */
+  routes?(): Iterable<{ node: string; domain: string; pathPrefix: string | null; up: boolean; latencyMs: number }>;
 }
 
 /**
@@ -110,6 +112,28 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Panel
       this.reset();
       if (!fleet) return;
       for (const n of fleet.nodes()) if (n.state === 'reachable') this.set({ node: n.name }, n.unhealthy);
+    },
+  });
+  const routeLabels = ['node', 'domain', 'path_prefix'] as const;
+  const routeSeries = () => (fleet?.routes ? [...fleet.routes()] : []);
+  new Gauge({
+    name: 'tether_route_up',
+    help: "1 while the route's last probe through its host's proxy got an answer the app made below 500, 0 while it fails; left out while unknown (no live session, no fresh probe)",
+    labelNames: routeLabels,
+    registers,
+    collect() {
+      this.reset();
+      for (const r of routeSeries()) this.set({ node: r.node, domain: r.domain, path_prefix: r.pathPrefix ?? '' }, r.up ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: 'tether_route_probe_duration_seconds',
+    help: "How long the route's last probe through its host's proxy took (an answer, an error or the timeout)",
+    labelNames: routeLabels,
+    registers,
+    collect() {
+      this.reset();
+      for (const r of routeSeries()) this.set({ node: r.node, domain: r.domain, path_prefix: r.pathPrefix ?? '' }, r.latencyMs / 1000);
     },
   });
   return {

@@ -59,12 +59,21 @@ describe.skipIf(!ready)('Prometheus artefacts', () => {
       await RawAgent.connect({ url: panel.url, token: live.token, node: live.name, heartbeatMs: 100 }),
       await RawAgent.connect({ url: panel.url, token: gone.token, node: gone.name }),
     ];
+    // The live one probes a route (capability routes.probe): the per-route series show.
+    agents[0]!.routingExtra = {
+      probes: [{ domain: 'shop.prom.test', pathPrefix: null, state: 'serving', at: new Date().toISOString(), status: 200, madeBy: 'app', error: null, latencyMs: 12 }],
+      probeIntervalMs: 60_000,
+    };
     // One goes silent: the per-node series then show a reachable and an unreachable node.
     agents[1]!.goSilent();
     await agents[1]!.waitClosed(5_000);
     exposition = await waitFor(async () => {
       const text = await (await fetch(`${panel.url}/metrics`)).text();
-      return text.includes('tether_node_reachable{node="prom-gone"} 0') && text.includes('tether_node_reachable{node="prom-live"} 1') ? text : null;
+      return text.includes('tether_node_reachable{node="prom-gone"} 0') &&
+        text.includes('tether_node_reachable{node="prom-live"} 1') &&
+        text.includes('tether_route_up{node="prom-live",domain="shop.prom.test",path_prefix=""} 1')
+        ? text
+        : null;
     }, { timeoutMs: 5_000 });
     // A real agent process with its metrics endpoint on, connected to the panel.
     const real = await panel.createNode('prom-agent');
@@ -146,7 +155,7 @@ describe.skipIf(!ready)('Prometheus artefacts', () => {
   it('the alert rules pass promtool check rules', () => {
     const r = promtool(['check', 'rules', 'alerts.yml'], undefined, promDir);
     expect(r.status, r.output).toBe(0);
-    expect(r.output).toMatch(/SUCCESS: 5 rules found/);
+    expect(r.output).toMatch(/SUCCESS: 6 rules found/);
   });
 
   it('every alert has a unit test, and promtool test rules passes', () => {

@@ -103,6 +103,12 @@ const EnvSchema = Type.Object({
   TETHER_PROXY_ASK_PORT: Type.Integer({ minimum: 1, maximum: 65_535, default: 9082 }),
   /** TLS auto: acme (a public CA) or internal (Caddy's own CA: tests, private names). */
   TETHER_PROXY_TLS_ISSUER: Type.Union([Type.Literal('acme'), Type.Literal('internal')], { default: 'acme' }),
+  /** Route probes: how often each customer route is probed through the agent's own proxy; 0 = off. */
+  TETHER_ROUTE_PROBE_INTERVAL_MS: Type.Integer({ minimum: 0, maximum: 3_600_000, default: 30_000 }),
+  /** Route probes: how long one probe may wait for the proxy's answer. */
+  TETHER_ROUTE_PROBE_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 60_000, default: 5_000 }),
+  /** Route probes: at most this many probes a second on this host (one at a time). */
+  TETHER_ROUTE_PROBE_RATE: Type.Integer({ minimum: 1, maximum: 1_000, default: 10 }),
   /** Canary: how often the HTTP probe goes through the proxy (and the WebSocket is re-opened when down); 0 = canary off. */
   TETHER_CANARY_INTERVAL_MS: Type.Integer({ minimum: 0, maximum: 3_600_000, default: 10_000 }),
   /** Canary: the port of Caddy's dedicated canary server (plain HTTP, never a certificate). */
@@ -170,6 +176,7 @@ export interface AgentConfig {
     askPort: number;
     tlsIssuer: 'acme' | 'internal';
   };
+  routeProbes: { intervalMs: number; timeoutMs: number; ratePerSecond: number };
   canary: {
     intervalMs: number;
     proxyPort: number;
@@ -301,6 +308,7 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
       askPort: e.TETHER_PROXY_ASK_PORT,
       tlsIssuer: e.TETHER_PROXY_TLS_ISSUER,
     },
+    routeProbes: { intervalMs: e.TETHER_ROUTE_PROBE_INTERVAL_MS, timeoutMs: e.TETHER_ROUTE_PROBE_TIMEOUT_MS, ratePerSecond: e.TETHER_ROUTE_PROBE_RATE },
     canary: {
       intervalMs: e.TETHER_CANARY_INTERVAL_MS,
       proxyPort: e.TETHER_CANARY_PROXY_PORT,

@@ -67,6 +67,8 @@ export interface RoutingController {
   readonly staticConfig?: boolean;
   /** Static routing only: the answerer's health (agent /healthz and /metrics). */
   answerer?(): AnswererHealth;
+  /** Customer routes are probed through the proxy (route-probes/): hello names `routes.probe`. */
+  readonly probesRoutes?: boolean;
 }
 
 /** The static proxy's answerer as the agent's health and metrics show it. */

@@ -16,6 +16,7 @@ import { createDockerWorkloadController, DockerWorkloadController } from './runt
 import { createDockerClient } from './docker/docker-client.js';
 import { DockerLogSource, LogStreams } from './logs/index.js';
 import { createCanary, withCanary, type Canary } from './canary/index.js';
+import { probeTarget, withRouteProbes } from './route-probes/index.js';
 
 // Reads configuration, builds the controllers the config asks for and starts the agent.
 
@@ -28,6 +29,7 @@ function controllers(
   journal: EventJournal | undefined,
   canary: Canary | null,
   proxyAddress: (resolve: () => Promise<string | null>) => void,
+  proxyAddressOf: () => Promise<string | null>,
 ): { workloads: WorkloadController; routing: RoutingController; logs?: LogStreams } {
   const workloads =
     config.runtime.kind === 'none'
@@ -60,7 +62,8 @@ function controllers(
     config.runtime.kind === 'none'
       ? undefined
       : new LogStreams({ source: new DockerLogSource(docker, nodeName), logger, maxStreams: config.logs.maxStreams });
-  return { workloads, routing: withCanary(routing, canary), ...(logs ? { logs } : {}) };
+  const probed = withRouteProbes(routing, config, { logger, target: probeTarget(config, proxyAddressOf) });
+  return { workloads, routing: withCanary(probed, canary), ...(logs ? { logs } : {}) };
 }
 
 runMain(
@@ -78,7 +81,7 @@ runMain(
     );
     // The one Docker client of the process (it connects per call: making it costs no I/O, also when unused).
     const docker = createDockerClient(config.runtime.dockerHost);
-    const parts = controllers(docker, config, nodeName, logger, () => ref.agent, journal, canary, (resolve) => (proxy.address = resolve));
+    const parts = controllers(docker, config, nodeName, logger, () => ref.agent, journal, canary, (resolve) => (proxy.address = resolve), () => proxy.address?.() ?? Promise.resolve(null));
     const agent = createAgent({ ...config, nodeName }, { logger, ...parts, ...(journal ? { events: journal } : {}) });
     ref.agent = agent;
     logger.info({ panels: config.panelUrls, node: nodeName, runtime: config.runtime.kind, proxy: config.proxy.kind }, 'tether agent starting');

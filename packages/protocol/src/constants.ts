@@ -104,6 +104,11 @@ export const CAPABILITIES = Object.freeze({
    * agent reports that load as `change`.
    */
   PROXY_STATIC: 'proxy.static',
+  /**
+   * The agent probes every customer route through its own proxy and carries the last probe of each in
+   * `routing.probes` (heartbeats, hello, routing.applied), with the interval in `routing.probeIntervalMs`.
+   */
+  ROUTES_PROBE: 'routes.probe',
 } as const);
 export type Capability = (typeof CAPABILITIES)[keyof typeof CAPABILITIES];
 

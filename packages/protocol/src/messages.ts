@@ -130,6 +130,25 @@ export const CanaryStatus = Type.Object({
 });
 export type CanaryStatus = Static<typeof CanaryStatus>;
 
+/**
+ * The last end-to-end probe of one customer route through the agent's own proxy (capability `routes.probe`):
+ * `serving` is an answer the app made (a status below 500 without `x-tether-proxy`); anything else is
+ * `failing`: an answer the proxy made (`madeBy: proxy`: marked, or a 502/503/504 of an unmarked config),
+ * a 5xx of the app, or no answer at all (`status` null, `error` says why: refused, reset, timed out, TLS).
+ */
+export const RouteProbe = Type.Object({
+  domain: Name,
+  pathPrefix: Nullable(Identifier(FIELD_LIMITS.pathPrefix)),
+  state: Type.Union([Type.Literal('serving'), Type.Literal('failing')]),
+  at: Timestamp,
+  status: Nullable(Type.Integer({ minimum: 0, maximum: 999 })),
+  /** Who made the answer: the app, the proxy, or nobody (no answer). */
+  madeBy: Type.Union([Type.Literal('app'), Type.Literal('proxy'), Type.Literal('none')]),
+  error: NullableText,
+  latencyMs: Count,
+});
+export type RouteProbe = Static<typeof RouteProbe>;
+
 export const RoutingStatus = Type.Object({
   appliedHash: Nullable(Hash),
   /** Every reload, whatever its kind. */
@@ -140,6 +159,10 @@ export const RoutingStatus = Type.Object({
   lastReloadReason: NullableText,
   reloadKinds: Type.Optional(ReloadKindCounts),
   canary: Type.Optional(CanaryStatus),
+  /** Capability `routes.probe`: the last probe of each route of the applied map (a route not probed yet is absent). */
+  probes: Type.Optional(Type.Array(RouteProbe, { maxItems: 10_000 })),
+  /** Capability `routes.probe`: how often each route is probed; a probe older than two intervals is stale. */
+  probeIntervalMs: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400_000 })),
 });
 export type RoutingStatus = Static<typeof RoutingStatus>;
 

@@ -4,6 +4,7 @@ import type { Db } from '../db/database.js';
 import type { PanelMetrics } from '../panel-metrics.js';
 import type { RoutingView } from '../routing/routing-reconciler.js';
 import type { SessionRegistry } from '../sessions/registry.js';
+import { freshRouteProbes } from '../sessions/route-health.js';
 import { SignInCookies, type Claim } from './sign-in-cookies.js';
 import { FleetFeed } from './fleet-feed.js';
 import { fleetRows, type FleetRow, type RowSources } from './fleet-rows.js';
@@ -81,7 +82,11 @@ export function createFleet(deps: {
     onCount: (open) => metrics.dashboardStreams.set(open),
   });
   const exported = deps.heldElsewhere ? (r: { id: string }) => deps.registry.get(r.id) !== undefined || !deps.heldElsewhere!(r.id) : () => true;
-  metrics.setFleetSource({ nodes: () => rows().filter(exported).map((r) => ({ name: r.name, state: r.state, drifting: r.routing.drifting, unhealthy: r.services.unhealthy ?? 0 })) });
+  metrics.setFleetSource({
+    nodes: () => rows().filter(exported).map((r) => ({ name: r.name, state: r.state, drifting: r.routing.drifting, unhealthy: r.services.unhealthy ?? 0 })),
+    // Only this panel's own sessions: the panel that holds a node's session exports its routes.
+    routes: () => freshRouteProbes(deps.registry.list()),
+  });
   return {
     directory,
     tokens,

@@ -3,6 +3,7 @@ import type { DeploymentDispatcher } from '../sessions/session-dispatcher.js';
 import type { PanelEvents } from '../panel-events.js';
 import type { Keyring } from '../secrets/keyring.js';
 import type { VolumeRemover } from '../sessions/volume-remover.js';
+import type { LiveRouting, RouteNode } from '../sessions/route-health.js';
 
 /** What the /v1 resource plugins and the domain functions behind them work with (from buildApp's dependencies). */
 export interface ApiDeps {
@@ -13,4 +14,6 @@ export interface ApiDeps {
   keyring: Keyring | null;
   /** Removes a deleted service's volumes on its node; absent: `deleteVolumes` answers NODE_UNREACHABLE. */
   volumes?: VolumeRemover;
+  /** The routing status live sessions carry for these nodes (route health); absent: every route reads unknown. */
+  liveRouting?: (nodes: readonly RouteNode[]) => Promise<(node: RouteNode) => LiveRouting>;
 }

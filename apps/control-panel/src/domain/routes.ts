@@ -7,6 +7,7 @@ import { assertDomain } from './host-names.js';
 import { lockService, mapPrismaError } from '../db/prisma-helpers.js';
 import type { ApiDeps } from './api-deps.js';
 import { claimDomain, releaseDomainIfUnused } from './domain-claims.js';
+import { routeHealth, type RouteNode } from '../sessions/route-health.js';
 
 // Routes attach a domain (optionally narrowed to a path prefix) to a service:
 // one route per (domain, path prefix), and a domain belongs to one team and one
@@ -72,18 +73,30 @@ export async function attachRoute(
   return presentRoute(route);
 }
 
-export async function listRoutes({ prisma }: ApiDeps, auth: AuthContext, filter: { serviceId?: string }) {
-  const rows = await prisma.route.findMany({
-    where: { service: teamScope(auth), ...(filter.serviceId ? { serviceId: filter.serviceId } : {}) },
-    orderBy: [{ domain: 'asc' }],
-  });
-  return rows.map(presentRoute);
+const withNode = { service: { select: { node: { select: { id: true, name: true } } } } } as const;
+type RouteWithNode = Route & { service: { node: RouteNode } };
+
+/** Routes as read, each with its health from the live session of its node (sessions/route-health.ts). */
+async function presentWithHealth(deps: ApiDeps, rows: RouteWithNode[]) {
+  const nodes = [...new Map(rows.map((r) => [r.service.node.id, r.service.node])).values()];
+  const live = deps.liveRouting ? await deps.liveRouting(nodes) : () => ({ why: 'route health is not read by this panel' });
+  const now = Date.now();
+  return rows.map((r) => ({ ...presentRoute(r), health: routeHealth(r, live(r.service.node), now) }));
 }
 
-export async function getRoute({ prisma }: ApiDeps, auth: AuthContext, id: string) {
-  const route = await prisma.route.findFirst({ where: { id, service: teamScope(auth) } });
+export async function listRoutes(deps: ApiDeps, auth: AuthContext, filter: { serviceId?: string }) {
+  const rows = await deps.prisma.route.findMany({
+    where: { service: teamScope(auth), ...(filter.serviceId ? { serviceId: filter.serviceId } : {}) },
+    orderBy: [{ domain: 'asc' }],
+    include: withNode,
+  });
+  return presentWithHealth(deps, rows);
+}
+
+export async function getRoute(deps: ApiDeps, auth: AuthContext, id: string) {
+  const route = await deps.prisma.route.findFirst({ where: { id, service: teamScope(auth) }, include: withNode });
   if (!route) throw notFound();
-  return presentRoute(route);
+  return (await presentWithHealth(deps, [route]))[0]!;
 }
 
 export async function detachRoute({ prisma, events }: ApiDeps, auth: AuthContext, id: string, audit?: AuditContext): Promise<void> {

@@ -16,6 +16,26 @@ const RouteSchema = Type.Object({
   createdAt: Timestamp,
 });
 
+/** The route's health as its node's agent last probed it through its own proxy (docs/api.md, "Route health"). */
+const RouteHealthSchema = Type.Object({
+  state: Type.Union([Type.Literal('serving'), Type.Literal('failing'), Type.Literal('unknown')]),
+  reason: Type.String(),
+  evidence: Nullable(
+    Type.Object({
+      domain: Type.String(),
+      pathPrefix: Nullable(Type.String()),
+      state: Type.Union([Type.Literal('serving'), Type.Literal('failing')]),
+      at: Timestamp,
+      status: Nullable(Type.Integer()),
+      madeBy: Type.Union([Type.Literal('app'), Type.Literal('proxy'), Type.Literal('none')]),
+      error: Nullable(Type.String()),
+      latencyMs: Type.Integer(),
+      sessionId: Type.String(),
+    }),
+  ),
+});
+const RouteRead = Type.Object({ ...RouteSchema.properties, health: RouteHealthSchema });
+
 const AttachBody = Type.Object(
   {
     // Checked in code (domain/host-names.ts) so that every bad domain answers INVALID_DOMAIN;
@@ -60,7 +80,7 @@ export const routeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
         summary: "List routes (customers: their team's)",
         security,
         querystring: Type.Object({ serviceId: Type.Optional(id('only this service')) }, { additionalProperties: false }),
-        response: { 200: Type.Array(RouteSchema), ...authErrors() },
+        response: { 200: Type.Array(RouteRead), ...authErrors() },
       },
     },
     async (request) => listRoutes(deps, authOf(request), request.query),
@@ -69,7 +89,7 @@ export const routeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
   app.get(
     '/routes/:id',
     {
-      schema: { tags: ['routes'], summary: 'Read a route', security, params: IdParams, response: { 200: RouteSchema, ...authErrors(404) } },
+      schema: { tags: ['routes'], summary: 'Read a route, with its health', security, params: IdParams, response: { 200: RouteRead, ...authErrors(404) } },
     },
     async (request) => getRoute(deps, authOf(request), request.params.id),
   );

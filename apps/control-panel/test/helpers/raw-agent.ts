@@ -45,6 +45,8 @@ export class RawAgent {
   lastSentAt = 0;
   /** The routing hash hello and heartbeats report as applied (tests set it to look in sync). */
   appliedHash: string | null = null;
+  /** More of the routing status hello and heartbeats carry (e.g. route probes). */
+  routingExtra: Record<string, unknown> = {};
 
   private constructor(private readonly options: RawAgentOptions) {
     const url = new URL(options.url);
@@ -92,7 +94,7 @@ export class RawAgent {
       protocolVersion: PROTOCOL_VERSION,
       containers: [],
       runtime: { available: true, error: null },
-      routing: { appliedHash: this.appliedHash, reloadsTotal: 0, reloadsToday: 0, lastReloadAt: null, lastReloadReason: null },
+      routing: { appliedHash: this.appliedHash, reloadsTotal: 0, reloadsToday: 0, lastReloadAt: null, lastReloadReason: null, ...this.routingExtra },
       ...(this.options.capabilities ? { capabilities: this.options.capabilities } : {}),
     };
   }
@@ -105,7 +107,7 @@ export class RawAgent {
       seq: this.seq++,
       containers,
       runtime: { available: true, error: null },
-      routing: { appliedHash: this.appliedHash, reloadsTotal: 0, reloadsToday: 0, lastReloadAt: null, lastReloadReason: null },
+      routing: { appliedHash: this.appliedHash, reloadsTotal: 0, reloadsToday: 0, lastReloadAt: null, lastReloadReason: null, ...this.routingExtra },
     });
   }
 

@@ -18,6 +18,7 @@ export const runtimeStatus = (status: RuntimeStatus): RuntimeStatus => ({ ...sta
 export const routingStatus = (status: RoutingStatus): RoutingStatus => ({
   ...status,
   lastReloadReason: status.lastReloadReason === null ? null : freeText(status.lastReloadReason),
+  ...(status.probes ? { probes: status.probes.map((p) => (p.error === null ? p : { ...p, error: freeText(p.error) })) } : {}),
 });
 
 /** The optional features this agent was built with, as hello announces them. */
@@ -26,6 +27,7 @@ export function agentCapabilities(parts: { events?: EventOutbox; logs?: LogStrea
     ...(parts.events ? [CAPABILITIES.PROXY_EVENTS] : []),
     ...(parts.logs ? [CAPABILITIES.LOGS] : []),
     ...(parts.routing.staticConfig ? [CAPABILITIES.PROXY_STATIC] : []),
+    ...(parts.routing.probesRoutes ? [CAPABILITIES.ROUTES_PROBE] : []),
     ...(parts.workloads.capabilities ?? []),
     // Built in: every workload's secrets become its container's environment (runtime/workload-spec.ts).
     CAPABILITIES.SECRETS,

@@ -7,6 +7,8 @@ interface Route {
   domain: string;
   pathPrefix: string | null;
   serviceId: string;
+  /** Absent from panels before route probes. */
+  health?: { state: 'serving' | 'failing' | 'unknown'; reason: string };
 }
 
 /** tether routes [add <domain> <service> [--path P] | rm <domain|id>]. */
@@ -16,7 +18,11 @@ export async function routes(ctx: Context, args: string[], options: { path?: str
   if (action === undefined || action === 'ls' || action === 'list') {
     const { body } = await client.call<Route[]>('GET', '/v1/routes');
     ctx.out.data(body);
-    ctx.out.say(body.length === 0 ? 'no routes' : table(['DOMAIN', 'PATH', 'SERVICE', 'ID'], body.map((r) => [r.domain, r.pathPrefix ?? '/', r.serviceId, r.id])));
+    ctx.out.say(
+      body.length === 0
+        ? 'no routes'
+        : table(['DOMAIN', 'PATH', 'SERVICE', 'HEALTH', 'ID'], body.map((r) => [r.domain, r.pathPrefix ?? '/', r.serviceId, healthText(r), r.id])),
+    );
     return 0;
   }
   if (action === 'add') {
@@ -39,4 +45,10 @@ export async function routes(ctx: Context, args: string[], options: { path?: str
     return 0;
   }
   throw usage(`unknown routes action ${action}: use add or rm`);
+}
+
+/** `serving`, or the state with its reason (why it fails or is unknown). */
+function healthText(r: Route): string {
+  if (!r.health) return '-';
+  return r.health.state === 'serving' ? 'serving' : `${r.health.state}: ${r.health.reason}`;
 }

@@ -1,0 +1,54 @@
+import { describe, expect, it } from 'vitest';
+import type { RouteProbe } from '@tether/protocol';
+import { freshRouteProbes, routeHealth } from '../src/sessions/route-health.js';
+
+// A route's health is read from a live session's probe, never kept: stale or
+// missing evidence is `unknown`, whatever it said before.
+
+const now = Date.parse('2026-12-02T10:00:00.000Z');
+const probe = (over: Partial<RouteProbe> = {}): RouteProbe => ({
+  domain: 'shop.example.com',
+  pathPrefix: null,
+  state: 'serving',
+  at: new Date(now - 1_000).toISOString(),
+  status: 200,
+  madeBy: 'app',
+  error: null,
+  latencyMs: 7,
+  ...over,
+});
+const live = (probes: RouteProbe[] | undefined, probeIntervalMs: number | undefined = 30_000) => ({
+  sessionId: 's-1',
+  routing: { appliedHash: null, reloadsTotal: 0, reloadsToday: 0, lastReloadAt: null, lastReloadReason: null, ...(probes ? { probes } : {}), ...(probeIntervalMs ? { probeIntervalMs } : {}) },
+});
+const route = { domain: 'shop.example.com', pathPrefix: null };
+
+describe('routeHealth', () => {
+  it('serving and failing from a fresh probe of the same domain and path prefix, with the session', () => {
+    expect(routeHealth(route, live([probe()]), now)).toMatchObject({ state: 'serving', evidence: { status: 200, sessionId: 's-1' } });
+    const failing = routeHealth(route, live([probe({ state: 'failing', status: 502, madeBy: 'proxy' })]), now);
+    expect(failing).toMatchObject({ state: 'failing', reason: 'the proxy answered 502 after 7 ms' });
+    const silent = routeHealth(route, live([probe({ state: 'failing', status: null, madeBy: 'none', error: 'no answer within 500 ms', latencyMs: 500 })]), now);
+    expect(silent.reason).toBe('no answer (no answer within 500 ms) after 500 ms');
+    // Another prefix of the same domain is another route.
+    expect(routeHealth({ domain: 'shop.example.com', pathPrefix: '/api' }, live([probe()]), now).state).toBe('unknown');
+  });
+
+  it('unknown: no live session, no probes, not probed yet, or older than two intervals (exactly two still counts)', () => {
+    expect(routeHealth(route, { why: 'node web-1 has no live session' }, now)).toEqual({ state: 'unknown', reason: 'node web-1 has no live session', evidence: null });
+    expect(routeHealth(route, live(undefined, undefined), now).state).toBe('unknown');
+    expect(routeHealth(route, live([]), now).reason).toBe('not probed yet by the agent of this node');
+    expect(routeHealth(route, live([probe({ at: new Date(now - 60_000).toISOString() })]), now).state).toBe('serving');
+    const stale = routeHealth(route, live([probe({ at: new Date(now - 60_001).toISOString() })]), now);
+    expect(stale.state).toBe('unknown');
+    expect(stale.evidence).toBeNull();
+  });
+
+  it('the metrics see only what is fresh', () => {
+    const sessions = [
+      { id: 's-1', nodeName: 'web-1', report: live([probe(), probe({ domain: 'old.example.com', at: new Date(now - 120_000).toISOString() })]) },
+      { id: 's-2', nodeName: 'web-2', report: null },
+    ];
+    expect([...freshRouteProbes(sessions, now)]).toEqual([{ node: 'web-1', domain: 'shop.example.com', pathPrefix: null, up: true, latencyMs: 7 }]);
+  });
+});

@@ -1,0 +1,64 @@
+import type { Logger } from '@tether/common';
+import type { AgentConfig } from '../config.js';
+import type { RoutingController, RoutingMapInput } from '../controllers.js';
+import { CADDY_CONTAINER } from '../proxy/caddy-image.js';
+import type { ProbeTarget } from './route-probe.js';
+import { RouteProber } from './route-prober.js';
+
+export { judge, probeRoute, PROBE_HEADER, type ProbeTarget } from './route-probe.js';
+export { RouteProber, type RouteProberOptions } from './route-prober.js';
+
+/**
+ * Where the agent reaches its proxy's customer-facing server: the operator's Caddy on loopback, or the proxy
+ * container at its address on Tether's network. TLS auto with a public CA is not probed: a probe's SNI could
+ * start an ACME attempt for a name whose DNS does not point here (left for the certificate work).
+ */
+export function probeTarget(config: AgentConfig, proxyAddress?: () => Promise<string | null>): (() => Promise<ProbeTarget | null>) | null {
+  const p = config.proxy;
+  if (config.routeProbes.intervalMs === 0 || p.kind === 'none') return null;
+  if (p.tls === 'auto' && p.tlsIssuer === 'acme') return null;
+  const tls = p.tls === 'auto';
+  const marksOwnAnswers = p.routing === 'static';
+  if (p.kind === 'external') {
+    const target: ProbeTarget = { host: '127.0.0.1', port: tls ? p.httpsPort : p.httpPort, tls, marksOwnAnswers };
+    return async () => target;
+  }
+  if (!proxyAddress) return null;
+  return async () => {
+    const address = await proxyAddress();
+    return address === null ? null : { host: address, port: tls ? CADDY_CONTAINER.httpsPort : CADDY_CONTAINER.httpPort, tls, marksOwnAnswers };
+  };
+}
+
+/** The routing controller with route probes: the applied map's routes probed, their last probes in its status. */
+export function withRouteProbes(routing: RoutingController, config: AgentConfig, deps: { logger: Logger; target: (() => Promise<ProbeTarget | null>) | null; onStateChange?: () => void }): RoutingController {
+  if (deps.target === null) return routing;
+  const prober = new RouteProber({
+    intervalMs: config.routeProbes.intervalMs,
+    timeoutMs: config.routeProbes.timeoutMs,
+    ratePerSecond: config.routeProbes.ratePerSecond,
+    target: deps.target,
+    logger: deps.logger,
+    ...(deps.onStateChange ? { onStateChange: deps.onStateChange } : {}),
+  });
+  const withProbes = <T extends ReturnType<RoutingController['status']>>(status: T): T => ({ ...status, probes: prober.results(), probeIntervalMs: prober.intervalMs });
+  return {
+    async start() {
+      await routing.start();
+      prober.start();
+    },
+    async stop() {
+      await prober.stop();
+      await routing.stop();
+    },
+    async apply(map: RoutingMapInput) {
+      const result = await routing.apply(map);
+      if (result.error === null) prober.setRoutes(map.routes);
+      return { ...result, routing: withProbes(result.routing) };
+    },
+    status: () => withProbes(routing.status()),
+    probesRoutes: true,
+    ...(routing.answerer ? { answerer: routing.answerer.bind(routing) } : {}),
+    ...(routing.staticConfig ? { staticConfig: true } : {}),
+  };
+}

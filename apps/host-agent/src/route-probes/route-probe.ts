@@ -1,0 +1,75 @@
+import http from 'node:http';
+import https from 'node:https';
+import { errorMessage, truncate } from '@tether/common';
+import { FIELD_LIMITS, type RouteProbe } from '@tether/protocol';
+
+// One end-to-end probe of a customer route through the agent's own proxy: a GET
+// with the route's Host (and SNI over TLS) and `x-tether-probe: 1`, judged by
+// who made the answer. Answers Caddy makes itself carry `x-tether-proxy` in the
+// static config; the per-route config does not mark them, so there a 502, 503
+// or 504 counts as the proxy's (an app's own 503 then reads failing too, which
+// is what a customer sees anyway).
+
+export const PROBE_HEADER = 'x-tether-probe';
+const PROXY_HEADER = 'x-tether-proxy';
+
+export interface ProbeTarget {
+  /** Where the proxy listens, as the agent reaches it. */
+  host: string;
+  port: number;
+  /** TLS with SNI = the route's domain (the certificate is not judged here). */
+  tls: boolean;
+  /** The proxy marks the answers it makes (static config): then only the mark says "proxy". */
+  marksOwnAnswers: boolean;
+}
+
+export interface ProbedRoute {
+  domain: string;
+  pathPrefix: string | null;
+}
+
+export function judge(status: number, marked: boolean, marksOwnAnswers: boolean): Pick<RouteProbe, 'state' | 'madeBy'> {
+  const byProxy = marked || (!marksOwnAnswers && status >= 502 && status <= 504);
+  return { madeBy: byProxy ? 'proxy' : 'app', state: !byProxy && status < 500 ? 'serving' : 'failing' };
+}
+
+export function probeRoute(target: ProbeTarget, route: ProbedRoute, timeoutMs: number, now: () => Date = () => new Date()): Promise<RouteProbe> {
+  const at = now().toISOString();
+  const started = performance.now();
+  const base = { domain: route.domain, pathPrefix: route.pathPrefix, at };
+  const latency = () => Math.max(0, Math.round(performance.now() - started));
+  return new Promise((resolve) => {
+    const options = {
+      host: target.host,
+      port: target.port,
+      method: 'GET',
+      path: route.pathPrefix && route.pathPrefix !== '/' ? route.pathPrefix : '/',
+      headers: { host: route.domain, [PROBE_HEADER]: '1', 'user-agent': 'tether-route-probe' },
+      agent: false as const,
+    };
+    let settled = false;
+    const done = (probe: RouteProbe) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      resolve(probe);
+    };
+    const fail = (error: string) => done({ ...base, state: 'failing', madeBy: 'none', status: null, error: truncate(error, FIELD_LIMITS.text), latencyMs: latency() });
+    const onResponse = (res: http.IncomingMessage) => {
+      const status = res.statusCode ?? 0;
+      const verdict = judge(status, res.headers[PROXY_HEADER] !== undefined, target.marksOwnAnswers);
+      res.resume();
+      req.destroy();
+      done({ ...base, ...verdict, status, error: null, latencyMs: latency() });
+    };
+    const req = target.tls
+      ? https.request({ ...options, servername: route.domain, rejectUnauthorized: false }, onResponse)
+      : http.request(options, onResponse);
+    const timer = setTimeout(() => {
+      fail(`no answer within ${timeoutMs} ms`);
+      req.destroy();
+    }, timeoutMs);
+    req.on('error', (err) => fail(errorMessage(err)));
+    req.end();
+  });
+}

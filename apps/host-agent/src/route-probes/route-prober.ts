@@ -1,0 +1,97 @@
+import { createLoop, type Logger, type Loop } from '@tether/common';
+import type { Route, RouteProbe } from '@tether/protocol';
+import { probeRoute, type ProbedRoute, type ProbeTarget } from './route-probe.js';
+
+// Probes every route of the applied map through the agent's own proxy: a route
+// new to the map right away (in map order), then each one interval after its
+// last probe, so a steady map's probes stay spread over the interval as they
+// were first made. One probe at a time, at most `ratePerSecond`: a host with
+// more routes than interval × rate probes each less often (documented).
+
+export interface RouteProberOptions {
+  intervalMs: number;
+  timeoutMs: number;
+  ratePerSecond: number;
+  /** Where the proxy is now; null while it cannot be reached (no probe is made then). */
+  target: () => Promise<ProbeTarget | null>;
+  logger: Logger;
+  now?: () => Date;
+  /** Tells the session a probe changed a route's state (so it need not wait for the next heartbeat). */
+  onStateChange?: () => void;
+}
+
+interface Entry {
+  route: ProbedRoute;
+  dueAt: number;
+  last: RouteProbe | null;
+}
+
+const keyOf = (r: ProbedRoute) => `${r.domain}\u0000${r.pathPrefix ?? ''}`;
+
+export class RouteProber {
+  private entries = new Map<string, Entry>();
+  private readonly loop: Loop;
+  private readonly now: () => Date;
+
+  constructor(private readonly options: RouteProberOptions) {
+    this.now = options.now ?? (() => new Date());
+    this.loop = createLoop({
+      name: 'route-probes',
+      intervalMs: Math.max(1, Math.round(1000 / options.ratePerSecond)),
+      run: () => this.probeNext(),
+      onError: (error) => options.logger.warn({ err: error }, 'route probe failed to run; retrying'),
+    });
+  }
+
+  get intervalMs(): number {
+    return this.options.intervalMs;
+  }
+
+  start(): void {
+    this.loop.start();
+  }
+
+  stop(): Promise<void> {
+    return this.loop.stop();
+  }
+
+  /** The routes of the map now in place: new ones are probed first, gone ones forgotten. */
+  setRoutes(routes: readonly Pick<Route, 'domain' | 'pathPrefix'>[]): void {
+    const next = new Map<string, Entry>();
+    const now = this.now().getTime();
+    for (const route of routes) {
+      const key = keyOf(route);
+      if (next.has(key)) continue;
+      next.set(key, this.entries.get(key) ?? { route: { domain: route.domain, pathPrefix: route.pathPrefix }, dueAt: now, last: null });
+    }
+    this.entries = next;
+  }
+
+  /** The last probe of each route in the map (routes not probed yet are left out). */
+  results(): RouteProbe[] {
+    const out: RouteProbe[] = [];
+    for (const entry of this.entries.values()) if (entry.last) out.push(entry.last);
+    return out;
+  }
+
+  /** Probes the route that is due first, if any is due. */
+  async probeNext(): Promise<void> {
+    const now = this.now().getTime();
+    let due: Entry | null = null;
+    for (const entry of this.entries.values()) if (entry.dueAt <= now && (due === null || entry.dueAt < due.dueAt)) due = entry;
+    if (due === null) return;
+    const target = await this.options.target();
+    if (target === null) {
+      due.dueAt = now + this.options.intervalMs;
+      return;
+    }
+    const probe = await probeRoute(target, due.route, this.options.timeoutMs, this.now);
+    // The map may have changed meanwhile: a route that left it keeps no result.
+    const current = this.entries.get(keyOf(due.route));
+    if (current !== due) return;
+    const changed = due.last?.state !== probe.state;
+    due.last = probe;
+    due.dueAt = this.now().getTime() + this.options.intervalMs;
+    if (changed) this.options.onStateChange?.();
+  }
+}
