@@ -15,7 +15,14 @@ export const PANEL_METRICS_PREFIX = 'tether_panel_';
 export interface FleetGaugeSource {
   nodes(): Iterable<{ name: string; state: 'reachable' | 'unreachable' | 'never_connected' | 'decommissioned'; drifting: boolean; unhealthy: number }>;
   /** Routes of this panel's live sessions with a probe no older than two intervals (capability `routes.probe`). */
-  routes?(): Iterable<{ node: string; domain: string; pathPrefix: string | null; up: boolean; latencyMs: number }>;
+  routes?(): Iterable<{
+    node: string;
+    domain: string;
+    pathPrefix: string | null;
+    up: boolean;
+    latencyMs: number;
+    certificate: { notAfter: string | null; lastError: string | null } | null;
+  }>;
 }
 
 /**
@@ -134,6 +141,33 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Panel
     collect() {
       this.reset();
       for (const r of routeSeries()) this.set({ node: r.node, domain: r.domain, path_prefix: r.pathPrefix ?? '' }, r.latencyMs / 1000);
+    },
+  });
+  // Per domain (a domain's routes share its certificate): the first fresh probe of the domain that saw one.
+  const certificates = () => {
+    const byDomain = new Map<string, { node: string; domain: string; notAfter: string | null; lastError: string | null }>();
+    for (const r of routeSeries()) if (r.certificate && !byDomain.has(`${r.node} ${r.domain}`)) byDomain.set(`${r.node} ${r.domain}`, { node: r.node, domain: r.domain, ...r.certificate });
+    return [...byDomain.values()];
+  };
+  new Gauge({
+    name: 'tether_route_certificate_expiry_seconds',
+    help: "Seconds until the certificate of the domain (as the route probe's TLS handshake last saw it) expires; negative once expired",
+    labelNames: ['node', 'domain'],
+    registers,
+    collect() {
+      this.reset();
+      const now = Date.now();
+      for (const c of certificates()) if (c.notAfter) this.set({ node: c.node, domain: c.domain }, Math.round((Date.parse(c.notAfter) - now) / 1000));
+    },
+  });
+  new Gauge({
+    name: 'tether_route_certificate_error',
+    help: "1 while the domain's last probe over TLS failed its handshake (no certificate could be presented: issuance failing), 0 otherwise",
+    labelNames: ['node', 'domain'],
+    registers,
+    collect() {
+      this.reset();
+      for (const c of certificates()) this.set({ node: c.node, domain: c.domain }, c.lastError === null ? 0 : 1);
     },
   });
   return {

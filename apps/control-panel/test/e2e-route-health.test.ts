@@ -77,6 +77,8 @@ describe.skipIf(!ready)('route health, probed through the agent\'s own Caddy', (
     const h = await health();
     expect(h.evidence).toMatchObject({ status: 200, madeBy: 'app', error: null });
     expect(h.evidence!.sessionId).toBe(((await sessionRow(panel, host.nodeId)) as unknown as { sessionId: string }).sessionId);
+    // Plain HTTP: no certificate to see.
+    expect((await panel.api('GET', `/v1/routes/${routeId}`)).body.certificate).toBeNull();
     const again = await panel.api('GET', '/v1/routes');
     expect((again.body as Array<{ id: string; health: Health }>).find((r) => r.id === routeId)!.health.state).toBe('serving');
     const metrics = await (await fetch(`${panel.url}/metrics`)).text();

@@ -61,7 +61,19 @@ describe.skipIf(!ready)('Prometheus artefacts', () => {
     ];
     // The live one probes a route (capability routes.probe): the per-route series show.
     agents[0]!.routingExtra = {
-      probes: [{ domain: 'shop.prom.test', pathPrefix: null, state: 'serving', at: new Date().toISOString(), status: 200, madeBy: 'app', error: null, latencyMs: 12 }],
+      probes: [
+        {
+          domain: 'shop.prom.test',
+          pathPrefix: null,
+          state: 'serving',
+          at: new Date().toISOString(),
+          status: 200,
+          madeBy: 'app',
+          error: null,
+          latencyMs: 12,
+          certificate: { issuer: 'CN=Test CA', notBefore: '2026-01-01T00:00:00.000Z', notAfter: '2099-01-01T00:00:00.000Z', serial: '1f', lastError: null },
+        },
+      ],
       probeIntervalMs: 60_000,
     };
     // One goes silent: the per-node series then show a reachable and an unreachable node.
@@ -155,7 +167,7 @@ describe.skipIf(!ready)('Prometheus artefacts', () => {
   it('the alert rules pass promtool check rules', () => {
     const r = promtool(['check', 'rules', 'alerts.yml'], undefined, promDir);
     expect(r.status, r.output).toBe(0);
-    expect(r.output).toMatch(/SUCCESS: 6 rules found/);
+    expect(r.output).toMatch(/SUCCESS: 8 rules found/);
   });
 
   it('every alert has a unit test, and promtool test rules passes', () => {

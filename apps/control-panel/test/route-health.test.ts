@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { RouteProbe } from '@tether/protocol';
-import { freshRouteProbes, routeHealth } from '../src/sessions/route-health.js';
+import { freshRouteProbes, routeCertificate, routeHealth } from '../src/sessions/route-health.js';
 
 // A route's health is read from a live session's probe, never kept: stale or
 // missing evidence is `unknown`, whatever it said before.
@@ -49,6 +49,15 @@ describe('routeHealth', () => {
       { id: 's-1', nodeName: 'web-1', report: live([probe(), probe({ domain: 'old.example.com', at: new Date(now - 120_000).toISOString() })]) },
       { id: 's-2', nodeName: 'web-2', report: null },
     ];
-    expect([...freshRouteProbes(sessions, now)]).toEqual([{ node: 'web-1', domain: 'shop.example.com', pathPrefix: null, up: true, latencyMs: 7 }]);
+    expect([...freshRouteProbes(sessions, now)]).toEqual([{ node: 'web-1', domain: 'shop.example.com', pathPrefix: null, up: true, latencyMs: 7, certificate: null }]);
+  });
+
+  it('the certificate comes from the route\'s probe of a live session, kept out of the evidence', () => {
+    const certificate = { issuer: 'CN=Test CA', notBefore: '2026-01-01T00:00:00.000Z', notAfter: '2026-04-01T00:00:00.000Z', serial: '1f', lastError: null };
+    const withCert = live([probe({ certificate })]);
+    expect(routeCertificate(route, withCert)).toEqual(certificate);
+    expect(routeHealth(route, withCert, now).evidence).not.toHaveProperty('certificate');
+    expect(routeCertificate(route, live([probe()]))).toBeNull();
+    expect(routeCertificate(route, { why: 'no session' })).toBeNull();
   });
 });

@@ -136,6 +136,20 @@ export type CanaryStatus = Static<typeof CanaryStatus>;
  * `failing`: an answer the proxy made (`madeBy: proxy`: marked, or a 502/503/504 of an unmarked config),
  * a 5xx of the app, or no answer at all (`status` null, `error` says why: refused, reset, timed out, TLS).
  */
+/**
+ * The certificate of a route's domain as a TLS client (the agent's probe) sees it: issuer as RFC 4514, validity
+ * as ISO 8601, serial as lowercase hex without colons; null fields until one was seen. `lastError` is the last
+ * probe's handshake failure (null when it succeeded): a certificate that cannot be issued shows here.
+ */
+export const RouteCertificate = Type.Object({
+  issuer: NullableText,
+  notBefore: Nullable(Timestamp),
+  notAfter: Nullable(Timestamp),
+  serial: Nullable(Type.String({ maxLength: 128, pattern: '^[0-9a-f]+$' })),
+  lastError: NullableText,
+});
+export type RouteCertificate = Static<typeof RouteCertificate>;
+
 export const RouteProbe = Type.Object({
   domain: Name,
   pathPrefix: Nullable(Identifier(FIELD_LIMITS.pathPrefix)),
@@ -146,6 +160,8 @@ export const RouteProbe = Type.Object({
   madeBy: Type.Union([Type.Literal('app'), Type.Literal('proxy'), Type.Literal('none')]),
   error: NullableText,
   latencyMs: Count,
+  /** Probes over TLS: the domain's certificate as seen (the last one seen, with the last handshake's error). */
+  certificate: Type.Optional(RouteCertificate),
 });
 export type RouteProbe = Static<typeof RouteProbe>;
 

@@ -7,7 +7,7 @@ import { assertDomain } from './host-names.js';
 import { lockService, mapPrismaError } from '../db/prisma-helpers.js';
 import type { ApiDeps } from './api-deps.js';
 import { claimDomain, releaseDomainIfUnused } from './domain-claims.js';
-import { routeHealth, type RouteNode } from '../sessions/route-health.js';
+import { routeCertificate, routeHealth, type RouteNode } from '../sessions/route-health.js';
 
 // Routes attach a domain (optionally narrowed to a path prefix) to a service:
 // one route per (domain, path prefix), and a domain belongs to one team and one
@@ -81,7 +81,10 @@ async function presentWithHealth(deps: ApiDeps, rows: RouteWithNode[]) {
   const nodes = [...new Map(rows.map((r) => [r.service.node.id, r.service.node])).values()];
   const live = deps.liveRouting ? await deps.liveRouting(nodes) : () => ({ why: 'route health is not read by this panel' });
   const now = Date.now();
-  return rows.map((r) => ({ ...presentRoute(r), health: routeHealth(r, live(r.service.node), now) }));
+  return rows.map((r) => {
+    const nodeLive = live(r.service.node);
+    return { ...presentRoute(r), health: routeHealth(r, nodeLive, now), certificate: routeCertificate(r, nodeLive) };
+  });
 }
 
 export async function listRoutes(deps: ApiDeps, auth: AuthContext, filter: { serviceId?: string }) {

@@ -34,7 +34,17 @@ const RouteHealthSchema = Type.Object({
     }),
   ),
 });
-const RouteRead = Type.Object({ ...RouteSchema.properties, health: RouteHealthSchema });
+/** The domain's certificate as the probe's TLS handshake saw it (docs/api.md, "Route health"); null until one was. */
+const RouteCertificateSchema = Nullable(
+  Type.Object({
+    issuer: Nullable(Type.String({ description: 'RFC 4514' })),
+    notBefore: Nullable(Timestamp),
+    notAfter: Nullable(Timestamp),
+    serial: Nullable(Type.String({ description: 'lowercase hex, no colons' })),
+    lastError: Nullable(Type.String({ description: "the last probe's handshake failure" })),
+  }),
+);
+const RouteRead = Type.Object({ ...RouteSchema.properties, health: RouteHealthSchema, certificate: RouteCertificateSchema });
 
 const AttachBody = Type.Object(
   {

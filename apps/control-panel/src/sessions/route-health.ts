@@ -1,4 +1,4 @@
-import type { RouteProbe, RoutingStatus } from '@tether/protocol';
+import type { RouteCertificate, RouteProbe, RoutingStatus } from '@tether/protocol';
 import { clusterProof, nodeHealth, type ClusterProof } from '../node-health/node-health.js';
 import type { SessionRegistry } from './registry.js';
 import type { ClusterView } from './service-status.js';
@@ -15,7 +15,13 @@ export interface RouteHealth {
   state: RouteHealthState;
   reason: string;
   /** The probe the state is read from, and the session that carried it; null when unknown. */
-  evidence: (RouteProbe & { sessionId: string }) | null;
+  evidence: (Omit<RouteProbe, 'certificate'> & { sessionId: string }) | null;
+}
+
+/** The certificate of a route's domain as the live session's last probe of the route saw it; null until one was. */
+export function routeCertificate(route: { domain: string; pathPrefix: string | null }, live: LiveRouting): RouteCertificate | null {
+  if ('why' in live) return null;
+  return live.routing?.probes?.find((p) => p.domain === route.domain && p.pathPrefix === route.pathPrefix)?.certificate ?? null;
 }
 
 /** The routing status a live session last carried for a node, or why there is none. */
@@ -47,7 +53,8 @@ export function routeHealth(route: { domain: string; pathPrefix: string | null }
   if (!(age <= 2 * intervalMs)) {
     return { state: 'unknown', reason: `the last probe (${probe.at}) is older than two probe intervals (${2 * intervalMs} ms)`, evidence: null };
   }
-  const evidence = { ...probe, sessionId: live.sessionId };
+  const { certificate: _certificate, ...seen } = probe;
+  const evidence = { ...seen, sessionId: live.sessionId };
   if (probe.state === 'serving') return { state: 'serving', reason: `the app answered ${probe.status} in ${probe.latencyMs} ms`, evidence };
   const what =
     probe.status === null
@@ -60,13 +67,13 @@ export function routeHealth(route: { domain: string; pathPrefix: string | null }
 export function* freshRouteProbes(
   sessions: Iterable<{ id: string; nodeName: string; report: { routing: RoutingStatus } | null }>,
   now = Date.now(),
-): Iterable<{ node: string; domain: string; pathPrefix: string | null; up: boolean; latencyMs: number }> {
+): Iterable<{ node: string; domain: string; pathPrefix: string | null; up: boolean; latencyMs: number; certificate: RouteCertificate | null }> {
   for (const session of sessions) {
     const routing = session.report?.routing;
     for (const probe of routing?.probes ?? []) {
       const health = routeHealth(probe, { sessionId: session.id, routing: routing ?? null }, now);
       if (health.state === 'unknown') continue;
-      yield { node: session.nodeName, domain: probe.domain, pathPrefix: probe.pathPrefix, up: health.state === 'serving', latencyMs: probe.latencyMs };
+      yield { node: session.nodeName, domain: probe.domain, pathPrefix: probe.pathPrefix, up: health.state === 'serving', latencyMs: probe.latencyMs, certificate: probe.certificate ?? null };
     }
   }
 }

@@ -1,5 +1,5 @@
 import { sanitizeText } from '@tether/common';
-import { CAPABILITIES, FIELD_LIMITS, type RoutingStatus, type RuntimeStatus } from '@tether/protocol';
+import { CAPABILITIES, FIELD_LIMITS, type RouteProbe, type RoutingStatus, type RuntimeStatus } from '@tether/protocol';
 import type { EventOutbox, RoutingController, WorkloadController } from '../controllers.js';
 import type { LogStreams } from '../logs/index.js';
 
@@ -15,10 +15,18 @@ export const freeText = (text: string) => sanitizeText(text, { maxLength: FIELD_
 
 export const runtimeStatus = (status: RuntimeStatus): RuntimeStatus => ({ ...status, error: status.error === null ? null : freeText(status.error) });
 
+const nullableText = (text: string | null) => (text === null ? null : freeText(text));
+/** A probe's error and its certificate's issuer and error come from the network: sanitised like every free text. */
+const probeText = (p: RouteProbe): RouteProbe => ({
+  ...p,
+  error: nullableText(p.error),
+  ...(p.certificate ? { certificate: { ...p.certificate, issuer: nullableText(p.certificate.issuer), lastError: nullableText(p.certificate.lastError) } } : {}),
+});
+
 export const routingStatus = (status: RoutingStatus): RoutingStatus => ({
   ...status,
   lastReloadReason: status.lastReloadReason === null ? null : freeText(status.lastReloadReason),
-  ...(status.probes ? { probes: status.probes.map((p) => (p.error === null ? p : { ...p, error: freeText(p.error) })) } : {}),
+  ...(status.probes ? { probes: status.probes.map(probeText) } : {}),
 });
 
 /** The optional features this agent was built with, as hello announces them. */

@@ -1,7 +1,9 @@
 import http from 'node:http';
 import https from 'node:https';
 import { errorMessage, truncate } from '@tether/common';
-import { FIELD_LIMITS, type RouteProbe } from '@tether/protocol';
+import type { TLSSocket } from 'node:tls';
+import { FIELD_LIMITS, type RouteCertificate, type RouteProbe } from '@tether/protocol';
+import { describeCertificate } from './certificate.js';
 
 // One end-to-end probe of a customer route through the agent's own proxy: a GET
 // with the route's Host (and SNI over TLS) and `x-tether-probe: 1`, judged by
@@ -54,17 +56,32 @@ export function probeRoute(target: ProbeTarget, route: ProbedRoute, timeoutMs: n
       clearTimeout(timer);
       resolve(probe);
     };
-    const fail = (error: string) => done({ ...base, state: 'failing', madeBy: 'none', status: null, error: truncate(error, FIELD_LIMITS.text), latencyMs: latency() });
+    // Over TLS: the certificate the handshake showed, or why there was none (a handshake that failed).
+    let seen: Omit<RouteCertificate, 'lastError'> | null = null;
+    const certificate = (error: string | null): { certificate?: RouteCertificate } =>
+      target.tls ? { certificate: { issuer: null, notBefore: null, notAfter: null, serial: null, ...seen, lastError: error } } : {};
+    const fail = (error: string) => {
+      const text = truncate(error, FIELD_LIMITS.text);
+      done({ ...base, state: 'failing', madeBy: 'none', status: null, error: text, latencyMs: latency(), ...certificate(seen ? null : text) });
+    };
     const onResponse = (res: http.IncomingMessage) => {
       const status = res.statusCode ?? 0;
       const verdict = judge(status, res.headers[PROXY_HEADER] !== undefined, target.marksOwnAnswers);
       res.resume();
       req.destroy();
-      done({ ...base, ...verdict, status, error: null, latencyMs: latency() });
+      done({ ...base, ...verdict, status, error: null, latencyMs: latency(), ...certificate(null) });
     };
     const req = target.tls
       ? https.request({ ...options, servername: route.domain, rejectUnauthorized: false }, onResponse)
       : http.request(options, onResponse);
+    if (target.tls) {
+      req.on('socket', (socket) =>
+        socket.once('secureConnect', () => {
+          const raw = (socket as TLSSocket).getPeerCertificate().raw;
+          if (raw) seen = describeCertificate(raw);
+        }),
+      );
+    }
     const timer = setTimeout(() => {
       fail(`no answer within ${timeoutMs} ms`);
       req.destroy();

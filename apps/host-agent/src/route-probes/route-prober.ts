@@ -1,5 +1,5 @@
 import { createLoop, type Logger, type Loop } from '@tether/common';
-import type { Route, RouteProbe } from '@tether/protocol';
+import type { Route, RouteCertificate, RouteProbe } from '@tether/protocol';
 import { probeRoute, type ProbedRoute, type ProbeTarget } from './route-probe.js';
 
 // Probes every route of the applied map through the agent's own proxy: a route
@@ -30,6 +30,8 @@ const keyOf = (r: ProbedRoute) => `${r.domain}\u0000${r.pathPrefix ?? ''}`;
 
 export class RouteProber {
   private entries = new Map<string, Entry>();
+  /** The last certificate seen per domain: a handshake that fails later keeps it, with its error. */
+  private readonly certificates = new Map<string, RouteCertificate>();
   private readonly loop: Loop;
   private readonly now: () => Date;
 
@@ -65,6 +67,8 @@ export class RouteProber {
       next.set(key, this.entries.get(key) ?? { route: { domain: route.domain, pathPrefix: route.pathPrefix }, dueAt: now, last: null });
     }
     this.entries = next;
+    const domains = new Set(routes.map((r) => r.domain));
+    for (const domain of this.certificates.keys()) if (!domains.has(domain)) this.certificates.delete(domain);
   }
 
   /** The last probe of each route in the map (routes not probed yet are left out). */
@@ -90,8 +94,16 @@ export class RouteProber {
     const current = this.entries.get(keyOf(due.route));
     if (current !== due) return;
     const changed = due.last?.state !== probe.state;
+    if (probe.certificate) probe.certificate = this.noteCertificate(probe.domain, probe.certificate);
     due.last = probe;
     due.dueAt = this.now().getTime() + this.options.intervalMs;
     if (changed) this.options.onStateChange?.();
+  }
+
+  private noteCertificate(domain: string, seen: RouteCertificate): RouteCertificate {
+    const before = this.certificates.get(domain);
+    const merged = seen.serial === null && before ? { ...before, lastError: seen.lastError } : seen;
+    this.certificates.set(domain, merged);
+    return merged;
   }
 }
