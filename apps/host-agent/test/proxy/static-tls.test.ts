@@ -1,12 +1,12 @@
 import tls from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureCaddy, ensureKnot, freePort, startCaddy, type TestCaddy } from '@tether/testkit';
+import { ensureCaddy, ensureKnot, startCaddy, type TestCaddy } from '@tether/testkit';
 import type { StaticRoutingController } from '../../src/proxy/index.js';
 import { startAdminWitness, type AdminWitness } from './helpers/admin-witness.js';
 import { WebSocket, type ClientOptions } from 'ws';
-import { mapOf, removeTempDirs, route, startNamedServer, tempDir } from './helpers/harness.js';
+import { mapOf, removeTempDirs, route, startNamedServer } from './helpers/harness.js';
 import { startEchoServer, type EchoServer } from './helpers/ws-echo.js';
-import { caddyLoadCount, getWithMarker, staticController } from './helpers/static-harness.js';
+import { caddyLoadCount, getWithMarker, startStaticTlsController } from './helpers/static-harness.js';
 
 // Certificates on demand with the static proxy (TETHER_PROXY_TLS=auto,
 // TETHER_PROXY_TLS_ISSUER=internal): a name in the map gets a certificate on
@@ -53,16 +53,7 @@ describe.skipIf(!ready)('static proxy: certificates on demand (internal issuer)'
     witness = await startAdminWitness({ port: caddy.adminPort });
     shop = await startNamedServer('shop');
     echo = await startEchoServer();
-    httpsPort = await freePort();
-    controller = await staticController({
-      adminUrl: witness.url,
-      adminListen: `127.0.0.1:${caddy.adminPort}`,
-      stateDir: await tempDir(),
-      httpPort: caddy.httpPort,
-      serving: { tls: 'auto', httpPort: caddy.httpPort, httpsPort },
-      issuer: 'internal',
-    });
-    await controller.start();
+    ({ controller, httpsPort } = await startStaticTlsController(caddy, witness.url));
   });
 
   afterAll(async () => {

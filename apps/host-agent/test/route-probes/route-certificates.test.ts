@@ -1,11 +1,11 @@
 import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureCaddy, ensureKnot, freePort, startCaddy, type TestCaddy } from '@tether/testkit';
+import { ensureCaddy, ensureKnot, startCaddy, type TestCaddy } from '@tether/testkit';
 import type { StaticRoutingController } from '../../src/proxy/index.js';
 import { RouteProber } from '../../src/route-probes/index.js';
 import { rfc4514 } from '../../src/route-probes/certificate.js';
-import { mapOf, removeTempDirs, route, silentLogger, startNamedServer, tempDir } from '../proxy/helpers/harness.js';
-import { staticController } from '../proxy/helpers/static-harness.js';
+import { mapOf, removeTempDirs, route, silentLogger, startNamedServer } from '../proxy/helpers/harness.js';
+import { startStaticTlsController } from '../proxy/helpers/static-harness.js';
 
 // The certificate of a route's domain as a TLS client sees it, read by the
 // route probe through a real Caddy (static config, on-demand certificates from
@@ -43,16 +43,7 @@ describe.skipIf(!ready)('route probes over TLS: the certificate as seen', () => 
   beforeAll(async () => {
     caddy = await startCaddy();
     shop = await startNamedServer('shop');
-    httpsPort = await freePort();
-    controller = await staticController({
-      adminUrl: caddy.adminUrl,
-      adminListen: `127.0.0.1:${caddy.adminPort}`,
-      stateDir: await tempDir(),
-      httpPort: caddy.httpPort,
-      serving: { tls: 'auto', httpPort: caddy.httpPort, httpsPort },
-      issuer: 'internal',
-    });
-    await controller.start();
+    ({ controller, httpsPort } = await startStaticTlsController(caddy, caddy.adminUrl));
   });
 
   afterAll(async () => {

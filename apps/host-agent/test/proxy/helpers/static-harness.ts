@@ -1,7 +1,7 @@
 import http from 'node:http';
 import { freePort } from '@tether/testkit';
 import { createStaticExternalRoutingController, type EndpointMap, type StaticProxyOptions } from '../../../src/proxy/index.js';
-import { silentLogger } from './harness.js';
+import { silentLogger, tempDir } from './harness.js';
 
 // The static proxy against a real Caddy and a real knotd: the controller the
 // agent builds for TETHER_PROXY_ROUTING=static with TETHER_PROXY=external.
@@ -24,6 +24,21 @@ export async function staticController(o: { adminUrl: string; adminListen: strin
     endpoints: o.endpoints ?? (() => Promise.resolve(new Map())),
     ...o,
   });
+}
+
+/** The static controller with TLS auto and Caddy's internal CA (certificates on demand), started against `caddy`. */
+export async function startStaticTlsController(caddy: { adminPort: number; httpPort: number }, adminUrl: string) {
+  const httpsPort = await freePort();
+  const controller = await staticController({
+    adminUrl,
+    adminListen: `127.0.0.1:${caddy.adminPort}`,
+    stateDir: await tempDir(),
+    httpPort: caddy.httpPort,
+    serving: { tls: 'auto', httpPort: caddy.httpPort, httpsPort },
+    issuer: 'internal',
+  });
+  await controller.start();
+  return { controller, httpsPort };
 }
 
 /** GET with a Host header; also returns the proxy's marker header. */
