@@ -83,6 +83,10 @@ const EnvSchema = Type.Object({
   /** Container mode: host address the HTTP(S) ports are published on. */
   TETHER_PROXY_BIND_ADDRESS: Type.String({ minLength: 1, maxLength: 64, default: '0.0.0.0' }),
   TETHER_PROXY_ACME_EMAIL: Type.Optional(Type.String({ pattern: '^[^\\s@]+@[^\\s@]+$', maxLength: 254 })),
+  /** TLS auto with the ACME issuer: the CA's directory URL (default: Caddy's, Let's Encrypt then ZeroSSL). */
+  TETHER_PROXY_ACME_CA: Type.Optional(Type.String({ pattern: '^https://', maxLength: 2048 })),
+  /** TLS auto with the ACME issuer: a PEM file with the root that signs that CA's own HTTPS certificate (a private CA), as Caddy reads it. */
+  TETHER_PROXY_ACME_CA_ROOT: Type.Optional(Type.String({ pattern: '^/', maxLength: 4096 })),
   /** How often the agent checks that Caddy runs and serves the routes in place (repairs it); 0 = never. */
   TETHER_PROXY_CHECK_INTERVAL_MS: Type.Integer({ minimum: 0, maximum: 86_400_000, default: 30_000 }),
   /** How often that check compares Caddy's whole config (repairs hand edits) instead of only its @id. */
@@ -164,6 +168,8 @@ export interface AgentConfig {
     httpsPort: number;
     bindAddress: string;
     acmeEmail: string | undefined;
+    acmeCa: string | undefined;
+    acmeCaRoot: string | undefined;
     checkIntervalMs: number;
     fullCheckIntervalMs: number;
     routing: 'config' | 'static';
@@ -296,6 +302,8 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
       httpsPort: e.TETHER_PROXY_HTTPS_PORT,
       bindAddress: e.TETHER_PROXY_BIND_ADDRESS,
       acmeEmail: e.TETHER_PROXY_ACME_EMAIL,
+      acmeCa: e.TETHER_PROXY_ACME_CA,
+      acmeCaRoot: e.TETHER_PROXY_ACME_CA_ROOT,
       checkIntervalMs: e.TETHER_PROXY_CHECK_INTERVAL_MS,
       fullCheckIntervalMs: e.TETHER_PROXY_FULL_CHECK_INTERVAL_MS,
       routing: e.TETHER_PROXY_ROUTING,

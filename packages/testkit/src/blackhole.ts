@@ -94,3 +94,26 @@ export function sweepBlackholes(): number {
 }
 
 export const iptablesWorks = () => commandWorks('iptables', ['-w', '-L', 'INPUT', '-n']);
+
+/**
+ * Refuses (TCP reset) every connection to `address` on loopback, e.g. 127.0.0.3: a local address where no
+ * server answers, though servers listen on all addresses. Release it when done; `sweepBlackholes()` removes
+ * one a crashed test left (same comment).
+ */
+export function refuseAddress(address: string): { release(): void } {
+  const args = ['INPUT', '-i', 'lo', '-d', address, '-p', 'tcp', '-m', 'comment', '--comment', COMMENT, '-j', 'REJECT', '--reject-with', 'tcp-reset'];
+  execFileSync('iptables', ['-w', '-I', ...args], { stdio: 'ignore' });
+  let released = false;
+  const release = () => {
+    if (released) return;
+    released = true;
+    process.removeListener('exit', release);
+    try {
+      execFileSync('iptables', ['-w', '-D', ...args], { stdio: 'ignore' });
+    } catch {
+      /* already removed */
+    }
+  };
+  process.once('exit', release);
+  return { release };
+}

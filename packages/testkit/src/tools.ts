@@ -40,3 +40,16 @@ export function ensureKnot(): Promise<Requirement> {
   });
   return knot;
 }
+
+let pebble: Promise<Requirement> | undefined;
+
+/** pebble and pebble-challtestsrv (Debian's pebble): Let's Encrypt's test ACME CA and its mock DNS server. */
+export function ensurePebble(): Promise<Requirement> {
+  pebble ??= requireSystem('pebble', {
+    hint: 'no pebble on PATH (Debian package pebble)',
+    // Both print their usage and exit 2 on -h: being on PATH is the probe.
+    probe: () => commandWorks('sh', ['-c', 'command -v pebble && command -v pebble-challtestsrv']),
+    install: () => aptInstall(['pebble']),
+  });
+  return pebble;
+}

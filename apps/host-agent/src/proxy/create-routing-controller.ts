@@ -25,6 +25,9 @@ export interface ServingOptions {
   httpPort: number;
   httpsPort: number;
   acmeEmail?: string | null;
+  /** The ACME CA's directory URL and the root its HTTPS certificate is signed by (TETHER_PROXY_ACME_CA, _CA_ROOT). */
+  acmeCa?: string | null;
+  acmeCaRoot?: string | null;
 }
 
 export interface CommonOptions {
@@ -162,7 +165,7 @@ export function createRoutingController(
     adminTimeoutMs: p.adminTimeoutMs,
     checkIntervalMs: p.checkIntervalMs,
     fullCheckIntervalMs: p.fullCheckIntervalMs,
-    serving: { tls: p.tls, httpPort: p.httpPort, httpsPort: p.httpsPort, acmeEmail: p.acmeEmail ?? null },
+    serving: { tls: p.tls, httpPort: p.httpPort, httpsPort: p.httpsPort, acmeEmail: p.acmeEmail ?? null, acmeCa: p.acmeCa ?? null, acmeCaRoot: p.acmeCaRoot ?? null },
     logger: deps.logger,
     ...(deps.onReload ? { onReload: deps.onReload } : {}),
     canary: config.canary.intervalMs > 0 ? { port: config.canary.proxyPort, upstream: config.canary.upstream } : null,

@@ -28,8 +28,22 @@ export interface RenderOptions {
   tls: ProxyTlsMode;
   /** Contact address for the ACME account (tls auto only). */
   acmeEmail?: string | null;
+  /** The ACME CA's directory URL (tls auto, issuer acme); absent: Caddy's default (Let's Encrypt, ZeroSSL). */
+  acmeCa?: string | null;
+  /** PEM file of the root that signs the ACME CA's own HTTPS certificate, trusted for talking to it (a private CA). */
+  acmeCaRoot?: string | null;
   /** The canary's own server (see canary/): absent when the canary is off. */
   canary?: CanaryServerSettings | null;
+}
+
+/** Caddy's ACME issuer with the operator's account address and CA (absent: Caddy's defaults). */
+export function acmeIssuer(o: Pick<RenderOptions, 'acmeEmail' | 'acmeCa' | 'acmeCaRoot'>): Record<string, unknown> {
+  return {
+    module: 'acme',
+    ...(o.acmeEmail ? { email: o.acmeEmail } : {}),
+    ...(o.acmeCa ? { ca: o.acmeCa } : {}),
+    ...(o.acmeCaRoot ? { trusted_roots_pem_files: [o.acmeCaRoot] } : {}),
+  };
 }
 
 /** The host the canary's requests name on the canary server. */
@@ -131,8 +145,8 @@ function caddyConfig(routes: Route[], options: RenderOptions, id: string | null)
   const apps: Record<string, unknown> = {
     http: { http_port: options.httpPort, https_port: options.httpsPort, servers },
   };
-  if (options.tls === 'auto' && options.acmeEmail) {
-    apps.tls = { automation: { policies: [{ issuers: [{ module: 'acme', email: options.acmeEmail }] }] } };
+  if (options.tls === 'auto' && (options.acmeEmail || options.acmeCa)) {
+    apps.tls = { automation: { policies: [{ issuers: [acmeIssuer(options)] }] } };
   }
   return { admin, apps };
 }

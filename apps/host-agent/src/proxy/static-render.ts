@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Route } from '@tether/protocol';
 import { canonicalJson } from './canonical-json.js';
-import { CANARY_HOST, CANARY_SERVER_NAME, SERVER_NAME, caddyRoute, type RenderOptions } from './render.js';
+import { CANARY_HOST, CANARY_SERVER_NAME, SERVER_NAME, acmeIssuer, caddyRoute, type RenderOptions } from './render.js';
 import { ANSWER_ZONE, HOSTS_LABEL } from './static-answers.js';
 import { assertRenderableRoutes } from './route-validation.js';
 
@@ -109,7 +109,7 @@ function staticConfig(legacy: readonly Route[], o: StaticRenderOptions, id: stri
         { handle: [{ handler: 'static_response', status_code: 404 }] },
       ],
     };
-    const issuer = o.issuer === 'internal' ? { module: 'internal' } : { module: 'acme', ...(o.acmeEmail ? { email: o.acmeEmail } : {}) };
+    const issuer = o.issuer === 'internal' ? { module: 'internal' } : acmeIssuer(o);
     // Caddy's own CA must never write itself into the host's trust store (2.6 tries by default).
     if (o.issuer === 'internal') apps.pki = { certificate_authorities: { local: { install_trust: false } } };
     apps.tls = {
