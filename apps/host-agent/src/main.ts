@@ -29,6 +29,8 @@ function controllers(
   canary: Canary | null,
   proxyAddress: (resolve: () => Promise<string | null>) => void,
 ): { workloads: WorkloadController; routing: RoutingController; logs?: LogStreams } {
+  // The routing controller is made after the workloads, which read its drain side only when a drain needs it.
+  const proxy: { routing?: RoutingController } = {};
   const workloads =
     config.runtime.kind === 'none'
       ? new UnavailableWorkloads()
@@ -37,10 +39,13 @@ function controllers(
           restartCountersFile: path.join(config.stateDir, 'restart-counters.json'),
           pendingRemovalsFile: path.join(config.stateDir, 'volume-removals.json'),
           privateImagesFile: path.join(config.stateDir, 'private-images.json'),
+          drainsFile: path.join(config.stateDir, 'drains.json'),
+          traffic: () => proxy.routing?.traffic,
+          onDrained: (report) => agent()?.connection.reportDrained(report),
           // A container that crashed past its restart budget fails its deployment, visibly, on the panel.
           onFailure: (report) => agent()?.connection.reportResult(report.deploymentId, { status: 'failed', code: report.code, reason: report.reason }),
         });
-  const routing = createRoutingController(
+  const routing = (proxy.routing = createRoutingController(
     { ...config, nodeName },
     {
       logger,
@@ -54,7 +59,7 @@ function controllers(
       proxyAddress,
       ...(workloads instanceof DockerWorkloadController ? { notServing: () => workloads.notServing() } : {}),
     },
-  );
+  ));
   // Logs are read straight from Docker (not through the runtime seam): a long-lived stream per follower.
   const logs =
     config.runtime.kind === 'none'

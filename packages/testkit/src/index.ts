@@ -15,3 +15,4 @@ export * from './manual-clock.js';
 export * from './tcp-relay.js';
 export * from './protocol-v1.js';
 export * from './registry.js';
+export * from './node-image.js';

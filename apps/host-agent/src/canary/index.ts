@@ -88,5 +88,6 @@ export function withCanary(routing: RoutingController, canary: Canary | null): R
     status: () => ({ ...routing.status(), canary: canary.monitor.status() }),
     ...(routing.answerer ? { answerer: routing.answerer.bind(routing) } : {}),
     ...(routing.staticConfig ? { staticConfig: true } : {}),
+    ...(routing.traffic ? { traffic: routing.traffic } : {}),
   };
 }

@@ -1,9 +1,11 @@
 import { createHash } from 'node:crypto';
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
-import { createLoop, type Logger, type Loop } from '@tether/common';
+import { createLoop, sleep, type Logger, type Loop } from '@tether/common';
 import { canonicalRoutes, routingHash, type Route } from '@tether/protocol';
-import type { AnswererHealth, RoutingApplyResult, RoutingController, RoutingMapInput } from '../controllers.js';
+import type { CaddyAdmin } from './caddy-admin.js';
+import { caddyTraffic } from './proxy-traffic.js';
+import type { AnswererHealth, ProxyTraffic, RoutingApplyResult, RoutingController, RoutingMapInput } from '../controllers.js';
 import { readFileIfExists, writeFileAtomic } from '../state/atomic-file.js';
 import { canonicalJson, matchesCanonicalJson } from './canonical-json.js';
 import type { ProxyConfigurator } from './configurator.js';
@@ -30,6 +32,9 @@ import { STATIC_ID_PREFIX, renderStaticConfig, type StaticRenderOptions, type St
 // answersLoop, which also re-reads the ready containers, so a redeploy moves
 // the SRV targets without any load.
 
+/** Beyond the lookup refresh: a lookup answered just before the write may be stamped just after it. */
+const SWITCH_MARGIN_MS = 100;
+
 export interface StaticRoutingControllerOptions {
   proxy: ProxyConfigurator;
   render: StaticRenderOptions;
@@ -42,6 +47,8 @@ export interface StaticRoutingControllerOptions {
   /** The answerer is probed, and the ready containers re-read, this often (TETHER_PROXY_ANSWERER_CHECK_MS). */
   answersIntervalMs: number;
   supervisor?: ProxySupervisor;
+  /** Caddy's upstreams in use: a drain counts what is open on each container (proxy-traffic.ts). */
+  upstreams?: Pick<CaddyAdmin, 'upstreams'>;
   onReload?: (reload: ReloadRecord) => void;
   logger: Logger;
   now?: () => Date;
@@ -71,9 +78,11 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
   readonly staticConfig = true;
   readonly adminCalls = { idReads: 0, configReads: 0, loads: 0 };
   readonly stats: StaticProxyStats = { answerWrites: 0, unserved: 0, legacy: 0, lastAnswersAt: null };
+  readonly traffic: ProxyTraffic | undefined;
 
   constructor(private readonly options: StaticRoutingControllerOptions) {
     super(options, options.now ?? (() => new Date()));
+    this.traffic = options.upstreams ? caddyTraffic({ admin: options.upstreams, counting: 'container', switchAnswers: () => this.switchAnswers() }) : undefined;
     this.renderDigest = `static-${createHash('sha256').update(canonicalJson(options.render)).digest('hex').slice(0, 24)}`;
     const onError = (what: string) => (error: unknown) => options.logger.warn({ err: error }, `${what} failed; retrying next interval`);
     this.checkLoop =
@@ -167,6 +176,15 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
       }
     });
     if (error) throw error;
+  }
+
+  /**
+   * A drain's switch: the answers are written now (the containers `notServing` names left out, not at the
+   * next refresh), then the wait for Caddy's cached lookups to expire: past it, no new request reaches them.
+   */
+  async switchAnswers(): Promise<void> {
+    await this.refreshAnswers();
+    await sleep(this.options.render.lookupRefreshMs + SWITCH_MARGIN_MS);
   }
 
   private async reconcile(ordered: Route[], hash: string, full: boolean): Promise<RoutingApplyResult> {
