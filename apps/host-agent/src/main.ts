@@ -94,7 +94,9 @@ runMain(
     // Static routing: the answerer's state too (what an operator reads first when routes answer no-upstream).
     const health = () => ({ connection: agent.connection.state, sessionId: session.id, ...(parts.routing.answerer ? { answerer: parts.routing.answerer() } : {}) });
     const stopHealth = startHealthFile(config.stateDir, health);
-    const metrics = config.metrics ? await startAgentMetrics(config.metrics, agent, parts.routing, health, logger) : undefined;
+    const { workloads } = parts;
+    const drains = workloads instanceof DockerWorkloadController ? () => workloads.drainStats() : undefined;
+    const metrics = config.metrics ? await startAgentMetrics(config.metrics, agent, parts.routing, health, logger, drains) : undefined;
     await agent.start();
     return {
       async stop(signal) {

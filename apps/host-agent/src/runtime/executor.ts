@@ -90,9 +90,14 @@ async function createFresh(deps: ExecutorDeps, workload: Workload, replica: numb
 export async function retire(deps: ExecutorDeps, container: ActualContainer): Promise<void> {
   // A draining container is stopped by its drain, at its deadline (drainer.ts), never earlier by a pass.
   if (deps.drainer.draining().has(container.id)) return;
+  const { runtime, timing } = deps;
   deps.touched(container.id);
-  if (container.state === 'running') await sleep(deps.timing.drainMs);
-  await stopAndRemove(deps, container);
+  if (container.state === 'running') {
+    await sleep(timing.drainMs);
+    await runtime.stop(container.id, timing.stopTimeoutMs);
+  }
+  await runtime.remove(container.id);
+  deps.touched(container.id);
 }
 
 /** Stop (SIGTERM, TETHER_STOP_TIMEOUT_MS of grace, SIGKILL) while still on the network, then remove. */
