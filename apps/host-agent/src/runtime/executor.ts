@@ -136,6 +136,7 @@ export async function rollout(deps: ExecutorDeps, action: RolloutAction): Promis
   if (workload.drainSeconds !== undefined && old.length > 0) {
     // The switch: the old containers leave the answers; their drain runs on after `running` (drainer.ts).
     const drain = await deps.drainer.switchAway(workload, old, workload.drainSeconds);
+    outcome.reason += `; draining them for up to ${workload.drainSeconds} s`;
     deps.logger.info({ deploymentId: workload.deploymentId, retired: old.length, drainSeconds: workload.drainSeconds, openAtSwitch: drain.openAtSwitch }, 'rollout switched; draining');
     return { outcome, superseded, cleanup: Promise.resolve(), drain };
   }

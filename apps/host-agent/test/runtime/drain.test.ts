@@ -57,7 +57,7 @@ describe.skipIf(!ready)('drain: old containers keep their connections until they
     const old = (await h.containers()).map((c) => c.id);
     const outcome = await controller.deploy(h.workload(serviceId, `dep_${version}`, { image, env: { MESSAGE: version }, drainSeconds }));
     const switchAt = performance.now();
-    expect(outcome.status).toBe('running');
+    expect(outcome).toMatchObject({ status: 'running', reason: expect.stringMatching(old.length > 0 ? `draining them for up to ${drainSeconds} s` : /^1\/1 replicas running$/) });
     return { switchAt, old };
   }
   const body = async () => (await getWithMarker(caddy.httpPort, domain)).body.trim();
@@ -137,5 +137,18 @@ describe.skipIf(!ready)('drain: old containers keep their connections until they
     expect(goneMs).toBeLessThan(2_000);
     expect(drained).toMatchObject({ connectionsOpenAtSwitch: 1, connectionsCut: 0 });
     expect(Date.parse(drained.drainEndedAt)).toBeGreaterThan(Date.now() - goneMs - 1_000);
+  }, 60_000);
+
+  it('a rollout without overlap (writable volume): the old container stops before the new one starts, 0 and 0 at once', async () => {
+    const volumes = [{ name: 'data', mountPath: '/data', readOnly: false }];
+    const first = await controller.deploy(h.workload('svc_vol', 'dep_vol1', { volumes, drainSeconds: 8 }));
+    expect(first.status).toBe('running');
+    expect(await report('dep_vol1')).toMatchObject({ connectionsOpenAtSwitch: 0, connectionsCut: 0 });
+    const outcome = await controller.deploy(h.workload('svc_vol', 'dep_vol2', { volumes, drainSeconds: 8 }));
+    const switchAt = Date.now();
+    expect(outcome).toMatchObject({ status: 'running', reason: expect.stringMatching(/without overlap/) });
+    const drained = await report('dep_vol2');
+    expect(drained).toMatchObject({ connectionsOpenAtSwitch: 0, connectionsCut: 0 });
+    expect(Date.parse(drained.drainEndedAt) - switchAt).toBeLessThan(1_000);
   }, 60_000);
 });
