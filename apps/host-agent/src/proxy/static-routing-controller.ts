@@ -32,9 +32,6 @@ import { STATIC_ID_PREFIX, renderStaticConfig, type StaticRenderOptions, type St
 // answersLoop, which also re-reads the ready containers, so a redeploy moves
 // the SRV targets without any load.
 
-/** Beyond the lookup refresh: a lookup answered just before the write may be stamped just after it. */
-const SWITCH_MARGIN_MS = 100;
-
 export interface StaticRoutingControllerOptions {
   proxy: ProxyConfigurator;
   render: StaticRenderOptions;
@@ -178,13 +175,11 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
     if (error) throw error;
   }
 
-  /**
-   * A drain's switch: the answers are written now (the containers `notServing` names left out, not at the
-   * next refresh), then the wait for Caddy's cached lookups to expire: past it, no new request reaches them.
-   */
+  /** A drain's switch: answers written now (without what `notServing` names), then Caddy's cached lookups expire. */
   async switchAnswers(): Promise<void> {
     await this.refreshAnswers();
-    await sleep(this.options.render.lookupRefreshMs + SWITCH_MARGIN_MS);
+    // 100 ms beyond the refresh: a lookup answered just before the write may be stamped just after it.
+    await sleep(this.options.render.lookupRefreshMs + 100);
   }
 
   private async reconcile(ordered: Route[], hash: string, full: boolean): Promise<RoutingApplyResult> {

@@ -22,6 +22,9 @@ export interface DrainRecord {
   openAtSwitch: number | null;
 }
 
+/** A container is in one drain at most (plan() leaves draining containers alone): its first container names a drain. */
+const keyOf = (r: DrainRecord) => r.containers[0]?.id ?? r.deploymentId;
+
 const isRecord = (r: Partial<DrainRecord>): r is DrainRecord =>
   typeof r.deploymentId === 'string' &&
   typeof r.serviceId === 'string' &&
@@ -48,7 +51,7 @@ export class DrainBook {
       const parsed = JSON.parse(bytes.toString('utf8')) as { drains?: unknown };
       for (const r of Array.isArray(parsed.drains) ? (parsed.drains as Partial<DrainRecord>[]) : []) {
         if (!isRecord(r)) continue;
-        this.records.set(r.deploymentId, r);
+        this.records.set(keyOf(r), r);
         for (const c of r.containers) this.marked.add(c.id);
       }
     } catch (error) {
@@ -69,20 +72,19 @@ export class DrainBook {
 
   /** Records a drain; resolves once it is on disk (a failed write is logged, the drain kept in memory). */
   add(record: DrainRecord): Promise<void> {
-    this.records.set(record.deploymentId, record);
+    this.records.set(keyOf(record), record);
     this.mark(record.containers.map((c) => c.id));
     return this.save();
   }
 
+  /** A drain of this deployment is under way. */
   has(deploymentId: string): boolean {
-    return this.records.has(deploymentId);
+    return [...this.records.values()].some((r) => r.deploymentId === deploymentId);
   }
 
   /** The drain ended: its containers are gone. */
-  done(deploymentId: string): Promise<void> {
-    const record = this.records.get(deploymentId);
-    if (!record) return this.writing;
-    this.records.delete(deploymentId);
+  done(record: DrainRecord): Promise<void> {
+    if (!this.records.delete(keyOf(record))) return this.writing;
     for (const c of record.containers) this.marked.delete(c.id);
     return this.save();
   }

@@ -119,7 +119,7 @@ export class Drainer {
       }
     }
     if (this.abort.signal.aborted) return;
-    await this.options.book.done(record.deploymentId);
+    await this.options.book.done(record);
     this.stats.ended += 1;
     this.stats.connectionsCut += cut ?? 0;
     const report: DrainReport = { deploymentId: record.deploymentId, connectionsOpenAtSwitch: record.openAtSwitch, connectionsCut: cut, drainEndedAt: new Date(this.now()).toISOString() };

@@ -133,6 +133,22 @@ describe('drainer', () => {
     expect(drainer.knows('dep_10')).toBe(false);
   });
 
+  it('two drains of one deployment (a second rollout adopted a leftover): the first ending leaves the second draining', async () => {
+    const { traffic } = fakeTraffic('container', { n: 1 });
+    const { drainer, retired, book } = setup(traffic);
+    drainer.follow(await drainer.switchAway(workload, old, 2));
+    await vi.advanceTimersByTimeAsync(1_000);
+    const leftover = [{ id: 'c2bbbbbbbbbbbbbb', name: 'tether-n-svc_a-dep_0-0' }];
+    drainer.follow(await drainer.switchAway(workload, leftover, 5));
+    await vi.advanceTimersByTimeAsync(1_100);
+    expect(retired.map((r) => r.id)).toEqual([old[0]!.id]);
+    expect(drainer.draining().has(leftover[0]!.id)).toBe(true);
+    expect(book.has('dep_2')).toBe(true);
+    await vi.advanceTimersByTimeAsync(5_000);
+    expect(retired.map((r) => r.id)).toEqual([old[0]!.id, leftover[0]!.id]);
+    expect(book.has('dep_2')).toBe(false);
+  });
+
   it('a stopped agent leaves the drain on disk; the next run resumes it and stops at the same deadline', async () => {
     const dir = await mkdtemp(path.join(os.tmpdir(), 'drains-'));
     try {
