@@ -69,6 +69,39 @@ export interface RoutingController {
   answerer?(): AnswererHealth;
   /** Customer routes are probed through the proxy (route-probes/): hello names `routes.probe`. */
   readonly probesRoutes?: boolean;
+  /** What a drain needs from the proxy (capability `workload.drain`); absent: nothing is proxied (TETHER_PROXY=none). */
+  readonly traffic?: ProxyTraffic;
+}
+
+/**
+ * The proxy's side of a drain (docs/architecture.md, "Drain"): taking containers out of new
+ * traffic, and counting what is still open on them.
+ */
+export interface ProxyTraffic {
+  /**
+   * `container`: the proxy's open requests and streams can be told apart per container (static answers);
+   * `service`: only for the service's alias as a whole (config mode, `svc-<id>:<port>`).
+   */
+  readonly counting: 'container' | 'service';
+  /**
+   * Makes the containers `notServing` names now leave the proxy's answers at once, and resolves when no new
+   * request can be handed to them any more (the proxy's cached lookups expired). Config mode: nothing to do.
+   */
+  switchAnswers(): Promise<void>;
+  /**
+   * Proxied requests and streams open now: on these containers (`container`), or on the whole service
+   * (`service`: the containers are not told apart). Throws when the proxy cannot be read.
+   */
+  openConnections(serviceId: string, containerIds: readonly string[]): Promise<number>;
+}
+
+/** A drain that ended (agent → panel `deploy.drained`). */
+export interface DrainReport {
+  deploymentId: string;
+  /** Null when the proxy cannot count per container (config mode) or could not be read. */
+  connectionsOpenAtSwitch: number | null;
+  connectionsCut: number | null;
+  drainEndedAt: string;
 }
 
 /** The static proxy's answerer as the agent's health and metrics show it. */

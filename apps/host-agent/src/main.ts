@@ -31,6 +31,8 @@ function controllers(
   proxyAddress: (resolve: () => Promise<string | null>) => void,
   proxyAddressOf: () => Promise<string | null>,
 ): { workloads: WorkloadController; routing: RoutingController; logs?: LogStreams } {
+  // The routing controller is made after the workloads, which read its drain side only when a drain needs it.
+  const proxy: { routing?: RoutingController } = {};
   const workloads =
     config.runtime.kind === 'none'
       ? new UnavailableWorkloads()
@@ -39,10 +41,13 @@ function controllers(
           restartCountersFile: path.join(config.stateDir, 'restart-counters.json'),
           pendingRemovalsFile: path.join(config.stateDir, 'volume-removals.json'),
           privateImagesFile: path.join(config.stateDir, 'private-images.json'),
+          drainsFile: path.join(config.stateDir, 'drains.json'),
+          traffic: () => proxy.routing?.traffic,
+          onDrained: (report) => agent()?.connection.reportDrained(report),
           // A container that crashed past its restart budget fails its deployment, visibly, on the panel.
           onFailure: (report) => agent()?.connection.reportResult(report.deploymentId, { status: 'failed', code: report.code, reason: report.reason }),
         });
-  const routing = createRoutingController(
+  const routing = (proxy.routing = createRoutingController(
     { ...config, nodeName },
     {
       logger,
@@ -56,7 +61,7 @@ function controllers(
       proxyAddress,
       ...(workloads instanceof DockerWorkloadController ? { notServing: () => workloads.notServing() } : {}),
     },
-  );
+  ));
   // Logs are read straight from Docker (not through the runtime seam): a long-lived stream per follower.
   const logs =
     config.runtime.kind === 'none'
@@ -92,7 +97,9 @@ runMain(
     // Static routing: the answerer's state too (what an operator reads first when routes answer no-upstream).
     const health = () => ({ connection: agent.connection.state, sessionId: session.id, ...(parts.routing.answerer ? { answerer: parts.routing.answerer() } : {}) });
     const stopHealth = startHealthFile(config.stateDir, health);
-    const metrics = config.metrics ? await startAgentMetrics(config.metrics, agent, parts.routing, health, logger) : undefined;
+    const { workloads } = parts;
+    const drains = workloads instanceof DockerWorkloadController ? () => workloads.drainStats() : undefined;
+    const metrics = config.metrics ? await startAgentMetrics(config.metrics, agent, parts.routing, health, logger, drains) : undefined;
     await agent.start();
     return {
       async stop(signal) {

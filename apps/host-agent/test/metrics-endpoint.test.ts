@@ -40,6 +40,19 @@ describe('agent metrics endpoint', () => {
     expect(text).toMatch(/^tether_agent_canary_drops_total\{cause="proxy-restarted"\} 1$/m);
   });
 
+  it('drains: ended and cut connections of this run, read at scrape time (absent without a Docker runtime)', async () => {
+    const connection = Object.assign(new EventEmitter(), { state: 'waiting' as ConnectionState });
+    const routing = { appliedHash: null, reloadsTotal: 0, reloadsToday: 0, lastReloadAt: null, lastReloadReason: null };
+    expect(await createAgentMetrics({ connection: connection as never, routing: () => routing }).metrics()).not.toMatch(/tether_agent_drain/);
+    const stats = { ended: 1, connectionsCut: 0 };
+    const registry = createAgentMetrics({ connection: connection as never, routing: () => routing, drains: () => stats });
+    expect(await registry.metrics()).toMatch(/^tether_agent_drain_connections_cut_total 0$/m);
+    Object.assign(stats, { ended: 3, connectionsCut: 5 });
+    const text = await registry.metrics();
+    expect(text).toMatch(/^tether_agent_drains_total 3$/m);
+    expect(text).toMatch(/^tether_agent_drain_connections_cut_total 5$/m);
+  });
+
   it('serves metrics that follow the connection, /healthz, and nothing else', async () => {
     const connection = Object.assign(new EventEmitter(), { state: 'waiting' as ConnectionState });
     const routing = { appliedHash: null, reloadsTotal: 7, reloadsToday: 2, lastReloadAt: null, lastReloadReason: null };

@@ -16,3 +16,4 @@ export * from './tcp-relay.js';
 export * from './protocol-v1.js';
 export * from './registry.js';
 export * from './pebble.js';
+export * from './node-image.js';

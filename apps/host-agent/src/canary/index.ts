@@ -89,5 +89,6 @@ export function withCanary(routing: RoutingController, canary: Canary | null): R
     ...(routing.answerer ? { answerer: routing.answerer.bind(routing) } : {}),
     ...(routing.staticConfig ? { staticConfig: true } : {}),
     ...(routing.probesRoutes ? { probesRoutes: true } : {}),
+    ...(routing.traffic ? { traffic: routing.traffic } : {}),
   };
 }

@@ -16,13 +16,14 @@ import {
   versionBelow,
   parseRetryHint,
   type AgentMessage,
+  type DeployDrained,
   type DeployResult,
   type PanelMessage,
   type ProtocolRange,
   type RoutingStatus,
   type Timing,
 } from '@tether/protocol';
-import type { DeployOutcome, EventOutbox, RoutingController, WorkloadController } from '../controllers.js';
+import type { DeployOutcome, DrainReport, EventOutbox, RoutingController, WorkloadController } from '../controllers.js';
 import { AGENT_ERROR_CODES } from '../errors.js';
 import type { LogStreams } from '../logs/index.js';
 import { DeployResultQueue } from './deploy-results.js';
@@ -265,9 +266,9 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     this.router
       .handle('welcome', (message) => {
         const socket = this.socket!;
+        this.confirmed = message.capabilities ?? [];
         this.onWelcome(socket, message.sessionId, message.timing, message.capabilities ?? []);
         this.attachLogs(socket, message.capabilities ?? []);
-        this.confirmed = message.capabilities ?? [];
       })
       .handle('ping', (message) => void this.send({ type: 'pong', id: this.nextId(), ref: message.id }))
       .handle('deploy', (message) => {
@@ -337,7 +338,8 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       onError: (err) => this.options.logger.warn({ err }, 'heartbeat failed'),
     });
     this.heartbeat.start();
-    this.results.drain((result) => this.sendOn(socket, result));
+    // A drain's report goes only to a panel that speaks it (one that did not never sent drainSeconds).
+    this.results.drain((result) => (result.type === 'deploy.drained' && !this.confirmed.includes(CAPABILITIES.WORKLOAD_DRAIN) ? undefined : this.sendOn(socket, result)));
     this.sendEvents();
     this.options.logger.info({ sessionId, heartbeatMs, idleTimeoutMs: this.idleTimeoutMs, protocolVersion: this.protocolVersion }, 'session ready');
     this.emit('ready', { sessionId, timing, protocolVersion: this.protocolVersion });
@@ -388,6 +390,13 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     };
     if (this.socket && this.state_ === 'ready' && this.sendOn(this.socket, result)) return;
     this.results.hold(result);
+  }
+
+  /** Sends a drain's end (`deploy.drained`) now, or on the next session if there is none. */
+  reportDrained(report: DrainReport): void {
+    const message: DeployDrained = { type: 'deploy.drained', id: this.nextId(), ...report };
+    if (this.socket && this.state_ === 'ready' && this.confirmed.includes(CAPABILITIES.WORKLOAD_DRAIN) && this.sendOn(this.socket, message)) return;
+    this.results.hold(message);
   }
 
   private async applyRouting(socket: WebSocket, ref: string, map: Parameters<RoutingController['apply']>[0]): Promise<void> {

@@ -17,6 +17,8 @@ export interface AgentMetricsSource {
   routing(): RoutingStatus;
   /** Static routing only. */
   answerer?: () => AnswererHealth;
+  /** Drains of this agent run (a Docker runtime only). */
+  drains?: () => { ended: number; connectionsCut: number };
 }
 
 export function createAgentMetrics(source: AgentMetricsSource): Registry {
@@ -71,6 +73,7 @@ export function createAgentMetrics(source: AgentMetricsSource): Registry {
   // Registered only for an agent that runs the canary (fixed for the agent's run), so "off" is no series, not 0.
   if (source.routing().canary) registerCanaryMetrics(source, registers);
   if (source.answerer) registerAnswererMetrics(source.answerer, registers);
+  if (source.drains) registerDrainMetrics(source.drains, registers);
   source.connection.on('ready', () => opened.inc());
   source.connection.on('closed', ({ code }) => closed.inc({ reason: closeCodeName(code) ?? String(code) }));
   return registry;
@@ -132,6 +135,28 @@ function registerAnswererMetrics(answerer: () => AnswererHealth, registers: Regi
     registers,
     collect() {
       this.set(answerer().legacy);
+    },
+  });
+}
+
+/** Drains (capability workload.drain): what deploys cut, the figure every deployment also carries. */
+function registerDrainMetrics(drains: NonNullable<AgentMetricsSource['drains']>, registers: Registry[]): void {
+  new Counter({
+    name: 'tether_agent_drains_total',
+    help: 'Drains of old containers after a rollout switch that ended (containers stopped), this agent run',
+    registers,
+    collect() {
+      this.reset();
+      this.inc(drains().ended);
+    },
+  });
+  new Counter({
+    name: 'tether_agent_drain_connections_cut_total',
+    help: "Proxied requests and streams still open on old containers when their drain's deadline fell (counted per container: static proxy only), this agent run",
+    registers,
+    collect() {
+      this.reset();
+      this.inc(drains().connectionsCut);
     },
   });
 }

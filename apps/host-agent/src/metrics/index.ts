@@ -11,11 +11,13 @@ export async function startAgentMetrics(
   routing: RoutingController,
   health: () => { connection: string; sessionId: string | null },
   logger: Logger,
+  drains?: () => { ended: number; connectionsCut: number },
 ): Promise<{ close(): Promise<void> }> {
   const registry = createAgentMetrics({
     connection: agent.connection,
     routing: () => routing.status(),
     ...(routing.answerer ? { answerer: routing.answerer.bind(routing) } : {}),
+    ...(drains ? { drains } : {}),
   });
   const server = await startMetricsServer({ ...at, registry, health });
   logger.info({ host: at.host, port: server.port }, 'metrics endpoint listening (GET /metrics, GET /healthz)');

@@ -54,7 +54,20 @@ function caddyMessage(body: string): string {
   return body.slice(0, 1000);
 }
 
-export function createCaddyAdmin(options: CaddyAdminOptions): ProxyConfigurator {
+/** One upstream of Caddy's reverse proxies, as `GET /reverse_proxy/upstreams` lists it. */
+export interface UpstreamLoad {
+  /** The dial address: `svc-<id>:<port>` (config mode), `c-<id12>.e.rt.tether.internal.:<port>` (static answers). */
+  address: string;
+  /** Requests (WebSockets included, for as long as they are open) in flight to it now. */
+  numRequests: number;
+}
+
+/** The admin API as the agent uses it: the config, and the reverse proxy's upstreams (drains count on them). */
+export interface CaddyAdmin extends ProxyConfigurator {
+  upstreams(): Promise<UpstreamLoad[]>;
+}
+
+export function createCaddyAdmin(options: CaddyAdminOptions): CaddyAdmin {
   const { origin, socketPath } = parseAdminUrl(options.adminUrl);
   const target = socketPath ? `unix:${socketPath}` : origin;
   const dispatcher = new Agent({
@@ -109,6 +122,20 @@ export function createCaddyAdmin(options: CaddyAdminOptions): ProxyConfigurator 
       // Caddy answers 400 for a config it refused (bad JSON, a port in use); it keeps the old one running.
       const code = res.status >= 400 && res.status < 500 ? 'PROXY_REJECTED_CONFIG' : 'PROXY_ADMIN_ERROR';
       throw new ProxyError(code, `load config: Caddy answered ${res.status}: ${caddyMessage(res.text)}`);
+    },
+    async upstreams() {
+      const res = await call('read upstreams', 'GET', '/reverse_proxy/upstreams');
+      if (res.status !== 200) throw new ProxyError('PROXY_ADMIN_ERROR', `read upstreams: Caddy answered ${res.status}: ${caddyMessage(res.text)}`);
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(res.text);
+      } catch {
+        throw new ProxyError('PROXY_ADMIN_ERROR', 'read upstreams: Caddy answered no JSON');
+      }
+      // Only upstreams in use are listed (2.6.2 adds a dynamic one for its request and drops it after); anything but a list is none.
+      return (Array.isArray(parsed) ? parsed : []).flatMap((u: { address?: unknown; num_requests?: unknown }) =>
+        typeof u?.address === 'string' && Number.isInteger(u.num_requests) ? [{ address: u.address, numRequests: u.num_requests as number }] : [],
+      );
     },
     async close() {
       await dispatcher.close();

@@ -83,9 +83,11 @@ function statePaths(o: CommonOptions) {
 }
 
 export function createExternalRoutingController(o: ExternalProxyOptions): CaddyRoutingController {
+  const proxy = createCaddyAdmin({ adminUrl: o.adminUrl, timeoutMs: o.adminTimeoutMs });
   return new CaddyRoutingController({
     ...statePaths(o),
-    proxy: createCaddyAdmin({ adminUrl: o.adminUrl, timeoutMs: o.adminTimeoutMs }),
+    proxy,
+    upstreams: proxy,
     // The operator's Caddy listens for the canary on loopback only.
     render: { admin: adminSettingsFor(o.adminUrl, o.adminListen), ...o.serving, canary: o.canary ? { listen: `127.0.0.1:${o.canary.port}`, upstream: o.canary.upstream } : null },
     checkIntervalMs: o.checkIntervalMs,
@@ -121,6 +123,7 @@ export function createContainerRoutingController(o: ContainerProxyOptions): { co
   const controller = new CaddyRoutingController({
     ...statePaths(o),
     proxy,
+    upstreams: proxy,
     // Inside the container Caddy always listens on 80/443; the host ports are Docker's mapping.
     render: {
       ...o.serving,
@@ -234,10 +237,12 @@ export function createStaticExternalRoutingController(o: StaticProxyOptions): St
     probeTimeoutMs: o.answererProbeTimeoutMs,
     logger: o.logger,
   });
+  const proxy = createCaddyAdmin({ adminUrl: o.adminUrl, timeoutMs: o.adminTimeoutMs });
   return new StaticRoutingController({
     configPath: o.configPath ?? path.join(o.stateDir, 'caddy.json'),
     statePath: path.join(o.stateDir, 'routing-state.json'),
-    proxy: createCaddyAdmin({ adminUrl: o.adminUrl, timeoutMs: o.adminTimeoutMs }),
+    proxy,
+    upstreams: proxy,
     render: {
       admin: adminSettingsFor(o.adminUrl, o.adminListen),
       ...o.serving,

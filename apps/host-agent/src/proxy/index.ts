@@ -1,6 +1,7 @@
 export * from './errors.js';
 export type { ProxyConfigurator } from './configurator.js';
-export { createCaddyAdmin, type CaddyAdminOptions } from './caddy-admin.js';
+export { createCaddyAdmin, type CaddyAdmin, type CaddyAdminOptions, type UpstreamLoad } from './caddy-admin.js';
+export { caddyTraffic, containerTarget, openOn } from './proxy-traffic.js';
 export { renderCaddyConfig, renderBootstrapConfig, type RenderOptions, type RenderedConfig, type ProxyTlsMode } from './render.js';
 export { CaddyRoutingController, type CaddyRoutingControllerOptions, type ProxySupervisor, type ReloadRecord } from './routing-controller.js';
 export { DISRUPTIVE_RELOAD_KINDS, RELOAD_KINDS, type ReloadKind } from './routing-state.js';

@@ -1,6 +1,8 @@
 import { createLoop, type Logger, type Loop } from '@tether/common';
 import { canonicalRoutes, routingHash, type Route } from '@tether/protocol';
-import type { RoutingApplyResult, RoutingController, RoutingMapInput } from '../controllers.js';
+import type { ProxyTraffic, RoutingApplyResult, RoutingController, RoutingMapInput } from '../controllers.js';
+import type { CaddyAdmin } from './caddy-admin.js';
+import { caddyTraffic } from './proxy-traffic.js';
 import { fileStamp, readFileIfExists, writeFileAtomic } from '../state/atomic-file.js';
 import { matchesCanonicalJson } from './canonical-json.js';
 import type { ProxyConfigurator } from './configurator.js';
@@ -62,6 +64,8 @@ export interface CaddyRoutingControllerOptions {
    */
   fullCheckIntervalMs?: number;
   supervisor?: ProxySupervisor;
+  /** Caddy's upstreams in use (a drain's count: only per service alias in this mode, proxy-traffic.ts). */
+  upstreams?: Pick<CaddyAdmin, 'upstreams'>;
   /** Told of every reload, after it is counted (event journal, canary attribution). */
   onReload?: (reload: ReloadRecord) => void;
   logger: Logger;
@@ -83,9 +87,12 @@ export class CaddyRoutingController extends RoutingLane implements RoutingContro
   readonly adminCalls = { idReads: 0, configReads: 0, loads: 0 };
   private readonly loop: Loop | null;
   private closed: Promise<void> | null = null;
+  /** Every container sits behind the service alias: a drain can count only the service's total. */
+  readonly traffic: ProxyTraffic | undefined;
 
   constructor(private readonly options: CaddyRoutingControllerOptions) {
     super(options, options.now ?? (() => new Date()));
+    this.traffic = options.upstreams ? caddyTraffic({ admin: options.upstreams, counting: 'service' }) : undefined;
     this.renderDigest = renderDigest(options.render);
     this.loop =
       options.checkIntervalMs > 0

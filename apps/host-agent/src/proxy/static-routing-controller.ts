@@ -1,9 +1,11 @@
 import { createHash } from 'node:crypto';
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
-import { createLoop, type Logger, type Loop } from '@tether/common';
+import { createLoop, sleep, type Logger, type Loop } from '@tether/common';
 import { canonicalRoutes, routingHash, type Route } from '@tether/protocol';
-import type { AnswererHealth, RoutingApplyResult, RoutingController, RoutingMapInput } from '../controllers.js';
+import type { CaddyAdmin } from './caddy-admin.js';
+import { caddyTraffic } from './proxy-traffic.js';
+import type { AnswererHealth, ProxyTraffic, RoutingApplyResult, RoutingController, RoutingMapInput } from '../controllers.js';
 import { readFileIfExists, writeFileAtomic } from '../state/atomic-file.js';
 import { canonicalJson, matchesCanonicalJson } from './canonical-json.js';
 import type { ProxyConfigurator } from './configurator.js';
@@ -42,6 +44,8 @@ export interface StaticRoutingControllerOptions {
   /** The answerer is probed, and the ready containers re-read, this often (TETHER_PROXY_ANSWERER_CHECK_MS). */
   answersIntervalMs: number;
   supervisor?: ProxySupervisor;
+  /** Caddy's upstreams in use: a drain counts what is open on each container (proxy-traffic.ts). */
+  upstreams?: Pick<CaddyAdmin, 'upstreams'>;
   onReload?: (reload: ReloadRecord) => void;
   logger: Logger;
   now?: () => Date;
@@ -71,9 +75,11 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
   readonly staticConfig = true;
   readonly adminCalls = { idReads: 0, configReads: 0, loads: 0 };
   readonly stats: StaticProxyStats = { answerWrites: 0, unserved: 0, legacy: 0, lastAnswersAt: null };
+  readonly traffic: ProxyTraffic | undefined;
 
   constructor(private readonly options: StaticRoutingControllerOptions) {
     super(options, options.now ?? (() => new Date()));
+    this.traffic = options.upstreams ? caddyTraffic({ admin: options.upstreams, counting: 'container', switchAnswers: () => this.switchAnswers() }) : undefined;
     this.renderDigest = `static-${createHash('sha256').update(canonicalJson(options.render)).digest('hex').slice(0, 24)}`;
     const onError = (what: string) => (error: unknown) => options.logger.warn({ err: error }, `${what} failed; retrying next interval`);
     this.checkLoop =
@@ -167,6 +173,13 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
       }
     });
     if (error) throw error;
+  }
+
+  /** A drain's switch: answers written now (without what `notServing` names), then Caddy's cached lookups expire. */
+  async switchAnswers(): Promise<void> {
+    await this.refreshAnswers();
+    // 100 ms beyond the refresh: a lookup answered just before the write may be stamped just after it.
+    await sleep(this.options.render.lookupRefreshMs + 100);
   }
 
   private async reconcile(ordered: Route[], hash: string, full: boolean): Promise<RoutingApplyResult> {

@@ -60,5 +60,6 @@ export function withRouteProbes(routing: RoutingController, config: AgentConfig,
     probesRoutes: true,
     ...(routing.answerer ? { answerer: routing.answerer.bind(routing) } : {}),
     ...(routing.staticConfig ? { staticConfig: true } : {}),
+    ...(routing.traffic ? { traffic: routing.traffic } : {}),
   };
 }

@@ -2,7 +2,7 @@ import { backoffDelay, errorMessage, KeyedSerialQueue, sanitizeText, silentLogge
 import { LABELS } from '../docker/docker-client.js';
 import { createLoop, type Loop } from '@tether/common';
 import { CAPABILITIES, type ContainerState, type RuntimeStatus, type Workload } from '@tether/protocol';
-import type { DeployOutcome, Observation, WorkloadController } from '../controllers.js';
+import type { DeployOutcome, DrainReport, Observation, ProxyTraffic, WorkloadController } from '../controllers.js';
 import type { ContainerRuntime } from './container-runtime.js';
 import { ContainerReader, toContainerState, type ReadContainer } from './container-reader.js';
 import { DeploymentBook, failure, outcomeOf } from './deployment-book.js';
@@ -10,7 +10,9 @@ import { RUNTIME_ERROR_CODES } from './errors.js';
 import { EventWatcher } from './event-watcher.js';
 import { PrivateImages } from './image-access.js';
 import { rolloutWithoutOverlap } from './exclusive-rollout.js';
-import { applyMaintenance, rollout, type ExecutorDeps, type FailureReport, type RolloutAction } from './executor.js';
+import { DrainBook } from './drain-book.js';
+import { Drainer, type DrainStats } from './drainer.js';
+import { applyMaintenance, rollout, stopAndRemove, type ExecutorDeps, type FailureReport, type RolloutAction } from './executor.js';
 import { plan, type Action, type PlanContext } from './plan.js';
 import { waitUntilReady } from './readiness.js';
 import { RestartLedger } from './restart-ledger.js';
@@ -38,6 +40,12 @@ export interface DockerWorkloadControllerOptions {
   volumeInventory?: { scanIntervalMs: number; measureIntervalMs: number; budget?: MeasureBudget };
   /** Where the ids of images pulled with credentials survive agent restarts (TETHER_STATE_DIR/private-images.json); default: memory only. */
   privateImagesFile?: string;
+  /** Where drains in progress survive agent restarts (TETHER_STATE_DIR/drains.json); default: memory only. */
+  drainsFile?: string;
+  /** The proxy's side of a drain (read when a drain needs it: the routing controller is made after this one); absent: nothing is proxied. */
+  traffic?: () => ProxyTraffic | undefined;
+  /** A drain ended (`deploy.drained`). */
+  onDrained?: (report: DrainReport) => void;
 }
 
 const NOT_STARTED = 'not started';
@@ -66,6 +74,8 @@ export class DockerWorkloadController implements WorkloadController {
   private readonly deps: ExecutorDeps;
   private readonly removals: PendingRemovals;
   private readonly inventory: VolumeInventory | undefined;
+  private readonly drains: DrainBook;
+  private readonly drainer: Drainer;
 
   /** Desired workloads by service id; `desiredKnown` turns true with the panel's first complete set. */
   private readonly desired = new Map<string, Workload>();
@@ -92,11 +102,21 @@ export class DockerWorkloadController implements WorkloadController {
       CAPABILITIES.WORKLOAD_RESOURCES,
       CAPABILITIES.WORKLOAD_VOLUMES,
       CAPABILITIES.WORKLOAD_HEALTH_CHECK,
+      CAPABILITIES.WORKLOAD_DRAIN,
       CAPABILITIES.REGISTRY_AUTH,
       ...(this.inventory ? [CAPABILITIES.VOLUMES_INVENTORY] : []),
     ];
     this.images = new PrivateImages(options.privateImagesFile ? { file: options.privateImagesFile, logger: this.logger } : undefined);
+    this.drains = new DrainBook(options.drainsFile ? { file: options.drainsFile, logger: this.logger } : undefined);
+    this.drainer = new Drainer({
+      book: this.drains,
+      traffic: () => options.traffic?.(),
+      retire: (container) => stopAndRemove(this.deps, container),
+      report: (report) => options.onDrained?.(report),
+      logger: this.logger,
+    });
     this.deps = {
+      drainer: this.drainer,
       runtime: options.runtime,
       images: this.images,
       node: options.node,
@@ -151,6 +171,11 @@ export class DockerWorkloadController implements WorkloadController {
     }
     this.inventory?.start();
     await this.images.load();
+    // Drains an earlier run left: their containers stay out of the answers and stop at their deadline.
+    for (const record of await this.drains.load()) {
+      this.logger.info({ deploymentId: record.deploymentId, deadline: new Date(record.deadline).toISOString() }, 'resuming a drain from before the restart');
+      this.drainer.follow(record);
+    }
     this.watcher.start();
     this.sweep.start();
     await this.reconcile();
@@ -161,6 +186,7 @@ export class DockerWorkloadController implements WorkloadController {
     await this.inventory?.stop();
     this.watcher.stop();
     this.health.stop();
+    await this.drainer.stop();
     if (this.wake) clearTimeout(this.wake.timer);
     this.wake = undefined;
     await this.sweep.stop();
@@ -182,7 +208,14 @@ export class DockerWorkloadController implements WorkloadController {
 
   /** Checked containers that must take no traffic now (the static proxy leaves them out of its answers). */
   notServing(): ReadonlySet<string> {
-    return this.health.notServing();
+    const draining = this.drainer.draining();
+    const unchecked = this.health.notServing();
+    return draining.size === 0 ? unchecked : new Set([...unchecked, ...draining]);
+  }
+
+  /** Drains that ended in this run and the connections they cut (agent metrics). */
+  drainStats(): DrainStats {
+    return { ...this.drainer.stats };
   }
 
   /** The running containers of the desired deployment of a workload with a health check are checked; no other. */
@@ -307,6 +340,7 @@ export class DockerWorkloadController implements WorkloadController {
       restarts: this.ledger.spentView(),
       reported: this.ledger.reportedView(),
       held: this.book.held(),
+      draining: this.drainer.draining(),
     };
   }
 
@@ -376,7 +410,11 @@ export class DockerWorkloadController implements WorkloadController {
     await applyMaintenance(this.deps, actions.filter((a) => !isRollout(a)));
     const roll = actions.find(isRollout);
     if (roll) return this.runRollout(roll);
-    if (forDeployment !== undefined && workload) this.book.settle(forDeployment, await this.answerFromContainers(workload, rows), false);
+    if (forDeployment === undefined || !workload) return;
+    const outcome = await this.answerFromContainers(workload, rows);
+    this.book.settle(forDeployment, outcome, false);
+    // Nothing left to drain that this run knows of (a drain under way or reported answers for itself).
+    if (outcome.status === 'running' && workload.drainSeconds !== undefined && !this.drainer.knows(forDeployment)) this.drainer.reportNothing(forDeployment);
   }
 
   private async runRollout(action: RolloutAction): Promise<void> {
@@ -385,6 +423,8 @@ export class DockerWorkloadController implements WorkloadController {
     // A writable volume: never two containers of the service at once.
     const result = action.kind === 'replace' && !action.overlap ? await rolloutWithoutOverlap(this.deps, action) : await rollout(this.deps, action);
     this.book.rolledOut(id, result.outcome, result.superseded, this.timing.sweepIntervalMs);
+    if (result.drain) this.drainer.follow(result.drain);
+    else if (result.outcome.status === 'running' && action.workload.drainSeconds !== undefined) this.drainer.reportNothing(id);
     await result.cleanup;
   }
 

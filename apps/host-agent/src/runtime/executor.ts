@@ -11,6 +11,8 @@ import { joinService, waitUntilChecked } from './health-gate.js';
 import type { HealthMonitor } from './health-monitor.js';
 import { containerSpec, nodeSelector, volumeLabels, volumeName } from './workload-spec.js';
 import type { RuntimeTiming } from './settings.js';
+import type { Drainer } from './drainer.js';
+import type { DrainRecord } from './drain-book.js';
 
 // Applies plan() actions through ContainerRuntime. The only place that
 // changes containers.
@@ -34,6 +36,8 @@ export interface ExecutorDeps {
   health: HealthMonitor;
   /** Images pulled with credentials, and the credentials checked for them (image-access.ts). */
   images: PrivateImages;
+  /** Drains of rollouts whose workload has `drainSeconds` (drainer.ts); their containers are its own to remove. */
+  drainer: Drainer;
   /** Called after every change to a container, so cached details are read again. */
   touched(id: string): void;
   restarted(id: string): void;
@@ -48,6 +52,8 @@ export interface RolloutResult {
   superseded: string[];
   /** Draining, stopping and removing the retired containers; runs on after the outcome is known. */
   cleanup: Promise<void>;
+  /** With `drainSeconds`: the drain the switch recorded, to follow once the outcome is reported (not in `cleanup`: it may last an hour). */
+  drain?: DrainRecord;
 }
 
 
@@ -82,6 +88,8 @@ async function createFresh(deps: ExecutorDeps, workload: Workload, replica: numb
  * request on a pooled connection hung, Caddy having no response timeout.
  */
 export async function retire(deps: ExecutorDeps, container: ActualContainer): Promise<void> {
+  // A draining container is stopped by its drain, at its deadline (drainer.ts), never earlier by a pass.
+  if (deps.drainer.draining().has(container.id)) return;
   const { runtime, timing } = deps;
   deps.touched(container.id);
   if (container.state === 'running') {
@@ -89,6 +97,14 @@ export async function retire(deps: ExecutorDeps, container: ActualContainer): Pr
     await runtime.stop(container.id, timing.stopTimeoutMs);
   }
   await runtime.remove(container.id);
+  deps.touched(container.id);
+}
+
+/** Stop (SIGTERM, TETHER_STOP_TIMEOUT_MS of grace, SIGKILL) while still on the network, then remove. */
+export async function stopAndRemove(deps: ExecutorDeps, container: { id: string }): Promise<void> {
+  deps.touched(container.id);
+  await deps.runtime.stop(container.id, deps.timing.stopTimeoutMs);
+  await deps.runtime.remove(container.id);
   deps.touched(container.id);
 }
 
@@ -114,13 +130,21 @@ export async function rollout(deps: ExecutorDeps, action: RolloutAction): Promis
     await Promise.all(created.map((id) => runtime.remove(id).then(() => deps.touched(id)).catch(() => undefined)));
     return { outcome: failed(err), superseded: [], cleanup: Promise.resolve() };
   }
+  const count = action.replicas.length + keep.length;
+  const outcome: DeployOutcome = { status: 'running', reason: `${count}/${workload.replicas} replicas running${old.length ? `, replaced ${old.length} old container(s)` : ''}` };
+  const superseded = [...new Set(old.map((c) => c.deploymentId))];
+  if (workload.drainSeconds !== undefined && old.length > 0) {
+    // The switch: the old containers leave the answers; their drain runs on after `running` (drainer.ts).
+    const drain = await deps.drainer.switchAway(workload, old, workload.drainSeconds);
+    outcome.reason += `; draining them for up to ${workload.drainSeconds} s`;
+    deps.logger.info({ deploymentId: workload.deploymentId, retired: old.length, drainSeconds: workload.drainSeconds, openAtSwitch: drain.openAtSwitch }, 'rollout switched; draining');
+    return { outcome, superseded, cleanup: Promise.resolve(), drain };
+  }
   deps.logger.info({ deploymentId: workload.deploymentId, retired: old.length }, 'rollout switched');
   const cleanup = Promise.all(
     old.map((c) => retire(deps, c).catch((err: unknown) => deps.logger.warn({ container: c.name, err }, 'retiring an old container failed; the next pass retries'))),
   ).then(() => undefined);
-  const count = action.replicas.length + keep.length;
-  const outcome: DeployOutcome = { status: 'running', reason: `${count}/${workload.replicas} replicas running${old.length ? `, replaced ${old.length} old container(s)` : ''}` };
-  return { outcome, superseded: [...new Set(old.map((c) => c.deploymentId))], cleanup };
+  return { outcome, superseded, cleanup };
 }
 
 /** Everything a rollout needs before it touches a container: the image, Tether's network, the service's volumes. */

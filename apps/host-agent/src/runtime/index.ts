@@ -1,9 +1,7 @@
 import type Docker from 'dockerode';
-import type { Logger } from '@tether/common';
 import type { AgentConfig } from '../config.js';
 import { DockerContainerRuntime } from './docker-runtime.js';
-import { DockerWorkloadController } from './docker-workload-controller.js';
-import type { FailureReport } from './executor.js';
+import { DockerWorkloadController, type DockerWorkloadControllerOptions } from './docker-workload-controller.js';
 
 export { DockerWorkloadController, type DockerWorkloadControllerOptions } from './docker-workload-controller.js';
 export { DockerContainerRuntime } from './docker-runtime.js';
@@ -18,7 +16,10 @@ export function createDockerWorkloadController(
   docker: Docker,
   config: AgentConfig['runtime'],
   node: string,
-  options: { logger?: Logger; onFailure?: (report: FailureReport) => void; restartCountersFile?: string; pendingRemovalsFile?: string; privateImagesFile?: string } = {},
+  options: Pick<
+    DockerWorkloadControllerOptions,
+    'logger' | 'onFailure' | 'restartCountersFile' | 'pendingRemovalsFile' | 'privateImagesFile' | 'drainsFile' | 'traffic' | 'onDrained'
+  > = {},
 ): DockerWorkloadController {
   const runtime = new DockerContainerRuntime(docker, { callTimeoutMs: config.timing.callTimeoutMs, containerLogs: config.containerLogs });
   return new DockerWorkloadController({

@@ -61,6 +61,11 @@ export interface PlanContext {
    * must not roll a service back). Their service keeps what it runs.
    */
   held: ReadonlySet<string>;
+  /**
+   * Containers of a drain in progress (drainer.ts): they belong to their drain, which stops and removes them
+   * at its deadline; a plan neither keeps them alive, nor removes, nor retires them again. Absent: none.
+   */
+  draining?: ReadonlySet<string>;
 }
 
 /** Delay before restart number `attempt` (1-based): initial, doubling, capped. */
@@ -131,7 +136,8 @@ function planService(serviceId: string, workload: Workload | undefined, containe
  */
 export function plan(desired: ReadonlyMap<string, Workload> | null, actual: readonly ActualContainer[], ctx: PlanContext): Action[] {
   const byService = new Map<string, ActualContainer[]>();
-  for (const c of actual) byService.set(c.serviceId, [...(byService.get(c.serviceId) ?? []), c]);
+  const draining = ctx.draining ?? new Set<string>();
+  for (const c of actual) if (!draining.has(c.id)) byService.set(c.serviceId, [...(byService.get(c.serviceId) ?? []), c]);
   if (desired === null) {
     return [...byService.keys()].sort().flatMap((id) => (byService.get(id) ?? []).flatMap((c) => keepAlive(c, ctx)));
   }

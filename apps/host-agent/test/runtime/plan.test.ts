@@ -226,6 +226,25 @@ describe('plan(): desired vs actual', () => {
       actual: [container('b', 'b1', 0, { id: 'b-old' }), container('c', 'c1', 0, { id: 'c0' })],
       expected: ['create a a1 [0]', 'replace b b2 new [0] keep [] retire [b-old]', 'remove c0 not-desired'],
     },
+    {
+      name: 'a draining container belongs to its drain: not retired again, not removed, not restarted',
+      desired: desired(workload('b', 'b3'), workload('c', 'c2')),
+      actual: [
+        container('b', 'b3', 0, { id: 'b-new' }),
+        container('b', 'b2', 0, { id: 'b-draining' }),
+        container('c', 'c1', 0, { id: 'c-draining', state: 'exited', exitCode: 0, finishedAt: NOW - 60_000 }),
+        container('d', 'd1', 0, { id: 'd-draining' }),
+      ],
+      ctx: { draining: new Set(['b-draining', 'c-draining', 'd-draining']) },
+      expected: ['create c c2 [0]'],
+    },
+    {
+      name: 'desired unknown: a draining container that exited is not started again',
+      desired: null,
+      actual: [crashed('b', 'b2', 0, 60_000, { id: 'b-draining' })],
+      ctx: { draining: new Set(['b-draining']) },
+      expected: [],
+    },
   ];
 
   it.each(cases)('$name', ({ desired: d, actual, ctx: over, expected }) => {

@@ -1,0 +1,31 @@
+import { describe, expect, it } from 'vitest';
+import { containerTarget, openOn, type UpstreamLoad } from '../../src/proxy/index.js';
+
+// What a drain counts from Caddy's `GET /reverse_proxy/upstreams`, with the
+// addresses Caddy 2.6.2 lists (measured: a dynamic SRV upstream is listed
+// under its target with the trailing dot while a request to it is open).
+
+const loads: UpstreamLoad[] = [
+  { address: 'c-aaaaaaaaaaaa.e.rt.tether.internal.:8080', numRequests: 2 },
+  { address: 'c-aaaaaaaaaaaa.e.rt.tether.internal.:9090', numRequests: 1 },
+  { address: 'c-bbbbbbbbbbbb.e.rt.tether.internal.:8080', numRequests: 5 },
+  { address: 'svc-svc-a:8080', numRequests: 4 },
+  { address: 'svc-svc-ab:8080', numRequests: 7 },
+  { address: 'ip-127-0-0-1.e.rt.tether.internal.:9081', numRequests: 1 },
+];
+
+describe('openOn', () => {
+  it('static answers: only the named containers, every port, by the first 12 characters of their id', () => {
+    expect(containerTarget('AAAAAAAAAAAAffff')).toBe('c-aaaaaaaaaaaa.e.rt.tether.internal');
+    expect(openOn(loads, 'container', 'svc_a', ['aaaaaaaaaaaa0123456789'])).toBe(3);
+    expect(openOn(loads, 'container', 'svc_a', ['aaaaaaaaaaaa0123456789', 'bbbbbbbbbbbb99'])).toBe(8);
+    expect(openOn(loads, 'container', 'svc_a', ['cccccccccccc'])).toBe(0);
+    expect(openOn([], 'container', 'svc_a', ['aaaaaaaaaaaa'])).toBe(0);
+  });
+
+  it('config mode: the service alias as a whole, never another service whose alias shares a prefix', () => {
+    expect(openOn(loads, 'service', 'svc_a', ['aaaaaaaaaaaa'])).toBe(4);
+    expect(openOn(loads, 'service', 'svc_ab', [])).toBe(7);
+    expect(openOn(loads, 'service', 'svc_c', [])).toBe(0);
+  });
+});
