@@ -17,6 +17,7 @@ export interface Deployment {
   rollbackOf?: string | null;
   /** Its agent reports the drain after running (capability workload.drain). */
   runningAt?: string | null;
+  spec?: { drainSeconds?: number };
   reportsDrain?: boolean;
   connectionsOpenAtSwitch?: number | null;
   connectionsCut?: number | null;
@@ -59,9 +60,10 @@ export function timeoutOf(options: { timeout?: string }): number {
 export async function deploy(ctx: Context, args: string[], options: DeployOptions): Promise<number> {
   const ref = positional(args, 0, 'service');
   const timeoutS = timeoutOf(options);
+  // Flags are checked before the panel is asked anything (a usage error calls nothing).
+  const changes = serviceChanges(options);
   const client = ctx.client();
   const service = await resolveService(client, ref);
-  const changes = serviceChanges(options);
   if (Object.keys(changes).length > 0) {
     await client.call('PATCH', `/v1/services/${service.id}`, changes);
     ctx.out.say(`${service.name}: ${describeChanges(changes)}`);
@@ -90,7 +92,17 @@ export async function follow(ctx: Context, serviceName: string, created: Deploym
   let drained = false;
   /** The first final state: what the exit code says (a deployment superseded while its drain runs still ran). */
   let settled: Deployment | null = null;
-  let settledAfter = '';
+  /** The final line, printed when the deployment settled (before a drain is waited for) or at the end. */
+  let settledLine: (() => number) | null = null;
+  const summary = (d: Deployment) => {
+    const code = exitOf(d.status);
+    const line = `deployment ${created.id} ${d.status} after ${elapsed()}${d.reason ? `: ${d.reason}` : ''}`;
+    return () => {
+      if (code === EXIT.OK) ctx.out.say(line);
+      else ctx.out.warn(line);
+      return code;
+    };
+  };
   try {
     const res = await client.stream(`/v1/deployments/${created.id}/events`, 'text/event-stream', signal);
     for await (const event of serverSentEvents(res.body)) {
@@ -101,7 +113,12 @@ export async function follow(ctx: Context, serviceName: string, created: Deploym
       last = now;
       if (now.final && !settled) {
         settled = now;
-        settledAfter = elapsed();
+        settledLine = summary(now);
+        // The deployment is settled: said now, while the old containers drain.
+        if (wait === 'drain' && now.reportsDrain && now.runningAt) {
+          settledLine();
+          ctx.out.say(`  waiting for the drain of the containers it replaced (drainSeconds ${now.spec?.drainSeconds ?? '?'})`);
+        }
       }
       if (event.event === 'drained') {
         drained = true;
@@ -121,10 +138,8 @@ export async function follow(ctx: Context, serviceName: string, created: Deploym
     ctx.out.warn(`${why} before deployment ${created.id} was final: it is ${last.status} and goes on (tether status ${serviceName})`);
     return EXIT.WAIT_ENDED;
   }
-  const code = exitOf((settled ?? last).status);
-  const line = `deployment ${created.id} ${last.status} after ${settledAfter || elapsed()}${last.reason ? `: ${last.reason}` : ''}`;
-  if (code === EXIT.OK) ctx.out.say(line);
-  else ctx.out.warn(line);
+  const saidAlready = wait === 'drain' && settled?.reportsDrain === true && Boolean(settled.runningAt);
+  const code = saidAlready ? exitOf(settled!.status) : (settledLine ?? summary(last))();
   // The drain of what it replaced: known already (--wait), waited for (--wait-drain), or not reported by this agent.
   if (last.drainEndedAt) ctx.out.say(`drain ended${drained ? ` after ${elapsed()}` : ''} (${last.drainEndedAt}): ${describeDrain(last)}`);
   else if (wait === 'drain' && last.runningAt) {
