@@ -162,6 +162,7 @@ export function createAgentSide(deps: {
       void dispatcher.heartbeatSeen(session, message);
     }),
     frames.handle('deploy.result', (session, message) => void dispatcher.resultReceived(session, message)),
+    frames.handle('deploy.drained', (session, message) => void dispatcher.drainedReceived(session, message)),
     wireRouting(registry, frames, events, routing),
     frames.handle('volumes.report', (session, message) => volumeReports.received(session, message)),
     listen(registry, 'closed', (session) => volumeReports.sessionClosed(session)),
@@ -183,6 +184,7 @@ export function createAgentSide(deps: {
       if (seriesStarted.has(node)) return;
       seriesStarted.add(node);
       metrics.nodeAckTimeouts.inc({ node }, 0);
+      metrics.nodeDrainConnectionsCut.inc({ node }, 0);
       for (const kind of RELOAD_METRIC_KINDS) metrics.nodeProxyReloads.inc({ node, kind }, 0);
     }),
     listen(registry, 'closed', (session, teardown) => {

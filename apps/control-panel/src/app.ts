@@ -400,7 +400,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       await v1.register(auditRoutes, api);
       await v1.register(deploymentRoutes, { ...api, changes, held });
       await v1.register(logRoutes, { prisma: deps.prisma, registry: agents.registry, relay: agents.logs, held, followIdleMs: deps.config.logs.followIdleMs, ...(cluster ? { remoteLogs: cluster.logs } : {}) });
-      await v1.register(deploymentEventRoutes, { prisma: deps.prisma, changes, held });
+      await v1.register(deploymentEventRoutes, { prisma: deps.prisma, changes, held, drainGraceMs: deps.config.deployments.drainReportGraceMs });
       await v1.register(sessionRoutes, {
         prisma: deps.prisma,
         registry: agents.registry,

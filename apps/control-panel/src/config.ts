@@ -69,6 +69,8 @@ const EnvSchema = Type.Object({
   TETHER_DEPLOYMENT_WATCH_MS: Ms(250),
   /** The same while signals are heard: one query for every watched deployment, for a signal that was missed. */
   TETHER_DEPLOYMENT_SWEEP_MS: Ms(10_000, 100),
+  /** How long past a deployment's drainSeconds its event stream waits for the agent's drain report. */
+  TETHER_DRAIN_REPORT_GRACE_MS: Ms(660_000, 0),
   /** Log streams (GET /v1/services/:id/logs) open at once per node. */
   TETHER_LOG_STREAMS_PER_NODE: Type.Integer({ minimum: 1, maximum: 10_000, default: 8 }),
   /** A log follow that carries no line for this long ends (LOG_FOLLOW_IDLE); keep-alive notices until then. */
@@ -187,6 +189,7 @@ export interface PanelConfig {
   deployments: {
     watchPollMs: number;
     sweepMs: number;
+    drainReportGraceMs: number;
   };
   streams: {
     perToken: number;
@@ -295,6 +298,7 @@ export function loadConfig(env: Record<string, string | undefined>): PanelConfig
     deployments: {
       watchPollMs: e.TETHER_DEPLOYMENT_WATCH_MS,
       sweepMs: e.TETHER_DEPLOYMENT_SWEEP_MS,
+      drainReportGraceMs: e.TETHER_DRAIN_REPORT_GRACE_MS,
     },
     streams: { perToken: e.TETHER_STREAMS_PER_TOKEN, perTeam: e.TETHER_STREAMS_PER_TEAM },
     logs: {

@@ -59,6 +59,10 @@ export interface PanelMetrics {
   nodeProxyReloads: Counter<'node' | 'kind'>;
   nodeCanaryDrops: Counter<'node' | 'cause'>;
   nodeRoutingPushes: Counter<'node' | 'outcome'>;
+  /** Drains an agent reported (deploy.drained, each once), by whether its proxy counted connections. */
+  nodeDrains: Counter<'node' | 'counted'>;
+  /** Connections the reported drains cut at their deadline. */
+  nodeDrainConnectionsCut: Counter<'node'>;
   dashboardStreams: Gauge;
   dashboardStreamsDropped: Counter<'reason'>;
   /** Where the per-node gauges read from (the fleet view); no per-node gauges until set. */
@@ -220,6 +224,18 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Panel
       name: 'tether_node_proxy_reloads_total',
       help: 'Proxy (Caddy) reloads an agent reported, per node, by kind (routing_change, no_routing_change, initial, repair_empty, static_move)',
       labelNames: ['node', 'kind'],
+      registers,
+    }),
+    nodeDrains: new Counter({
+      name: 'tether_node_drains_total',
+      help: "Rollout drains an agent reported (deploy.drained, each deployment once), per node, by whether its proxy counted connections (yes, no)",
+      labelNames: ['node', 'counted'],
+      registers,
+    }),
+    nodeDrainConnectionsCut: new Counter({
+      name: 'tether_node_drain_connections_cut_total',
+      help: 'Connections (proxied requests and streams) still open on old containers when their drain deadline fell, per node',
+      labelNames: ['node'],
       registers,
     }),
     nodeRoutingPushes: new Counter({

@@ -45,6 +45,8 @@ function recordingSession(nodeId = 'n1') {
     nodeId,
     nodeName: nodeId,
     closed: false,
+    // An agent that announced no capability (the workloads here need none).
+    hasCapability: () => false,
     sendAwaitingAck: async (message: PanelMessage) => void sent.push(message),
   } as unknown as AgentSession;
   return { session, sent };

@@ -22,11 +22,13 @@ usage: tether <command> [options]
 
   login <url>                         store the panel URL and an API token (from stdin, or a prompt)
   services                            the services you can see
-  deploy <service> [--image IMG] [--wait] [--timeout S]
+  deploy <service> [--image IMG] [--wait | --wait-drain] [--timeout S]
          [--command ARG]... [--arg ARG]... [--cpus N] [--memory MIB] [--volume NAME:/PATH[:ro]]...
+         [--drain-seconds N]
                                       deploy (optionally changing the image, command, args, limits,
-                                      volumes first); --wait follows it until final
-  rollback <service> [--to DEPLOYMENT] [--wait] [--timeout S]
+                                      volumes, drain first); --wait follows it until final (running),
+                                      --wait-drain also until the old containers' drain ended
+  rollback <service> [--to DEPLOYMENT] [--wait | --wait-drain] [--timeout S]
                                       deploy the spec of the newest earlier deployment that ran (or
                                       of --to) and keep it as the service's spec
   logs <service> [-f] [--tail N] [--since T] [--timestamps]
@@ -43,7 +45,7 @@ usage: tether <command> [options]
 
 options: --json (machine output), -h/--help
 exit codes: 0 ok, 1 deployment failed, 2 usage, 3 node unreachable,
-            4 authentication or API error, 5 wait ended before the deployment was final
+            4 authentication or API error, 5 wait ended before the deployment was final (or drained)
 `;
 
 const OPTIONS = {
@@ -56,6 +58,8 @@ const OPTIONS = {
   memory: { type: 'string' },
   volume: { type: 'string', multiple: true },
   wait: { type: 'boolean' },
+  'wait-drain': { type: 'boolean' },
+  'drain-seconds': { type: 'string' },
   timeout: { type: 'string' },
   to: { type: 'string' },
   follow: { type: 'boolean', short: 'f' },

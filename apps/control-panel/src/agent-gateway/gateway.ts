@@ -59,7 +59,7 @@ export interface GatewayOptions {
   connections?: ConnectionCap;
 }
 
-const AGENT_TYPES = new Set(['heartbeat', 'pong', 'ack', 'deploy.result', 'routing.applied', 'proxy.events', 'logs.chunk', 'logs.end', 'volumes.report', 'error']);
+const AGENT_TYPES = new Set(['heartbeat', 'pong', 'ack', 'deploy.result', 'deploy.drained', 'routing.applied', 'proxy.events', 'logs.chunk', 'logs.end', 'volumes.report', 'error']);
 /** Optional protocol features this panel speaks (docs/protocol.md, "Capabilities"). */
 const PANEL_CAPABILITIES: ReadonlySet<string> = new Set(Object.values(CAPABILITIES));
 
@@ -267,7 +267,8 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
         if (
           !AGENT_TYPES.has(message.type) ||
           (message.type === 'proxy.events' && !session.hasCapability(CAPABILITIES.PROXY_EVENTS)) ||
-          (message.type === 'volumes.report' && !session.hasCapability(CAPABILITIES.VOLUMES_INVENTORY))
+          (message.type === 'volumes.report' && !session.hasCapability(CAPABILITIES.VOLUMES_INVENTORY)) ||
+          (message.type === 'deploy.drained' && !session.hasCapability(CAPABILITIES.WORKLOAD_DRAIN))
         ) {
           const streak = session.recordInvalid();
           reject({ code: FRAME_ERROR_CODES.UNEXPECTED_MESSAGE, message: `${message.type} is not accepted from an agent here`, ref: message.id }, frameBytes(data));

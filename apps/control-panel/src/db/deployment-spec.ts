@@ -1,4 +1,4 @@
-import type { Workload } from '@tether/protocol';
+import { CAPABILITIES, type Workload } from '@tether/protocol';
 import type { PlannedWorkload } from '../secrets/secret-delivery.js';
 
 // What a deployment row carries out: a snapshot of its service's spec, stored
@@ -23,7 +23,12 @@ export interface ServiceSpec {
   volumes?: ServiceVolume[];
   /** The HTTP health check, defaults filled; null: none (the image's HEALTHCHECK or min-ready time decide). */
   healthCheck?: ServiceHealthCheck | null;
+  /** Seconds the old containers keep their open connections after the switch; absent in older rows: the default. */
+  drainSeconds?: number;
 }
+
+/** A service's drainSeconds when none is given, and what an agent without `workload.drain` does on its own (docs/api.md). */
+export const DEFAULT_DRAIN_SECONDS = 30;
 
 export interface ServiceHealthCheck {
   path: string;
@@ -71,10 +76,23 @@ export function workloadOf(serviceId: string, deploymentId: string, spec: Servic
     ...(spec.resources ? { resources: spec.resources } : {}),
     ...(spec.volumes && spec.volumes.length > 0 ? { volumes: spec.volumes } : {}),
     ...healthCheckOf(spec),
+    drainSeconds: spec.drainSeconds ?? DEFAULT_DRAIN_SECONDS,
   };
   return {
     ...workload,
     ...(spec.secrets && spec.secrets.length > 0 ? { secretRefs: spec.secrets } : {}),
     ...(spec.registry ? { registryRef: spec.registry } : {}),
   };
+}
+
+/**
+ * The workload as a session's agent is sent it. `drainSeconds` goes only to an agent that announced
+ * `workload.drain`; to another the default is left out (it drains its own way, which the default stands for),
+ * and any other value stays, so the capability check refuses the workload (AGENT_LACKS_CAPABILITY) rather than
+ * run it without its drain.
+ */
+export function forAgent<W extends Workload>(session: { hasCapability(capability: string): boolean }, workload: W): W {
+  if (workload.drainSeconds !== DEFAULT_DRAIN_SECONDS || session.hasCapability(CAPABILITIES.WORKLOAD_DRAIN)) return workload;
+  const { drainSeconds: _default, ...rest } = workload;
+  return rest as W;
 }

@@ -14,8 +14,8 @@ import type { Deployment } from '../generated/prisma/client.js';
 // a database URL for signals).
 
 /** What a watcher compares: a change in any of these is an event. */
-export const fingerprint = (d: Pick<Deployment, 'status' | 'reason' | 'sessionId' | 'ackedAt' | 'finishedAt'>) =>
-  `${d.status}|${d.reason ?? ''}|${d.sessionId ?? ''}|${d.ackedAt?.getTime() ?? ''}|${d.finishedAt?.getTime() ?? ''}`;
+export const fingerprint = (d: Pick<Deployment, 'status' | 'reason' | 'sessionId' | 'ackedAt' | 'finishedAt' | 'drainEndedAt'>) =>
+  `${d.status}|${d.reason ?? ''}|${d.sessionId ?? ''}|${d.ackedAt?.getTime() ?? ''}|${d.finishedAt?.getTime() ?? ''}|${d.drainEndedAt?.getTime() ?? ''}`;
 
 export interface DeploymentChangesOptions {
   /** The shared sweep while signals are heard. */
@@ -119,7 +119,7 @@ export class DeploymentChanges {
     const ids = [...this.waiting.keys()];
     const rows = await this.prisma.deployment.findMany({
       where: { id: { in: ids } },
-      select: { id: true, status: true, reason: true, sessionId: true, ackedAt: true, finishedAt: true },
+      select: { id: true, status: true, reason: true, sessionId: true, ackedAt: true, finishedAt: true, drainEndedAt: true },
     });
     const found = new Map(rows.map((r) => [r.id, fingerprint(r)]));
     for (const id of ids) if (found.get(id) !== this.known.get(id)) this.wake(id);

@@ -9,7 +9,7 @@ import { prismaSql } from '../db/sql.js';
 import type { ApiDeps } from './api-deps.js';
 import type { ServiceSpec } from './services.js';
 import { rollbackSpec, type RollbackRequest } from './rollback.js';
-import { workloadOf, type ServiceHealthCheck, type ServiceResources, type ServiceVolume } from '../db/deployment-spec.js';
+import { DEFAULT_DRAIN_SECONDS, workloadOf, type ServiceHealthCheck, type ServiceResources, type ServiceVolume } from '../db/deployment-spec.js';
 
 // A deployment carries out a snapshot of its service's spec on the service's
 // node. The row is committed (status pending) before it is dispatched, so a
@@ -20,7 +20,8 @@ export const presentDeployment = (d: Deployment) => ({
   serviceId: d.serviceId,
   nodeId: d.nodeId,
   // Rows made before command, resources and volumes existed carry none of them.
-  spec: { command: null, args: null, resources: null, volumes: [], healthCheck: null, ...(d.spec as unknown as ServiceSpec) },
+  // Rows made before drainSeconds: their agent drained its own way, which the default stands for.
+  spec: { command: null, args: null, resources: null, volumes: [], healthCheck: null, drainSeconds: DEFAULT_DRAIN_SECONDS, ...(d.spec as unknown as ServiceSpec) },
   status: d.status,
   reason: d.reason,
   sessionId: d.sessionId,
@@ -30,6 +31,10 @@ export const presentDeployment = (d: Deployment) => ({
   finishedAt: toIso(d.finishedAt),
   runningAt: toIso(d.runningAt),
   rollbackOf: d.rollbackOf,
+  reportsDrain: d.reportsDrain,
+  connectionsOpenAtSwitch: d.connectionsOpenAtSwitch,
+  connectionsCut: d.connectionsCut,
+  drainEndedAt: toIso(d.drainEndedAt),
 });
 
 export { workloadOf };
@@ -53,6 +58,7 @@ interface ServiceToDeploy {
   resources: ServiceResources | null;
   volumes: ServiceVolume[];
   health_check: ServiceHealthCheck | null;
+  drain_seconds: number;
 }
 
 /**
@@ -70,7 +76,7 @@ export async function createDeployment({ prisma, dispatcher }: ApiDeps, auth: Au
     // FOR SHARE OF n: a decommission waiting on the lock or committed before it is seen (the locked row is re-read).
     const [service] = await prismaSql(tx).rows<ServiceToDeploy>(
       `SELECT s.node_id, s.team_id, n.name AS node_name, n.decommissioned, s.name, s.image, s.env, s.internal_port, s.replicas,
-        s.command, s.args, s.resources, s.volumes, s.health_check,
+        s.command, s.args, s.resources, s.volumes, s.health_check, s.drain_seconds,
         (SELECT COALESCE(json_agg(json_build_object('name', x.name, 'version', x.version) ORDER BY x.name), '[]'::json)
           FROM service_secrets x WHERE x.service_id = s.id AND x.removed_at IS NULL) AS secrets,
         (SELECT COALESCE(json_agg(json_build_object('id', r.id, 'host', r.host)), '[]'::json) FROM registries r WHERE r.team_id = s.team_id) AS registries
@@ -98,6 +104,7 @@ export async function createDeployment({ prisma, dispatcher }: ApiDeps, auth: Au
       resources: service.resources,
       volumes: service.volumes,
       healthCheck: service.health_check,
+      drainSeconds: service.drain_seconds,
     };
     let rollbackOf: string | null = null;
     if (rollback) ({ targetId: rollbackOf, spec } = await rollbackSpec(tx, { id: serviceId, replicas: service.replicas, internalPort: service.internal_port }, spec, rollback));

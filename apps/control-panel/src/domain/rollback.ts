@@ -10,8 +10,8 @@ import { checkHealthCheckPort, checkReplicasWithVolumes } from './service-fields
 // deploy (createDeployment), its row naming the deployment in `rollbackOf`.
 // What comes back: image, env, command, args, resources, volumes, health
 // check, and the internal port unless the service's routes need the one it
-// has now. What stays: the name, the replicas (scaling is not a release), the
-// node, and the secrets' current values (their recorded versions are not
+// has now. What stays: the name, the replicas and drainSeconds (rollout
+// settings, not a release), the node, and the secrets' current values (their recorded versions are not
 // restored: docs/api.md says so).
 
 export interface RollbackRequest {
@@ -56,6 +56,8 @@ export async function rollbackSpec(tx: Tx, service: RollbackService, current: Se
     resources: old.resources ?? null,
     volumes: old.volumes ?? [],
     healthCheck: old.healthCheck ?? null,
+    // A rollout setting like replicas: the service's current one.
+    ...(current.drainSeconds === undefined ? {} : { drainSeconds: current.drainSeconds }),
   };
   checkReplicasWithVolumes(spec.replicas, spec.volumes ?? []);
   checkHealthCheckPort(spec.healthCheck ?? null, spec.internalPort);

@@ -4,7 +4,7 @@ import { Prisma, type Node, type Service } from '../generated/prisma/client.js';
 import { teamScope, type AuthContext } from './access.js';
 import { lockService, mapPrismaError } from '../db/prisma-helpers.js';
 import type { Tx } from '../db/database.js';
-import type { ServiceHealthCheck, ServiceResources, ServiceSpec, ServiceVolume } from '../db/deployment-spec.js';
+import { DEFAULT_DRAIN_SECONDS, type ServiceHealthCheck, type ServiceResources, type ServiceSpec, type ServiceVolume } from '../db/deployment-spec.js';
 import { checkHealthCheckPort, checkReplicasWithVolumes, normaliseHealthCheck, normaliseResources, normaliseVolumes, type HealthCheckInput, type VolumeInput } from './service-fields.js';
 import type { ApiDeps } from './api-deps.js';
 import { moveDomainsOf } from './domain-claims.js';
@@ -35,7 +35,7 @@ export type UpdateServiceInput = Partial<Omit<ServiceSpec, 'secrets' | 'volumes'
 type ServiceWithNode = Service & { node: Pick<Node, 'name'>; secrets: { name: string; version: number; setAt: Date }[] };
 
 /** A service's spec as its row holds it now: the optional fields always present. */
-type CurrentSpec = ServiceSpec & Required<Pick<ServiceSpec, 'command' | 'args' | 'resources' | 'volumes' | 'healthCheck'>>;
+type CurrentSpec = ServiceSpec & Required<Pick<ServiceSpec, 'command' | 'args' | 'resources' | 'volumes' | 'healthCheck' | 'drainSeconds'>>;
 
 export const specOf = (s: Service): CurrentSpec => ({
   name: s.name,
@@ -44,6 +44,7 @@ export const specOf = (s: Service): CurrentSpec => ({
   internalPort: s.internalPort,
   replicas: s.replicas,
   ...processSpecOf(s),
+  drainSeconds: s.drainSeconds,
 });
 
 /** The command, resources and volumes columns as the spec carries them. */
@@ -116,6 +117,7 @@ export async function createService({ prisma, events, keyring }: ApiDeps, auth: 
           env: input.env ?? {},
           internalPort: input.internalPort ?? null,
           replicas: input.replicas ?? 1,
+          drainSeconds: input.drainSeconds ?? DEFAULT_DRAIN_SECONDS,
           ...processColumns({ ...input, volumes, healthCheck }),
         },
         select: { id: true },
@@ -173,6 +175,7 @@ export async function updateService({ prisma, events, keyring }: ApiDeps, auth: 
       env: patch.env,
       internalPort: patch.internalPort,
       replicas: patch.replicas,
+      drainSeconds: patch.drainSeconds,
       ...processColumns({ ...patch, volumes: patch.volumes === undefined ? undefined : normaliseVolumes(patch.volumes), healthCheck: normaliseHealthCheck(patch.healthCheck) }),
     };
     const check = patch.healthCheck === undefined ? processSpecOf(current).healthCheck : (normaliseHealthCheck(patch.healthCheck) ?? null);

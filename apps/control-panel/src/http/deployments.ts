@@ -52,6 +52,16 @@ const DeploymentSchema = Type.Object({
   finishedAt: NullableTimestamp,
   runningAt: Type.Optional(Nullable(Timestamp, { description: 'when it first reached running (kept when it is later superseded or fails); only such a deployment can be rolled back to' })),
   rollbackOf: Type.Optional(Nullable(Type.String(), { description: 'a rollback: the deployment whose spec this one carries' })),
+  reportsDrain: Type.Optional(
+    Type.Boolean({ description: 'its agent reports the drain after running (it announced workload.drain when the deployment was sent); false: the three drain fields stay null' }),
+  ),
+  connectionsOpenAtSwitch: Type.Optional(
+    Nullable(Type.Integer({ minimum: 0 }), { description: 'proxied requests and streams open on the old containers at the switch; null until reported, or when the node\'s proxy cannot count' }),
+  ),
+  connectionsCut: Type.Optional(
+    Nullable(Type.Integer({ minimum: 0 }), { description: 'of those, still open when the drain deadline (drainSeconds) fell and the old containers were stopped; null as above' }),
+  ),
+  drainEndedAt: Type.Optional(Nullable(Timestamp, { description: 'when the drain of the old containers ended (the first report wins); null until reported' })),
   final: Type.Optional(Type.Boolean({ description: 'with ?wait: whether the deployment reached a final state before the wait ended' })),
 });
 

@@ -1,6 +1,7 @@
 import { Nullable } from '@tether/common';
 import Type from 'typebox';
 import { HEALTH_CHECK_DEFAULTS, MAX_VOLUMES } from '../domain/service-fields.js';
+import { DEFAULT_DRAIN_SECONDS } from '../db/deployment-spec.js';
 
 // The HTTP shapes of a service's command, args, resources and volumes. Their
 // rules beyond the shape (volume names and paths) are the domain's
@@ -72,6 +73,15 @@ export const HealthCheckOut = Nullable(
   }),
 );
 
+export const MAX_DRAIN_SECONDS = 3600;
+export const DrainSeconds = Type.Integer({
+  minimum: 0,
+  maximum: MAX_DRAIN_SECONDS,
+  description:
+    `seconds the old containers of a rollout keep their open connections after the switch to the new ones (0-${MAX_DRAIN_SECONDS}, default ${DEFAULT_DRAIN_SECONDS}; 0: stopped at the switch); ` +
+    `a rollout setting like replicas (a rollback keeps it). A value other than ${DEFAULT_DRAIN_SECONDS} needs an agent with workload.drain, else the deployment ends failed AGENT_LACKS_CAPABILITY`,
+});
+
 export const VolumeOut = Type.Object({ name: Type.String(), mountPath: Type.String(), readOnly: Type.Boolean() });
 
 /** The new fields of a service as answered. */
@@ -81,6 +91,7 @@ export const ServiceFieldsOut = {
   resources: Nullable(Type.Object({ cpus: Type.Optional(Type.Number()), memoryMiB: Type.Optional(Type.Integer()) })),
   volumes: Type.Array(VolumeOut),
   healthCheck: HealthCheckOut,
+  drainSeconds: Type.Integer(),
 };
 
 /** The new fields of a create or update body. */
@@ -90,4 +101,5 @@ export const ServiceFieldsIn = {
   resources: Type.Optional(Resources),
   volumes: Type.Optional(VolumesIn),
   healthCheck: Type.Optional(HealthCheckIn),
+  drainSeconds: Type.Optional(DrainSeconds),
 };

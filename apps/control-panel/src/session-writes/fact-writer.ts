@@ -95,6 +95,7 @@ async function applyFact(tx: Tx, fact: DurableFact): Promise<FactResult> {
     case 'deployment.dispatched':
     case 'deployment.delivered':
     case 'deployment.finished':
+    case 'deployment.drained':
       return applyDeploymentStep(prismaSql(tx), fact);
     case 'reload':
       await tx.$executeRaw`
@@ -108,23 +109,38 @@ async function applyFact(tx: Tx, fact: DurableFact): Promise<FactResult> {
   }
 }
 
-type DeploymentStep = Extract<DurableFact, { kind: 'deployment.dispatched' | 'deployment.delivered' | 'deployment.finished' }>;
+type DeploymentStep = Extract<DurableFact, { kind: 'deployment.dispatched' | 'deployment.delivered' | 'deployment.finished' | 'deployment.drained' }>;
 
 const isDeploymentStep = (fact: DurableFact): fact is DeploymentStep =>
-  fact.kind === 'deployment.dispatched' || fact.kind === 'deployment.delivered' || fact.kind === 'deployment.finished';
+  fact.kind === 'deployment.dispatched' || fact.kind === 'deployment.delivered' || fact.kind === 'deployment.finished' || fact.kind === 'deployment.drained';
 
 /**
  * A deployment's step as one statement: sent (on which session, when), ACKed
  * (delivered only from pending), finished (whether the row changed; running
- * supersedes the service's other running deployment in the same statement).
+ * supersedes the service's other running deployment in the same statement),
+ * drained (the first report for a deployment of the reporting node; whether the row changed).
  * The columns are `timestamp(3)` holding UTC, as Prisma writes them: the ISO
  * time goes in as UTC whatever the session's TimeZone.
  */
 async function applyDeploymentStep(sql: Sql, fact: DeploymentStep): Promise<FactResult> {
   switch (fact.kind) {
     case 'deployment.dispatched':
-      await sql.run(`UPDATE deployments SET session_id = $2, dispatched_at = $3::timestamptz AT TIME ZONE 'UTC' WHERE id = $1`, [fact.deploymentId, fact.sessionId, fact.at]);
+      await sql.run(`UPDATE deployments SET session_id = $2, dispatched_at = $3::timestamptz AT TIME ZONE 'UTC', reports_drain = $4 WHERE id = $1`, [
+        fact.deploymentId,
+        fact.sessionId,
+        fact.at,
+        fact.reportsDrain === true,
+      ]);
       return undefined;
+    case 'deployment.drained': {
+      // First one wins (a repeat, a replay after a reconnect: nothing changes); another node's report changes nothing.
+      const changed = await sql.run(
+        `UPDATE deployments SET connections_open_at_switch = $3, connections_cut = $4, drain_ended_at = $5::timestamptz AT TIME ZONE 'UTC'
+        WHERE id = $1 AND node_id = $2 AND drain_ended_at IS NULL`,
+        [fact.deploymentId, fact.nodeId, fact.connectionsOpenAtSwitch, fact.connectionsCut, fact.drainEndedAt],
+      );
+      return changed > 0;
+    }
     case 'deployment.delivered':
       await sql.run(
         `UPDATE deployments SET status = 'delivered', acked_at = $2::timestamptz AT TIME ZONE 'UTC', reason = 'acknowledged by the agent' WHERE id = $1 AND status = 'pending'`,

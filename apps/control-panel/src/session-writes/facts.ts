@@ -38,10 +38,13 @@ export type DurableFact =
       /** Only sessions whose owning panel's lease expired (the periodic sweep, on any panel). */
       expiredOwnersOnly?: boolean;
     }
-  | { kind: 'deployment.dispatched'; deploymentId: string; sessionId: string; at: string }
+  /** reportsDrain: the session's agent announced workload.drain (absent in facts spilled by an older panel: false). */
+  | { kind: 'deployment.dispatched'; deploymentId: string; sessionId: string; at: string; reportsDrain?: boolean }
   | { kind: 'deployment.delivered'; deploymentId: string; at: string }
   /** nodeId set: only a deployment of that node (an agent reports only its own). */
   | { kind: 'deployment.finished'; deploymentId: string; status: DeploymentTerminal; reason: string; at: string; nodeId: string | null }
+  /** The agent's deploy.drained: recorded once (the first wins), only for a deployment of that node. */
+  | { kind: 'deployment.drained'; deploymentId: string; nodeId: string; connectionsOpenAtSwitch: number | null; connectionsCut: number | null; drainEndedAt: string }
   | { kind: 'reload'; nodeId: string; key: string | null; at: string; hashBefore: string | null; hashAfter: string; reason: string }
   /** An audit row that is not part of a change's transaction: a refusal, a fleet-page sign-in or sign-out. */
   | { kind: 'audit'; row: AuditRow };
@@ -49,7 +52,7 @@ export type DurableFact =
 export const ORPHANED_REASON = 'panel stopped without closing its sessions';
 export const EXPIRED_OWNER_REASON = "the owning panel's lease expired (panel killed or cut off from the database)";
 
-/** What a durable fact's write answered (deployment.finished: whether the row changed). */
+/** What a durable fact's write answered (deployment.finished and deployment.drained: whether the row changed). */
 export type FactResult = boolean | undefined;
 
 /** Writes facts to the database. Implementations are idempotent per fact. */

@@ -1,5 +1,5 @@
 import { sanitizeText, type Logger } from '@tether/common';
-import { createIdGenerator, workloadCapabilities, type DeployResult, type Heartbeat, type Workload } from '@tether/protocol';
+import { CAPABILITIES, createIdGenerator, workloadCapabilities, type DeployDrained, type DeployResult, type Heartbeat, type Workload } from '@tether/protocol';
 import { AppError, PanelError } from '../errors.js';
 import { lackedDelivery, lacksDeliveryReason, needsDelivery, type PlannedWorkload, type SecretDelivery } from '../secrets/secret-delivery.js';
 import type { PanelEvents } from '../panel-events.js';
@@ -8,6 +8,7 @@ import type { SessionRegistry } from './registry.js';
 import { AckTimeoutError, SessionClosedError, type AgentSession } from './session.js';
 import type { SessionStore } from './session-store.js';
 import { containerReady } from '../node-health/container-verdict.js';
+import { forAgent } from '../db/deployment-spec.js';
 
 /** What the REST layer hands over once a deployment row is persisted (status `pending`). */
 export interface DispatchRequest {
@@ -100,6 +101,8 @@ export class SessionDispatcher implements DeploymentDispatcher {
       await this.store.deploymentFinished(request.deploymentId, 'unreachable', reason);
       throw new AppError('NODE_UNREACHABLE', reason, { nodeId: request.nodeId, deploymentId: request.deploymentId });
     }
+    // drainSeconds as this agent takes it: the default left out for an agent without workload.drain.
+    request = { ...request, workload: forAgent(session, request.workload) };
     const lacking = missingCapabilities(session, request.workload);
     if (lacking.length > 0) {
       // Never sent: an agent that did not announce a field would run the deployment without it.
@@ -108,7 +111,8 @@ export class SessionDispatcher implements DeploymentDispatcher {
       throw new AppError('AGENT_LACKS_CAPABILITY', reason, { nodeId: request.nodeId, deploymentId: request.deploymentId, capabilities: lacking });
     }
     const workload = await this.wireWorkload(request, session);
-    await this.store.deploymentDispatched(request.deploymentId, session.id);
+    // An agent with workload.drain reports the drain after running (deploy.drained): event streams wait for it.
+    await this.store.deploymentDispatched(request.deploymentId, session.id, session.hasCapability(CAPABILITIES.WORKLOAD_DRAIN));
     const sentAt = performance.now();
     this.sentDeploys?.deploySent(session, workload);
     try {
@@ -189,6 +193,27 @@ export class SessionDispatcher implements DeploymentDispatcher {
       const changed = await this.store.deploymentFinished(message.deploymentId, message.status, reason, session.nodeId);
       this.awaitingResult.get(session.nodeId)?.delete(message.deploymentId);
       if (!changed) this.logger.debug({ node: session.nodeName, deploymentId: message.deploymentId }, 'result for a deployment that already ended');
+    });
+  }
+
+  /**
+   * deploy.drained: recorded on the deployment through the fact writer, once (the first report wins; a repeat, or
+   * a deployment of another node, changes nothing). Not ACKed (docs/protocol.md).
+   */
+  drainedReceived(session: AgentSession, message: DeployDrained): Promise<void> {
+    return this.guarded(session, message.type, async () => {
+      const { deploymentId, connectionsOpenAtSwitch, connectionsCut } = message;
+      // The protocol bounds the time's text, not its meaning: one that is no time is recorded as received here.
+      const reported = new Date(message.drainEndedAt);
+      const drainEndedAt = (Number.isNaN(reported.getTime()) ? new Date() : reported).toISOString();
+      const recorded = await this.store.deploymentDrained({ deploymentId, nodeId: session.nodeId, connectionsOpenAtSwitch, connectionsCut, drainEndedAt });
+      if (!recorded) {
+        this.logger.debug({ node: session.nodeName, deploymentId }, 'drain report ignored: already recorded, or not a deployment of this node');
+        return;
+      }
+      const node = session.nodeName;
+      this.metrics?.nodeDrains.inc({ node, counted: connectionsCut === null ? 'no' : 'yes' });
+      if (connectionsCut !== null && connectionsCut > 0) this.metrics?.nodeDrainConnectionsCut.inc({ node }, connectionsCut);
     });
   }
 

@@ -35,6 +35,15 @@ export interface SessionClosedRecord {
 
 export type { DeploymentTerminal };
 
+/** What an agent's deploy.drained says, and which node said it. */
+export interface DrainReport {
+  deploymentId: string;
+  nodeId: string;
+  connectionsOpenAtSwitch: number | null;
+  connectionsCut: number | null;
+  drainEndedAt: string;
+}
+
 export interface SessionStore {
   /** Resolve when committed; never reject for an unavailable database (the outbox holds them). */
   sessionOpened(record: SessionOpenedRecord): Promise<void>;
@@ -45,10 +54,15 @@ export interface SessionStore {
    * DATABASE_UNAVAILABLE when not committed within the commit deadline, and stay
    * queued (the row reaches its state once the database answers).
    */
-  deploymentDispatched(deploymentId: string, sessionId: string): Promise<void>;
+  deploymentDispatched(deploymentId: string, sessionId: string, reportsDrain?: boolean): Promise<void>;
   deploymentDelivered(deploymentId: string): Promise<void>;
   /** Ends a deployment (and, when it runs, supersedes the service's older running one). */
   deploymentFinished(deploymentId: string, status: DeploymentTerminal, reason: string, nodeId?: string): Promise<boolean>;
+  /**
+   * Records the node's deploy.drained on its deployment: true when it was the first for it (repeats and
+   * another node's deployment change nothing). Not awaited by a REST answer: the outbox holds it through an outage.
+   */
+  deploymentDrained(report: DrainReport): Promise<boolean>;
   /** Deployment ids of a node that were delivered but have no result yet. */
   deliveredDeployments(nodeId: string): Promise<string[]>;
   /** What the node should run: every service placed on it with its current deployment. */
@@ -111,8 +125,8 @@ export class OutboxSessionStore implements SessionStore {
     for (const e of entries) this.outbox.noteLastSeen(e.nodeId, e.at);
   }
 
-  async deploymentDispatched(deploymentId: string, sessionId: string): Promise<void> {
-    await this.committed(this.outbox.submit({ kind: 'deployment.dispatched', deploymentId, sessionId, at: new Date().toISOString() }));
+  async deploymentDispatched(deploymentId: string, sessionId: string, reportsDrain = false): Promise<void> {
+    await this.committed(this.outbox.submit({ kind: 'deployment.dispatched', deploymentId, sessionId, at: new Date().toISOString(), reportsDrain }));
   }
 
   async deploymentDelivered(deploymentId: string): Promise<void> {
@@ -122,6 +136,10 @@ export class OutboxSessionStore implements SessionStore {
   async deploymentFinished(deploymentId: string, status: DeploymentTerminal, reason: string, nodeId?: string): Promise<boolean> {
     const fact = { kind: 'deployment.finished', deploymentId, status, reason, at: new Date().toISOString(), nodeId: nodeId ?? null } as const;
     return (await this.committed(this.outbox.submit(fact))) === true;
+  }
+
+  async deploymentDrained(report: DrainReport): Promise<boolean> {
+    return (await this.outbox.submit({ kind: 'deployment.drained', ...report })) === true;
   }
 
   private async committed<T>(write: Promise<T>): Promise<T> {

@@ -5,6 +5,7 @@ import type { SessionRegistry } from './registry.js';
 import type { AgentSession } from './session.js';
 import { missingCapabilities } from './session-dispatcher.js';
 import type { DesiredWorkloads, SessionStore } from './session-store.js';
+import { forAgent } from '../db/deployment-spec.js';
 
 // Sends every node the complete set of workloads it should run: when its
 // session opens (so nothing decided while it was away is lost) and whenever
@@ -76,7 +77,10 @@ export class WorkloadSync {
       if (session.closed) return;
       // No await between the overlay and the send: a deploy sent later is sent after this set.
       // A workload the agent cannot run as specified is left out (its deploy was refused the same way).
-      const workloads = withSentDeploys({ workloads: stored, placed: read.placed }, this.sent.get(session)).filter((w) => missingCapabilities(session, w).length === 0);
+      // drainSeconds as the agent takes it (the default left out for one without workload.drain).
+      const workloads = withSentDeploys({ workloads: stored.map((w) => forAgent(session, w)), placed: read.placed }, this.sent.get(session)).filter(
+        (w) => missingCapabilities(session, w).length === 0,
+      );
       await session.sendAwaitingAck({ type: 'workloads', id: this.nextId(), workloads });
       this.logger.debug({ node: session.nodeName, count: workloads.length, reason }, 'workloads sent');
     } catch (err) {

@@ -54,7 +54,7 @@ describe('deployments API', () => {
         id: expect.any(String),
         serviceId: service.id,
         nodeId: service.nodeId,
-        spec: { name: 'web', image: 'nginx:1.27', env: { MODE: 'prod' }, internalPort: 8080, replicas: 2, command: null, args: null, resources: null, volumes: [], healthCheck: null },
+        spec: { name: 'web', image: 'nginx:1.27', env: { MODE: 'prod' }, internalPort: 8080, replicas: 2, command: null, args: null, resources: null, volumes: [], healthCheck: null, drainSeconds: 30 },
         status: 'pending',
         reason: null,
         sessionId: null,
@@ -64,6 +64,10 @@ describe('deployments API', () => {
         finishedAt: null,
         runningAt: null,
         rollbackOf: null,
+        reportsDrain: false,
+        connectionsOpenAtSwitch: null,
+        connectionsCut: null,
+        drainEndedAt: null,
       });
       expect(dispatched).toHaveLength(1);
       const [{ request, rowAtDispatch }] = dispatched as [(typeof dispatched)[number]];
@@ -73,7 +77,7 @@ describe('deployments API', () => {
         deploymentId: res.body.id,
         nodeId: service.nodeId,
         nodeName: 'worker-1',
-        workload: { serviceId: service.id, serviceName: 'web', deploymentId: res.body.id, image: 'nginx:1.27', env: { MODE: 'prod' }, port: 8080, replicas: 2 },
+        workload: { serviceId: service.id, serviceName: 'web', deploymentId: res.body.id, image: 'nginx:1.27', env: { MODE: 'prod' }, port: 8080, replicas: 2, drainSeconds: 30 },
       });
     });
 

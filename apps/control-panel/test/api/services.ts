@@ -64,6 +64,7 @@ describe('services API', () => {
         resources: null,
         volumes: [],
         healthCheck: null,
+        drainSeconds: 30,
         nodeId: expect.any(String),
         nodeName: 'beta',
         createdAt: expect.any(String),

@@ -1,7 +1,7 @@
 import { usage } from '../errors.js';
 
 // The service fields `tether deploy` can change before it deploys: the image,
-// the process (command and args), the resource limits and the volumes. Each
+// the process (command and args), the resource limits, the volumes and the drain. Each
 // flag becomes a field of one PATCH /v1/services/:id; the panel validates
 // them (and answers INVALID_VOLUME, VOLUME_NEEDS_ONE_REPLICA, … as API errors).
 
@@ -15,6 +15,8 @@ export interface ServiceChangeOptions {
   memory?: string;
   /** --volume name:/path[:ro], repeated: the service's whole list of volumes. */
   volume?: string[];
+  /** --drain-seconds N: how long old containers keep their connections after a rollout's switch. */
+  'drain-seconds'?: string;
 }
 
 export interface ServiceChanges {
@@ -23,6 +25,7 @@ export interface ServiceChanges {
   args?: string[];
   resources?: { cpus?: number; memoryMiB?: number };
   volumes?: { name: string; mountPath: string; readOnly: boolean }[];
+  drainSeconds?: number;
 }
 
 function volumeOf(flag: string): { name: string; mountPath: string; readOnly: boolean } {
@@ -53,6 +56,11 @@ export function serviceChanges(options: ServiceChangeOptions): ServiceChanges {
   }
   if (Object.keys(resources).length > 0) changes.resources = resources;
   if (options.volume !== undefined) changes.volumes = options.volume.map(volumeOf);
+  const drain = options['drain-seconds'];
+  if (drain !== undefined) {
+    if (!/^\d+$/.test(drain) || Number(drain) > 3600) throw usage('--drain-seconds takes whole seconds, 0-3600');
+    changes.drainSeconds = Number(drain);
+  }
   return changes;
 }
 
@@ -63,6 +71,7 @@ export function describeChanges(c: ServiceChanges): string {
     c.command === undefined ? null : `command ${JSON.stringify(c.command)}`,
     c.args === undefined ? null : `args ${JSON.stringify(c.args)}`,
     c.resources === undefined ? null : `resources ${JSON.stringify(c.resources)}`,
+    c.drainSeconds === undefined ? null : `drain ${c.drainSeconds}s`,
     c.volumes === undefined ? null : `volumes ${c.volumes.map((v) => `${v.name}:${v.mountPath}${v.readOnly ? ':ro' : ''}`).join(', ') || 'none'}`,
   ]
     .filter((part) => part !== null)
