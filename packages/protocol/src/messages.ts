@@ -226,7 +226,9 @@ export type WorkloadHealthCheck = Static<typeof WorkloadHealthCheck>;
 const WorkloadHealthCheckFields = { healthCheck: Type.Optional(WorkloadHealthCheck) };
 /**
  * Capability `workload.drain`: how long the old containers of a rollout keep their open connections after the
- * switch (0: stopped at the switch). Absent: the agent's default (30 s).
+ * switch (0: stopped at the switch). The panel sends it to every agent that announced the capability (its
+ * default is 30); absent (a panel without the capability), the agent rolls out its previous way: the old
+ * containers stop TETHER_DRAIN_MS after the switch, and no `deploy.drained` is sent.
  */
 const WorkloadDrainFields = { drainSeconds: Type.Optional(Type.Integer({ minimum: 0, maximum: 3600 })) };
 
