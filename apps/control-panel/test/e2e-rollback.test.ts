@@ -14,8 +14,15 @@ import { startPanel, type Panel } from './helpers/panel-harness.js';
 const docker = await ensureDocker();
 
 interface Inspect {
+  /** The id of the image the container runs. */
+  Image: string;
   Config: { Image: string; Env: string[]; Entrypoint: string[] | null; Cmd: string[] | null };
   NetworkSettings: { Networks: Record<string, { IPAddress: string }> };
+}
+
+async function imageIdOf(image: string): Promise<string> {
+  const res = await dockerApi('GET', `/images/${encodeURIComponent(image)}/json`);
+  return (JSON.parse(res.body) as { Id: string }).Id;
 }
 
 describe.skipIf(!docker.available)('rollback end to end', () => {
@@ -94,26 +101,52 @@ describe.skipIf(!docker.available)('rollback end to end', () => {
     const tookMs = Math.round(performance.now() - started);
     console.log(`rollback to ${first}: ${res.body.status} after ${tookMs} ms`);
     expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ status: 'running', final: true, rollbackOf: first, spec: { image: imageA, env: { RELEASE: 'one' }, command: serve('one') } });
+    // What release one ran, pinned by its agent: a local image's id (no registry digest).
+    const pinned = (await panel.api('GET', `/v1/deployments/${first}`)).body.imageRef as string;
+    expect(pinned).toBe(await imageIdOf(imageA));
+    expect(res.body).toMatchObject({ status: 'running', final: true, rollbackOf: first, spec: { image: pinned, env: { RELEASE: 'one' }, command: serve('one') } });
     expect(res.body.runningAt).toEqual(expect.any(String));
     const after = await runningInspect(id);
     expect(after.deployment).toBe(res.body.id);
-    expect(after.Config).toMatchObject({ Image: imageA, Entrypoint: serve('one') });
+    expect(after.Config).toMatchObject({ Image: pinned, Entrypoint: serve('one') });
     expect(after.Config.Env).toContain('RELEASE=one');
     // The service holds the restored spec: the next plain deploy does not bring release two back.
-    expect((await panel.api('GET', `/v1/services/${id}`)).body).toMatchObject({ image: imageA, env: { RELEASE: 'one' }, command: serve('one') });
+    expect((await panel.api('GET', `/v1/services/${id}`)).body).toMatchObject({ image: pinned, env: { RELEASE: 'one' }, command: serve('one') });
     const plain = await deploy(id);
-    expect((await panel.api('GET', `/v1/deployments/${plain}`)).body).toMatchObject({ rollbackOf: null, spec: { image: imageA, env: { RELEASE: 'one' }, command: serve('one') } });
+    expect((await panel.api('GET', `/v1/deployments/${plain}`)).body).toMatchObject({ rollbackOf: null, spec: { image: pinned, env: { RELEASE: 'one' }, command: serve('one') } });
     expect((await runningInspect(id)).Config.Env).toContain('RELEASE=one');
     // The superseded second deployment keeps its runningAt: it ran, so it is a target too.
     const superseded = (await panel.api('GET', `/v1/deployments/${second}`)).body;
     expect(superseded).toMatchObject({ status: 'superseded', runningAt: expect.any(String) });
     const toSecond = await panel.api('POST', `/v1/services/${id}/rollback?wait=30`, { to: second });
-    expect(toSecond.body).toMatchObject({ status: 'running', rollbackOf: second, spec: { image: imageB, env: { RELEASE: 'two' } } });
+    expect(toSecond.body).toMatchObject({ status: 'running', rollbackOf: second, spec: { image: await imageIdOf(imageB), env: { RELEASE: 'two' } } });
 
     const audit = await panel.api('GET', `/v1/audit?action=deployment.rollback`);
     const rows = audit.body.items as { action: string; outcome: string; target: { type: string; id: string } }[];
     expect(rows.filter((r) => r.outcome === 'success' && r.target.type === 'deployment').map((r) => r.target.id)).toEqual(expect.arrayContaining([res.body.id, toSecond.body.id]));
+  });
+
+  it('a tag moved since the release: the rollback runs what the release ran, not what the tag names now', async () => {
+    const moving = `tether-test/moving-${process.pid}`;
+    const tag = async (image: string) => {
+      const res = await dockerApi('POST', `/images/${encodeURIComponent(image)}/tag?repo=${encodeURIComponent(moving)}&tag=live`);
+      expect(res.status).toBe(201);
+    };
+    try {
+      await tag(imageA);
+      const id = await service({ image: `${moving}:live`, command: serve('moving') });
+      const first = await deploy(id);
+      expect((await panel.api('GET', `/v1/deployments/${first}`)).body.imageRef).toBe(await imageIdOf(imageA));
+      // The tag now names another image; release two runs it.
+      await tag(imageB);
+      await deploy(id);
+      expect((await runningInspect(id)).Image).toBe(await imageIdOf(imageB));
+      const res = await panel.api('POST', `/v1/services/${id}/rollback?wait=30`, {});
+      expect(res.body).toMatchObject({ status: 'running', rollbackOf: first, spec: { image: await imageIdOf(imageA) } });
+      expect((await runningInspect(id)).Image).toBe(await imageIdOf(imageA));
+    } finally {
+      await dockerApi('DELETE', `/images/${encodeURIComponent(`${moving}:live`)}`);
+    }
   });
 
   it('409 NO_ROLLBACK_TARGET, 409 ROLLBACK_TARGET_NEVER_RAN, 404 for another service\'s deployment; replicas stay', async () => {

@@ -6,7 +6,8 @@ import type { CanaryDropEvent, ContainerState, ReloadEvent, Route, RoutingStatus
 // and proxy/ (Caddy) implement them.
 
 export type DeployOutcome =
-  | { status: 'running'; reason: string }
+  /** `imageRef`: the image as it ran, pinned (runtime/image-pin.ts); absent when the engine could not say. */
+  | { status: 'running'; reason: string; imageRef?: string }
   | { status: 'failed'; reason: string; code: string };
 
 export interface Observation {

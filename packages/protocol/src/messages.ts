@@ -359,6 +359,12 @@ export const DeployResult = Type.Object({
   status: Type.Union([Type.Literal('running'), Type.Literal('failed')]),
   reason: Text,
   code: Nullable(Code),
+  /**
+   * `running` only, from agents that know it (absent from older ones): the image as it ran, pinned so a moved
+   * tag cannot change what a rollback to this deployment runs: `<repository>@sha256:…` when the registry gave
+   * the image a digest, else the local image id `sha256:…` (an image built or loaded on the node).
+   */
+  imageRef: Type.Optional(Identifier(FIELD_LIMITS.image)),
 });
 export type DeployResult = Static<typeof DeployResult>;
 

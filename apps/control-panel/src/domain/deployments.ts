@@ -31,6 +31,7 @@ export const presentDeployment = (d: Deployment) => ({
   finishedAt: toIso(d.finishedAt),
   runningAt: toIso(d.runningAt),
   rollbackOf: d.rollbackOf,
+  imageRef: d.imageRef,
   reportsDrain: d.reportsDrain,
   connectionsOpenAtSwitch: d.connectionsOpenAtSwitch,
   connectionsCut: d.connectionsCut,

@@ -8,9 +8,10 @@ import { checkHealthCheckPort, checkReplicasWithVolumes } from './service-fields
 // once ran is written back into the service, so the next plain deploy does
 // not bring the bad release back, and deployed through the same path as any
 // deploy (createDeployment), its row naming the deployment in `rollbackOf`.
-// What comes back: image, env, command, args, resources, volumes, health
-// check, and the internal port unless the service's routes need the one it
-// has now. What stays: the name, the replicas and drainSeconds (rollout
+// What comes back: image (as it ran, pinned by digest or by the node's image
+// id when its agent reported it), env, command, args, resources, volumes,
+// health check, and the internal port unless the service's routes need the
+// one it has now. What stays: the name, the replicas and drainSeconds (rollout
 // settings, not a release), the node, and the secrets' current values (their recorded versions are not
 // restored: docs/api.md says so).
 
@@ -24,6 +25,8 @@ interface TargetRow {
   service_id: string;
   spec: ServiceSpec;
   running_at: Date | null;
+  /** The image as it ran, pinned by its agent (deploy.result imageRef); null from older agents. */
+  image_ref: string | null;
 }
 
 /** The service as createDeployment read it (in the caller's scope, node locked). */
@@ -46,7 +49,8 @@ export async function rollbackSpec(tx: Tx, service: RollbackService, current: Se
   const internalPort = old.internalPort === null && hasRoutes ? service.internalPort : old.internalPort;
   const spec: ServiceSpec = {
     name: current.name,
-    image: old.image,
+    // What ran, pinned: a tag moved since the release cannot change what comes back (the tag, from older agents).
+    image: target.image_ref ?? old.image,
     env: old.env,
     internalPort,
     replicas: service.replicas,
@@ -82,7 +86,7 @@ async function defaultTarget(tx: Tx, serviceId: string): Promise<TargetRow> {
   // "Before the current one": the newest deployment of the service is what the rollback undoes (running now, or
   // the release that just failed); the newest older one that ever ran is what it goes back to.
   const rows = await tx.$queryRaw<TargetRow[]>`
-    SELECT d.id, d.service_id, d.spec, d.running_at FROM deployments d
+    SELECT d.id, d.service_id, d.spec, d.running_at, d.image_ref FROM deployments d
     WHERE d.service_id = ${serviceId} AND d.running_at IS NOT NULL
       AND (d.created_at, d.id) < (SELECT l.created_at, l.id FROM deployments l WHERE l.service_id = ${serviceId} ORDER BY l.created_at DESC, l.id DESC LIMIT 1)
     ORDER BY d.created_at DESC, d.id DESC LIMIT 1`;
@@ -92,7 +96,7 @@ async function defaultTarget(tx: Tx, serviceId: string): Promise<TargetRow> {
 }
 
 async function namedTarget(tx: Tx, serviceId: string, id: string): Promise<TargetRow> {
-  const [row] = await tx.$queryRaw<TargetRow[]>`SELECT d.id, d.service_id, d.spec, d.running_at FROM deployments d WHERE d.id = ${id}`;
+  const [row] = await tx.$queryRaw<TargetRow[]>`SELECT d.id, d.service_id, d.spec, d.running_at, d.image_ref FROM deployments d WHERE d.id = ${id}`;
   // Another service's deployment is not this service's to name, whether or not the caller may see it.
   if (!row || row.service_id !== serviceId) throw new AppError('NOT_FOUND', `service ${serviceId} has no deployment ${id}`);
   if (row.running_at === null) throw new AppError('ROLLBACK_TARGET_NEVER_RAN', `deployment ${id} never reached running: rolling back to it could only repeat its failure`);

@@ -52,6 +52,9 @@ const DeploymentSchema = Type.Object({
   finishedAt: NullableTimestamp,
   runningAt: Type.Optional(Nullable(Timestamp, { description: 'when it first reached running (kept when it is later superseded or fails); only such a deployment can be rolled back to' })),
   rollbackOf: Type.Optional(Nullable(Type.String(), { description: 'a rollback: the deployment whose spec this one carries' })),
+  imageRef: Type.Optional(
+    Nullable(Type.String(), { description: 'the image as it ran, pinned (`<repository>@sha256:…`, or the node\'s image id `sha256:…`); a rollback to this deployment runs it. Null until running, and from older agents' }),
+  ),
   reportsDrain: Type.Optional(
     Type.Boolean({ description: 'its agent reports the drain after running (it announced workload.drain when the deployment was sent); false: the three drain fields stay null' }),
   ),

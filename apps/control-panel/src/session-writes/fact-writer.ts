@@ -153,7 +153,8 @@ async function applyDeploymentStep(sql: Sql, fact: DeploymentStep): Promise<Fact
       const [row] = await sql.rows<{ changed: number }>(
         `WITH done AS (
           UPDATE deployments SET status = $2::"DeploymentStatus", reason = $3, finished_at = $4::timestamptz AT TIME ZONE 'UTC',
-            running_at = CASE WHEN $2::"DeploymentStatus" = 'running' THEN COALESCE(running_at, $4::timestamptz AT TIME ZONE 'UTC') ELSE running_at END
+            running_at = CASE WHEN $2::"DeploymentStatus" = 'running' THEN COALESCE(running_at, $4::timestamptz AT TIME ZONE 'UTC') ELSE running_at END,
+            image_ref = COALESCE($7::text, image_ref)
           WHERE id = $1 AND status = ANY($5::"DeploymentStatus"[]) AND ($6::text IS NULL OR node_id = $6)
           RETURNING service_id, status
         ), superseded AS (
@@ -161,7 +162,7 @@ async function applyDeploymentStep(sql: Sql, fact: DeploymentStep): Promise<Fact
           FROM done WHERE done.status = 'running' AND d.service_id = done.service_id AND d.status = 'running' AND d.id <> $1
         )
         SELECT count(*)::int AS changed FROM done`,
-        [fact.deploymentId, fact.status, fact.reason, fact.at, from, fact.nodeId],
+        [fact.deploymentId, fact.status, fact.reason, fact.at, from, fact.nodeId, fact.imageRef ?? null],
       );
       return (row?.changed ?? 0) > 0;
     }

@@ -42,7 +42,16 @@ export type DurableFact =
   | { kind: 'deployment.dispatched'; deploymentId: string; sessionId: string; at: string; reportsDrain?: boolean }
   | { kind: 'deployment.delivered'; deploymentId: string; at: string }
   /** nodeId set: only a deployment of that node (an agent reports only its own). */
-  | { kind: 'deployment.finished'; deploymentId: string; status: DeploymentTerminal; reason: string; at: string; nodeId: string | null }
+  | {
+      kind: 'deployment.finished';
+      deploymentId: string;
+      status: DeploymentTerminal;
+      reason: string;
+      at: string;
+      nodeId: string | null;
+      /** `running` from an agent that pinned the image it ran (deploy.result imageRef); absent otherwise, and in facts spilled before. */
+      imageRef?: string | null;
+    }
   /** The agent's deploy.drained: recorded once (the first wins), only for a deployment of that node. */
   | { kind: 'deployment.drained'; deploymentId: string; nodeId: string; connectionsOpenAtSwitch: number | null; connectionsCut: number | null; drainEndedAt: string }
   | { kind: 'reload'; nodeId: string; key: string | null; at: string; hashBefore: string | null; hashAfter: string; reason: string }

@@ -190,7 +190,8 @@ export class SessionDispatcher implements DeploymentDispatcher {
       const text = sanitizeText(message.reason);
       const reason = message.code ? `${message.code}: ${text}` : text;
       if (message.status === 'failed') this.sentDeploys?.deployFailed(session, message.deploymentId);
-      const changed = await this.store.deploymentFinished(message.deploymentId, message.status, reason, session.nodeId);
+      const imageRef = message.status === 'running' ? message.imageRef : undefined;
+      const changed = await this.store.deploymentFinished(message.deploymentId, message.status, reason, session.nodeId, imageRef);
       this.awaitingResult.get(session.nodeId)?.delete(message.deploymentId);
       if (!changed) this.logger.debug({ node: session.nodeName, deploymentId: message.deploymentId }, 'result for a deployment that already ended');
     });

@@ -57,7 +57,8 @@ export interface SessionStore {
   deploymentDispatched(deploymentId: string, sessionId: string, reportsDrain?: boolean): Promise<void>;
   deploymentDelivered(deploymentId: string): Promise<void>;
   /** Ends a deployment (and, when it runs, supersedes the service's older running one). */
-  deploymentFinished(deploymentId: string, status: DeploymentTerminal, reason: string, nodeId?: string): Promise<boolean>;
+  /** `imageRef`: the image the agent ran, pinned (deploy.result running). */
+  deploymentFinished(deploymentId: string, status: DeploymentTerminal, reason: string, nodeId?: string, imageRef?: string): Promise<boolean>;
   /**
    * Records the node's deploy.drained on its deployment: true when it was the first for it (repeats and
    * another node's deployment change nothing). Not awaited by a REST answer: the outbox holds it through an outage.
@@ -133,8 +134,8 @@ export class OutboxSessionStore implements SessionStore {
     await this.committed(this.outbox.submit({ kind: 'deployment.delivered', deploymentId, at: new Date().toISOString() }));
   }
 
-  async deploymentFinished(deploymentId: string, status: DeploymentTerminal, reason: string, nodeId?: string): Promise<boolean> {
-    const fact = { kind: 'deployment.finished', deploymentId, status, reason, at: new Date().toISOString(), nodeId: nodeId ?? null } as const;
+  async deploymentFinished(deploymentId: string, status: DeploymentTerminal, reason: string, nodeId?: string, imageRef?: string): Promise<boolean> {
+    const fact = { kind: 'deployment.finished', deploymentId, status, reason, at: new Date().toISOString(), nodeId: nodeId ?? null, ...(imageRef ? { imageRef } : {}) } as const;
     return (await this.committed(this.outbox.submit(fact))) === true;
   }
 

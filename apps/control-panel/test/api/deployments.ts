@@ -64,6 +64,7 @@ describe('deployments API', () => {
         finishedAt: null,
         runningAt: null,
         rollbackOf: null,
+        imageRef: null,
         reportsDrain: false,
         connectionsOpenAtSwitch: null,
         connectionsCut: null,

@@ -387,6 +387,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       status: outcome.status,
       reason: freeText(outcome.reason),
       code: outcome.status === 'failed' ? outcome.code : null,
+      ...(outcome.status === 'running' && outcome.imageRef ? { imageRef: outcome.imageRef } : {}),
     };
     if (this.socket && this.state_ === 'ready' && this.sendOn(this.socket, result)) return;
     this.results.hold(result);

@@ -131,6 +131,8 @@ export interface ContainerRuntime {
   imagePresent(image: string): Promise<boolean>;
   /** The local image's id (`sha256:…` of its config) for a reference; null when the engine has none. */
   imageId(image: string): Promise<string | null>;
+  /** The local image's id and the registry digests it was pulled by (`repository@sha256:…`); null when the engine has none. */
+  imageIdentity(image: string): Promise<{ id: string; repoDigests: string[] } | null>;
   /**
    * Pulls an image (with `auth`, the registry's credentials), failing with IMAGE_PULL_FAILED after `timeoutMs`
    * rather than hanging; the error keeps the daemon's words (image-access.ts turns them into registry codes).

@@ -190,9 +190,13 @@ export class DockerContainerRuntime implements ContainerRuntime {
   }
 
   async imageId(image: string): Promise<string | null> {
+    return (await this.imageIdentity(image))?.id ?? null;
+  }
+
+  async imageIdentity(image: string): Promise<{ id: string; repoDigests: string[] } | null> {
     try {
       const info = await this.call(`inspect image ${image}`, 'image', (abortSignal) => this.docker.getImage(image).inspect(withSignal<Docker.ImageInspectOptions>(abortSignal)));
-      return info.Id;
+      return { id: info.Id, repoDigests: info.RepoDigests ?? [] };
     } catch (err) {
       if ((err as RuntimeError).code === RUNTIME_ERROR_CODES.IMAGE_NOT_FOUND) return null;
       throw err;

@@ -12,6 +12,7 @@ import { PrivateImages } from './image-access.js';
 import { rolloutWithoutOverlap } from './exclusive-rollout.js';
 import { DrainBook } from './drain-book.js';
 import { Drainer, type DrainStats } from './drainer.js';
+import { pinImage } from './image-pin.js';
 import { applyMaintenance, rollout, stopAndRemove, type ExecutorDeps, type FailureReport, type RolloutAction } from './executor.js';
 import { plan, type Action, type PlanContext } from './plan.js';
 import { waitUntilReady } from './readiness.js';
@@ -254,7 +255,11 @@ export class DockerWorkloadController implements WorkloadController {
     this.desired.set(workload.serviceId, workload);
     const answer = this.book.track(id);
     this.enqueue(workload.serviceId, () => this.converge(workload.serviceId, id));
-    return answer.then((outcome) => {
+    return answer.then(async (outcome) => {
+      if (outcome.status === 'running') {
+        const imageRef = await pinImage(this.options.runtime, workload.image);
+        return imageRef ? { ...outcome, imageRef } : outcome;
+      }
       // A deployment answered "failed" must not come true later on its own (say, when the daemon is back):
       // the node goes back to what it was asked before, unless something newer arrived meanwhile.
       if (outcome.status === 'failed' && this.desired.get(workload.serviceId) === workload) {
