@@ -1,7 +1,7 @@
 import type { Logger } from '@tether/common';
 import type { AgentConfig } from './config.js';
 import { PanelConnection } from './connection/panel-connection.js';
-import type { EventOutbox, RoutingController, WorkloadController } from './controllers.js';
+import type { PendingEvents, RoutingController, WorkloadController } from './controllers.js';
 import type { LogStreams } from './logs/index.js';
 
 export const AGENT_VERSION = '0.1.0';
@@ -15,7 +15,7 @@ export interface Agent {
 /** Composes the agent from its config and the two controllers it drives. */
 export function createAgent(
   config: AgentConfig & { nodeName: string },
-  deps: { logger: Logger; workloads: WorkloadController; routing: RoutingController; events?: EventOutbox; logs?: LogStreams },
+  deps: { logger: Logger; workloads: WorkloadController; routing: RoutingController; events?: PendingEvents; logs?: LogStreams },
 ): Agent {
   const connection = new PanelConnection({
     panelUrl: config.panelUrls,

@@ -119,7 +119,7 @@ export interface AnswererHealth {
 }
 
 /** Events the panel must record exactly once (proxy/event-journal.ts): the session sends them until ACKed. */
-export interface EventOutbox {
+export interface PendingEvents {
   pending(): readonly (ReloadEvent | CanaryDropEvent)[];
   /** Keys `<epoch>:<seq>` the panel stored. */
   acknowledge(keys: Iterable<string>): Promise<void>;

@@ -1,6 +1,6 @@
 import { sanitizeText } from '@tether/common';
 import { CAPABILITIES, FIELD_LIMITS, TIMING_DEFAULTS, type ProxyEvents } from '@tether/protocol';
-import type { EventOutbox } from '../controllers.js';
+import type { PendingEvents } from '../controllers.js';
 
 // The session's side of proxy.events: sends the outbox's events to a panel
 // that confirmed the capability, at most 500 a message, and forgets them only
@@ -20,7 +20,7 @@ export class EventSender {
   private readonly inFlight = new Map<string, { keys: string[]; at: number }>();
 
   constructor(
-    private readonly outbox: EventOutbox,
+    private readonly pending: PendingEvents,
     private readonly nextId: () => string,
   ) {}
 
@@ -44,7 +44,7 @@ export class EventSender {
     const now = Date.now();
     for (const [id, sent] of this.inFlight) if (now - sent.at > this.ackTimeoutMs) this.inFlight.delete(id);
     const carried = new Set([...this.inFlight.values()].flatMap((m) => m.keys));
-    const waiting = this.outbox.pending().filter((e) => !carried.has(key(e)));
+    const waiting = this.pending.pending().filter((e) => !carried.has(key(e)));
     for (let i = 0; i < waiting.length; i += BATCH) {
       // Free text leaves the agent sanitised, like every reason.
       const events = waiting
@@ -65,7 +65,7 @@ export class EventSender {
     const sent = this.inFlight.get(ref);
     if (!sent) return false;
     this.inFlight.delete(ref);
-    void this.outbox.acknowledge(sent.keys);
+    void this.pending.acknowledge(sent.keys);
     return true;
   }
 }

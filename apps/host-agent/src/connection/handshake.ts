@@ -1,6 +1,6 @@
 import { sanitizeText } from '@tether/common';
 import { CAPABILITIES, FIELD_LIMITS, type RouteProbe, type RoutingStatus, type RuntimeStatus } from '@tether/protocol';
-import type { EventOutbox, RoutingController, WorkloadController } from '../controllers.js';
+import type { PendingEvents, RoutingController, WorkloadController } from '../controllers.js';
 import type { LogStreams } from '../logs/index.js';
 
 // What the agent says about itself: the capabilities hello announces, and the
@@ -30,7 +30,7 @@ export const routingStatus = (status: RoutingStatus): RoutingStatus => ({
 });
 
 /** The optional features this agent was built with, as hello announces them. */
-export function agentCapabilities(parts: { events?: EventOutbox; logs?: LogStreams; routing: RoutingController; workloads: WorkloadController }): string[] {
+export function agentCapabilities(parts: { events?: PendingEvents; logs?: LogStreams; routing: RoutingController; workloads: WorkloadController }): string[] {
   return [
     ...(parts.events ? [CAPABILITIES.PROXY_EVENTS] : []),
     ...(parts.logs ? [CAPABILITIES.LOGS] : []),

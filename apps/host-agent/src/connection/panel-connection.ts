@@ -23,7 +23,7 @@ import {
   type RoutingStatus,
   type Timing,
 } from '@tether/protocol';
-import type { DeployOutcome, DrainReport, EventOutbox, RoutingController, WorkloadController } from '../controllers.js';
+import type { DeployOutcome, DrainReport, PendingEvents, RoutingController, WorkloadController } from '../controllers.js';
 import { AGENT_ERROR_CODES } from '../errors.js';
 import type { LogStreams } from '../logs/index.js';
 import { DeployResultQueue } from './deploy-results.js';
@@ -52,7 +52,7 @@ export interface PanelConnectionOptions {
   workloads: WorkloadController;
   routing: RoutingController;
   /** Reload and canary events to send in `proxy.events` when the panel speaks it. */
-  events?: EventOutbox;
+  events?: PendingEvents;
   /** Container logs over the session (capability `logs`); absent: not announced. */
   logs?: LogStreams;
   reconnect: { minMs: number; maxMs: number; healthySessionMs: number; connectTimeoutMs: number };

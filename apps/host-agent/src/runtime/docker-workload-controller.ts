@@ -13,7 +13,7 @@ import { rolloutWithoutOverlap } from './exclusive-rollout.js';
 import { DrainBook } from './drain-book.js';
 import { Drainer, type DrainStats } from './drainer.js';
 import { pinImage } from './image-pin.js';
-import { applyMaintenance, rollout, stopAndRemove, type ExecutorDeps, type FailureReport, type RolloutAction } from './executor.js';
+import { applyMaintenance, rollout, stopAndRemove, type ExecutorDeps, type ContainerFailure, type RolloutAction } from './executor.js';
 import { plan, type Action, type PlanContext } from './plan.js';
 import { waitUntilReady } from './readiness.js';
 import { RestartLedger } from './restart-ledger.js';
@@ -32,7 +32,7 @@ export interface DockerWorkloadControllerOptions {
   restart?: Partial<RestartPolicy>;
   logger?: Logger;
   /** A container crashed past its restart budget (it is left exited; heartbeats show it). */
-  onFailure?: (report: FailureReport) => void;
+  onFailure?: (failure: ContainerFailure) => void;
   /** Where the restart counters survive agent restarts (TETHER_STATE_DIR/restart-counters.json); default: memory only. */
   restartCountersFile?: string;
   /** Where ACKed volume removals survive agent restarts (TETHER_STATE_DIR/volume-removals.json); default: memory only. */
@@ -127,10 +127,10 @@ export class DockerWorkloadController implements WorkloadController {
       health: this.health,
       touched: (id) => this.reader.invalidate(id),
       restarted: (id) => this.ledger.recordRestart(id),
-      reported: (report) => {
-        this.ledger.markReported(report.containerId);
-        this.logger.error({ ...report }, 'container crashed past its restart budget');
-        options.onFailure?.(report);
+      failed: (failure) => {
+        this.ledger.markReported(failure.containerId);
+        this.logger.error({ ...failure }, 'container crashed past its restart budget');
+        options.onFailure?.(failure);
       },
     };
     this.watcher = new EventWatcher({

@@ -17,7 +17,7 @@ import type { DrainRecord } from './drain-book.js';
 // Applies plan() actions through ContainerRuntime. The only place that
 // changes containers.
 
-export interface FailureReport {
+export interface ContainerFailure {
   serviceId: string;
   deploymentId: string;
   containerId: string;
@@ -41,7 +41,7 @@ export interface ExecutorDeps {
   /** Called after every change to a container, so cached details are read again. */
   touched(id: string): void;
   restarted(id: string): void;
-  reported(report: FailureReport): void;
+  failed(failure: ContainerFailure): void;
 }
 
 export type RolloutAction = Extract<Action, { kind: 'create' | 'replace' }>;
@@ -219,8 +219,8 @@ export async function applyMaintenance(deps: ExecutorDeps, actions: Action[]): P
           deps.logger.info({ container: action.container.name, reason: action.reason }, 'removing container');
           await retire(deps, action.container);
           break;
-        case 'report-failed':
-          deps.reported({
+        case 'fail-deployment':
+          deps.failed({
             serviceId: action.serviceId,
             deploymentId: action.container.deploymentId,
             containerId: action.container.id,

@@ -7,7 +7,7 @@ export { DockerWorkloadController, type DockerWorkloadControllerOptions } from '
 export { DockerContainerRuntime } from './docker-runtime.js';
 export type { ContainerRuntime } from './container-runtime.js';
 export { RUNTIME_ERROR_CODES, RuntimeError, type RuntimeErrorCode } from './errors.js';
-export type { FailureReport } from './executor.js';
+export type { ContainerFailure } from './executor.js';
 export { plan, type Action, type ActualContainer, type PlanContext } from './plan.js';
 export { DEFAULT_RESTART_POLICY, DEFAULT_RUNTIME_TIMING, type RestartPolicy, type RuntimeTiming } from './settings.js';
 

@@ -45,7 +45,7 @@ export type Action =
   | { kind: 'wait'; serviceId: string; container: ActualContainer; until: number }
   | { kind: 'remove'; serviceId: string; container: ActualContainer; reason: RemoveReason }
   /** Crashed past the restart budget: left as it is (observe shows it) and reported once. */
-  | { kind: 'report-failed'; serviceId: string; container: ActualContainer; code: string; reason: string };
+  | { kind: 'fail-deployment'; serviceId: string; container: ActualContainer; code: string; reason: string };
 
 export interface PlanContext {
   now: number;
@@ -89,7 +89,7 @@ function keepAlive(c: ActualContainer, ctx: PlanContext): Action[] {
     const oom = c.oomKilled === true;
     const reason = `exited ${code}${oom ? ' (killed: out of memory)' : ''}; restart budget of ${ctx.restartBudget} used up`;
     const failure = oom ? RUNTIME_ERROR_CODES.OOM_KILLED : RUNTIME_ERROR_CODES.CONTAINER_EXITED;
-    return [{ kind: 'report-failed', serviceId: c.serviceId, container: c, code: failure, reason }];
+    return [{ kind: 'fail-deployment', serviceId: c.serviceId, container: c, code: failure, reason }];
   }
   const attempt = spent + 1;
   const until = (c.finishedAt ?? ctx.now) + restartDelay(attempt, ctx.restartBackoff);

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { ensureDocker, sleep, waitFor } from '@tether/testkit';
 import type { ContainerState } from '@tether/protocol';
 import { describe, expect, it } from 'vitest';
-import type { FailureReport } from '../../src/runtime/executor.js';
+import type { ContainerFailure } from '../../src/runtime/executor.js';
 import { useHarness } from './support/harness.js';
 
 const docker = await ensureDocker();
@@ -40,7 +40,7 @@ describe.skipIf(!docker.available)('runtime: crashes and the restart budget', ()
   });
 
   it('a container that keeps crashing is restarted within its budget, then reported failed and left exited; an agent restart keeps its counts', async () => {
-    const reports: FailureReport[] = [];
+    const reports: ContainerFailure[] = [];
     const countersFile = path.join(await mkdtemp(path.join(os.tmpdir(), 'tether-restarts-')), 'restart-counters.json');
     const policy = { budget: 2, backoffInitialMs: 200, backoffMaxMs: 1_000 };
     const controller = h.controller({ restart: policy, onFailure: (r) => reports.push(r), restartCountersFile: countersFile });

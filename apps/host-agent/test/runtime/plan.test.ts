@@ -63,7 +63,7 @@ function summary(actions: Action[]): string[] {
         return `wait ${a.container.id} +${a.until - NOW}`;
       case 'remove':
         return `remove ${a.container.id} ${a.reason}`;
-      case 'report-failed':
+      case 'fail-deployment':
         return `report-failed ${a.container.id} ${a.code}: ${a.reason}`;
     }
   });

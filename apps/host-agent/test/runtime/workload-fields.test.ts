@@ -1,6 +1,6 @@
 import { ensureDocker, waitFor } from '@tether/testkit';
 import { describe, expect, it } from 'vitest';
-import type { FailureReport } from '../../src/runtime/executor.js';
+import type { ContainerFailure } from '../../src/runtime/executor.js';
 import { useHarness } from './support/harness.js';
 
 // command/args (Kubernetes' meaning) and resources reach Docker as they should, read back with inspect;
@@ -60,7 +60,7 @@ describe.skipIf(!docker.available)('runtime: command, args and resources', () =>
   });
 
   it('a running container killed for memory reads oomKilled with its restart count, and is reported OOM_KILLED past its budget', async () => {
-    const reports: FailureReport[] = [];
+    const reports: ContainerFailure[] = [];
     const controller = h.controller({ restart: { budget: 2, backoffInitialMs: 100, backoffMaxMs: 200 }, onFailure: (r) => reports.push(r) });
     await controller.start();
     // Serves long enough to pass the rollout (min ready 300 ms), then grows past 16 MiB.
