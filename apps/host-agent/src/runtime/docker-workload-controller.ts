@@ -248,18 +248,21 @@ export class DockerWorkloadController implements WorkloadController {
 
   deploy(workload: Workload): Promise<DeployOutcome> {
     const id = workload.deploymentId;
+    // Every answer for a running deployment names the image as it ran (a redelivery's too).
+    const pinned = async (outcome: DeployOutcome): Promise<DeployOutcome> => {
+      if (outcome.status !== 'running' || outcome.imageRef) return outcome;
+      const imageRef = await pinImage(this.options.runtime, workload.image);
+      return imageRef ? { ...outcome, imageRef } : outcome;
+    };
     const existing = this.book.existing(id);
-    if (existing) return existing;
+    if (existing) return existing.then(pinned);
     if (this.stopped) return Promise.resolve(failure(RUNTIME_ERROR_CODES.RUNTIME_UNAVAILABLE, 'the agent runtime is stopped'));
     const previous = this.desired.get(workload.serviceId);
     this.desired.set(workload.serviceId, workload);
     const answer = this.book.track(id);
     this.enqueue(workload.serviceId, () => this.converge(workload.serviceId, id));
     return answer.then(async (outcome) => {
-      if (outcome.status === 'running') {
-        const imageRef = await pinImage(this.options.runtime, workload.image);
-        return imageRef ? { ...outcome, imageRef } : outcome;
-      }
+      if (outcome.status === 'running') return pinned(outcome);
       // A deployment answered "failed" must not come true later on its own (say, when the daemon is back):
       // the node goes back to what it was asked before, unless something newer arrived meanwhile.
       if (outcome.status === 'failed' && this.desired.get(workload.serviceId) === workload) {
