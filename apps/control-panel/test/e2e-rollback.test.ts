@@ -213,7 +213,7 @@ describe.skipIf(!docker.available)('rollback end to end', () => {
     // Another id of the same shape (its last character changed: an id already ending in x stays itself with 'x').
     const unknown = first.slice(0, -1) + (first.endsWith('x') ? 'y' : 'x');
     const refused = await runCli(['rollback', name, '--to', unknown], { configDir });
-    expect(refused.code).toBe(4);
+    expect(refused.code, `${refused.stdout}\n${refused.stderr}`).toBe(4);
     expect(refused.stderr).toContain('NOT_FOUND');
   });
 });
