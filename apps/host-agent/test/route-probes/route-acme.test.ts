@@ -1,9 +1,8 @@
-import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureCaddy, ensureIptables, ensureKnot, ensurePebble, freePort, refuseAddress, startCaddy, startPebble, waitFor, type TestCaddy, type TestPebble } from '@tether/testkit';
 import type { StaticRoutingController } from '../../src/proxy/index.js';
-import { RouteProber } from '../../src/route-probes/index.js';
-import { mapOf, removeTempDirs, route, silentLogger, startNamedServer, tempDir } from '../proxy/helpers/harness.js';
+import { opensslView, tlsProber } from './helpers/tls-probe.js';
+import { mapOf, removeTempDirs, route, startNamedServer, tempDir } from '../proxy/helpers/harness.js';
 import { caddyLoadCount, staticController } from '../proxy/helpers/static-harness.js';
 
 // The real ACME flow: Caddy's ACME issuer pointed at pebble (Let's Encrypt's
@@ -17,18 +16,6 @@ import { caddyLoadCount, staticController } from '../proxy/helpers/static-harnes
 
 const ready = (await ensureCaddy()).available && (await ensureKnot()).available && (await ensurePebble()).available && (await ensureIptables()).available;
 
-function opensslView(port: number, servername: string) {
-  const out = execFileSync('openssl', ['s_client', '-connect', `127.0.0.1:${port}`, '-servername', servername], { input: '', encoding: 'utf8', stdio: ['pipe', 'pipe', 'ignore'] });
-  const pem = out.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/)![0];
-  const text = execFileSync('openssl', ['x509', '-noout', '-issuer', '-serial', '-startdate', '-enddate', '-nameopt', 'RFC2253'], { input: pem, encoding: 'utf8' });
-  const field = (name: string) => text.match(new RegExp(`^${name}=(.*)$`, 'm'))![1]!.trim();
-  return {
-    issuer: field('issuer'),
-    serial: field('serial').toLowerCase().replace(/^0+(?=.)/, ''),
-    notBefore: new Date(field('notBefore')).toISOString(),
-    notAfter: new Date(field('notAfter')).toISOString(),
-  };
-}
 
 describe.skipIf(!ready)('route certificates from a real ACME CA (pebble, HTTP-01)', () => {
   let caddy: TestCaddy;
@@ -68,13 +55,7 @@ describe.skipIf(!ready)('route certificates from a real ACME CA (pebble, HTTP-01
     const routed = route('shop.acme.test', `127.0.0.1:${shop.port}`);
     expect((await controller.apply(mapOf([routed]))).error).toBeNull();
     const loads = await caddyLoadCount(caddy.adminUrl);
-    const prober = new RouteProber({
-      intervalMs: 60_000,
-      timeoutMs: 30_000,
-      ratePerSecond: 20,
-      target: async () => ({ host: '127.0.0.1', port: httpsPort, tls: true, marksOwnAnswers: true }),
-      logger: silentLogger,
-    });
+    const prober = tlsProber(httpsPort, 30_000);
     prober.setRoutes([routed]);
     await prober.probeNext();
     const [probe] = prober.results();
@@ -92,13 +73,7 @@ describe.skipIf(!ready)('route certificates from a real ACME CA (pebble, HTTP-01
     // An address where nothing answers (a local one whose connections are reset): pebble's HTTP-01 fails at once.
     const refused = refuseAddress('127.0.0.3');
     await pebble.setAddress('stranded.acme.test', '127.0.0.3');
-    const prober = new RouteProber({
-      intervalMs: 60_000,
-      timeoutMs: 3_000,
-      ratePerSecond: 20,
-      target: async () => ({ host: '127.0.0.1', port: httpsPort, tls: true, marksOwnAnswers: true }),
-      logger: silentLogger,
-    });
+    const prober = tlsProber(httpsPort, 3_000);
     prober.setRoutes([stranded]);
     try {
       await prober.probeNext();

@@ -1,10 +1,9 @@
-import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureCaddy, ensureKnot, startCaddy, type TestCaddy } from '@tether/testkit';
 import type { StaticRoutingController } from '../../src/proxy/index.js';
-import { RouteProber } from '../../src/route-probes/index.js';
+import { opensslView, tlsProber } from './helpers/tls-probe.js';
 import { rfc4514 } from '../../src/route-probes/certificate.js';
-import { mapOf, removeTempDirs, route, silentLogger, startNamedServer } from '../proxy/helpers/harness.js';
+import { mapOf, removeTempDirs, route, startNamedServer } from '../proxy/helpers/harness.js';
 import { startStaticTlsController } from '../proxy/helpers/static-harness.js';
 
 // The certificate of a route's domain as a TLS client sees it, read by the
@@ -14,18 +13,6 @@ import { startStaticTlsController } from '../proxy/helpers/static-harness.js';
 
 const ready = (await ensureCaddy()).available && (await ensureKnot()).available;
 
-function opensslView(port: number, servername: string): { issuer: string; serial: string; notBefore: string; notAfter: string } {
-  const pem = execFileSync('openssl', ['s_client', '-connect', `127.0.0.1:${port}`, '-servername', servername, '-showcerts'], { input: '', encoding: 'utf8', stdio: ['pipe', 'pipe', 'ignore'] });
-  const first = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/)![0];
-  const text = execFileSync('openssl', ['x509', '-noout', '-issuer', '-serial', '-startdate', '-enddate', '-nameopt', 'RFC2253'], { input: first, encoding: 'utf8' });
-  const field = (name: string) => text.match(new RegExp(`^${name}=(.*)$`, 'm'))![1]!.trim();
-  return {
-    issuer: field('issuer'),
-    serial: field('serial').toLowerCase().replace(/^0+(?=.)/, ''),
-    notBefore: new Date(field('notBefore')).toISOString(),
-    notAfter: new Date(field('notAfter')).toISOString(),
-  };
-}
 
 describe('rfc4514', () => {
   it('most specific first, special characters escaped', () => {
@@ -58,13 +45,7 @@ describe.skipIf(!ready)('route probes over TLS: the certificate as seen', () => 
     const routed = route('shop.certs.test', `127.0.0.1:${shop.port}`);
     const result = await controller.apply(mapOf([routed]));
     expect(result.error).toBeNull();
-    const prober = new RouteProber({
-      intervalMs: 60_000,
-      timeoutMs: 10_000,
-      ratePerSecond: 20,
-      target: async () => ({ host: '127.0.0.1', port: httpsPort, tls: true, marksOwnAnswers: true }),
-      logger: silentLogger,
-    });
+    const prober = tlsProber(httpsPort, 10_000);
     // The second name is probed but not in the map Caddy serves: its ask is refused, so nothing is issued.
     prober.setRoutes([routed, { domain: 'stranger.certs.test', pathPrefix: null }]);
     await prober.probeNext();
