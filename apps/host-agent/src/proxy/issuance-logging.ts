@@ -5,6 +5,9 @@
 // certificate status instead of staying in Caddy's log. Settings only: no
 // domain is ever named here.
 
+import path from 'node:path';
+import { CADDY_CONTAINER } from './caddy-image.js';
+
 /** Caddy 2.6.2's loggers of certificate issuance (checked by running it against pebble; `include` matches by prefix). */
 export const ISSUANCE_LOGGERS = ['tls.obtain', 'tls.renew', 'tls.issuance', 'tls.on_demand', 'http.acme_client'] as const;
 
@@ -22,4 +25,13 @@ export function issuanceLogging(file: string) {
       },
     },
   };
+}
+
+/**
+ * Container mode (for the static config there): Caddy writes inside its bind-mounted data folder, the agent
+ * reads the host side of the same file (`hostDataDir` = caddyHostPaths(hostDir).dataDir). External mode uses
+ * TETHER_PROXY_ISSUANCE_LOG for both.
+ */
+export function containerIssuanceLog(hostDataDir: string): { caddyPath: string; agentPath: string } {
+  return { caddyPath: path.posix.join(CADDY_CONTAINER.dataDir, 'logs', 'issuance.log'), agentPath: path.join(hostDataDir, 'logs', 'issuance.log') };
 }

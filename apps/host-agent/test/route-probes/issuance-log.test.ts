@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { describeIssuanceError, IssuanceErrors, IssuanceLog, LineSplitter, parseIssuanceLine, RouteProber } from '../../src/route-probes/index.js';
 import { renderStaticConfig } from '../../src/proxy/index.js';
+import { containerIssuanceLog } from '../../src/proxy/issuance-logging.js';
 import { silentLogger } from '../proxy/helpers/harness.js';
 
 // The issuance log follower: lines as Caddy 2.6.2 wrote them against pebble
@@ -162,5 +163,9 @@ describe('the static config names the issuance log', () => {
     });
     expect(JSON.parse(renderStaticConfig([], settings).json).logging).toBeUndefined();
     expect(JSON.parse(renderStaticConfig([], { ...settings, tls: 'off', issuanceLog: '/s/x.log' }).json).logging).toBeUndefined();
+  });
+
+  it('container mode: Caddy writes inside its bind-mounted data folder, the agent reads the host side of it', () => {
+    expect(containerIssuanceLog('/state/caddy/data')).toEqual({ caddyPath: '/data/logs/issuance.log', agentPath: '/state/caddy/data/logs/issuance.log' });
   });
 });
