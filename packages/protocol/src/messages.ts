@@ -138,8 +138,10 @@ export type CanaryStatus = Static<typeof CanaryStatus>;
  */
 /**
  * The certificate of a route's domain as a TLS client (the agent's probe) sees it: issuer as RFC 4514, validity
- * as ISO 8601, serial as lowercase hex without colons; null fields until one was seen. `lastError` is the last
- * probe's handshake failure (null when it succeeded): a certificate that cannot be issued shows here.
+ * as ISO 8601, serial as lowercase hex without colons; null fields until one was seen. `lastError` (null: nothing
+ * wrong) is, first match wins: why none is requested (the name's DNS points elsewhere, see RouteNotProbed), the
+ * CA's last issuance error from Caddy's log (`certificate issuance failed (<time>): …`, static config), or the
+ * probe's handshake failure.
  */
 export const RouteCertificate = Type.Object({
   issuer: NullableText,
