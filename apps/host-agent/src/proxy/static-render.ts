@@ -4,6 +4,7 @@ import { canonicalJson } from './canonical-json.js';
 import { CANARY_HOST, CANARY_SERVER_NAME, SERVER_NAME, acmeIssuer, caddyRoute, type RenderOptions } from './render.js';
 import { ANSWER_ZONE, HOSTS_LABEL, type NameList } from './static-answers.js';
 import { assertRenderableRoutes } from './route-validation.js';
+import { issuanceLogging } from './issuance-logging.js';
 
 // The static proxy config (docs/architecture.md, "Static proxy"): rendered
 // from settings only, so attaching, removing or moving a route never loads
@@ -27,6 +28,8 @@ export interface StaticRenderOptions extends RenderOptions {
   askPort: number;
   /** tls auto: `acme` (ACME, the default) or `internal` (Caddy's own CA; tests, private names). */
   issuer: 'acme' | 'internal';
+  /** tls auto: the issuance log Caddy writes (issuance-logging.ts), as Caddy sees the path; absent: none. */
+  issuanceLog?: string | null;
 }
 
 export interface StaticRendered {
@@ -157,7 +160,7 @@ function staticConfig(legacy: readonly Route[], o: StaticRenderOptions, id: stri
   apps.http = { http_port: o.httpPort, https_port: o.httpsPort, servers };
   const admin: Record<string, unknown> = { listen: o.admin.listen };
   if (o.admin.origins) admin.origins = [...o.admin.origins];
-  return { admin, apps };
+  return { admin, apps, ...(o.tls === 'auto' && o.issuanceLog ? { logging: issuanceLogging(o.issuanceLog) } : {}) };
 }
 
 /** Renders the static config; `legacy` are the routes outside the static shape (usually none). */
