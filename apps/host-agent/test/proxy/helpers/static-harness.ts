@@ -42,9 +42,9 @@ export async function startStaticTlsController(caddy: { adminPort: number; httpP
 }
 
 /** GET with a Host header; also returns the proxy's marker header. */
-export function getWithMarker(port: number, host: string, urlPath = '/'): Promise<{ status: number; body: string; marker: string | null }> {
+export function getWithMarker(port: number, host: string, urlPath = '/', address = '127.0.0.1'): Promise<{ status: number; body: string; marker: string | null }> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, path: urlPath, headers: { host }, agent: false }, (res) => {
+    const req = http.request({ host: address, port, path: urlPath, headers: { host }, agent: false }, (res) => {
       let body = '';
       res.on('data', (c: Buffer) => (body += c.toString('utf8')));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body, marker: (res.headers['x-tether-proxy'] as string | undefined) ?? null }));
