@@ -3,12 +3,13 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DOCKER_SOCKET, TEST_IMAGE, ensureCaddy, ensureDocker, ensureKnot, freePort, spawnProcess, waitFor, type ManagedProcess } from '@tether/testkit';
+import { DOCKER_SOCKET, ensureCaddy, ensureDocker, ensureKnot, freePort, spawnProcess, waitFor, type ManagedProcess } from '@tether/testkit';
 import type { Route } from '@tether/protocol';
 import { LABELS, ensureNetwork } from '../../src/docker/docker-client.js';
 import { createStaticContainerRoutingController, dockerEndpoints, type KnotContainerAnswerer, type StaticRoutingController } from '../../src/proxy/index.js';
 import type { CaddyContainer } from '../../src/proxy/caddy-container.js';
 import { startAdminWitness, type AdminWitness } from './helpers/admin-witness.js';
+import { removeRun, startServiceContainer } from './helpers/container-harness.js';
 import { mapOf, removeTempDirs, silentLogger, startNamedServerAt, tempDir } from './helpers/harness.js';
 import { getWithMarker } from './helpers/static-harness.js';
 import { connectThroughProxy, startEchoServer } from './helpers/ws-echo.js';
@@ -67,13 +68,7 @@ describe.skipIf(!ready)('static proxy in container mode: Caddy and the answerer 
     servers.echo = echo.port;
     closers.push(() => echo.close());
     // A service container, found by its labels like the agent's own: its route's SRV target is the container.
-    const web = await docker.createContainer({
-      Image: TEST_IMAGE,
-      Labels: { 'tether.test': run, [LABELS.managed]: 'true', [LABELS.service]: 'web', [LABELS.node]: run },
-      Cmd: ['sh', '-c', 'mkdir -p /www && echo hello from web > /www/index.html && exec httpd -f -p 8080 -h /www'],
-      NetworkingConfig: { EndpointsConfig: { [network]: {} } },
-    });
-    await web.start();
+    await startServiceContainer(docker, { network, run, service: 'web' });
 
     stateDir = await tempDir();
     witness = await startAdminWitness({ socketPath: path.join(stateDir, 'caddy', 'run', 'admin.sock') });
@@ -112,9 +107,7 @@ describe.skipIf(!ready)('static proxy in container mode: Caddy and the answerer 
     await controller?.stop();
     await answerer?.destroy();
     await container?.remove();
-    const leftovers = await docker.listContainers({ all: true, filters: { label: [`tether.test=${run}`] } });
-    await Promise.all(leftovers.map((c) => docker.getContainer(c.Id).remove({ force: true })));
-    await docker.getNetwork(network).remove().catch(() => undefined);
+    await removeRun(docker, run, network);
     await witness?.close();
     await Promise.all(closers.map((c) => c()));
     await removeTempDirs();
