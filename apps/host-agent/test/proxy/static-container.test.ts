@@ -214,7 +214,9 @@ describe.skipIf(!ready)('static proxy in container mode: Caddy and the answerer 
       const cached = await body('two.example.test');
       const cachedAt = performance.now() - faultAt;
       while (performance.now() - faultAt < RESTART_BOUND_MS + 3_000) {
-        if (answerer.status().restarts > restarts && (await answerer.probe().then(() => true, () => false))) break;
+        // Back as the agent's health shows it (restarted, up) and as Caddy would ask it.
+        const status = answerer.status();
+        if (status.restarts > restarts && status.up && (await answerer.probe().then(() => true, () => false))) break;
         await new Promise((r) => setTimeout(r, 25));
       }
       const outageMs = performance.now() - faultAt;
