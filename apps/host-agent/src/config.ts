@@ -96,6 +96,8 @@ const EnvSchema = Type.Object({
   TETHER_PROXY_ROUTING: Type.Union([Type.Literal('config'), Type.Literal('static')], { default: 'config' }),
   /** Static routing: where the answerer (knotd) listens, host:port (Caddy's resolver). */
   TETHER_PROXY_ANSWERER_LISTEN: Type.String({ pattern: HOST_PORT, maxLength: 300, default: '127.0.0.1:5399' }),
+  /** Static routing in container mode: an existing answerer image to run (default: built locally from TETHER_PROXY_KNOTD and _KNOTC). */
+  TETHER_ANSWERER_IMAGE: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
   TETHER_PROXY_KNOTD: Type.String({ minLength: 1, maxLength: 4096, default: '/usr/sbin/knotd' }),
   TETHER_PROXY_KNOTC: Type.String({ minLength: 1, maxLength: 4096, default: '/usr/sbin/knotc' }),
   /** Static routing: how often the answerer is probed (and restarted when silent) and the ready containers re-read. */
@@ -183,6 +185,7 @@ export interface AgentConfig {
     fullCheckIntervalMs: number;
     routing: 'config' | 'static';
     answererListen: { host: string; port: number };
+    answererImage?: string | undefined;
     knotd: string;
     knotc: string;
     answererCheckMs: number;
@@ -272,10 +275,6 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
   if (e.TETHER_PROXY === 'external' && !e.TETHER_CADDY_ADMIN_URL) {
     problems.push('TETHER_CADDY_ADMIN_URL: required when TETHER_PROXY=external');
   }
-  if (e.TETHER_PROXY_ROUTING === 'static' && e.TETHER_PROXY === 'container') {
-    // The answerer and the domain files are host-side; the Caddy container cannot reach them yet.
-    problems.push('TETHER_PROXY_ROUTING: static is supported with TETHER_PROXY=external only (container mode keeps config)');
-  }
   if (e.TETHER_RECONNECT_MIN_MS > e.TETHER_RECONNECT_MAX_MS) {
     problems.push('TETHER_RECONNECT_MIN_MS: must not exceed TETHER_RECONNECT_MAX_MS');
   }
@@ -352,6 +351,7 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
       fullCheckIntervalMs: e.TETHER_PROXY_FULL_CHECK_INTERVAL_MS,
       routing: e.TETHER_PROXY_ROUTING,
       answererListen: splitHostPort(e.TETHER_PROXY_ANSWERER_LISTEN),
+      answererImage: e.TETHER_ANSWERER_IMAGE,
       knotd: e.TETHER_PROXY_KNOTD,
       knotc: e.TETHER_PROXY_KNOTC,
       answererCheckMs: e.TETHER_PROXY_ANSWERER_CHECK_MS,

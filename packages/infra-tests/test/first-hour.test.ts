@@ -94,6 +94,11 @@ describe.skipIf(!root.available || !docker.available || !pty.available)('the fir
     await first.waitForOutput(STARTED, 240_000);
     const out = plain(first.output());
     expect(out).toMatch(/Sample service "hello" \(team local, node local\): 1\/1 running/);
+    if (existsSync('/usr/bin/caddy') && existsSync('/usr/sbin/knotd') && existsSync('/usr/sbin/knotc')) {
+      // The local proxy runs static routing (its answerer a container beside Caddy), and the sample is reached through it.
+      expect(out).toMatch(/proxy container \(Caddy on 127\.0\.0\.1:\d+, static routing\)/);
+      expect(out).toContain("Reach it through the proxy:  curl -H 'Host: hello.localhost'");
+    }
     expect(out).toContain(`Embedded PostgreSQL: data in ${cluster}`);
     // Both children logged, one readable line per event (pino-pretty), none of it JSON.
     expect(out).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: database ready/m);
@@ -145,6 +150,11 @@ describe.skipIf(!root.available || !docker.available || !pty.available)('the fir
     expect(out).not.toContain('could not register');
     expect(out).toMatch(/Local agent: +node "local", runtime docker/);
     expect(out).toMatch(/Sample service "hello" \(team local, node local\): 1\/1 running/);
+    if (existsSync('/usr/bin/caddy') && existsSync('/usr/sbin/knotd') && existsSync('/usr/sbin/knotc')) {
+      // The local proxy runs static routing (its answerer a container beside Caddy), and the sample is reached through it.
+      expect(out).toMatch(/proxy container \(Caddy on 127\.0\.0\.1:\d+, static routing\)/);
+      expect(out).toContain("Reach it through the proxy:  curl -H 'Host: hello.localhost'");
+    }
     expect(JSON.parse(readFileSync(path.join(checkout.dir, '.tether', 'local-node.json'), 'utf8'))).toMatchObject({ id: expect.any(String), token: expect.stringMatching(/^tth_node_/) });
     // The README's next commands, from the checkout (--no-install: never the registry's unrelated `tether`).
     const url = /Tether control panel: (\S+)/.exec(out)![1]!;

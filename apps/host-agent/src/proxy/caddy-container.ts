@@ -36,6 +36,8 @@ export interface CaddyContainerOptions {
   tls: ProxyTlsMode;
   /** uid:gid Caddy runs as, so the agent can use the socket and data it creates. */
   user: string;
+  /** More host folders to mount (`host:container[:ro]`): static routing's answer files. */
+  extraBinds?: string[];
   /** Resolves once Caddy's admin API answers. */
   probe: () => Promise<unknown>;
   logger: Logger;
@@ -46,6 +48,11 @@ export interface CaddyContainerOptions {
 }
 
 /** Host paths of the folders shared with the container, and of the admin socket. */
+/** The agent's folder for its Caddy container (bind-mounted data and admin socket). */
+export function caddyHostDir(stateDir: string): string {
+  return path.join(stateDir, 'caddy');
+}
+
 export function caddyHostPaths(hostDir: string) {
   const socketDir = path.join(hostDir, 'run');
   return { dataDir: path.join(hostDir, 'data'), socketDir, socketPath: path.join(socketDir, 'admin.sock') };
@@ -128,9 +135,14 @@ export class CaddyContainer implements ProxySupervisor {
    * publishing a port. Null while no proxy container runs.
    */
   async address(): Promise<string | null> {
+    return (await this.running())?.address ?? null;
+  }
+
+  /** The running proxy container's id and address on Tether's network (the answerer joins its network namespace). */
+  async running(): Promise<{ id: string; address: string | null } | null> {
     const running = (await this.list()).find((c) => c.state === 'running');
     if (!running) return null;
-    return (await this.options.runtime.inspect(running.id)).ipAddresses?.[this.options.network] ?? null;
+    return { id: running.id, address: (await this.options.runtime.inspect(running.id)).ipAddresses?.[this.options.network] ?? null };
   }
 
   /** Removes the proxy container (decommissioning a node; tests). An agent stop leaves it running. */
@@ -159,7 +171,7 @@ export class CaddyContainer implements ProxySupervisor {
       ExposedPorts: Object.fromEntries(Object.keys(ports).map((p) => [p, {}])),
       HostConfig: {
         PortBindings: ports,
-        Binds: [`${this.paths.dataDir}:${CADDY_CONTAINER.dataDir}`, `${this.paths.socketDir}:${CADDY_CONTAINER.socketDir}`],
+        Binds: [`${this.paths.dataDir}:${CADDY_CONTAINER.dataDir}`, `${this.paths.socketDir}:${CADDY_CONTAINER.socketDir}`, ...(this.options.extraBinds ?? [])],
         // Docker brings Caddy back after a crash or a host reboot even before the agent runs again.
         RestartPolicy: { Name: 'unless-stopped' },
         // Lets Caddy bind 80 and 443 in its own network namespace without running as root.
@@ -188,6 +200,7 @@ export class CaddyContainer implements ProxySupervisor {
   private async create(spec: ContainerSpec): Promise<void> {
     await mkdir(this.paths.dataDir, { recursive: true });
     await mkdir(this.paths.socketDir, { recursive: true });
+    for (const bind of this.options.extraBinds ?? []) await mkdir(bind.split(':')[0] as string, { recursive: true });
     const { runtime } = this.options;
     await runtime.ensureNetwork(this.options.network);
     try {

@@ -7,14 +7,14 @@ import type { RoutingController } from '../controllers.js';
 import { DockerContainerRuntime } from '../runtime/docker-runtime.js';
 import { DEFAULT_RUNTIME_TIMING } from '../runtime/settings.js';
 import { DisabledRouting } from '../null-controllers.js';
-import { createCaddyAdmin, parseAdminUrl } from './caddy-admin.js';
-import { CaddyContainer, caddyHostPaths } from './caddy-container.js';
+import { createCaddyAdmin, parseAdminUrl, type CaddyAdmin } from './caddy-admin.js';
+import { CaddyContainer, caddyHostDir, caddyHostPaths } from './caddy-container.js';
 import { CADDY_CONTAINER, CADDY_CONTAINER_ADMIN, ensureCaddyImage } from './caddy-image.js';
 import { CaddyRoutingController, type ReloadRecord } from './routing-controller.js';
 import type { CaddyAdminSettings, ProxyTlsMode } from './render.js';
-import { dockerEndpoints, type EndpointSource } from './docker-endpoints.js';
-import { KnotAnswerer } from './knot-answerer.js';
-import { StaticRoutingController } from './static-routing-controller.js';
+import { dockerEndpoints } from './docker-endpoints.js';
+import { createStaticContainerRoutingController, createStaticExternalRoutingController } from './create-static-routing-controller.js';
+import { issuanceLogPaths } from './issuance-logging.js';
 
 // One way to build the routing controller per TETHER_PROXY mode. The agent
 // calls createRoutingController(config, …); tests and tools call the
@@ -98,28 +98,49 @@ export function createExternalRoutingController(o: ExternalProxyOptions): CaddyR
   });
 }
 
-export function createContainerRoutingController(o: ContainerProxyOptions): { controller: CaddyRoutingController; container: CaddyContainer } {
-  const hostDir = path.join(o.stateDir, 'caddy');
+/** The supervised Caddy container and its admin client (both routing modes); `extraBinds`: more host folders Caddy reads. */
+export function caddyContainerParts(o: ContainerProxyOptions, extraBinds: string[] = []): { proxy: CaddyAdmin; container: CaddyContainer } {
+  const hostDir = caddyHostDir(o.stateDir);
   const proxy = createCaddyAdmin({ adminUrl: o.adminUrl ?? `unix://${caddyHostPaths(hostDir).socketPath}`, timeoutMs: o.adminTimeoutMs });
-  let image: Promise<string> | undefined;
   const container = new CaddyContainer({
-    runtime: new DockerContainerRuntime(o.docker, { callTimeoutMs: o.dockerTimeoutMs ?? DEFAULT_RUNTIME_TIMING.callTimeoutMs }),
+    runtime: runtimeOf(o),
     network: o.network,
     node: o.node,
     hostDir,
     // Built at most once per agent run; a failed build is tried again on the next check.
-    image: () => (image ??= (o.image ? Promise.resolve(o.image) : ensureCaddyImage(o.docker, { binary: o.caddyBinary })).catch((error: unknown) => {
-      image = undefined;
-      throw error;
-    })),
+    image: once(() => (o.image ? Promise.resolve(o.image) : ensureCaddyImage(o.docker, { binary: o.caddyBinary }))),
     bindAddress: o.bindAddress,
     httpPort: o.serving.httpPort,
     httpsPort: o.serving.httpsPort,
     tls: o.serving.tls,
-    user: o.user ?? `${process.getuid?.() ?? 0}:${process.getgid?.() ?? 0}`,
+    user: userOf(o),
+    ...(extraBinds.length > 0 ? { extraBinds } : {}),
     probe: () => proxy.readRunning(),
     logger: o.logger,
   });
+  return { proxy, container };
+}
+
+export function runtimeOf(o: Pick<ContainerProxyOptions, 'docker' | 'dockerTimeoutMs'>): DockerContainerRuntime {
+  return new DockerContainerRuntime(o.docker, { callTimeoutMs: o.dockerTimeoutMs ?? DEFAULT_RUNTIME_TIMING.callTimeoutMs });
+}
+
+export function userOf(o: Pick<ContainerProxyOptions, 'user'>): string {
+  return o.user ?? `${process.getuid?.() ?? 0}:${process.getgid?.() ?? 0}`;
+}
+
+/** A value made at most once, until it fails: a failed build is tried again by the next caller. */
+export function once<T>(make: () => Promise<T>): () => Promise<T> {
+  let value: Promise<T> | undefined;
+  return () =>
+    (value ??= make().catch((error: unknown) => {
+      value = undefined;
+      throw error;
+    }));
+}
+
+export function createContainerRoutingController(o: ContainerProxyOptions): { controller: CaddyRoutingController; container: CaddyContainer } {
+  const { proxy, container } = caddyContainerParts(o);
   const controller = new CaddyRoutingController({
     ...statePaths(o),
     proxy,
@@ -174,31 +195,33 @@ export function createRoutingController(
     canary: config.canary.intervalMs > 0 ? { port: config.canary.proxyPort, upstream: config.canary.upstream } : null,
   };
   if (p.kind === 'none') return new DisabledRouting();
+  const statics = {
+    knotd: p.knotd,
+    knotc: p.knotc,
+    answererProbeTimeoutMs: p.answererProbeTimeoutMs,
+    answersIntervalMs: p.answererCheckMs,
+    lookupRefreshMs: p.lookupRefreshMs,
+    askPort: p.askPort,
+    issuer: p.tlsIssuer,
+    issuanceLog: p.tls === 'auto' ? issuanceLogPaths(p, config.stateDir).caddyPath : null,
+    endpoints: config.runtime.kind === 'docker'
+      ? dockerEndpoints(dockerOf(deps), { network: config.runtime.network, node: config.nodeName ?? os.hostname(), ...(deps.notServing ? { notServing: deps.notServing } : {}) })
+      : () => Promise.resolve(new Map()),
+  };
   if (p.kind === 'external' && p.routing === 'static') {
     return createStaticExternalRoutingController({
       ...common,
+      ...statics,
       adminUrl: p.caddyAdminUrl as string,
       ...(p.caddyAdminListen ? { adminListen: p.caddyAdminListen } : {}),
-      serving: { ...common.serving },
       answererListen: p.answererListen,
-      knotd: p.knotd,
-      knotc: p.knotc,
-      answererProbeTimeoutMs: p.answererProbeTimeoutMs,
-      answersIntervalMs: p.answererCheckMs,
-      lookupRefreshMs: p.lookupRefreshMs,
-      askPort: p.askPort,
-      issuer: p.tlsIssuer,
-      issuanceLog: p.issuanceLog,
-      endpoints: config.runtime.kind === 'docker'
-        ? dockerEndpoints(dockerOf(deps), { network: config.runtime.network, node: config.nodeName ?? os.hostname(), ...(deps.notServing ? { notServing: deps.notServing } : {}) })
-        : () => Promise.resolve(new Map()),
     });
   }
   if (p.kind === 'external') {
     // loadConfig refuses external mode without an admin URL.
     return createExternalRoutingController({ ...common, adminUrl: p.caddyAdminUrl as string, ...(p.caddyAdminListen ? { adminListen: p.caddyAdminListen } : {}) });
   }
-  const { controller, container } = createContainerRoutingController({
+  const containerOptions: ContainerProxyOptions = {
     ...common,
     docker: dockerOf(deps),
     dockerTimeoutMs: config.runtime.timing.callTimeoutMs,
@@ -207,62 +230,11 @@ export function createRoutingController(
     ...(p.caddyImage ? { image: p.caddyImage } : {}),
     caddyBinary: p.caddyBinary,
     bindAddress: p.bindAddress,
-  });
+  };
+  const { controller, container } =
+    p.routing === 'static'
+      ? createStaticContainerRoutingController({ ...containerOptions, ...statics, answererPort: p.answererListen.port, ...(p.answererImage ? { answererImage: p.answererImage } : {}) })
+      : createContainerRoutingController(containerOptions);
   deps.proxyAddress?.(() => container.address());
   return controller;
-}
-
-export interface StaticProxyOptions extends CommonOptions {
-  /** http(s)://host:port or unix:///path of the operator's Caddy (external mode). */
-  adminUrl: string;
-  adminListen?: string;
-  /** Where the answerer listens; Caddy's resolver. */
-  answererListen: { host: string; port: number };
-  knotd: string;
-  knotc: string;
-  answererProbeTimeoutMs: number;
-  answersIntervalMs: number;
-  lookupRefreshMs: number;
-  askPort: number;
-  issuer: 'acme' | 'internal';
-  /** TLS auto: the file Caddy writes its issuance log to (TETHER_PROXY_ISSUANCE_LOG); absent: none. */
-  issuanceLog?: string | null;
-  endpoints: EndpointSource;
-}
-
-/** TETHER_PROXY_ROUTING=static with an operator's Caddy: the answerer and the domain files live under stateDir. */
-export function createStaticExternalRoutingController(o: StaticProxyOptions): StaticRoutingController {
-  const answerer = new KnotAnswerer({
-    dir: path.join(o.stateDir, 'answerer'),
-    listen: o.answererListen,
-    knotd: o.knotd,
-    knotc: o.knotc,
-    probeTimeoutMs: o.answererProbeTimeoutMs,
-    logger: o.logger,
-  });
-  const proxy = createCaddyAdmin({ adminUrl: o.adminUrl, timeoutMs: o.adminTimeoutMs });
-  return new StaticRoutingController({
-    configPath: o.configPath ?? path.join(o.stateDir, 'caddy.json'),
-    statePath: path.join(o.stateDir, 'routing-state.json'),
-    proxy,
-    upstreams: proxy,
-    render: {
-      admin: adminSettingsFor(o.adminUrl, o.adminListen),
-      ...o.serving,
-      canary: o.canary ? { listen: `127.0.0.1:${o.canary.port}`, upstream: o.canary.upstream } : null,
-      answerer: answerer.caddyAddress,
-      lookupRefreshMs: o.lookupRefreshMs,
-      answersDir: path.resolve(o.stateDir, 'answers'),
-      askPort: o.askPort,
-      issuer: o.issuer,
-      issuanceLog: o.issuanceLog ?? null,
-    },
-    answerer,
-    endpoints: o.endpoints,
-    checkIntervalMs: o.checkIntervalMs,
-    answersIntervalMs: o.answersIntervalMs,
-    ...(o.onReload ? { onReload: o.onReload } : {}),
-    logger: o.logger,
-    ...(o.now ? { now: o.now } : {}),
-  });
 }

@@ -1,3 +1,5 @@
+import { lookup } from 'node:dns/promises';
+import { isIP } from 'node:net';
 import type Docker from 'dockerode';
 import { LABELS } from '../docker/docker-client.js';
 import type { Endpoint, EndpointMap } from './static-answers.js';
@@ -30,4 +32,23 @@ export function dockerEndpoints(docker: Docker, options: { network: string; node
     for (const list of byService.values()) list.sort((a, b) => (a.id < b.id ? -1 : 1));
     return byService;
   };
+}
+
+/**
+ * An upstream `host:port` with its host as an address, or null when the name
+ * does not resolve now. Caddy asks only the answerer, which serves addresses,
+ * so a name (the compose file's canary upstream `tether-agent:9081`) is looked
+ * up by the agent, with the resolver it has (Docker's, for an agent in a container).
+ */
+export async function upstreamByAddress(upstream: string): Promise<string | null> {
+  const colon = upstream.lastIndexOf(':');
+  const host = upstream.slice(0, colon).replace(/^\[|\]$/g, '');
+  const port = upstream.slice(colon + 1);
+  if (isIP(host)) return upstream;
+  try {
+    const { address, family } = await lookup(host);
+    return family === 6 ? `[${address}]:${port}` : `${address}:${port}`;
+  } catch {
+    return null;
+  }
 }

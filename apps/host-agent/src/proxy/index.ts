@@ -8,9 +8,12 @@ export { DISRUPTIVE_RELOAD_KINDS, RELOAD_KINDS, type ReloadKind } from './routin
 export { CaddyContainer } from './caddy-container.js';
 export { ensureCaddyImage, CADDY_CONTAINER_ADMIN } from './caddy-image.js';
 export * from './create-routing-controller.js';
+export * from './create-static-routing-controller.js';
 export { EventJournal, reloadEvent, eventKey, type JournalEvent, type NewJournalEvent } from './event-journal.js';
 export { StaticRoutingController, type StaticRoutingControllerOptions, type StaticProxyStats } from './static-routing-controller.js';
-export { KnotAnswerer, type AnswererStatus } from './knot-answerer.js';
+export { KnotAnswerer } from './knot-answerer.js';
+export { KnotContainerAnswerer } from './knot-container-answerer.js';
+export type { Answerer, AnswererStatus } from './answerer.js';
 export { dockerEndpoints, type EndpointSource } from './docker-endpoints.js';
 export { computeAnswers, isStaticShape, ANSWER_ZONE, type Endpoint, type EndpointMap } from './static-answers.js';
 export { renderStaticConfig, PROXY_HEADER } from './static-render.js';

@@ -6,6 +6,7 @@
 // domain is ever named here.
 
 import path from 'node:path';
+import { caddyHostDir, caddyHostPaths } from './caddy-container.js';
 import { CADDY_CONTAINER } from './caddy-image.js';
 
 /** Caddy 2.6.2's loggers of certificate issuance (checked by running it against pebble; `include` matches by prefix). */
@@ -28,10 +29,11 @@ export function issuanceLogging(file: string) {
 }
 
 /**
- * Container mode (for the static config there): Caddy writes inside its bind-mounted data folder, the agent
- * reads the host side of the same file (`hostDataDir` = caddyHostPaths(hostDir).dataDir). External mode uses
- * TETHER_PROXY_ISSUANCE_LOG for both.
+ * Where the issuance log is, as Caddy writes it and as the agent reads it. External mode: TETHER_PROXY_ISSUANCE_LOG
+ * for both. Container mode: inside Caddy's bind-mounted data folder (`/data/logs/issuance.log` in the container,
+ * TETHER_STATE_DIR/caddy/data/logs/issuance.log on the agent's side).
  */
-export function containerIssuanceLog(hostDataDir: string): { caddyPath: string; agentPath: string } {
-  return { caddyPath: path.posix.join(CADDY_CONTAINER.dataDir, 'logs', 'issuance.log'), agentPath: path.join(hostDataDir, 'logs', 'issuance.log') };
+export function issuanceLogPaths(proxy: { kind: string; issuanceLog: string }, stateDir: string): { caddyPath: string; agentPath: string } {
+  if (proxy.kind !== 'container') return { caddyPath: proxy.issuanceLog, agentPath: proxy.issuanceLog };
+  return { caddyPath: path.posix.join(CADDY_CONTAINER.dataDir, 'logs', 'issuance.log'), agentPath: path.join(caddyHostPaths(caddyHostDir(stateDir)).dataDir, 'logs', 'issuance.log') };
 }

@@ -8,10 +8,10 @@ import type { AnswererHealth, ProxyTraffic, RoutingApplyResult, RoutingControlle
 import { readFileIfExists, writeFileAtomic } from '../state/atomic-file.js';
 import { canonicalJson, matchesCanonicalJson } from './canonical-json.js';
 import type { ProxyConfigurator } from './configurator.js';
-import type { EndpointSource } from './docker-endpoints.js';
+import { upstreamByAddress, type EndpointSource } from './docker-endpoints.js';
 import { syncNameFiles } from './domain-files.js';
 import { ProxyError } from './errors.js';
-import type { KnotAnswerer } from './knot-answerer.js';
+import type { Answerer } from './answerer.js';
 import { CONFIG_ID_PREFIX } from './render.js';
 import { servesNothing } from './reload-kind.js';
 import { describeRouteChange } from './route-diff.js';
@@ -34,7 +34,9 @@ import { STATIC_ID_PREFIX, renderStaticConfig, type StaticRenderOptions, type St
 export interface StaticRoutingControllerOptions {
   proxy: ProxyConfigurator;
   render: StaticRenderOptions;
-  answerer: KnotAnswerer;
+  answerer: Answerer;
+  /** Where the agent writes the domain files; default render.answersDir (container mode: Caddy reads them at another path). */
+  answersDir?: string;
   endpoints: EndpointSource;
   configPath: string;
   statePath: string;
@@ -75,9 +77,11 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
   readonly adminCalls = { idReads: 0, configReads: 0, loads: 0 };
   readonly stats: StaticProxyStats = { answerWrites: 0, unserved: 0, legacy: 0, lastAnswersAt: null };
   readonly traffic: ProxyTraffic | undefined;
+  private readonly answersDir: string;
 
   constructor(private readonly options: StaticRoutingControllerOptions) {
     super(options, options.now ?? (() => new Date()));
+    this.answersDir = options.answersDir ?? options.render.answersDir;
     this.traffic = options.upstreams ? caddyTraffic({ admin: options.upstreams, counting: 'container', switchAnswers: () => this.switchAnswers() }) : undefined;
     // The config itself (without legacy routes) decides it: a release that renders otherwise makes its one load a `change`, not drift.
     this.renderDigest = `static-${renderStaticConfig([], options.render).id.slice(STATIC_ID_PREFIX.length, STATIC_ID_PREFIX.length + 24)}`;
@@ -92,7 +96,7 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
         : null;
   }
 
-  get knot(): KnotAnswerer {
+  get knot(): Answerer {
     return this.options.answerer;
   }
 
@@ -207,11 +211,12 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
 
   /** Writes the answers for `routes` when they differ from those in place. */
   private async publish(routes: readonly Route[]): Promise<{ answers: Answers; changed: boolean }> {
-    const answers = computeAnswers(routes, await this.options.endpoints(), { canaryUpstream: this.options.render.canary?.upstream ?? null });
+    const canary = this.options.render.canary ? await upstreamByAddress(this.options.render.canary.upstream) : null;
+    const answers = computeAnswers(routes, await this.options.endpoints(), { canaryUpstream: canary });
     this.stats.unserved = answers.unserved;
     this.stats.legacy = answers.legacy.length;
     if (answers.digest === this.answersDigest) return { answers, changed: false };
-    const dir = this.options.render.answersDir;
+    const dir = this.answersDir;
     // Added names become routable only after the answerer can name their upstreams; removed ones stop first.
     for (const kind of NAME_LISTS) await syncNameFiles(path.join(dir, kind), await this.kept(kind, answers[kind]));
     await this.options.answerer.publish([`; answers ${answers.digest}`, ...answers.records]);
@@ -226,14 +231,14 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
   /** The names in place that stay: the first step of a change removes, the last one adds. */
   private async kept(kind: NameList, next: readonly string[]): Promise<string[]> {
     const nextSet = new Set(next);
-    const current = await readdir(path.join(this.options.render.answersDir, kind)).catch(() => [] as string[]);
+    const current = await readdir(path.join(this.answersDir, kind)).catch(() => [] as string[]);
     return current.filter((n) => nextSet.has(n));
   }
 
   /** The digest of the answers on disk, if the zone the answerer serves holds it. */
   private async digestOnDisk(): Promise<string | null> {
-    const digest = (await readFileIfExists(path.join(this.options.render.answersDir, 'digest')))?.toString('utf8').trim() ?? null;
-    const zone = (await readFileIfExists(this.options.answerer.paths.zone))?.toString('utf8') ?? '';
+    const digest = (await readFileIfExists(path.join(this.answersDir, 'digest')))?.toString('utf8').trim() ?? null;
+    const zone = (await readFileIfExists(this.options.answerer.zonePath))?.toString('utf8') ?? '';
     return digest !== null && zone.includes(`; answers ${digest}`) ? digest : null;
   }
 

@@ -2,6 +2,7 @@ import type { Logger } from '@tether/common';
 import type { AgentConfig } from '../config.js';
 import type { RoutingController, RoutingMapInput } from '../controllers.js';
 import { CADDY_CONTAINER } from '../proxy/caddy-image.js';
+import { issuanceLogPaths } from '../proxy/issuance-logging.js';
 import { DnsCheck } from './dns-check.js';
 import { IssuanceLog } from './issuance-log.js';
 import type { ProbeTarget } from './route-probe.js';
@@ -44,7 +45,7 @@ export function withRouteProbes(routing: RoutingController, config: AgentConfig,
   // A probe's SNI makes Caddy try ACME on demand: only for a name whose DNS points here (dns-check.ts).
   const dns = p.tls === 'auto' && p.tlsIssuer === 'acme' ? new DnsCheck({ server: rp.dnsServer, cacheMs: rp.dnsCacheMs, timeoutMs: Math.min(rp.timeoutMs, 2_000), publicAddresses: rp.publicAddresses }) : null;
   // The static config makes Caddy write its issuance log (proxy/issuance-logging.ts): the CA's errors reach the status.
-  const issuance = p.tls === 'auto' && p.routing === 'static' ? new IssuanceLog({ path: p.issuanceLog, pollMs: ISSUANCE_LOG_POLL_MS, logger: deps.logger }) : null;
+  const issuance = p.tls === 'auto' && p.routing === 'static' ? new IssuanceLog({ path: issuanceLogPaths(p, config.stateDir).agentPath, pollMs: ISSUANCE_LOG_POLL_MS, logger: deps.logger }) : null;
   const prober = new RouteProber({
     intervalMs: config.routeProbes.intervalMs,
     timeoutMs: config.routeProbes.timeoutMs,

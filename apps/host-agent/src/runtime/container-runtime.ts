@@ -44,7 +44,7 @@ export interface ContainerSpec {
   image: string;
   env: Record<string, string>;
   labels: Record<string, string>;
-  /** Network the container joins at create, with these aliases. */
+  /** Network the container joins at create, with these aliases; `container:<id>`: that container's network namespace (the answerer). */
   network: string;
   aliases: string[];
   exposedPort: number | null;

@@ -143,7 +143,8 @@ export class DockerContainerRuntime implements ContainerRuntime {
           ...(spec.memoryBytes === undefined ? {} : { Memory: spec.memoryBytes, MemorySwap: spec.memoryBytes }),
           ...(spec.volumes === undefined ? {} : { Mounts: spec.volumes.map((v) => ({ Type: 'volume' as const, Source: v.source, Target: v.target, ReadOnly: v.readOnly })) }),
         },
-        NetworkingConfig: { EndpointsConfig: { [spec.network]: spec.aliases.length > 0 ? { Aliases: spec.aliases } : {} } },
+        // `container:<id>` joins another container's network namespace: no endpoint of its own.
+        ...(spec.network.startsWith('container:') ? {} : { NetworkingConfig: { EndpointsConfig: { [spec.network]: spec.aliases.length > 0 ? { Aliases: spec.aliases } : {} } } }),
       })),
     );
     return container.id;

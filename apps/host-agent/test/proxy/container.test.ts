@@ -7,6 +7,7 @@ import { serviceUpstream } from '@tether/protocol';
 import { LABELS, ensureNetwork } from '../../src/docker/docker-client.js';
 import { createContainerRoutingController, type CaddyContainer, type CaddyRoutingController } from '../../src/proxy/index.js';
 import { startAdminWitness, type AdminWitness } from './helpers/admin-witness.js';
+import { removeRun } from './helpers/container-harness.js';
 import { httpGet, mapOf, removeTempDirs, route, silentLogger, tempDir } from './helpers/harness.js';
 
 // Container mode with a real Docker engine: the agent builds the Caddy image
@@ -64,9 +65,7 @@ describe.skipIf(!dockerOk)('container mode: a supervised Caddy container', () =>
   afterAll(async () => {
     await controller?.stop();
     await container?.remove();
-    const leftovers = await docker.listContainers({ all: true, filters: { label: [`tether.test=${run}`] } });
-    await Promise.all(leftovers.map((c) => docker.getContainer(c.Id).remove({ force: true })));
-    await docker.getNetwork(network).remove().catch(() => undefined);
+    await removeRun(docker, run, network);
     await witness?.close();
     await removeTempDirs();
   });

@@ -1,4 +1,3 @@
-import tls from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureCaddy, ensureKnot, startCaddy, type TestCaddy } from '@tether/testkit';
 import type { StaticRoutingController } from '../../src/proxy/index.js';
@@ -6,7 +5,7 @@ import { startAdminWitness, type AdminWitness } from './helpers/admin-witness.js
 import { WebSocket, type ClientOptions } from 'ws';
 import { mapOf, removeTempDirs, route, startNamedServer } from './helpers/harness.js';
 import { startEchoServer, type EchoServer } from './helpers/ws-echo.js';
-import { caddyLoadCount, getWithMarker, startStaticTlsController } from './helpers/static-harness.js';
+import { caddyLoadCount, getWithMarker, handshake, httpsGet, startStaticTlsController } from './helpers/static-harness.js';
 
 // Certificates on demand with the static proxy (TETHER_PROXY_TLS=auto,
 // TETHER_PROXY_TLS_ISSUER=internal): a name in the map gets a certificate on
@@ -15,30 +14,6 @@ import { caddyLoadCount, getWithMarker, startStaticTlsController } from './helpe
 // which answers from the domain files: the agent is not asked at all.
 
 const ready = (await ensureCaddy()).available && (await ensureKnot()).available;
-
-function handshake(port: number, servername: string): Promise<{ ok: true; names: string } | { ok: false; error: string }> {
-  return new Promise((resolve) => {
-    const socket = tls.connect({ host: '127.0.0.1', port, servername, rejectUnauthorized: false, timeout: 10_000 }, () => {
-      const names = socket.getPeerCertificate().subjectaltname ?? '';
-      socket.end();
-      resolve({ ok: true, names });
-    });
-    socket.on('error', (e) => resolve({ ok: false, error: e.message }));
-    socket.on('timeout', () => (socket.destroy(), resolve({ ok: false, error: 'timeout' })));
-  });
-}
-
-function httpsGet(port: number, host: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const socket = tls.connect({ host: '127.0.0.1', port, servername: host, rejectUnauthorized: false }, () => {
-      socket.write(`GET / HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
-    });
-    let raw = '';
-    socket.on('data', (c: Buffer) => (raw += c.toString('utf8')));
-    socket.on('end', () => resolve({ status: Number(raw.split(' ')[1]), body: raw.split('\r\n\r\n').slice(1).join('') }));
-    socket.on('error', reject);
-  });
-}
 
 describe.skipIf(!ready)('static proxy: certificates on demand (internal issuer)', () => {
   let caddy: TestCaddy;

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { describeIssuanceError, IssuanceErrors, IssuanceLog, LineSplitter, parseIssuanceLine, RouteProber } from '../../src/route-probes/index.js';
 import { renderStaticConfig } from '../../src/proxy/index.js';
-import { containerIssuanceLog } from '../../src/proxy/issuance-logging.js';
+import { issuanceLogPaths } from '../../src/proxy/issuance-logging.js';
 import { silentLogger } from '../proxy/helpers/harness.js';
 
 // The issuance log follower: lines as Caddy 2.6.2 wrote them against pebble
@@ -166,6 +166,7 @@ describe('the static config names the issuance log', () => {
   });
 
   it('container mode: Caddy writes inside its bind-mounted data folder, the agent reads the host side of it', () => {
-    expect(containerIssuanceLog('/state/caddy/data')).toEqual({ caddyPath: '/data/logs/issuance.log', agentPath: '/state/caddy/data/logs/issuance.log' });
+    expect(issuanceLogPaths({ kind: 'container', issuanceLog: '/ignored.log' }, '/state')).toEqual({ caddyPath: '/data/logs/issuance.log', agentPath: '/state/caddy/data/logs/issuance.log' });
+    expect(issuanceLogPaths({ kind: 'external', issuanceLog: '/var/log/x.log' }, '/state')).toEqual({ caddyPath: '/var/log/x.log', agentPath: '/var/log/x.log' });
   });
 });

@@ -47,9 +47,14 @@ export function httpGet(port: number, host: string, urlPath = '/'): Promise<{ st
 }
 
 /** An upstream service that answers every request with `name` and the path it saw. */
-export async function startNamedServer(name: string): Promise<{ port: number; close(): Promise<void> }> {
+export function startNamedServer(name: string): Promise<{ port: number; close(): Promise<void> }> {
+  return startNamedServerAt('127.0.0.1', name);
+}
+
+/** The same on `host` (container tests: a Docker network's gateway address, which containers on it reach). */
+export async function startNamedServerAt(host: string, name: string): Promise<{ port: number; close(): Promise<void> }> {
   const server = http.createServer((req, res) => res.end(`${name} ${req.url}`));
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
   return {
     port: (server.address() as { port: number }).port,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),

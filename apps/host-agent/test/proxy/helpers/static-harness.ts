@@ -1,4 +1,5 @@
 import http from 'node:http';
+import tls from 'node:tls';
 import { freePort } from '@tether/testkit';
 import { createStaticExternalRoutingController, type EndpointMap, type StaticProxyOptions } from '../../../src/proxy/index.js';
 import { silentLogger, tempDir } from './harness.js';
@@ -42,9 +43,9 @@ export async function startStaticTlsController(caddy: { adminPort: number; httpP
 }
 
 /** GET with a Host header; also returns the proxy's marker header. */
-export function getWithMarker(port: number, host: string, urlPath = '/'): Promise<{ status: number; body: string; marker: string | null }> {
+export function getWithMarker(port: number, host: string, urlPath = '/', address = '127.0.0.1'): Promise<{ status: number; body: string; marker: string | null }> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, path: urlPath, headers: { host }, agent: false }, (res) => {
+    const req = http.request({ host: address, port, path: urlPath, headers: { host }, agent: false }, (res) => {
       let body = '';
       res.on('data', (c: Buffer) => (body += c.toString('utf8')));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body, marker: (res.headers['x-tether-proxy'] as string | undefined) ?? null }));
@@ -63,4 +64,30 @@ export async function caddyLoadCount(adminUrl: string): Promise<number> {
     if (line.startsWith('caddy_admin_http_requests_total{') && line.includes('handler="load"')) total += Number(line.split(' ').pop());
   }
   return total;
+}
+
+/** A TLS handshake with `servername` (SNI): the certificate's names, or the handshake's error. */
+export function handshake(port: number, servername: string): Promise<{ ok: true; names: string } | { ok: false; error: string }> {
+  return new Promise((resolve) => {
+    const socket = tls.connect({ host: '127.0.0.1', port, servername, rejectUnauthorized: false, timeout: 10_000 }, () => {
+      const names = socket.getPeerCertificate().subjectaltname ?? '';
+      socket.end();
+      resolve({ ok: true, names });
+    });
+    socket.on('error', (e) => resolve({ ok: false, error: e.message }));
+    socket.on('timeout', () => (socket.destroy(), resolve({ ok: false, error: 'timeout' })));
+  });
+}
+
+/** GET over TLS with `host` as SNI and Host header (any certificate accepted). */
+export function httpsGet(port: number, host: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const socket = tls.connect({ host: '127.0.0.1', port, servername: host, rejectUnauthorized: false }, () => {
+      socket.write(`GET / HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
+    });
+    let raw = '';
+    socket.on('data', (c: Buffer) => (raw += c.toString('utf8')));
+    socket.on('end', () => resolve({ status: Number(raw.split(' ')[1]), body: raw.split('\r\n\r\n').slice(1).join('') }));
+    socket.on('error', reject);
+  });
 }

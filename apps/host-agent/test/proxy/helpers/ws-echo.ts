@@ -9,7 +9,7 @@ export interface EchoServer {
   close(): Promise<void>;
 }
 
-export async function startEchoServer(): Promise<EchoServer> {
+export async function startEchoServer(host = '127.0.0.1'): Promise<EchoServer> {
   const server = http.createServer((_req, res) => res.end('echo service'));
   const wss = new WebSocketServer({ server });
   wss.on('connection', (socket) => {
@@ -17,7 +17,7 @@ export async function startEchoServer(): Promise<EchoServer> {
     // On a reload Caddy 2.6 sends the upstream an unmasked close frame, which ws rejects as a protocol error.
     socket.on('error', () => undefined);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
   return {
     port: (server.address() as { port: number }).port,
     async close() {
