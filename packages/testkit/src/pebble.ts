@@ -33,9 +33,15 @@ const portOpen = (port: number) =>
     socket.once('error', () => resolve(false));
   });
 
-export async function startPebble(options: { httpPort: number }): Promise<TestPebble> {
+/**
+ * `httpPort`: where pebble validates HTTP-01 (the proxy's HTTP port); `tlsPort`: where it validates TLS-ALPN-01
+ * (the proxy's HTTPS port; without it a free port where nothing listens, so that challenge always fails).
+ * Caddy picks among the challenge types at random: give both for a run whose issuance never fails.
+ */
+export async function startPebble(options: { httpPort: number; tlsPort?: number }): Promise<TestPebble> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'tether-pebble-'));
-  const [acmePort, mgmtPort, tlsPort, dnsPort, dnsMgmtPort] = await Promise.all([freeTcpPort(), freeTcpPort(), freeTcpPort(), freeTcpPort(), freeTcpPort()]);
+  const [acmePort, mgmtPort, freeTlsPort, dnsPort, dnsMgmtPort] = await Promise.all([freeTcpPort(), freeTcpPort(), freeTcpPort(), freeTcpPort(), freeTcpPort()]);
+  const tlsPort = options.tlsPort ?? freeTlsPort;
   const cert = path.join(dir, 'cert.pem');
   const key = path.join(dir, 'key.pem');
   execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', key, '-out', cert, '-days', '7', '-subj', '/CN=tether test pebble', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost'], { stdio: 'ignore' });

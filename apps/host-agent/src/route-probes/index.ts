@@ -54,7 +54,7 @@ export function withRouteProbes(routing: RoutingController, config: AgentConfig,
     logger: deps.logger,
     ...(deps.onStateChange ? { onStateChange: deps.onStateChange } : {}),
     ...(dns ? { dnsCheck: (domain: string) => dns.check(domain) } : {}),
-    ...(issuance ? { issuanceError: (domain: string) => issuance.errorFor(domain) } : {}),
+    ...(issuance ? { issuanceError: (domain: string) => issuance.errorFor(domain), issuanceCatchUp: () => issuance.poll() } : {}),
   });
   const withProbes = <T extends ReturnType<RoutingController['status']>>(status: T): T => ({ ...status, probes: prober.results(), probeIntervalMs: prober.intervalMs });
   return {

@@ -133,6 +133,8 @@ export class IssuanceLog {
   private readonly loop: Loop;
   private readonly lines = new LineSplitter();
   private file: { handle: FileHandle; ino: number; offset: number; decoder: StringDecoder } | null = null;
+  /** Reads run one after another: two at one offset would read the same lines twice. */
+  private reads: Promise<void> = Promise.resolve();
 
   constructor(private readonly options: IssuanceLogOptions) {
     this.loop = createLoop({
@@ -158,8 +160,18 @@ export class IssuanceLog {
     return this.errors.errorFor(domain);
   }
 
-  /** Reads what was appended; follows the path to a new file once the old one is read to its end. */
-  async poll(): Promise<void> {
+  /**
+   * Reads what was appended, after any read under way. Caddy logs a certificate obtained before the handshake
+   * that waited for it completes, so a probe that calls this once its handshake ended sees that line.
+   */
+  poll(): Promise<void> {
+    const read = this.reads.then(() => this.read());
+    this.reads = read.catch(() => undefined);
+    return read;
+  }
+
+  /** Follows the path to a new file once the old one is read to its end. */
+  private async read(): Promise<void> {
     if (this.file) await this.drain();
     const now = await stat(this.options.path).catch((error: NodeJS.ErrnoException) => {
       if (error.code === 'ENOENT') return null;

@@ -24,6 +24,8 @@ export interface RouteProberOptions {
   dnsCheck?: (domain: string) => Promise<DnsVerdict>;
   /** The domain's last issuance error from Caddy's log (issuance-log.ts): the certificate's `lastError` in the CA's words. */
   issuanceError?: (domain: string) => IssuanceError | null;
+  /** Reads the issuance log up to now (after a TLS probe: what Caddy logged before the handshake ended). */
+  issuanceCatchUp?: () => Promise<void>;
 }
 
 interface Entry {
@@ -116,6 +118,7 @@ export class RouteProber {
     const probe = verdict.probe
       ? await probeRoute(target, due.route, this.options.timeoutMs, this.now)
       : notProbed(due.route, verdict, Math.round(performance.now() - started), this.now());
+    if (probe.certificate && verdict.probe) await this.options.issuanceCatchUp?.().catch((error: unknown) => this.options.logger.warn({ err: error }, 'reading the issuance log failed'));
     // The map may have changed meanwhile: a route that left it keeps no result.
     const current = this.entries.get(keyOf(due.route));
     if (current !== due) return;
