@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { PanelMessage } from '@tether/protocol';
-import { ensurePromtool, freePort, repoRoot, waitFor } from '@tether/testkit';
+import { ensureCaddy, ensureKnot, ensurePromtool, freePort, killPidFile, repoRoot, startCaddy, waitFor, type TestCaddy } from '@tether/testkit';
 import { startAgentProcess, type AgentProcess } from './helpers/agent-process.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
 import { exposedNames, metricNamesIn, promtool } from './helpers/promql.js';
@@ -13,7 +13,8 @@ import { RawAgent } from './helpers/raw-agent.js';
 // every PromQL expression in the alerts and the Grafana board names a metric
 // a live panel or agent exposes; the same for a live agent's /metrics.
 
-const ready = (await ensurePromtool()).available;
+// The live agent runs the static proxy (a real Caddy and knotd), so the answerer's metrics are exposed too.
+const ready = (await ensurePromtool()).available && (await ensureCaddy()).available && (await ensureKnot()).available;
 const promDir = path.join(repoRoot, 'infra', 'prometheus');
 
 function alertExpressions(): { name: string; expr: string }[] {
@@ -61,6 +62,7 @@ describe.skipIf(!ready)('Prometheus artefacts', () => {
   let exposition = '';
   let agentExposition = '';
   let agentProcess: AgentProcess | undefined;
+  let caddy: TestCaddy | undefined;
 
   beforeAll(async () => {
     panel = await startPanel({ env: { TETHER_FLEET_REFRESH_MS: '200', TETHER_SESSION_IDLE_MS: '600' } });
@@ -101,21 +103,34 @@ describe.skipIf(!ready)('Prometheus artefacts', () => {
     // A real agent process with its metrics endpoint on, connected to the panel.
     const real = await panel.createNode('prom-agent');
     const metricsPort = await freePort();
+    caddy = await startCaddy();
     agentProcess = await startAgentProcess({
       panelUrl: panel.url,
       token: real.token,
       nodeName: real.name,
-      env: { TETHER_AGENT_METRICS_PORT: String(metricsPort), TETHER_LOG_LEVEL: 'warn' },
+      env: {
+        TETHER_AGENT_METRICS_PORT: String(metricsPort),
+        TETHER_LOG_LEVEL: 'warn',
+        TETHER_PROXY: 'external',
+        TETHER_PROXY_ROUTING: 'static',
+        TETHER_CADDY_ADMIN_URL: caddy.adminUrl,
+        TETHER_PROXY_TLS: 'off',
+        TETHER_PROXY_HTTP_PORT: String(caddy.httpPort),
+        TETHER_PROXY_ANSWERER_LISTEN: `127.0.0.1:${await freePort()}`,
+      },
     });
     agentExposition = await waitFor(async () => {
       const text = await fetch(`http://127.0.0.1:${metricsPort}/metrics`).then((r) => r.text(), () => null);
       // The gauge reads the state at scrape time; the counter moves on the 'ready' event that follows it.
-      return text?.includes('tether_agent_session_connected 1') && text.includes('tether_agent_sessions_opened_total 1') ? text : null;
+      return text?.includes('tether_agent_session_connected 1') && text.includes('tether_agent_sessions_opened_total 1') && text.includes('tether_agent_proxy_answerer_up 1') ? text : null;
     }, { timeoutMs: 15_000 });
   }, 60_000);
 
   afterAll(async () => {
+    // knotd outlives the agent by design: stop it by its pid file before the state folder goes.
+    if (agentProcess) await killPidFile(path.join(agentProcess.stateDir, 'answerer', 'knot.pid'));
     await agentProcess?.destroy();
+    await caddy?.stop();
     for (const a of agents) a.close();
     await panel?.close();
   });
@@ -178,7 +193,7 @@ describe.skipIf(!ready)('Prometheus artefacts', () => {
   it('the alert rules pass promtool check rules', () => {
     const r = promtool(['check', 'rules', 'alerts.yml'], undefined, promDir);
     expect(r.status, r.output).toBe(0);
-    expect(r.output).toMatch(/SUCCESS: 8 rules found/);
+    expect(r.output).toMatch(/SUCCESS: 10 rules found/);
   });
 
   it('every alert has a unit test, and promtool test rules passes', () => {

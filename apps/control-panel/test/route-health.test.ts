@@ -44,6 +44,18 @@ describe('routeHealth', () => {
     expect(stale.evidence).toBeNull();
   });
 
+  it('a route the agent did not probe because its DNS points elsewhere: unknown, dns-elsewhere, evidence names the addresses; kept out of the metrics', () => {
+    const text = 'not probed, no certificate requested: shop.example.com resolves to 192.0.2.10, not to this host (198.51.100.7)';
+    const notProbed = { reason: 'dns-elsewhere' as const, resolved: ['192.0.2.10'], hostAddresses: ['198.51.100.7'] };
+    const skipped = probe({ state: 'failing', status: null, madeBy: 'none', error: text, latencyMs: 1, notProbed, certificate: { issuer: null, notBefore: null, notAfter: null, serial: null, lastError: text } });
+    const health = routeHealth(route, live([skipped]), now);
+    expect(health).toMatchObject({ state: 'unknown', reason: `dns-elsewhere: ${text}`, evidence: { notProbed, sessionId: 's-1', error: text } });
+    expect(routeCertificate(route, live([skipped]))?.lastError).toBe(text);
+    expect([...freshRouteProbes([{ id: 's-1', nodeName: 'web-1', report: live([skipped]) }], now)]).toEqual([]);
+    // Stale, it is unknown for staleness, with no evidence.
+    expect(routeHealth(route, live([{ ...skipped, at: new Date(now - 60_001).toISOString() }]), now).evidence).toBeNull();
+  });
+
   it('the metrics see only what is fresh', () => {
     const sessions = [
       { id: 's-1', nodeName: 'web-1', report: live([probe(), probe({ domain: 'old.example.com', at: new Date(now - 120_000).toISOString() })]) },

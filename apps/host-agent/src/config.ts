@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import path from 'node:path';
 import Type from 'typebox';
 import { LogFormatSchema, type LogFormat } from '@tether/common/logging';
@@ -113,6 +114,14 @@ const EnvSchema = Type.Object({
   TETHER_ROUTE_PROBE_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 60_000, default: 5_000 }),
   /** Route probes: at most this many probes a second on this host (one at a time). */
   TETHER_ROUTE_PROBE_RATE: Type.Integer({ minimum: 1, maximum: 1_000, default: 10 }),
+  /** IP addresses this host is reached at, comma-separated; default: the non-loopback, non-link-local addresses of its interfaces. */
+  TETHER_PUBLIC_ADDRESSES: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
+  /** Route probes under the ACME issuer: the DNS server (ip or ip:port, [v6]:port) a name is resolved with before its TLS probe; default: the system's. */
+  TETHER_ROUTE_PROBE_DNS_SERVER: Type.Optional(Type.String({ minLength: 1, maxLength: 300 })),
+  /** Route probes under the ACME issuer: how long a name's A/AAAA answer is reused. */
+  TETHER_ROUTE_PROBE_DNS_CACHE_MS: Type.Integer({ minimum: 0, maximum: 3_600_000, default: 30_000 }),
+  /** Static routing with TLS auto: the JSON log Caddy writes its certificate issuance to and the agent follows (default: TETHER_STATE_DIR/caddy-logs/issuance.log). */
+  TETHER_PROXY_ISSUANCE_LOG: Type.Optional(Type.String({ pattern: '^/', maxLength: 4096 })),
   /** Canary: how often the HTTP probe goes through the proxy (and the WebSocket is re-opened when down); 0 = canary off. */
   TETHER_CANARY_INTERVAL_MS: Type.Integer({ minimum: 0, maximum: 3_600_000, default: 10_000 }),
   /** Canary: the port of Caddy's dedicated canary server (plain HTTP, never a certificate). */
@@ -181,8 +190,19 @@ export interface AgentConfig {
     lookupRefreshMs: number;
     askPort: number;
     tlsIssuer: 'acme' | 'internal';
+    /** The issuance log Caddy writes and the agent follows (static routing, TLS auto). */
+    issuanceLog: string;
   };
-  routeProbes: { intervalMs: number; timeoutMs: number; ratePerSecond: number };
+  routeProbes: {
+    intervalMs: number;
+    timeoutMs: number;
+    ratePerSecond: number;
+    /** TETHER_PUBLIC_ADDRESSES; null: the host's interfaces' addresses, read at each check. */
+    publicAddresses: string[] | null;
+    /** TETHER_ROUTE_PROBE_DNS_SERVER as c-ares takes it (`ip`, `ip:port`, `[v6]:port`); null: the system's resolver. */
+    dnsServer: string | null;
+    dnsCacheMs: number;
+  };
   canary: {
     intervalMs: number;
     proxyPort: number;
@@ -212,6 +232,28 @@ function parsePanelUrls(value: string, problems: string[]): string[] {
   }
   if (urls.length === 0) problems.push('TETHER_PANEL_URL: no URL given');
   return urls;
+}
+
+/** TETHER_PUBLIC_ADDRESSES: IP addresses separated by commas; null when unset. */
+function parseAddresses(value: string | undefined, problems: string[]): string[] | null {
+  if (value === undefined) return null;
+  const addresses = value.split(',').map((a) => a.trim()).filter((a) => a.length > 0);
+  for (const a of addresses) if (isIP(a) === 0) problems.push(`TETHER_PUBLIC_ADDRESSES: ${JSON.stringify(a.slice(0, 100))} is not an IP address`);
+  if (addresses.length === 0) problems.push('TETHER_PUBLIC_ADDRESSES: no address given');
+  return addresses;
+}
+
+/** TETHER_ROUTE_PROBE_DNS_SERVER: an IP, `ip:port` or `[v6]:port`; null when unset. */
+function parseDnsServer(value: string | undefined, problems: string[]): string | null {
+  if (value === undefined) return null;
+  const m = /^(?:\[([0-9A-Fa-f:.]+)\]|([0-9.]+))(?::([0-9]{1,5}))?$/.exec(value);
+  const host = m ? (m[1] ?? m[2])! : value;
+  const port = m?.[3] === undefined ? 53 : Number(m[3]);
+  if (isIP(host) === 0 || port < 1 || port > 65_535) {
+    problems.push(`TETHER_ROUTE_PROBE_DNS_SERVER: ${JSON.stringify(value.slice(0, 100))} is not ip, ip:port or [v6]:port`);
+    return null;
+  }
+  return value;
 }
 
 function splitHostPort(value: string): { host: string; port: number } {
@@ -245,6 +287,8 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
     problems.push(`TETHER_STATE_DIR: too long for the Caddy admin socket under it (max ${MAX_SOCKET_PATH - 'caddy/run/admin.sock'.length - 1} characters)`);
   }
   const panelUrls = parsePanelUrls(e.TETHER_PANEL_URL, problems);
+  const publicAddresses = parseAddresses(e.TETHER_PUBLIC_ADDRESSES, problems);
+  const dnsServer = parseDnsServer(e.TETHER_ROUTE_PROBE_DNS_SERVER, problems);
   if (problems.length > 0) throw new ConfigError(problems);
   return {
     panelUrls,
@@ -315,8 +359,16 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
       lookupRefreshMs: e.TETHER_PROXY_LOOKUP_REFRESH_MS,
       askPort: e.TETHER_PROXY_ASK_PORT,
       tlsIssuer: e.TETHER_PROXY_TLS_ISSUER,
+      issuanceLog: e.TETHER_PROXY_ISSUANCE_LOG ?? path.join(stateDir, 'caddy-logs', 'issuance.log'),
     },
-    routeProbes: { intervalMs: e.TETHER_ROUTE_PROBE_INTERVAL_MS, timeoutMs: e.TETHER_ROUTE_PROBE_TIMEOUT_MS, ratePerSecond: e.TETHER_ROUTE_PROBE_RATE },
+    routeProbes: {
+      intervalMs: e.TETHER_ROUTE_PROBE_INTERVAL_MS,
+      timeoutMs: e.TETHER_ROUTE_PROBE_TIMEOUT_MS,
+      ratePerSecond: e.TETHER_ROUTE_PROBE_RATE,
+      publicAddresses,
+      dnsServer,
+      dnsCacheMs: e.TETHER_ROUTE_PROBE_DNS_CACHE_MS,
+    },
     canary: {
       intervalMs: e.TETHER_CANARY_INTERVAL_MS,
       proxyPort: e.TETHER_CANARY_PROXY_PORT,

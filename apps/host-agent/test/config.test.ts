@@ -43,6 +43,34 @@ describe('TETHER_PROTOCOL_VERSION_MAX', () => {
   });
 });
 
+describe('route probes under the ACME issuer: DNS check and issuance log settings', () => {
+  it('defaults: the interfaces\' addresses (null), the system resolver, 30 s of cache, the log under the state folder', () => {
+    const config = loadConfig(base);
+    expect(config.routeProbes).toMatchObject({ publicAddresses: null, dnsServer: null, dnsCacheMs: 30_000 });
+    expect(config.proxy.issuanceLog).toBe(path.join(config.stateDir, 'caddy-logs', 'issuance.log'));
+    expect(loadConfig({ ...base, TETHER_PROXY_ISSUANCE_LOG: '/var/log/caddy/issuance.log' }).proxy.issuanceLog).toBe('/var/log/caddy/issuance.log');
+    expect(() => loadConfig({ ...base, TETHER_PROXY_ISSUANCE_LOG: 'relative.log' })).toThrow(/TETHER_PROXY_ISSUANCE_LOG/);
+  });
+
+  it('TETHER_PUBLIC_ADDRESSES: IPv4 and IPv6 separated by commas; anything else is refused by name', () => {
+    expect(loadConfig({ ...base, TETHER_PUBLIC_ADDRESSES: '203.0.113.7, 2001:db8::7' }).routeProbes.publicAddresses).toEqual(['203.0.113.7', '2001:db8::7']);
+    for (const bad of ['shop.example.com', '203.0.113.7,999.1.1.1', ' , ']) {
+      expect(() => loadConfig({ ...base, TETHER_PUBLIC_ADDRESSES: bad })).toThrow(/TETHER_PUBLIC_ADDRESSES/);
+    }
+  });
+
+  it('TETHER_ROUTE_PROBE_DNS_SERVER: ip, ip:port, [v6]:port or a bare v6; port 1-65535; names refused', () => {
+    for (const good of ['127.0.0.1', '127.0.0.1:5353', '[::1]:53', '::1', '127.0.0.1:65535', '127.0.0.1:1']) {
+      expect(loadConfig({ ...base, TETHER_ROUTE_PROBE_DNS_SERVER: good }).routeProbes.dnsServer).toBe(good);
+    }
+    for (const bad of ['dns.example.com', '127.0.0.1:0', '127.0.0.1:65536', 'udp/127.0.0.1:53']) {
+      expect(() => loadConfig({ ...base, TETHER_ROUTE_PROBE_DNS_SERVER: bad }), bad).toThrow(/TETHER_ROUTE_PROBE_DNS_SERVER/);
+    }
+    expect(loadConfig({ ...base, TETHER_ROUTE_PROBE_DNS_CACHE_MS: '0' }).routeProbes.dnsCacheMs).toBe(0);
+    expect(() => loadConfig({ ...base, TETHER_ROUTE_PROBE_DNS_CACHE_MS: '3600001' })).toThrow(/TETHER_ROUTE_PROBE_DNS_CACHE_MS/);
+  });
+});
+
 describe('docs/operations.md', () => {
   it('lists every environment variable this app reads', () => {
     expect(undocumentedEnvVars(ENV_VARS)).toEqual([]);

@@ -138,8 +138,10 @@ export type CanaryStatus = Static<typeof CanaryStatus>;
  */
 /**
  * The certificate of a route's domain as a TLS client (the agent's probe) sees it: issuer as RFC 4514, validity
- * as ISO 8601, serial as lowercase hex without colons; null fields until one was seen. `lastError` is the last
- * probe's handshake failure (null when it succeeded): a certificate that cannot be issued shows here.
+ * as ISO 8601, serial as lowercase hex without colons; null fields until one was seen. `lastError` (null: nothing
+ * wrong) is, first match wins: why none is requested (the name's DNS points elsewhere, see RouteNotProbed), the
+ * CA's last issuance error from Caddy's log (`certificate issuance failed (<time>): …`, static config), or the
+ * probe's handshake failure.
  */
 export const RouteCertificate = Type.Object({
   issuer: NullableText,
@@ -149,6 +151,24 @@ export const RouteCertificate = Type.Object({
   lastError: NullableText,
 });
 export type RouteCertificate = Static<typeof RouteCertificate>;
+
+/** An IPv4 or IPv6 address in text. */
+const IpAddress = Type.String({ maxLength: 45, pattern: '^[0-9A-Fa-f:.]+$' });
+
+/**
+ * Why a route over TLS with the ACME issuer was not probed (no TLS handshake made, so no certificate requested: a
+ * failed validation counts against the CA's limits): its name does not resolve to an address of this host
+ * (`dns-elsewhere`, `resolved` may be empty) or its lookup failed (`dns-error`). The probe then reads `failing`,
+ * `madeBy: none`, `error` saying so (what an older panel shows); a panel that knows this field reads the route `unknown`.
+ */
+export const RouteNotProbed = Type.Object({
+  reason: Type.Union([Type.Literal('dns-elsewhere'), Type.Literal('dns-error')]),
+  /** The name's A and AAAA addresses as resolved. */
+  resolved: Type.Array(IpAddress, { maxItems: 64 }),
+  /** The addresses this host is reached at (TETHER_PUBLIC_ADDRESSES, else its interfaces'). */
+  hostAddresses: Type.Array(IpAddress, { maxItems: 64 }),
+});
+export type RouteNotProbed = Static<typeof RouteNotProbed>;
 
 export const RouteProbe = Type.Object({
   domain: Name,
@@ -162,6 +182,8 @@ export const RouteProbe = Type.Object({
   latencyMs: Count,
   /** Probes over TLS: the domain's certificate as seen (the last one seen, with the last handshake's error). */
   certificate: Type.Optional(RouteCertificate),
+  /** Present when the route was deliberately not probed (its DNS does not point here); absent from older agents. */
+  notProbed: Type.Optional(RouteNotProbed),
 });
 export type RouteProbe = Static<typeof RouteProbe>;
 

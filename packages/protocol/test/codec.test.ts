@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { decodeV1 } from '@tether/testkit';
 import {
   EXAMPLE_MESSAGES,
   FIELD_LIMITS,
@@ -198,5 +199,23 @@ describe('state frames', () => {
     const container = EXAMPLE_MESSAGES.heartbeat.containers[0]!;
     const huge = { ...EXAMPLE_MESSAGES.heartbeat, containers: Array.from({ length: 6_000 }, () => container) };
     expect(() => encode(huge)).toThrow(/heartbeat of \d+ bytes exceeds the limit of 1048576/);
+  });
+});
+
+describe('a route probe that was not probed on purpose (notProbed)', () => {
+  const text = 'not probed, no certificate requested: shop.example.com resolves to 192.0.2.10, not to this host (198.51.100.7)';
+  const probe = {
+    domain: 'shop.example.com', pathPrefix: null, state: 'failing', at: '2026-12-02T08:00:00.000Z', status: null, madeBy: 'none', error: text, latencyMs: 2,
+    certificate: { issuer: null, notBefore: null, notAfter: null, serial: null, lastError: text },
+    notProbed: { reason: 'dns-elsewhere', resolved: ['192.0.2.10'], hostAddresses: ['198.51.100.7', '2001:db8::7'] },
+  };
+  const heartbeat = (p: unknown) => JSON.stringify({ ...EXAMPLE_MESSAGES.heartbeat, routing: { ...EXAMPLE_MESSAGES.heartbeat.routing, probes: [p], probeIntervalMs: 30_000 } });
+
+  it('decodes; a reason outside the two, or a resolved address that is not one, is refused', () => {
+    expect(decode(heartbeat(probe)).ok).toBe(true);
+    expect(codeOf(heartbeat({ ...probe, notProbed: { ...probe.notProbed, reason: 'dns-maybe' } }))).toBe(FRAME_ERROR_CODES.INVALID_FIELD);
+    expect(codeOf(heartbeat({ ...probe, notProbed: { ...probe.notProbed, resolved: ['shop.example.com'] } }))).toBe(FRAME_ERROR_CODES.INVALID_FIELD);
+    // Extra fields are allowed: a panel whose schema lacks notProbed (here v1's, which lacks probes too) takes the frame.
+    expect(decodeV1(heartbeat(probe)).ok).toBe(true);
   });
 });

@@ -19,6 +19,8 @@ export interface TestPebble {
   directory: string;
   /** PEM file of the root of pebble's own HTTPS certificate (TETHER_PROXY_ACME_CA_ROOT). */
   caRoot: string;
+  /** `127.0.0.1:PORT` of the DNS server pebble resolves names with (pebble-challtestsrv): the answers setAddress sets. */
+  dnsServer: string;
   /** Makes `host` resolve to `address` for pebble's validation (an address no proxy serves makes it fail). */
   setAddress(host: string, address: string): Promise<void>;
   stop(): Promise<void>;
@@ -75,6 +77,7 @@ export async function startPebble(options: { httpPort: number }): Promise<TestPe
   return {
     directory: `https://127.0.0.1:${acmePort}/dir`,
     caRoot: cert,
+    dnsServer: `127.0.0.1:${dnsPort}`,
     async setAddress(host, address) {
       const res = await fetch(`http://127.0.0.1:${dnsMgmtPort}/add-a`, { method: 'POST', body: JSON.stringify({ host, addresses: [address] }) });
       if (!res.ok) throw new Error(`challtestsrv add-a ${host}: ${res.status}`);

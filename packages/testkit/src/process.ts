@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
 
 export interface ManagedProcess {
   readonly child: ChildProcess;
@@ -61,4 +62,25 @@ export function spawnProcess(command: string, args: string[], options: { env?: N
       clearTimeout(timer);
     },
   };
+}
+
+/** SIGKILLs the process a pid file names (a daemon a test's process left behind, e.g. the agent's knotd) and waits until it is gone. */
+export async function killPidFile(file: string, timeoutMs = 2_000): Promise<void> {
+  if (!existsSync(file)) return;
+  const pid = Number(readFileSync(file, 'utf8').trim());
+  if (!Number.isInteger(pid) || pid <= 0) return;
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    return;
+  }
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      process.kill(pid, 0);
+    } catch {
+      return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
 }

@@ -30,6 +30,16 @@ export const RouteHealthSchema = Type.Object({
       madeBy: Type.Union([Type.Literal('app'), Type.Literal('proxy'), Type.Literal('none')]),
       error: Nullable(Type.String()),
       latencyMs: Type.Integer(),
+      notProbed: Type.Optional(
+        Type.Object(
+          {
+            reason: Type.Union([Type.Literal('dns-elsewhere'), Type.Literal('dns-error')]),
+            resolved: Type.Array(Type.String()),
+            hostAddresses: Type.Array(Type.String()),
+          },
+          { description: "TLS with the ACME issuer: not probed (no certificate requested) because the name's DNS does not point at the node" },
+        ),
+      ),
       sessionId: Type.String(),
     }),
   ),
@@ -41,7 +51,7 @@ export const RouteCertificateSchema = Nullable(
     notBefore: Nullable(Timestamp),
     notAfter: Nullable(Timestamp),
     serial: Nullable(Type.String({ description: 'lowercase hex, no colons' })),
-    lastError: Nullable(Type.String({ description: "the last probe's handshake failure" })),
+    lastError: Nullable(Type.String({ description: "why no certificate is (or can be) presented: the CA's issuance error, the last probe's handshake failure, or that none is requested because DNS points elsewhere" })),
   }),
 );
 const RouteRead = Type.Object({ ...RouteSchema.properties, health: RouteHealthSchema, certificate: RouteCertificateSchema });

@@ -55,6 +55,8 @@ export function routeHealth(route: { domain: string; pathPrefix: string | null }
   }
   const { certificate: _certificate, ...seen } = probe;
   const evidence = { ...seen, sessionId: live.sessionId };
+  // Deliberately not probed (TLS with the ACME issuer, DNS not pointing at the host): no verdict, the agent's why.
+  if (probe.notProbed) return { state: 'unknown', reason: `${probe.notProbed.reason}: ${probe.error ?? 'not probed'}`, evidence };
   if (probe.state === 'serving') return { state: 'serving', reason: `the app answered ${probe.status} in ${probe.latencyMs} ms`, evidence };
   const what =
     probe.status === null

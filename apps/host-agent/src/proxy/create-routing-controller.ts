@@ -188,6 +188,7 @@ export function createRoutingController(
       lookupRefreshMs: p.lookupRefreshMs,
       askPort: p.askPort,
       issuer: p.tlsIssuer,
+      issuanceLog: p.issuanceLog,
       endpoints: config.runtime.kind === 'docker'
         ? dockerEndpoints(dockerOf(deps), { network: config.runtime.network, node: config.nodeName ?? os.hostname(), ...(deps.notServing ? { notServing: deps.notServing } : {}) })
         : () => Promise.resolve(new Map()),
@@ -224,6 +225,8 @@ export interface StaticProxyOptions extends CommonOptions {
   lookupRefreshMs: number;
   askPort: number;
   issuer: 'acme' | 'internal';
+  /** TLS auto: the file Caddy writes its issuance log to (TETHER_PROXY_ISSUANCE_LOG); absent: none. */
+  issuanceLog?: string | null;
   endpoints: EndpointSource;
 }
 
@@ -252,6 +255,7 @@ export function createStaticExternalRoutingController(o: StaticProxyOptions): St
       answersDir: path.resolve(o.stateDir, 'answers'),
       askPort: o.askPort,
       issuer: o.issuer,
+      issuanceLog: o.issuanceLog ?? null,
     },
     answerer,
     endpoints: o.endpoints,

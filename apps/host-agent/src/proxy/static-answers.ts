@@ -21,6 +21,15 @@ export const TARGETS_LABEL = 'e';
 export const HEALTH_NAME = `health.${ANSWER_ZONE}`;
 
 
+/** The folders of one empty file per name that Caddy reads per request (under the answers dir). */
+export const NAME_LISTS = ['domains', 'whole', 'prefixed', 'prefixes'] as const;
+export type NameList = (typeof NAME_LISTS)[number];
+
+/** The file naming a first-segment route: what the static config's `file` matcher tries for `/<segment>…` on `<domain>`. */
+export function prefixFileName(segment: string, domain: string): string {
+  return `${segment}@${domain}`;
+}
+
 /** One ready container of a service, as it can be dialled from Caddy. */
 export interface Endpoint {
   /** Container id (its first 12 characters name the SRV target). */
@@ -42,15 +51,19 @@ export function isStaticShape(route: Pick<Route, 'domain' | 'pathPrefix'>): bool
 export interface Answers {
   /** Zone records without SOA/NS (knot-answerer.ts adds them with the serial). */
   records: string[];
-  /** Domains with at least one route (the files Caddy's `file` matcher and the TLS ask check). */
+  /** Domains with at least one route (the files the TLS ask check reads). */
   domains: string[];
-  /** Domains with a first-segment route: only their requests pay the prefix lookup. */
+  /** Domains with a whole-domain route (the files Caddy's `file` matcher routes by host). */
+  whole: string[];
+  /** Domains with a first-segment route: an upper-case first segment there pays the case-blind lookup. */
   prefixed: string[];
+  /** First-segment routes as `<segment>@<domain>` files: a request pays one lookup, and a segment without a route is no-route. */
+  prefixes: string[];
   /** Routes outside the static shape: the caller renders them into the config (the reload-costing path). */
   legacy: Route[];
   /** Routes with no ready endpoint now (answered `no-upstream` until one is ready). */
   unserved: number;
-  /** Digest of records, domains and prefixed: equal digests mean nothing to write. */
+  /** Digest of records and name lists: equal digests mean nothing to write. */
   digest: string;
 }
 
@@ -73,7 +86,9 @@ export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap,
   const srv = new Set<string>();
   const targets = new Set<string>();
   const domains = new Set<string>();
+  const whole = new Set<string>();
   const prefixed = new Set<string>();
+  const prefixes = new Set<string>();
   const legacy: Route[] = [];
   let unserved = 0;
   for (const route of canonicalRoutes(routes)) {
@@ -97,7 +112,11 @@ export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap,
     }
     if (served === 0) unserved += 1;
     domains.add(route.domain);
-    if (segment !== null) prefixed.add(route.domain);
+    if (segment === null) whole.add(route.domain);
+    else {
+      prefixed.add(route.domain);
+      prefixes.add(prefixFileName(segment, route.domain));
+    }
   }
   // The canary's route goes through the answerer too, so an answerer outage shows as a canary drop.
   const canary = options.canaryUpstream ? targetFor(options.canaryUpstream.slice(0, options.canaryUpstream.lastIndexOf(':')), null) : null;
@@ -106,8 +125,7 @@ export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap,
     targets.add(`${canary.name} ${canary.type} ${canary.ip}`);
   }
   const records = [`health A 127.0.0.1`, ...[...srv].sort(), ...[...targets].sort()];
-  const sortedDomains = [...domains].sort();
-  const sortedPrefixed = [...prefixed].sort();
-  const digest = createHash('sha256').update(JSON.stringify([records, sortedDomains, sortedPrefixed])).digest('hex').slice(0, 32);
-  return { records, domains: sortedDomains, prefixed: sortedPrefixed, legacy, unserved, digest };
+  const lists = { domains: [...domains].sort(), whole: [...whole].sort(), prefixed: [...prefixed].sort(), prefixes: [...prefixes].sort() };
+  const digest = createHash('sha256').update(JSON.stringify([records, lists.domains, lists.whole, lists.prefixed, lists.prefixes])).digest('hex').slice(0, 32);
+  return { records, ...lists, legacy, unserved, digest };
 }

@@ -2,29 +2,34 @@ import { createHash } from 'node:crypto';
 import type { Route } from '@tether/protocol';
 import { canonicalJson } from './canonical-json.js';
 import { CANARY_HOST, CANARY_SERVER_NAME, SERVER_NAME, acmeIssuer, caddyRoute, type RenderOptions } from './render.js';
-import { ANSWER_ZONE, HOSTS_LABEL } from './static-answers.js';
+import { ANSWER_ZONE, HOSTS_LABEL, type NameList } from './static-answers.js';
 import { assertRenderableRoutes } from './route-validation.js';
+import { issuanceLogging } from './issuance-logging.js';
 
 // The static proxy config (docs/architecture.md, "Static proxy"): rendered
 // from settings only, so attaching, removing or moving a route never loads
 // Caddy again (Caddy 2.6.2 closes every proxied WebSocket on any load). Which
-// domains exist is a file per domain that Caddy's `file` matcher checks per
-// request; where a request goes is an SRV lookup of its host (and first path
-// segment) against the answerer, re-asked once the cached answer is older
-// than `refresh`. The only routes ever rendered are those outside the static
-// shape (`legacy`): they keep the reload-costing path, and only their changes load.
+// routes exist is one empty file per whole domain and per (first segment,
+// domain) that Caddy's `file` matcher checks per request, so a path no route
+// covers is Caddy's own no-route; where a request goes is an SRV lookup of
+// its host (or first segment) against the answerer, re-asked once the cached
+// answer is older than `refresh`. The only routes ever rendered are those
+// outside the static shape (`legacy`): they keep the reload-costing path, and
+// only their changes load.
 
 export interface StaticRenderOptions extends RenderOptions {
   /** `udp/host:port` of the answerer, as Caddy dials it. */
   answerer: string;
   /** How long Caddy keeps an SRV answer before it asks again (`refresh`). */
   lookupRefreshMs: number;
-  /** Folder holding `domains/<name>` and `prefixed/<name>`, as Caddy sees it. */
+  /** Folder holding the name lists (static-answers.ts NAME_LISTS), as Caddy sees it. */
   answersDir: string;
   /** Loopback port of the server answering on-demand TLS's `ask` (tls auto only). */
   askPort: number;
   /** tls auto: `acme` (ACME, the default) or `internal` (Caddy's own CA; tests, private names). */
   issuer: 'acme' | 'internal';
+  /** tls auto: the issuance log Caddy writes (issuance-logging.ts), as Caddy sees the path; absent: none. */
+  issuanceLog?: string | null;
 }
 
 export interface StaticRendered {
@@ -46,12 +51,17 @@ function srvSource(name: string, o: StaticRenderOptions) {
   return { source: 'srv', name, refresh: `${o.lookupRefreshMs}ms`, resolver: { addresses: [o.answerer] } };
 }
 
-function dynamicProxy(o: StaticRenderOptions, withPrefix: boolean) {
+/** Which SRV names a request looks up: its host's, its first segment's, or the segment's with the host's as the fallback. */
+type Lookup = 'host' | 'prefix' | 'prefix-then-host';
+
+function dynamicProxy(o: StaticRenderOptions, lookup: Lookup) {
   const host = `{http.request.host}.${HOSTS_LABEL}.${ANSWER_ZONE}`;
-  const upstreams = withPrefix
-    ? // The segment's service first, the domain's as the fallback: the `first` policy picks the first that answered.
-      { source: 'multi', sources: [srvSource(`_p{http.request.uri.path.0}.${host}`, o), srvSource(host, o)] }
-    : srvSource(host, o);
+  const prefix = `_p{http.request.uri.path.0}.${host}`;
+  const upstreams =
+    lookup === 'prefix-then-host'
+      ? // The `first` policy picks the first that answered: the segment's service, else the domain's.
+        { source: 'multi', sources: [srvSource(prefix, o), srvSource(host, o)] }
+      : srvSource(lookup === 'prefix' ? prefix : host, o);
   return {
     handler: 'reverse_proxy',
     dynamic_upstreams: upstreams,
@@ -66,17 +76,30 @@ function fileMatch(root: string, placeholder: string) {
 }
 
 function staticConfig(legacy: readonly Route[], o: StaticRenderOptions, id: string | null) {
-  const domains = `${o.answersDir}/domains`;
-  const prefixed = `${o.answersDir}/prefixed`;
+  const list = (name: NameList) => `${o.answersDir}/${name}`;
+  const [domains, whole, prefixed, prefixes] = [list('domains'), list('whole'), list('prefixed'), list('prefixes')];
+  const upperHost = { vars_regexp: { '{http.request.host}': { pattern: '[A-Z]' } } };
   const routes: unknown[] = [
     ...legacy.map(caddyRoute),
+    // Host names and Caddy's path matcher compare without case, files do not: a request with an upper-case
+    // Host, or an upper-case first segment on a domain with prefix routes, takes the lookups alone (the
+    // answerer's DNS names are case-blind). Its unknown names answer no-upstream instead of no-route.
     {
-      // A domain with prefix routes whose first segment is one the answerer can name.
-      match: [{ ...fileMatch(prefixed, '{http.request.host}'), path_regexp: { pattern: '^/[A-Za-z0-9-]{1,62}(/|$)' } }],
-      handle: [dynamicProxy(o, true)],
+      match: [
+        { ...upperHost, path_regexp: { pattern: '^/[A-Za-z0-9-]{1,62}(/|$)' } },
+        { ...fileMatch(prefixed, '{http.request.host}'), path_regexp: { pattern: '^/[A-Za-z0-9-]*[A-Z][A-Za-z0-9-]*(/|$)' } },
+      ],
+      handle: [dynamicProxy(o, 'prefix-then-host')],
       terminal: true,
     },
-    { match: [fileMatch(domains, '{http.request.host}')], handle: [dynamicProxy(o, false)], terminal: true },
+    { match: [upperHost], handle: [dynamicProxy(o, 'host')], terminal: true },
+    {
+      // A first segment with a route of its own: one lookup; any other path falls through to the whole domain.
+      match: [{ ...fileMatch(prefixes, '{http.request.uri.path.0}@{http.request.host}'), path_regexp: { pattern: '^/[a-z0-9-]{1,62}(/|$)' } }],
+      handle: [dynamicProxy(o, 'prefix')],
+      terminal: true,
+    },
+    { match: [fileMatch(whole, '{http.request.host}')], handle: [dynamicProxy(o, 'host')], terminal: true },
     {
       ...(id === null ? {} : { '@id': id }),
       handle: [mark('no-route'), { handler: 'static_response', status_code: 404, body: 'no such app\n' }],
@@ -127,7 +150,7 @@ function staticConfig(legacy: readonly Route[], o: StaticRenderOptions, id: stri
         // Looked up like every customer route: an answerer outage reaches the canary as it reaches customers.
         {
           match: [{ host: [CANARY_HOST] }],
-          handle: [{ ...dynamicProxy(o, false), dynamic_upstreams: srvSource(`${CANARY_HOST}.${HOSTS_LABEL}.${ANSWER_ZONE}`, o) }],
+          handle: [{ ...dynamicProxy(o, 'host'), dynamic_upstreams: srvSource(`${CANARY_HOST}.${HOSTS_LABEL}.${ANSWER_ZONE}`, o) }],
           terminal: true,
         },
         { handle: [{ handler: 'static_response', status_code: 404 }] },
@@ -137,7 +160,7 @@ function staticConfig(legacy: readonly Route[], o: StaticRenderOptions, id: stri
   apps.http = { http_port: o.httpPort, https_port: o.httpsPort, servers };
   const admin: Record<string, unknown> = { listen: o.admin.listen };
   if (o.admin.origins) admin.origins = [...o.admin.origins];
-  return { admin, apps };
+  return { admin, apps, ...(o.tls === 'auto' && o.issuanceLog ? { logging: issuanceLogging(o.issuanceLog) } : {}) };
 }
 
 /** Renders the static config; `legacy` are the routes outside the static shape (usually none). */

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { createLoop, sleep, type Logger, type Loop } from '@tether/common';
@@ -19,7 +18,7 @@ import { describeRouteChange } from './route-diff.js';
 import type { ProxySupervisor, ReloadRecord } from './routing-controller.js';
 import { RoutingLane } from './routing-lane.js';
 import type { RoutingStateStore, ReloadKind } from './routing-state.js';
-import { computeAnswers, type Answers } from './static-answers.js';
+import { NAME_LISTS, computeAnswers, type Answers, type NameList } from './static-answers.js';
 import { STATIC_ID_PREFIX, renderStaticConfig, type StaticRenderOptions, type StaticRendered } from './static-render.js';
 
 // TETHER_PROXY_ROUTING=static (docs/architecture.md, "Static proxy"). Caddy
@@ -80,7 +79,8 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
   constructor(private readonly options: StaticRoutingControllerOptions) {
     super(options, options.now ?? (() => new Date()));
     this.traffic = options.upstreams ? caddyTraffic({ admin: options.upstreams, counting: 'container', switchAnswers: () => this.switchAnswers() }) : undefined;
-    this.renderDigest = `static-${createHash('sha256').update(canonicalJson(options.render)).digest('hex').slice(0, 24)}`;
+    // The config itself (without legacy routes) decides it: a release that renders otherwise makes its one load a `change`, not drift.
+    this.renderDigest = `static-${renderStaticConfig([], options.render).id.slice(STATIC_ID_PREFIX.length, STATIC_ID_PREFIX.length + 24)}`;
     const onError = (what: string) => (error: unknown) => options.logger.warn({ err: error }, `${what} failed; retrying next interval`);
     this.checkLoop =
       options.checkIntervalMs > 0
@@ -213,11 +213,9 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
     if (answers.digest === this.answersDigest) return { answers, changed: false };
     const dir = this.options.render.answersDir;
     // Added names become routable only after the answerer can name their upstreams; removed ones stop first.
-    await syncNameFiles(path.join(dir, 'domains'), await this.kept('domains', answers.domains));
-    await syncNameFiles(path.join(dir, 'prefixed'), await this.kept('prefixed', answers.prefixed));
+    for (const kind of NAME_LISTS) await syncNameFiles(path.join(dir, kind), await this.kept(kind, answers[kind]));
     await this.options.answerer.publish([`; answers ${answers.digest}`, ...answers.records]);
-    await syncNameFiles(path.join(dir, 'domains'), answers.domains);
-    await syncNameFiles(path.join(dir, 'prefixed'), answers.prefixed);
+    for (const kind of NAME_LISTS) await syncNameFiles(path.join(dir, kind), answers[kind]);
     await writeFileAtomic(path.join(dir, 'digest'), `${answers.digest}\n`);
     this.answersDigest = answers.digest;
     this.stats.answerWrites += 1;
@@ -226,7 +224,7 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
   }
 
   /** The names in place that stay: the first step of a change removes, the last one adds. */
-  private async kept(kind: 'domains' | 'prefixed', next: readonly string[]): Promise<string[]> {
+  private async kept(kind: NameList, next: readonly string[]): Promise<string[]> {
     const nextSet = new Set(next);
     const current = await readdir(path.join(this.options.render.answersDir, kind)).catch(() => [] as string[]);
     return current.filter((n) => nextSet.has(n));

@@ -2,21 +2,27 @@ import type { Logger } from '@tether/common';
 import type { AgentConfig } from '../config.js';
 import type { RoutingController, RoutingMapInput } from '../controllers.js';
 import { CADDY_CONTAINER } from '../proxy/caddy-image.js';
+import { DnsCheck } from './dns-check.js';
+import { IssuanceLog } from './issuance-log.js';
 import type { ProbeTarget } from './route-probe.js';
 import { RouteProber } from './route-prober.js';
 
 export { judge, probeRoute, PROBE_HEADER, type ProbeTarget } from './route-probe.js';
 export { RouteProber, type RouteProberOptions } from './route-prober.js';
+export { DnsCheck, dnsVerdict, interfaceAddresses, type DnsVerdict } from './dns-check.js';
+export { IssuanceLog, IssuanceErrors, LineSplitter, parseIssuanceLine, describeIssuanceError } from './issuance-log.js';
+
+/** How often the agent reads what Caddy appended to its issuance log. */
+export const ISSUANCE_LOG_POLL_MS = 1_000;
 
 /**
  * Where the agent reaches its proxy's customer-facing server: the operator's Caddy on loopback, or the proxy
- * container at its address on Tether's network. TLS auto with a public CA is not probed: a probe's SNI could
- * start an ACME attempt for a name whose DNS does not point here (left for the certificate work).
+ * container at its address on Tether's network. (TLS with the ACME issuer: each name's DNS is checked before
+ * its probe, see withRouteProbes.)
  */
 export function probeTarget(config: AgentConfig, proxyAddress?: () => Promise<string | null>): (() => Promise<ProbeTarget | null>) | null {
   const p = config.proxy;
   if (config.routeProbes.intervalMs === 0 || p.kind === 'none') return null;
-  if (p.tls === 'auto' && p.tlsIssuer === 'acme') return null;
   const tls = p.tls === 'auto';
   const marksOwnAnswers = p.routing === 'static';
   if (p.kind === 'external') {
@@ -33,6 +39,12 @@ export function probeTarget(config: AgentConfig, proxyAddress?: () => Promise<st
 /** The routing controller with route probes: the applied map's routes probed, their last probes in its status. */
 export function withRouteProbes(routing: RoutingController, config: AgentConfig, deps: { logger: Logger; target: (() => Promise<ProbeTarget | null>) | null; onStateChange?: () => void }): RoutingController {
   if (deps.target === null) return routing;
+  const p = config.proxy;
+  const rp = config.routeProbes;
+  // A probe's SNI makes Caddy try ACME on demand: only for a name whose DNS points here (dns-check.ts).
+  const dns = p.tls === 'auto' && p.tlsIssuer === 'acme' ? new DnsCheck({ server: rp.dnsServer, cacheMs: rp.dnsCacheMs, timeoutMs: Math.min(rp.timeoutMs, 2_000), publicAddresses: rp.publicAddresses }) : null;
+  // The static config makes Caddy write its issuance log (proxy/issuance-logging.ts): the CA's errors reach the status.
+  const issuance = p.tls === 'auto' && p.routing === 'static' ? new IssuanceLog({ path: p.issuanceLog, pollMs: ISSUANCE_LOG_POLL_MS, logger: deps.logger }) : null;
   const prober = new RouteProber({
     intervalMs: config.routeProbes.intervalMs,
     timeoutMs: config.routeProbes.timeoutMs,
@@ -40,15 +52,19 @@ export function withRouteProbes(routing: RoutingController, config: AgentConfig,
     target: deps.target,
     logger: deps.logger,
     ...(deps.onStateChange ? { onStateChange: deps.onStateChange } : {}),
+    ...(dns ? { dnsCheck: (domain: string) => dns.check(domain) } : {}),
+    ...(issuance ? { issuanceError: (domain: string) => issuance.errorFor(domain) } : {}),
   });
   const withProbes = <T extends ReturnType<RoutingController['status']>>(status: T): T => ({ ...status, probes: prober.results(), probeIntervalMs: prober.intervalMs });
   return {
     async start() {
       await routing.start();
+      issuance?.start();
       prober.start();
     },
     async stop() {
       await prober.stop();
+      await issuance?.stop();
       await routing.stop();
     },
     async apply(map: RoutingMapInput) {

@@ -1,5 +1,7 @@
-import { createLoop, type Logger, type Loop } from '@tether/common';
+import { createLoop, errorMessage, type Logger, type Loop } from '@tether/common';
 import type { Route, RouteCertificate, RouteProbe } from '@tether/protocol';
+import { dnsVerdict, type DnsVerdict } from './dns-check.js';
+import { describeIssuanceError, type IssuanceError } from './issuance-log.js';
 import { probeRoute, type ProbedRoute, type ProbeTarget } from './route-probe.js';
 
 // Probes every route of the applied map through the agent's own proxy: a route
@@ -18,6 +20,10 @@ export interface RouteProberOptions {
   now?: () => Date;
   /** Tells the session a probe changed a route's state (so it need not wait for the next heartbeat). */
   onStateChange?: () => void;
+  /** TLS under the ACME issuer: whether a name's DNS points here; a TLS probe is made only when it does (dns-check.ts). */
+  dnsCheck?: (domain: string) => Promise<DnsVerdict>;
+  /** The domain's last issuance error from Caddy's log (issuance-log.ts): the certificate's `lastError` in the CA's words. */
+  issuanceError?: (domain: string) => IssuanceError | null;
 }
 
 interface Entry {
@@ -71,11 +77,27 @@ export class RouteProber {
     for (const domain of this.certificates.keys()) if (!domains.has(domain)) this.certificates.delete(domain);
   }
 
-  /** The last probe of each route in the map (routes not probed yet are left out). */
+  /** The last probe of each route in the map (routes not probed yet are left out), with the latest issuance error. */
   results(): RouteProbe[] {
     const out: RouteProbe[] = [];
-    for (const entry of this.entries.values()) if (entry.last) out.push(entry.last);
+    for (const entry of this.entries.values()) if (entry.last) out.push(this.withIssuanceError(entry.last));
     return out;
+  }
+
+  private withIssuanceError(probe: RouteProbe): RouteProbe {
+    if (!probe.certificate || probe.notProbed) return probe;
+    const error = this.options.issuanceError?.(probe.domain);
+    return error ? { ...probe, certificate: { ...probe.certificate, lastError: describeIssuanceError(error) } } : probe;
+  }
+
+  /** Whether to make a TLS probe of this name: asked only under the ACME issuer; a failed check is a `dns-error`. */
+  private async dnsVerdict(domain: string): Promise<DnsVerdict> {
+    if (!this.options.dnsCheck) return { probe: true };
+    try {
+      return await this.options.dnsCheck(domain);
+    } catch (error) {
+      return dnsVerdict(domain, { addresses: [], error: errorMessage(error) }, []);
+    }
   }
 
   /** Probes the route that is due first, if any is due. */
@@ -89,7 +111,11 @@ export class RouteProber {
       due.dueAt = now + this.options.intervalMs;
       return;
     }
-    const probe = await probeRoute(target, due.route, this.options.timeoutMs, this.now);
+    const started = performance.now();
+    const verdict = target.tls ? await this.dnsVerdict(due.route.domain) : ({ probe: true } as const);
+    const probe = verdict.probe
+      ? await probeRoute(target, due.route, this.options.timeoutMs, this.now)
+      : notProbed(due.route, verdict, Math.round(performance.now() - started), this.now());
     // The map may have changed meanwhile: a route that left it keeps no result.
     const current = this.entries.get(keyOf(due.route));
     if (current !== due) return;
@@ -106,4 +132,20 @@ export class RouteProber {
     this.certificates.set(domain, merged);
     return merged;
   }
+}
+
+/** A route not probed because its DNS does not point here: no handshake, and the status says why. */
+function notProbed(route: ProbedRoute, verdict: Extract<DnsVerdict, { probe: false }>, latencyMs: number, at: Date): RouteProbe {
+  return {
+    domain: route.domain,
+    pathPrefix: route.pathPrefix,
+    at: at.toISOString(),
+    state: 'failing',
+    madeBy: 'none',
+    status: null,
+    error: verdict.text,
+    latencyMs,
+    certificate: { issuer: null, notBefore: null, notAfter: null, serial: null, lastError: verdict.text },
+    notProbed: verdict.notProbed,
+  };
 }

@@ -23,7 +23,9 @@ describe('static answers', () => {
       'ip-127-0-0-1.e A 127.0.0.1',
     ]);
     expect(a.domains).toEqual(['idle.example.test', 'shop.example.test']);
+    expect(a.whole).toEqual(['idle.example.test', 'shop.example.test']);
     expect(a.prefixed).toEqual(['shop.example.test']);
+    expect(a.prefixes).toEqual(['api@shop.example.test']);
     expect(a.unserved).toBe(1);
     expect(a.legacy).toEqual([]);
     // Same inputs in another order: same digest (nothing to write).

@@ -52,6 +52,7 @@ describe.skipIf(!ready)('static proxy: routing without config changes', () => {
         route('shop.example.test', `127.0.0.1:${shop.port}`),
         route('shop.example.test', `127.0.0.1:${api.port}`, '/api'),
         route('gone.example.test', '127.0.0.1:1'),
+        route('docs.example.test', `127.0.0.1:${api.port}`, '/api'),
       ]),
     );
     expect(result).toMatchObject({ changed: true, reloaded: false, error: null });
@@ -60,6 +61,19 @@ describe.skipIf(!ready)('static proxy: routing without config changes', () => {
     expect((await getWithMarker(caddy.httpPort, 'shop.example.test', '/api/users?x=1')).body).toBe('api /api/users?x=1');
     expect((await getWithMarker(caddy.httpPort, 'shop.example.test', '/apix')).body).toBe('shop /apix');
     expect((await getWithMarker(caddy.httpPort, 'shop.example.test', '/a.b/api')).body).toBe('shop /a.b/api');
+    // A domain with prefix routes only: every other path is no route, as in the per-route config.
+    expect((await getWithMarker(caddy.httpPort, 'docs.example.test', '/api/x')).body).toBe('api /api/x');
+    for (const p of ['/', '/other', '/apix', '/a.b']) expect(await getWithMarker(caddy.httpPort, 'docs.example.test', p)).toMatchObject({ status: 404, marker: 'no-route' });
+    // Names and the prefix's segment compare without case, as Caddy's host and path matchers do.
+    expect((await getWithMarker(caddy.httpPort, 'Shop.Example.TEST', '/')).body).toBe('shop /');
+    expect((await getWithMarker(caddy.httpPort, 'SHOP.example.test', '/api/v')).body).toBe('api /api/v');
+    expect((await getWithMarker(caddy.httpPort, 'shop.example.test', '/API')).body).toBe('api /API');
+    expect((await getWithMarker(caddy.httpPort, 'shop.example.test', '/Other')).body).toBe('shop /Other');
+    expect((await getWithMarker(caddy.httpPort, 'DOCS.example.test', '/Api')).body).toBe('api /Api');
+    // An upper-case name no route has: Caddy's own answer, marked (no-upstream: the lookup found nothing).
+    const upperUnknown = await getWithMarker(caddy.httpPort, 'Other.example.test');
+    expect(upperUnknown.marker).toBe('no-upstream');
+    expect(upperUnknown.status).toBeGreaterThanOrEqual(500);
     const refused = await getWithMarker(caddy.httpPort, 'gone.example.test');
     expect(refused.marker).toBe('no-upstream');
     expect(refused.status).toBeGreaterThanOrEqual(500);
