@@ -179,6 +179,7 @@ describe.skipIf(!ready)('fleet page in chromium', () => {
 
   it("lists a node's routes: failing with the proxy's answer and the certificate's expiry and error, then serving, live", async () => {
     await panel.prisma.route.create({ data: { domain: 'shop.fleet.test', pathPrefix: null, serviceId: shopId } });
+    await panel.prisma.route.create({ data: { domain: 'elsewhere.fleet.test', pathPrefix: null, serviceId: shopId } });
     const notAfter = new Date(Date.now() + 10 * 86_400_000 + 3_600_000).toISOString();
     const probe = (over: Partial<RouteProbe>): RouteProbe => ({
       domain: 'shop.fleet.test',
@@ -192,8 +193,19 @@ describe.skipIf(!ready)('fleet page in chromium', () => {
       certificate: { issuer: 'CN=Pebble Intermediate CA 1a2b3c', notBefore: new Date().toISOString(), notAfter, serial: '1f2e', lastError: 'tls: handshake failure' },
       ...over,
     });
+    // Not probed: its DNS points elsewhere (the agent's words and addresses, shown as they come).
+    const why = 'elsewhere.fleet.test resolves to 192.0.2.10, not to this host (198.51.100.7): no certificate requested';
+    const elsewhere = probe({
+      domain: 'elsewhere.fleet.test',
+      status: null,
+      madeBy: 'none',
+      error: why,
+      latencyMs: 1,
+      notProbed: { reason: 'dns-elsewhere', resolved: ['192.0.2.10'], hostAddresses: ['198.51.100.7'] },
+      certificate: { issuer: null, notBefore: null, notAfter: null, serial: null, lastError: why },
+    });
     // What the agent's heartbeats carry from now on (capability routes.probe).
-    agents.alpha!.routingExtra = { probeIntervalMs: 30_000, probes: [probe({})] };
+    agents.alpha!.routingExtra = { probeIntervalMs: 30_000, probes: [probe({}), elsewhere] };
     await row('web-alpha').getByRole('link', { name: 'web-alpha' }).click();
     const routes = page.getByRole('table', { name: 'Routes' });
     const route = routes.locator('tr[data-route="shop.fleet.test"]');
@@ -206,13 +218,19 @@ describe.skipIf(!ready)('fleet page in chromium', () => {
     expect(await route.locator('.cert-expiry').textContent()).toBe(' · expires in 10 d ⚠');
     expect(text).toContain('CN=Pebble Intermediate CA 1a2b3c');
     expect(await route.locator('.cert-error').textContent()).toBe(' · ✕ tls: handshake failure');
+    const other = routes.locator('tr[data-route="elsewhere.fleet.test"]');
+    expect(await other.locator('td.route').textContent()).toBe('unknown');
+    const otherText = (await other.textContent())!;
+    expect(otherText).toContain(`dns-elsewhere: ${why}`);
+    expect(otherText).toContain('notProbed: reason dns-elsewhere; resolved 192.0.2.10; hostAddresses 198.51.100.7');
+    expect(otherText).not.toContain('no answer');
     await page.screenshot({ path: path.join(screenshots, 'node-routes.png'), fullPage: true });
 
     // The app answers again and the certificate is good: the page follows the stream, no reload.
     const changedAt = performance.now();
     agents.alpha!.routingExtra = {
       probeIntervalMs: 30_000,
-      probes: [probe({ state: 'serving', status: 200, madeBy: 'app', at: new Date().toISOString(), certificate: { ...probe({}).certificate!, lastError: null } })],
+      probes: [probe({ state: 'serving', status: 200, madeBy: 'app', at: new Date().toISOString(), certificate: { ...probe({}).certificate!, lastError: null } }), elsewhere],
     };
     await expect.poll(() => route.locator('td.route').textContent(), { timeout: 5_000 }).toBe('serving');
     const took = performance.now() - changedAt;

@@ -14,15 +14,23 @@ const DAY_MS = 86_400_000;
 /** Evidence fields shown in their own words; any other field is shown as `name: value`. */
 const KNOWN = new Set(['domain', 'pathPrefix', 'state', 'at', 'status', 'madeBy', 'error', 'latencyMs', 'sessionId']);
 
-export function evidenceText(e: NonNullable<RouteView['health']['evidence']>): string {
+/** A field the page has no word for: `a b`, lists joined by `, `, objects as `name a, name b`. */
+function valueText(v: unknown): string {
+  if (Array.isArray(v)) return v.length === 0 ? 'none' : v.map(valueText).join(', ');
+  if (v !== null && typeof v === 'object') return Object.entries(v).map(([k, x]) => `${k} ${valueText(x)}`).join('; ');
+  return String(v);
+}
+
+/** The probe behind a route's state. What the answer was only when the route fails on it (an unknown route may not have been probed at all). */
+export function evidenceText(e: NonNullable<RouteView['health']['evidence']>, state: string): string {
   const parts = [
-    e.status === null ? 'no answer' : `status ${e.status} made by ${e.madeBy}`,
+    ...(state === 'failing' ? [e.status === null ? 'no answer' : `status ${e.status} made by ${e.madeBy}`] : []),
     ...(e.error ? [e.error] : []),
-    `${e.latencyMs} ms`,
+    ...(state === 'failing' ? [`${e.latencyMs} ms`] : []),
     `at ${time(Date.parse(e.at))}`,
     ...Object.entries(e)
       .filter(([k, v]) => !KNOWN.has(k) && v !== null && v !== undefined)
-      .map(([k, v]) => `${k}: ${typeof v === 'string' ? v : JSON.stringify(v)}`),
+      .map(([k, v]) => `${k}: ${valueText(v)}`),
     `session ${e.sessionId}`,
   ];
   return parts.join(' · ');
@@ -69,7 +77,7 @@ export function RouteTable(props: { detail: NodeDetail | null; now: number }) {
               <td class={`route route-${r.health.state}`}>{r.health.state}</td>
               <td>
                 {r.health.reason}
-                {r.health.state !== 'serving' && r.health.evidence && <span class="muted evidence"> ({evidenceText(r.health.evidence)})</span>}
+                {r.health.state !== 'serving' && r.health.evidence && <span class="muted evidence"> ({evidenceText(r.health.evidence, r.health.state)})</span>}
               </td>
               <td><Certificate certificate={r.certificate} now={props.now} /></td>
             </tr>
