@@ -117,7 +117,7 @@ describe.skipIf(!ready)('route health, probed through the agent\'s own Caddy', (
     expect(status.routes[0]!.health).toMatchObject({ state: 'failing', evidence: { sessionId: h.evidence!.sessionId } });
     const cli = await runCli(['status'], { configDir, env: { TETHER_URL: panel.url, TETHER_TOKEN: panel.operatorToken } });
     expect(cli.code).toBe(0);
-    expect(cli.stdout).toMatch(/\nweb +\S+ +\S+ +0\/1 serving +/);
+    expect(cli.stdout).toMatch(/\nweb +\S+ +\S+ +\S+ +0\/1 serving +/);
     expect(cli.stdout).toMatch(new RegExp(`\\n  ↳ ${domain.replaceAll('.', '\\.')} failing: .+ after \\d+ ms\\n`));
 
     await deploy(panel, serviceId);

@@ -86,8 +86,8 @@ describe('route health in the CLI', () => {
     const { code, stdout } = await run(['status']);
     expect(code).toBe(0);
     const lines = stdout.trimEnd().split('\n');
-    expect(lines[0]).toMatch(/^NAME +STATE +REPLICAS +ROUTES +NODE +REASON$/);
-    expect(lines[1]).toMatch(/^shop +running +1\/1 +1\/3 serving +web-1 /);
+    expect(lines[0]).toMatch(/^NAME +STATE +REPLICAS +NODE +ROUTES +REASON$/);
+    expect(lines[1]).toMatch(/^shop +running +1\/1 +web-1 +1\/3 serving +1\/1 running/);
     // Under shop, in the API's order: the failing route, its certificate (5 days: soon), the one in error.
     expect(lines.slice(2, 5)).toEqual([
       '  ↳ shop.example.com/api failing: the proxy answered 502 after 4 ms',
@@ -95,9 +95,9 @@ describe('route health in the CLI', () => {
       '  ↳ new.example.com certificate error: no certificate: issuance failed',
     ]);
     // 80 days left and serving: nothing under it; no routes (or a panel that sends none): "-".
-    expect(lines[5]).toMatch(/^api +running +1\/1 +1\/1 serving +web-1 /);
-    expect(lines[6]).toMatch(/^worker +running +1\/1 +- +web-1 /);
-    expect(lines[7]).toMatch(/^old +running +1\/1 +- +web-1 /);
+    expect(lines[5]).toMatch(/^api +running +1\/1 +web-1 +1\/1 serving +1\/1 running/);
+    expect(lines[6]).toMatch(/^worker +running +1\/1 +web-1 +- +1\/1 running/);
+    expect(lines[7]).toMatch(/^old +running +1\/1 +web-1 +- +1\/1 running/);
     expect(lines).toHaveLength(8);
   });
 

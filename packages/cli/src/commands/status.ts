@@ -51,8 +51,8 @@ export async function status(ctx: Context, args: string[]): Promise<number> {
     return 0;
   }
   const lines = table(
-    ['NAME', 'STATE', 'REPLICAS', 'ROUTES', 'NODE', 'REASON'],
-    body.services.map((s) => [s.name, s.state, replicas(s), servingText(s.routes), s.node.name, s.reason]),
+    ['NAME', 'STATE', 'REPLICAS', 'NODE', 'ROUTES', 'REASON'],
+    body.services.map((s) => [s.name, s.state, replicas(s), s.node.name, servingText(s.routes), s.reason]),
   ).split('\n');
   // Under each service's line: its failing routes and its certificates that expire soon or fail.
   const now = Date.now();
