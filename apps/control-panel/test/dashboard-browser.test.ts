@@ -2,7 +2,7 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { PanelMessage } from '@tether/protocol';
+import type { PanelMessage, RouteProbe } from '@tether/protocol';
 import { CHROMIUM_ARGS, CHROMIUM_PATH, ensureChromium, resultsDir } from '@tether/testkit';
 import { generateToken, hashToken } from '../src/domain/tokens.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
@@ -11,8 +11,9 @@ import { RawAgent } from './helpers/raw-agent.js';
 // The fleet page in a real browser (Debian's chromium, driven by
 // playwright-core) against a real panel with raw agents: sign in, live rows,
 // a silent agent turning unreachable with its reason in time, the drift flag,
-// keyboard navigation and labelled controls, the node page, sign-out; a
-// customer token is refused; and no console errors on the way.
+// keyboard navigation and labelled controls, the node page (a route turning
+// from failing to serving live, with its certificate), sign-out; a customer
+// token is refused; and no console errors on the way.
 
 const ready = (await ensureChromium()).available;
 const IDLE_MS = 1_500;
@@ -29,6 +30,7 @@ describe.skipIf(!ready)('fleet page in chromium', () => {
   let context: BrowserContext;
   let page: Page;
   const agents: Record<string, RawAgent> = {};
+  let shopId: string;
   const consoleErrors: string[] = [];
 
   /** An agent that reports the routing it is sent as applied (in sync), or keeps reporting none (drifting). */
@@ -54,6 +56,7 @@ describe.skipIf(!ready)('fleet page in chromium', () => {
     // A service web-alpha should run and does not: the row says 0 / 1, its page says why.
     const alpha = await panel.prisma.node.findUniqueOrThrow({ where: { name: 'web-alpha' } });
     const service = await panel.createService(alpha.id, 'shop');
+    shopId = service.id;
     await panel.prisma.deployment.create({ data: { serviceId: service.id, nodeId: alpha.id, spec: {}, status: 'running' } });
     agents.bravo = await connect('web-bravo', true);
     agents.drift = await connect('web-drift', false);
@@ -170,6 +173,73 @@ describe.skipIf(!ready)('fleet page in chromium', () => {
     await expect.poll(() => services.textContent(), { timeout: 5_000 }).toContain('shop');
     expect(await services.textContent()).toMatch(/down.*0 \/ 1.*0\/1 running, reported by session ses_/);
     await page.screenshot({ path: path.join(screenshots, 'node-services.png'), fullPage: true });
+    await page.getByRole('link', { name: '← All nodes' }).click();
+    await row('web-alpha').waitFor({ state: 'visible', timeout: 5_000 });
+  });
+
+  it("lists a node's routes: failing with the proxy's answer and the certificate's expiry and error, then serving, live", async () => {
+    await panel.prisma.route.create({ data: { domain: 'shop.fleet.test', pathPrefix: null, serviceId: shopId } });
+    await panel.prisma.route.create({ data: { domain: 'elsewhere.fleet.test', pathPrefix: null, serviceId: shopId } });
+    const notAfter = new Date(Date.now() + 10 * 86_400_000 + 3_600_000).toISOString();
+    const probe = (over: Partial<RouteProbe>): RouteProbe => ({
+      domain: 'shop.fleet.test',
+      pathPrefix: null,
+      state: 'failing',
+      at: new Date().toISOString(),
+      status: 502,
+      madeBy: 'proxy',
+      error: null,
+      latencyMs: 12,
+      certificate: { issuer: 'CN=Pebble Intermediate CA 1a2b3c', notBefore: new Date().toISOString(), notAfter, serial: '1f2e', lastError: 'tls: handshake failure' },
+      ...over,
+    });
+    // Not probed: its DNS points elsewhere (the agent's words and addresses, shown as they come).
+    const why = 'elsewhere.fleet.test resolves to 192.0.2.10, not to this host (198.51.100.7): no certificate requested';
+    const elsewhere = probe({
+      domain: 'elsewhere.fleet.test',
+      status: null,
+      madeBy: 'none',
+      error: why,
+      latencyMs: 1,
+      notProbed: { reason: 'dns-elsewhere', resolved: ['192.0.2.10'], hostAddresses: ['198.51.100.7'] },
+      certificate: { issuer: null, notBefore: null, notAfter: null, serial: null, lastError: why },
+    });
+    // What the agent's heartbeats carry from now on (capability routes.probe).
+    agents.alpha!.routingExtra = { probeIntervalMs: 30_000, probes: [probe({}), elsewhere] };
+    await row('web-alpha').getByRole('link', { name: 'web-alpha' }).click();
+    const routes = page.getByRole('table', { name: 'Routes' });
+    const route = routes.locator('tr[data-route="shop.fleet.test"]');
+    await expect.poll(() => route.locator('td.route').textContent(), { timeout: 5_000 }).toBe('failing');
+    const text = (await route.textContent())!;
+    expect(text).toContain('shop');
+    expect(text).toContain('the proxy answered 502 after 12 ms');
+    expect(text).toMatch(/status 502 made by proxy · 12 ms · at .* · session ses_/);
+    // 10 days and an hour left: 10 whole days, under the 14-day bound (flagged); the handshake's error.
+    expect(await route.locator('.cert-expiry').textContent()).toBe(' · expires in 10 d ⚠');
+    expect(text).toContain('CN=Pebble Intermediate CA 1a2b3c');
+    expect(await route.locator('.cert-error').textContent()).toBe(' · ✕ tls: handshake failure');
+    const other = routes.locator('tr[data-route="elsewhere.fleet.test"]');
+    expect(await other.locator('td.route').textContent()).toBe('unknown');
+    const otherText = (await other.textContent())!;
+    expect(otherText).toContain(`dns-elsewhere: ${why}`);
+    expect(otherText).toContain('notProbed: reason dns-elsewhere; resolved 192.0.2.10; hostAddresses 198.51.100.7');
+    expect(otherText).not.toContain('no answer');
+    await page.screenshot({ path: path.join(screenshots, 'node-routes.png'), fullPage: true });
+
+    // The app answers again and the certificate is good: the page follows the stream, no reload.
+    const changedAt = performance.now();
+    agents.alpha!.routingExtra = {
+      probeIntervalMs: 30_000,
+      probes: [probe({ state: 'serving', status: 200, madeBy: 'app', at: new Date().toISOString(), certificate: { ...probe({}).certificate!, lastError: null } }), elsewhere],
+    };
+    await expect.poll(() => route.locator('td.route').textContent(), { timeout: 5_000 }).toBe('serving');
+    const took = performance.now() - changedAt;
+    console.log(`route serving on the page ${Math.round(took)} ms after the agent's report changed`);
+    // One heartbeat, one batch, one read of the node's detail.
+    expect(took).toBeLessThanOrEqual(HEARTBEAT_MS + BATCH_MS + 2_000);
+    expect(await route.textContent()).toContain('the app answered 200 in 12 ms');
+    expect(await route.locator('.cert-error').count()).toBe(0);
+    expect(await route.locator('.evidence').count()).toBe(0);
     await page.getByRole('link', { name: '← All nodes' }).click();
     await row('web-alpha').waitFor({ state: 'visible', timeout: 5_000 });
   });

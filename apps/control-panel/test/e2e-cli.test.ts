@@ -112,15 +112,18 @@ describe.skipIf(!docker.available)('tether CLI end to end', () => {
   it('status shows the service running with its evidence; routes add, list and rm', async () => {
     const all = await cli('status');
     expect(all.code).toBe(0);
-    expect(all.stdout).toMatch(/^NAME +STATE +REPLICAS +NODE +REASON$/m);
-    // A rollout of an earlier test may still hold the old container beside the new one (2/1).
-    expect(all.stdout).toMatch(/^web +running +\d\/1 +cli-\d+ +\d\/1 running, reported by session ses_\S+$/m);
-    expect(all.stdout).toMatch(/^stranded +unknown +\?\/1 +cli-\d+-offline +node cli-\d+-offline has not connected yet$/m);
+    expect(all.stdout).toMatch(/^NAME +STATE +REPLICAS +NODE +ROUTES +REASON$/m);
+    // A rollout of an earlier test may still hold the old container beside the new one (2/1). No routes yet: "-".
+    expect(all.stdout).toMatch(/^web +running +\d\/1 +cli-\d+ +- +\d\/1 running, reported by session ses_\S+$/m);
+    expect(all.stdout).toMatch(/^stranded +unknown +\?\/1 +cli-\d+-offline +- +node cli-\d+-offline has not connected yet$/m);
     const one = await cli('status', 'web', '--json');
     expect(JSON.parse(one.stdout)).toMatchObject({ name: 'web', state: 'running', evidence: { sessionId: expect.stringMatching(/^ses_/) } });
     const added = await cli('routes', 'add', `cli-${process.pid}.example.com`, 'web');
     expect(added.code).toBe(0);
     expect(added.stdout).toMatch(new RegExp(`^route cli-${process.pid}\\.example\\.com → web \\(\\S+\\)$`, 'm'));
+    // The route in the service's status: counted in ROUTES (serving once its probe says so).
+    expect((await cli('status')).stdout).toMatch(/^web +running +\d\/1 +cli-\d+ +[01]\/1 serving +/m);
+    expect((await cli('routes')).stdout).toMatch(/^DOMAIN +PATH +SERVICE +HEALTH +CERTIFICATE +ID$/m);
     const listed = await cli('routes', '--json');
     expect(JSON.parse(listed.stdout)).toEqual([expect.objectContaining({ domain: `cli-${process.pid}.example.com` })]);
     const taken = await cli('routes', 'add', `cli-${process.pid}.example.com`, 'web');

@@ -1,12 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { dockerApi, ensureCaddy, ensureDocker, startTestPostgres, waitFor, type TestPostgres } from '@tether/testkit';
+import { runCli } from './helpers/cli-process.js';
 import { ensureEchoImage } from './helpers/echo-image.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
 import { attachRoute, containerHostname, createTeam, deploy, deployEchoService, getThroughProxy, sessionRow, startRoutedHost, type RoutedHost } from './helpers/routed-host.js';
 
 // Route health through the whole system: a real panel, a real agent process
 // probing its routes through its own Caddy container (per-route config, the
-// default), read the way a customer reads it: GET /v1/routes/:id and /metrics.
+// default), read the way a customer reads it: GET /v1/routes/:id, the
+// service's status, `tether status` and /metrics.
 // The bound for a change to show: one probe interval + one heartbeat + 1 s.
 
 const ready = (await ensureDocker()).available && (await ensureCaddy()).available;
@@ -19,6 +24,7 @@ let pg: TestPostgres;
 let panel: Panel;
 let host: RoutedHost;
 let image: string;
+const configDir = mkdtempSync(path.join(os.tmpdir(), 'tether-route-health-cli-'));
 
 interface Health {
   state: 'serving' | 'failing' | 'unknown';
@@ -45,6 +51,7 @@ afterAll(async () => {
   await host?.agent.destroy();
   await panel?.close();
   await pg?.stop();
+  rmSync(configDir, { recursive: true, force: true });
 });
 
 describe.skipIf(!ready)('route health, probed through the agent\'s own Caddy', () => {
@@ -83,6 +90,11 @@ describe.skipIf(!ready)('route health, probed through the agent\'s own Caddy', (
     expect((again.body as Array<{ id: string; health: Health }>).find((r) => r.id === routeId)!.health.state).toBe('serving');
     const metrics = await (await fetch(`${panel.url}/metrics`)).text();
     expect(metrics).toContain(`tether_route_up{node="${host.nodeName}",domain="${domain}",path_prefix=""} 1`);
+    // The service's status carries the route, read from the same probe.
+    const status = (await panel.api('GET', `/v1/services/${serviceId}/status`)).body as { routes: Array<{ id: string; domain: string; health: Health; certificate: unknown }> };
+    expect(status.routes).toMatchObject([{ id: routeId, domain, health: { state: 'serving', evidence: { status: 200, madeBy: 'app' } }, certificate: null }]);
+    const all = (await panel.api('GET', '/v1/status')).body as { services: Array<{ serviceId: string; routes: Array<{ id: string; health: Health }> }> };
+    expect(all.services.find((s) => s.serviceId === serviceId)!.routes.map((r) => [r.id, r.health.state])).toEqual([[routeId, 'serving']]);
   });
 
   it('the container stopped: failing with Caddy\'s answer within the bound, serving again after a redeploy', async () => {
@@ -99,6 +111,14 @@ describe.skipIf(!ready)('route health, probed through the agent\'s own Caddy', (
     expect(h.evidence).toMatchObject({ status: 502, madeBy: 'proxy' });
     const metrics = await (await fetch(`${panel.url}/metrics`)).text();
     expect(metrics).toContain(`tether_route_up{node="${host.nodeName}",domain="${domain}",path_prefix=""} 0`);
+    // The service's status and `tether status` say the same, with the answer under the service.
+    const status = (await panel.api('GET', `/v1/services/${serviceId}/status`)).body as { routes: Array<{ health: Health }> };
+    // (Read a moment after the check above: a later probe, whose evidence may differ while the container goes.)
+    expect(status.routes[0]!.health).toMatchObject({ state: 'failing', evidence: { sessionId: h.evidence!.sessionId } });
+    const cli = await runCli(['status'], { configDir, env: { TETHER_URL: panel.url, TETHER_TOKEN: panel.operatorToken } });
+    expect(cli.code).toBe(0);
+    expect(cli.stdout).toMatch(/\nweb +\S+ +\S+ +\S+ +0\/1 serving +/);
+    expect(cli.stdout).toMatch(new RegExp(`\\n  ↳ ${domain.replaceAll('.', '\\.')} failing: .+ after \\d+ ms\\n`));
 
     await deploy(panel, serviceId);
     const back = await until('serving', BOUND_MS + 1_000);

@@ -45,6 +45,17 @@ describe('PromQL metric names (the reader the name check relies on)', () => {
   });
 });
 
+describe('the Grafana board', () => {
+  it('shows route health and certificates: a panel per route and certificate series', () => {
+    const shown = new Set(boardExpressions().flatMap(({ expr }) => metricNamesIn(expr)));
+    for (const m of ['tether_route_up', 'tether_route_probe_duration_seconds', 'tether_route_certificate_expiry_seconds', 'tether_route_certificate_error']) {
+      expect(shown, m).toContain(m);
+    }
+    // Expiry in days, as the alert's bound is said.
+    expect(boardExpressions().find((e) => e.expr.includes('tether_route_certificate_expiry_seconds'))!.expr).toMatch(/\/ 86400$/);
+  });
+});
+
 describe.skipIf(!ready)('Prometheus artefacts', () => {
   let panel: Panel;
   let agents: RawAgent[] = [];

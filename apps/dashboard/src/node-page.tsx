@@ -3,12 +3,14 @@ import { nodeDetail } from './api';
 import { age, shortHash, time } from './format';
 import type { Fleet } from './fleet-stream';
 import { useTick } from './fleet-stream';
+import { RouteTable } from './route-table';
 import { navigate } from './router';
 import type { NodeDetail } from './types';
 
 // One node: its live row (from the stream), the session timeline with close
-// reasons, its proxy reloads with reasons, and its services with the evidence
-// behind each status. The history is read again whenever the live row changes.
+// reasons, its proxy reloads with reasons, its services with the evidence
+// behind each status, and its routes with their health and certificates. The
+// history is read again whenever the live row changes (route counts included).
 
 export function NodePage(props: { id: string; fleet: Fleet }) {
   const live = props.fleet.rows.get(props.id);
@@ -16,7 +18,8 @@ export function NodePage(props: { id: string; fleet: Fleet }) {
   const [error, setError] = useState<string | null>(null);
   const now = useTick() + props.fleet.offset;
   const row = live ?? detail?.row;
-  const changeKey = live ? `${live.state}|${live.sessionId}|${live.reloadsToday}|${live.services.running}` : '';
+  const counts = live?.routes;
+  const changeKey = live ? `${live.state}|${live.sessionId}|${live.reloadsToday}|${live.services.running}|${counts ? `${counts.serving}/${counts.failing}/${counts.certificateErrors}` : ''}` : '';
   useEffect(() => {
     let cancelled = false;
     nodeDetail(props.id).then(
@@ -91,6 +94,8 @@ export function NodePage(props: { id: string; fleet: Fleet }) {
           {detail && detail.services.length === 0 && <tr><td colSpan={4}>No services on this node.</td></tr>}
         </tbody>
       </table>
+
+      <RouteTable detail={detail} now={now} />
 
       <h3 id="timeline-title">Session timeline</h3>
       <table aria-labelledby="timeline-title">

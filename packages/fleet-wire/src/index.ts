@@ -29,6 +29,11 @@ export interface FleetRow {
   reloadsToday: number;
   lastReloadReason: string | null;
   routing: { desiredHash: string | null; appliedHash: string | null; drifting: boolean };
+  /**
+   * The node's routes as its live session's last probes read them (route health): how many serve, fail, and
+   * have a certificate error. Absent without a live session that probes, and from older panels.
+   */
+  routes?: { serving: number; failing: number; certificateErrors: number };
 }
 
 /** The `snapshot` event of the fleet stream: every row, as of `now`. */
@@ -63,5 +68,21 @@ export interface NodeDetail {
     reason: string;
     containers: { name: string; state: string; health: string; restartCount: number; since: string }[];
     evidence: { sessionId: string; lastFrameAgeMs: number; reportAgeMs: number } | null;
+    /** The service's routes with their health and certificate (absent from older panels). */
+    routes?: RouteView[];
   }[];
+}
+
+/** A route as the node page shows it: GET /v1/routes/:id's health and certificate (docs/api.md, "Route health"). */
+export interface RouteView {
+  id: string;
+  domain: string;
+  pathPrefix: string | null;
+  health: {
+    state: string;
+    reason: string;
+    /** The probe the state is read from: every field is shown (an agent may add some). */
+    evidence: ({ at: string; status: number | null; madeBy: string; error: string | null; latencyMs: number; sessionId: string } & Record<string, unknown>) | null;
+  };
+  certificate: { issuer: string | null; notBefore: string | null; notAfter: string | null; serial: string | null; lastError: string | null } | null;
 }

@@ -4,12 +4,14 @@ import type { FleetRow, FleetState, UnreachableReason } from '@tether/fleet-wire
 import { upReplicas } from '../node-health/container-verdict.js';
 import { nodeHealth, type HealthSources } from '../node-health/node-health.js';
 import type { DirectoryNode, DirectorySnapshot } from '../node-health/node-directory.js';
+import { routeHealth } from '../sessions/route-health.js';
+import type { RoutingStatus } from '@tether/protocol';
 
 // One fleet-page row per node: a presenter of the node's health
 // (node-health/node-health.ts decides the state and what proves it; the
 // page's word for `connected` is `reachable`), every other column from what
-// the live session reported. Times are ms since epoch so the browser can
-// tick ages itself.
+// the live session reported (route counts: sessions/route-health.ts). Times
+// are ms since epoch so the browser can tick ages itself.
 
 export type { FleetRow, FleetState, UnreachableReason } from '@tether/fleet-wire';
 
@@ -52,6 +54,7 @@ export function fleetRow(node: DirectoryNode, dir: DirectorySnapshot, src: RowSo
   const teardown = src.registry.lastTeardown(node.id);
   const code = health.teardown?.code ?? null;
   const detail = teardown ? `${closeCodeName(teardown.code) ?? teardown.code}: ${teardown.reason}` : node.lastTeardownReason;
+  const routes = session ? routeCounts(session.id, local ? (local.report?.routing ?? null) : (remote?.routing ?? null)) : undefined;
   return {
     id: node.id,
     name: node.name,
@@ -69,7 +72,23 @@ export function fleetRow(node: DirectoryNode, dir: DirectorySnapshot, src: RowSo
     reloadsToday: routing.reloadsToday,
     lastReloadReason: routing.lastReloadReason,
     routing: { desiredHash: routing.desiredHash, appliedHash: routing.appliedHash, drifting: routing.drifting },
+    ...(routes ? { routes } : {}),
   };
+}
+
+/** How many of the session's probed routes serve and fail now, and how many certificates have an error; undefined when it probes none. */
+function routeCounts(sessionId: string, routing: RoutingStatus | null): FleetRow['routes'] {
+  const probes = routing?.probes;
+  if (!probes || probes.length === 0) return undefined;
+  const now = Date.now();
+  const counts = { serving: 0, failing: 0, certificateErrors: 0 };
+  for (const probe of probes) {
+    const state = routeHealth(probe, { sessionId, routing }, now).state;
+    if (state === 'serving') counts.serving++;
+    else if (state === 'failing') counts.failing++;
+    if (probe.certificate?.lastError) counts.certificateErrors++;
+  }
+  return counts;
 }
 
 /**

@@ -17,7 +17,7 @@ const RouteSchema = Type.Object({
 });
 
 /** The route's health as its node's agent last probed it through its own proxy (docs/api.md, "Route health"). */
-const RouteHealthSchema = Type.Object({
+export const RouteHealthSchema = Type.Object({
   state: Type.Union([Type.Literal('serving'), Type.Literal('failing'), Type.Literal('unknown')]),
   reason: Type.String(),
   evidence: Nullable(
@@ -45,7 +45,7 @@ const RouteHealthSchema = Type.Object({
   ),
 });
 /** The domain's certificate as the probe's TLS handshake saw it (docs/api.md, "Route health"); null until one was. */
-const RouteCertificateSchema = Nullable(
+export const RouteCertificateSchema = Nullable(
   Type.Object({
     issuer: Nullable(Type.String({ description: 'RFC 4514' })),
     notBefore: Nullable(Timestamp),

@@ -1,6 +1,7 @@
 import { Nullable } from '@tether/common';
 import Type from 'typebox';
 import { NullableTimestamp, Timestamp } from './schemas.js';
+import { RouteCertificateSchema, RouteHealthSchema } from './routes.js';
 
 // Response schemas of the session health and status routes (OpenAPI and
 // fast serialisation). Ages are in milliseconds at the time of the answer.
@@ -117,6 +118,16 @@ export const ServiceStatusSchema = Type.Object({
     {
       description: 'null when no live session proves the state (it is then unknown)',
     },
+  ),
+  routes: Type.Array(
+    Type.Object({
+      id: Type.String(),
+      domain: Type.String(),
+      pathPrefix: Nullable(Type.String()),
+      health: RouteHealthSchema,
+      certificate: RouteCertificateSchema,
+    }),
+    { description: "the service's routes with their health and certificate, as GET /v1/routes/:id answers them (docs/api.md, \"Route health\")" },
   ),
 });
 

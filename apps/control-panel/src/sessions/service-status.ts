@@ -3,12 +3,14 @@ import { upReplicas } from '../node-health/container-verdict.js';
 import { clusterProof, nodeHealth, type ClusterProof } from '../node-health/node-health.js';
 import type { RemoteReport } from './remote-report.js';
 import type { SessionRegistry } from './registry.js';
+import { liveRoutingOf, routeCertificate, routeHealth, type RouteHealth } from './route-health.js';
 
 // A service's status: a presenter of its node's health (node-health/
 // node-health.ts says which live session, if any, proves the node) and of
 // that session's report. Every answer carries its evidence (which session,
 // how old its last frame and the report are); a node without a live session
-// makes its services `unknown`, never `running`.
+// makes its services `unknown`, never `running`. Its routes' health and
+// certificates are read from route-health.ts, as GET /v1/routes reads them.
 
 export type ServiceState = 'running' | 'degraded' | 'down' | 'stopped' | 'unknown';
 
@@ -18,6 +20,23 @@ export interface StatusInput {
   teamId: string;
   replicas: number;
   node: { id: string; name: string; unreachableSince: Date | null; lastTeardownReason: string | null };
+  /** The service's routes; absent: the status carries none. */
+  routes?: { id: string; domain: string; pathPrefix: string | null }[];
+}
+
+/** What a Prisma read of a service selects of its routes for its status (ordered as GET /v1/routes lists them). */
+export const STATUS_ROUTES = {
+  select: { id: true, domain: true, pathPrefix: true },
+  orderBy: [{ domain: 'asc' as const }, { pathPrefix: 'asc' as const }],
+};
+
+/** One of a service's routes with its health and certificate, as GET /v1/routes/:id answers them. */
+export interface ServiceRoute {
+  id: string;
+  domain: string;
+  pathPrefix: string | null;
+  health: RouteHealth;
+  certificate: ReturnType<typeof routeCertificate>;
 }
 
 export interface ServiceStatus {
@@ -31,6 +50,8 @@ export interface ServiceStatus {
   reason: string;
   containers: ContainerState[];
   evidence: { sessionId: string; lastFrameAgeMs: number; reportAgeMs: number; panelId?: string; source?: 'session' | 'owner' | 'report-row' } | null;
+  /** Present when the input named the service's routes. */
+  routes?: ServiceRoute[];
 }
 
 /**
@@ -44,6 +65,14 @@ export interface ClusterView {
 }
 
 export function serviceStatus(service: StatusInput, registry: Pick<SessionRegistry, 'get' | 'lastTeardown'>, now = Date.now(), cluster?: ClusterView | ClusterProof): ServiceStatus {
+  const status = replicaStatus(service, registry, now, cluster);
+  if (!service.routes) return status;
+  const live = liveRoutingOf(service.node, registry, cluster);
+  const routes = service.routes.map((r) => ({ id: r.id, domain: r.domain, pathPrefix: r.pathPrefix, health: routeHealth(r, live, now), certificate: routeCertificate(r, live) }));
+  return { ...status, routes };
+}
+
+function replicaStatus(service: StatusInput, registry: Pick<SessionRegistry, 'get' | 'lastTeardown'>, now: number, cluster?: ClusterView | ClusterProof): ServiceStatus {
   const base = {
     serviceId: service.id,
     name: service.name,

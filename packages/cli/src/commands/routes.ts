@@ -1,14 +1,11 @@
 import { positional, resolveService, type Context } from '../context.js';
 import { usage } from '../errors.js';
 import { table } from '../output.js';
+import { certificateText, healthText, type RouteState } from './route-lines.js';
 
-interface Route {
+interface Route extends RouteState {
   id: string;
-  domain: string;
-  pathPrefix: string | null;
   serviceId: string;
-  /** Absent from panels before route probes. */
-  health?: { state: 'serving' | 'failing' | 'unknown'; reason: string };
 }
 
 /** tether routes [add <domain> <service> [--path P] | rm <domain|id>]. */
@@ -21,7 +18,10 @@ export async function routes(ctx: Context, args: string[], options: { path?: str
     ctx.out.say(
       body.length === 0
         ? 'no routes'
-        : table(['DOMAIN', 'PATH', 'SERVICE', 'HEALTH', 'ID'], body.map((r) => [r.domain, r.pathPrefix ?? '/', r.serviceId, healthText(r), r.id])),
+        : table(
+            ['DOMAIN', 'PATH', 'SERVICE', 'HEALTH', 'CERTIFICATE', 'ID'],
+            body.map((r) => [r.domain, r.pathPrefix ?? '/', r.serviceId, healthText(r), certificateText(r.certificate, Date.now()), r.id]),
+          ),
     );
     return 0;
   }
@@ -45,10 +45,4 @@ export async function routes(ctx: Context, args: string[], options: { path?: str
     return 0;
   }
   throw usage(`unknown routes action ${action}: use add or rm`);
-}
-
-/** `serving`, or the state with its reason (why it fails or is unknown). */
-function healthText(r: Route): string {
-  if (!r.health) return '-';
-  return r.health.state === 'serving' ? 'serving' : `${r.health.state}: ${r.health.reason}`;
 }

@@ -1,6 +1,7 @@
 import { resolveService, type Context } from '../context.js';
 import { table } from '../output.js';
 import { noServicesHint } from './next-steps.js';
+import { certificateText, healthText, routeName, routeProblems, servingText, type RouteState } from './route-lines.js';
 
 interface ServiceStatus {
   serviceId: string;
@@ -12,6 +13,8 @@ interface ServiceStatus {
   reason: string;
   evidence: { sessionId: string; lastFrameAgeMs: number } | null;
   containers?: { name: string; state: string; health: string; lastProbe?: { at: string; status: number | null; error: string | null; latencyMs: number } }[];
+  /** Absent from panels before route health in status. */
+  routes?: RouteState[];
 }
 
 /** One container's line: its state, and its health check's verdict and last probe when it has one. */
@@ -33,6 +36,12 @@ export async function status(ctx: Context, args: string[]): Promise<number> {
     ctx.out.say(`${body.name}: ${body.state} (${replicas(body)}) on ${body.node.name}\n${body.reason}`);
     for (const c of body.containers ?? []) ctx.out.say(containerLine(c));
     if (body.evidence) ctx.out.say(`evidence: session ${body.evidence.sessionId}, last frame ${body.evidence.lastFrameAgeMs} ms ago`);
+    const now = Date.now();
+    if (body.routes && body.routes.length > 0) ctx.out.say(`routes: ${servingText(body.routes)}`);
+    for (const r of body.routes ?? []) {
+      const issuer = r.certificate?.issuer ? ` from ${r.certificate.issuer}` : '';
+      ctx.out.say(`  ${routeName(r)}: ${healthText(r)}; certificate ${certificateText(r.certificate, now)}${issuer}`);
+    }
     return 0;
   }
   const { body } = await client.call<{ services: ServiceStatus[] }>('GET', '/v1/status');
@@ -41,11 +50,17 @@ export async function status(ctx: Context, args: string[]): Promise<number> {
     if (!ctx.out.json) ctx.out.say(await noServicesHint(client));
     return 0;
   }
-  ctx.out.say(
-    table(
-      ['NAME', 'STATE', 'REPLICAS', 'NODE', 'REASON'],
-      body.services.map((s) => [s.name, s.state, replicas(s), s.node.name, s.reason]),
-    ),
-  );
+  const lines = table(
+    ['NAME', 'STATE', 'REPLICAS', 'NODE', 'ROUTES', 'REASON'],
+    body.services.map((s) => [s.name, s.state, replicas(s), s.node.name, servingText(s.routes), s.reason]),
+  ).split('\n');
+  // Under each service's line: its failing routes and its certificates that expire soon or fail.
+  const now = Date.now();
+  const out = [lines[0]!];
+  body.services.forEach((s, i) => {
+    out.push(lines[i + 1]!);
+    for (const r of s.routes ?? []) for (const problem of routeProblems(r, now)) out.push(`  ↳ ${problem}`);
+  });
+  ctx.out.say(out.join('\n'));
   return 0;
 }
