@@ -121,5 +121,9 @@ describe('route health in the CLI', () => {
     expect(cell('shop.example.com', '/api')).toBe('expires in 5 d (soon)');
     expect(cell('new.example.com', '/')).toBe('error: no certificate: issuance failed');
     expect(cell('api.example.com', '/')).toBe('-');
+    // Services by name; one the token does not list keeps its id.
+    const service = (domain: string) => lines.find((l) => l.startsWith(`${domain} `))!.split(/ {2,}/)[2];
+    expect(service('shop.example.com')).toBe('shop');
+    expect(service('api.example.com')).toBe('s2');
   });
 });

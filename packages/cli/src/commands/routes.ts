@@ -15,13 +15,18 @@ export async function routes(ctx: Context, args: string[], options: { path?: str
   if (action === undefined || action === 'ls' || action === 'list') {
     const { body } = await client.call<Route[]>('GET', '/v1/routes');
     ctx.out.data(body);
+    if (body.length === 0) {
+      ctx.out.say('no routes');
+      return 0;
+    }
+    // Services by name where the token sees them; a route of one it does not see keeps its id.
+    const { body: services } = await client.call<Array<{ id: string; name: string }>>('GET', '/v1/services');
+    const nameOf = new Map(services.map((s) => [s.id, s.name]));
     ctx.out.say(
-      body.length === 0
-        ? 'no routes'
-        : table(
-            ['DOMAIN', 'PATH', 'SERVICE', 'HEALTH', 'CERTIFICATE', 'ID'],
-            body.map((r) => [r.domain, r.pathPrefix ?? '/', r.serviceId, healthText(r), certificateText(r.certificate, Date.now()), r.id]),
-          ),
+      table(
+        ['DOMAIN', 'PATH', 'SERVICE', 'HEALTH', 'CERTIFICATE', 'ID'],
+        body.map((r) => [r.domain, r.pathPrefix ?? '/', nameOf.get(r.serviceId) ?? r.serviceId, healthText(r), certificateText(r.certificate, Date.now()), r.id]),
+      ),
     );
     return 0;
   }
