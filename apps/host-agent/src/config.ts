@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { isIP } from 'node:net';
 import path from 'node:path';
 import Type from 'typebox';
@@ -269,6 +270,21 @@ export function loadStateDir(env: Record<string, string | undefined>): string {
   return path.resolve(env.TETHER_STATE_DIR || DEFAULT_STATE_DIR);
 }
 
+/**
+ * Static routing needs its answerer: knotd and knotc here, or (container mode) a prepared image. Refused at
+ * start, before Caddy is touched: an agent without one would load the static config with nothing answering
+ * its lookups, and every route in place would answer `no-route` (docs/operations.md, "Static proxy").
+ */
+function staticAnswererProblem(e: { TETHER_PROXY: string; TETHER_PROXY_ROUTING: string; TETHER_ANSWERER_IMAGE?: string | undefined; TETHER_PROXY_KNOTD: string; TETHER_PROXY_KNOTC: string }): string | null {
+  if (e.TETHER_PROXY_ROUTING !== 'static' || e.TETHER_PROXY === 'none') return null;
+  const container = e.TETHER_PROXY === 'container';
+  if (container && e.TETHER_ANSWERER_IMAGE) return null;
+  const missing = [e.TETHER_PROXY_KNOTD, e.TETHER_PROXY_KNOTC].filter((file) => !existsSync(file));
+  if (missing.length === 0) return null;
+  const image = container ? ', or set TETHER_ANSWERER_IMAGE to an image built by infra/answerer/build-image.sh' : '';
+  return `TETHER_PROXY_ROUTING: static needs knotd: no ${missing.join(' and no ')} (install Debian's knot package${image}), or set TETHER_PROXY_ROUTING=config`;
+}
+
 export function loadConfig(env: Record<string, string | undefined>): AgentConfig {
   const e = parseEnv(EnvSchema, env);
   const problems: string[] = [];
@@ -285,6 +301,8 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
   if (e.TETHER_PROXY === 'container' && path.join(stateDir, 'caddy', 'run', 'admin.sock').length > MAX_SOCKET_PATH) {
     problems.push(`TETHER_STATE_DIR: too long for the Caddy admin socket under it (max ${MAX_SOCKET_PATH - 'caddy/run/admin.sock'.length - 1} characters)`);
   }
+  const answerer = staticAnswererProblem(e);
+  if (answerer) problems.push(answerer);
   const panelUrls = parsePanelUrls(e.TETHER_PANEL_URL, problems);
   const publicAddresses = parseAddresses(e.TETHER_PUBLIC_ADDRESSES, problems);
   const dnsServer = parseDnsServer(e.TETHER_ROUTE_PROBE_DNS_SERVER, problems);

@@ -33,6 +33,28 @@ describe('agent config', () => {
   });
 });
 
+describe('static routing without its answerer', () => {
+  const missing = { TETHER_PROXY_ROUTING: 'static', TETHER_PROXY_KNOTD: '/nonexistent/knotd', TETHER_PROXY_KNOTC: '/nonexistent/knotc' };
+
+  it('refuses to start when neither knotd nor (container mode) an answerer image is there, naming both ways out', () => {
+    expect(() => loadConfig({ ...base, ...missing, TETHER_PROXY: 'container' })).toThrow(
+      /TETHER_PROXY_ROUTING: static needs knotd: no \/nonexistent\/knotd and no \/nonexistent\/knotc .*TETHER_ANSWERER_IMAGE .*infra\/answerer\/build-image\.sh.*TETHER_PROXY_ROUTING=config/,
+    );
+    const external = { ...base, ...missing, TETHER_PROXY: 'external', TETHER_CADDY_ADMIN_URL: 'http://127.0.0.1:2019' };
+    expect(() => loadConfig(external)).toThrow(/static needs knotd: no \/nonexistent\/knotd/);
+    // Only the container runs an image: external mode is not told to set one.
+    expect(() => loadConfig(external)).not.toThrow(/TETHER_ANSWERER_IMAGE/);
+    expect(() => loadConfig({ ...base, ...missing, TETHER_PROXY: 'container', TETHER_PROXY_KNOTD: process.execPath })).toThrow(/no \/nonexistent\/knotc \(/);
+  });
+
+  it('starts with an answerer image (container mode), with knotd and knotc present, with config routing or without a proxy', () => {
+    expect(loadConfig({ ...base, ...missing, TETHER_PROXY: 'container', TETHER_ANSWERER_IMAGE: 'tether/answerer:local' }).proxy.answererImage).toBe('tether/answerer:local');
+    expect(loadConfig({ ...base, ...missing, TETHER_PROXY: 'container', TETHER_PROXY_KNOTD: process.execPath, TETHER_PROXY_KNOTC: process.execPath }).proxy.routing).toBe('static');
+    expect(loadConfig({ ...base, ...missing, TETHER_PROXY: 'container', TETHER_PROXY_ROUTING: 'config' }).proxy.routing).toBe('config');
+    expect(loadConfig({ ...base, ...missing, TETHER_PROXY: 'none' }).proxy.routing).toBe('static');
+  });
+});
+
 describe('TETHER_PROTOCOL_VERSION_MAX', () => {
   it('defaults to every version this build speaks and takes a pin within MIN_PROTOCOL_VERSION..PROTOCOL_VERSION only', () => {
     expect(loadConfig(base).protocolVersions).toEqual({ min: MIN_PROTOCOL_VERSION, max: PROTOCOL_VERSION });

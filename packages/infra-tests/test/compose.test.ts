@@ -11,6 +11,9 @@ import { ensureInfraTools } from './fixtures/tools.js';
 // deployed and routed through the REST API and reached through the agent's
 // Caddy, a panel restart and a down/up with volumes kept (nothing lost, the
 // container adopted, no proxy reload), and `docker stop` of each container.
+// The stack runs static routing (TETHER_PROXY_ROUTING=static) with the
+// answerer image infra/answerer/build-image.sh makes, as docs/install.md
+// tells an operator: routes are answers, the Caddy config never changes.
 
 const tools = await ensureInfraTools({ compose: true });
 const DOMAIN = 'app.compose.localhost';
@@ -30,12 +33,12 @@ let stack: ComposeStack;
 const ids = { team: '', node: '', service: '', route: '', deployment: '', container: '' };
 let nodeToken = '';
 
-function throughProxy(): Promise<{ status: number; body: string }> {
+function throughProxy(host = DOMAIN): Promise<{ status: number; body: string; marker: string | undefined }> {
   return new Promise((resolve, reject) => {
-    const req = http.get({ host: '127.0.0.1', port: stack.proxyPort, path: '/', headers: { host: DOMAIN }, timeout: 3_000 }, (res) => {
+    const req = http.get({ host: '127.0.0.1', port: stack.proxyPort, path: '/', headers: { host }, timeout: 3_000 }, (res) => {
       let body = '';
       res.on('data', (chunk: Buffer) => (body += chunk.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body, marker: res.headers['x-tether-proxy'] as string | undefined }));
     });
     req.on('timeout', () => req.destroy(new Error('timeout')));
     req.on('error', reject);
@@ -68,6 +71,11 @@ async function serviceContainer(): Promise<string> {
   return status.containers[0]!.containerId;
 }
 
+/** This stack's containers the agent made with `role` (proxy, answerer). */
+async function agentContainers(role: string): Promise<string[]> {
+  return (await docker(['ps', '-q', '--filter', `label=tether.node=${stack.nodeName}`, '--filter', `label=tether.role=${role}`])).split('\n').filter(Boolean);
+}
+
 async function panelReady(timeoutMs: number): Promise<void> {
   await waitFor(async () => (await fetch(`${stack.panelUrl}/readyz`).catch(() => undefined))?.status === 200, { timeoutMs, intervalMs: 100 });
 }
@@ -82,7 +90,7 @@ describe.skipIf(!tools.available)('the shipped compose stack (docker-compose 1.2
     await stack?.destroy();
   }, 60_000);
 
-  it('first start without a node token: the agent exits 2 naming it and compose restarts it; with the token from POST /v1/nodes it joins', async () => {
+  it('first start without a node token, then without an answerer image: the agent exits 2 naming each and compose restarts it; with both it joins', async () => {
     // `up -d` of everything before step 3 of docs/install.md (the guide starts postgres and panel first).
     await stack.compose(['up', '-d'], 180_000);
     await panelReady(60_000);
@@ -98,10 +106,22 @@ describe.skipIf(!tools.available)('the shipped compose stack (docker-compose 1.2
     ids.node = node.body.id;
     nodeToken = node.body.token;
     stack.env.TETHER_NODE_TOKEN = nodeToken;
+    // Static routing without an answerer image (the agent image has no knotd): refused at start, naming the way out,
+    // before the agent touches Caddy (nothing of this node's runs yet).
+    const image = stack.env.TETHER_ANSWERER_IMAGE!;
+    stack.env.TETHER_ANSWERER_IMAGE = '';
+    await stack.writeEnv();
+    await stack.compose(['up', '-d', 'agent'], 120_000);
+    const refused = await stack.containerId('agent');
+    expect(refused).not.toBe(waiting);
+    await waitFor(async () => /^[1-9]\d* 2$/.test(await docker(['inspect', '-f', '{{.RestartCount}} {{.State.ExitCode}}', refused])), { timeoutMs: 30_000, intervalMs: 50 });
+    expect(await dockerLogs(refused)).toMatch(/TETHER_PROXY_ROUTING: static needs knotd: no \/usr\/sbin\/knotd and no \/usr\/sbin\/knotc .*TETHER_ANSWERER_IMAGE .*infra\/answerer\/build-image\.sh/);
+    expect(await agentContainers('proxy')).toEqual([]);
+    stack.env.TETHER_ANSWERER_IMAGE = image;
     await stack.writeEnv();
     await stack.compose(['up', '-d', 'agent'], 120_000);
     // The changed env file recreates the agent's container.
-    expect(await stack.containerId('agent')).not.toBe(waiting);
+    expect(await stack.containerId('agent')).not.toBe(refused);
     const s = await connectedSession(60_000);
     expect(s.sessionId).toBeTruthy();
     // The agent container's health check reads its health file: healthy once the session is up.
@@ -137,6 +157,13 @@ describe.skipIf(!tools.available)('the shipped compose stack (docker-compose 1.2
     ids.container = await serviceContainer();
     const answer = await waitFor(async () => ((await throughProxy().catch(() => undefined))?.status === 200 ? throughProxy() : undefined), { timeoutMs: 30_000, intervalMs: 200 });
     expect(answer.body.trim()).toBe('hello from compose');
+    expect(answer.marker).toBeUndefined();
+    // Static routing: Caddy's own answer for a name with no route, and the answerer from the image the host built.
+    const unknown = await throughProxy(`nothing.${DOMAIN}`);
+    expect([unknown.status, unknown.marker]).toEqual([404, 'no-route']);
+    const answerer = await agentContainers('answerer');
+    expect(answerer).toHaveLength(1);
+    expect(await docker(['inspect', '-f', '{{.Config.Image}} {{.State.Status}}', answerer[0]!])).toBe(`${stack.images.answerer} running`);
     const s = await connectedSession(30_000);
     expect(s.reloads.total).toBeGreaterThanOrEqual(1);
     expect(s.routing.appliedHash).toBe(s.routing.desiredHash);
@@ -176,13 +203,16 @@ describe.skipIf(!tools.available)('the shipped compose stack (docker-compose 1.2
   }, 300_000);
 
   it('docker stop of each container exits 0 within 10 s; PostgreSQL shuts down cleanly', async () => {
-    const proxy = (await docker(['ps', '-q', '--filter', `label=tether.node=${stack.nodeName}`, '--filter', 'label=tether.role=proxy'])).split('\n').filter(Boolean);
+    const proxy = await agentContainers('proxy');
     expect(proxy).toHaveLength(1);
+    const answerer = await agentContainers('answerer');
+    expect(answerer).toHaveLength(1);
     const containers: Array<[string, string]> = [
       ['agent', await stack.containerId('agent')],
       ['panel', await stack.containerId('panel')],
       ['postgres', await stack.containerId('postgres')],
       ['service', ids.container],
+      ['answerer', answerer[0]!],
       ['proxy', proxy[0]!],
     ];
     for (const [name, id] of containers) {
