@@ -15,6 +15,7 @@ export const PROXY_ERROR_CATALOG = defineErrorCatalog({
   PROXY_CONTAINER_FAILED: 'the Caddy container or its image could not be made to run',
   PROXY_ANSWERER_FAILED: 'the answerer (knotd) is not answering and could not be started',
   PROXY_ANSWERER_REJECTED: 'the answerer refused the new zone; it keeps serving the last good one',
+  PROXY_ANSWERS_UNPUBLISHED: 'the static config waits: the answers for the routes in place are not published yet (Caddy keeps what it serves)',
 });
 
 export type ProxyErrorCode = keyof typeof PROXY_ERROR_CATALOG;

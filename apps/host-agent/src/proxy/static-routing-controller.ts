@@ -66,6 +66,8 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
   private desired: { routes: Route[]; hash: string } | null = null;
   /** Digest of the answers in place (memory; re-derived from the zone file on start). */
   private answersDigest: string | null = null;
+  /** Hash of the map whose answers were last published in this run (the static config serves nothing without them). */
+  private publishedFor: string | null = null;
   private rendered: StaticRendered | null = null;
   /** Caddy held `rendered.id` at the last check. */
   private configInPlace = false;
@@ -149,12 +151,19 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
     });
   }
 
-  /** The static config is in Caddy (one `@id` read; a full compare with `full`). */
+  /**
+   * The static config is in Caddy (one `@id` read; a full compare with `full`). Not before the answers for the map in
+   * place are published: loading it then would swap what Caddy serves (a per-route config, say) for a config whose
+   * every route answers no-route, while the answerer cannot yet name their upstreams.
+   */
   async check(options: { full?: boolean } = {}): Promise<void> {
-    const routes = this.desired?.routes ?? [];
+    const desired = this.desired;
     const error = await this.serialize(async () => {
       try {
-        await this.ensureConfig(computeAnswers(routes, new Map()).legacy, options.full === true);
+        if (desired !== null && this.publishedFor !== desired.hash) {
+          throw new ProxyError('PROXY_ANSWERS_UNPUBLISHED', 'the answers for the routes in place are not published yet (the answerer did not take them): the static config waits');
+        }
+        await this.ensureConfig(computeAnswers(desired?.routes ?? [], new Map()).legacy, options.full === true);
         return null;
       } catch (e) {
         return e;
@@ -171,6 +180,7 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
     const error = await this.serialize(async () => {
       try {
         await this.publish(desired.routes);
+        this.publishedFor = desired.hash;
         return null;
       } catch (e) {
         return e;
@@ -193,6 +203,7 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
     let answers: Answers;
     try {
       ({ answers, changed } = await this.publish(ordered));
+      this.publishedFor = hash;
     } catch (error) {
       return this.answer(hash, false, false, error);
     }

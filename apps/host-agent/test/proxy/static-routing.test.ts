@@ -1,3 +1,4 @@
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureCaddy, ensureKnot, freePort, startCaddy, waitFor, type TestCaddy } from '@tether/testkit';
 import type { StaticRoutingController } from '../../src/proxy/index.js';
@@ -136,6 +137,35 @@ describe.skipIf(!ready)('static proxy: the one-time move from the per-route conf
       await controller?.stop();
       await controller?.knot.destroy();
       await Promise.all([echo.close(), shop.close(), witness.close()]);
+      await caddy.stop();
+    }
+  });
+});
+
+describe.skipIf(!ready)('static proxy: never loaded before its answers are published', () => {
+  it('an agent moved to static routing whose answerer cannot start keeps the per-route config serving: no load, at start or at a check', async () => {
+    const caddy = await startCaddy();
+    const witness = await startAdminWitness({ port: caddy.adminPort });
+    const shop = await startNamedServer('shop');
+    const stateDir = await tempDir();
+    const adminListen = `127.0.0.1:${caddy.adminPort}`;
+    let controller: StaticRoutingController | undefined;
+    try {
+      const old = externalController({ adminUrl: witness.url, adminListen, stateDir, httpPort: caddy.httpPort });
+      await old.start();
+      expect(await old.apply(mapOf([route('shop.example.test', `127.0.0.1:${shop.port}`)]))).toMatchObject({ reloaded: true, error: null });
+      await old.stop();
+      witness.reset();
+      // No knotd where the agent looks (an agent image without knot): nothing can answer the static config's lookups.
+      controller = await staticController({ adminUrl: witness.url, adminListen, stateDir, httpPort: caddy.httpPort, knotd: path.join(stateDir, 'no-knotd') });
+      await controller.start();
+      const check = await controller.check({ full: true }).then(() => null, (e: unknown) => e as { code?: string });
+      expect(check?.code).toBe('PROXY_ANSWERS_UNPUBLISHED');
+      expect(witness.loads).toBe(0);
+      expect((await getWithMarker(caddy.httpPort, 'shop.example.test')).body).toBe('shop /');
+    } finally {
+      await controller?.stop();
+      await Promise.all([shop.close(), witness.close()]);
       await caddy.stop();
     }
   });
