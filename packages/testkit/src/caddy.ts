@@ -81,3 +81,13 @@ export async function startCaddy(): Promise<TestCaddy> {
     },
   };
 }
+
+/** Caddy's own count of config loads (`caddy_admin_http_requests_total{handler="load"}` on its admin /metrics). */
+export async function caddyLoadCount(adminUrl: string): Promise<number> {
+  const text = await (await fetch(`${adminUrl}/metrics`)).text();
+  let total = 0;
+  for (const line of text.split('\n')) {
+    if (line.startsWith('caddy_admin_http_requests_total{') && line.includes('handler="load"')) total += Number(line.split(' ').pop());
+  }
+  return total;
+}

@@ -17,3 +17,4 @@ export * from './protocol-v1.js';
 export * from './registry.js';
 export * from './pebble.js';
 export * from './node-image.js';
+export * from './certificates.js';

@@ -1,12 +1,12 @@
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DOCKER_SOCKET, TEST_IMAGE, ensureCaddy, ensureKnot, ensureDocker, startCaddy, type TestCaddy } from '@tether/testkit';
+import { DOCKER_SOCKET, TEST_IMAGE, caddyLoadCount, ensureCaddy, ensureKnot, ensureDocker, startCaddy, type TestCaddy } from '@tether/testkit';
 import { serviceUpstream, type Route } from '@tether/protocol';
 import { LABELS, ensureNetwork } from '../../src/docker/docker-client.js';
 import { dockerEndpoints, type StaticRoutingController } from '../../src/proxy/index.js';
 import { startAdminWitness, type AdminWitness } from './helpers/admin-witness.js';
 import { mapOf, removeTempDirs, startNamedServer, tempDir } from './helpers/harness.js';
-import { caddyLoadCount, getWithMarker, staticController } from './helpers/static-harness.js';
+import { getWithMarker, staticController } from './helpers/static-harness.js';
 import { WebSocket } from 'ws';
 import { startEchoServer, type EchoServer } from './helpers/ws-echo.js';
 

@@ -1,11 +1,11 @@
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureCaddy, ensureKnot, freePort, startCaddy, waitFor, type TestCaddy } from '@tether/testkit';
+import { caddyLoadCount, ensureCaddy, ensureKnot, freePort, startCaddy, waitFor, type TestCaddy } from '@tether/testkit';
 import type { StaticRoutingController } from '../../src/proxy/index.js';
 import { startAdminWitness, type AdminWitness } from './helpers/admin-witness.js';
 import { externalController, mapOf, removeTempDirs, route, startNamedServer, tempDir } from './helpers/harness.js';
 import { connectThroughProxy, startEchoServer } from './helpers/ws-echo.js';
-import { caddyLoadCount, getWithMarker, staticController } from './helpers/static-harness.js';
+import { getWithMarker, staticController } from './helpers/static-harness.js';
 
 // The static proxy (TETHER_PROXY_ROUTING=static) with a real Caddy 2.6 and a
 // real knotd: routes by host and by first path segment, Caddy's own answers

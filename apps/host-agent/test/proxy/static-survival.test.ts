@@ -1,11 +1,11 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureCaddy, ensureKnot, freePort, spawnProcess, startCaddy, type ManagedProcess, type TestCaddy } from '@tether/testkit';
+import { caddyLoadCount, ensureCaddy, ensureKnot, freePort, spawnProcess, startCaddy, type ManagedProcess, type TestCaddy } from '@tether/testkit';
 import type { Route } from '@tether/protocol';
 import { KnotAnswerer } from '../../src/proxy/index.js';
 import { removeTempDirs, silentLogger, startNamedServer, tempDir } from './helpers/harness.js';
-import { caddyLoadCount, getWithMarker } from './helpers/static-harness.js';
+import { getWithMarker } from './helpers/static-harness.js';
 
 // The answerer does not share the agent's fate (issue 21): the agent process
 // SIGKILLed, frozen 15 s and restarted while every existing domain keeps

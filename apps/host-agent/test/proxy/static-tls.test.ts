@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureCaddy, ensureKnot, startCaddy, type TestCaddy } from '@tether/testkit';
+import { caddyLoadCount, ensureCaddy, ensureKnot, startCaddy, type TestCaddy } from '@tether/testkit';
 import type { StaticRoutingController } from '../../src/proxy/index.js';
 import { startAdminWitness, type AdminWitness } from './helpers/admin-witness.js';
 import { WebSocket, type ClientOptions } from 'ws';
 import { mapOf, removeTempDirs, route, startNamedServer } from './helpers/harness.js';
 import { startEchoServer, type EchoServer } from './helpers/ws-echo.js';
-import { caddyLoadCount, getWithMarker, handshake, httpsGet, startStaticTlsController } from './helpers/static-harness.js';
+import { getWithMarker, handshake, httpsGet, startStaticTlsController } from './helpers/static-harness.js';
 
 // Certificates on demand with the static proxy (TETHER_PROXY_TLS=auto,
 // TETHER_PROXY_TLS_ISSUER=internal): a name in the map gets a certificate on

@@ -2,14 +2,13 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { RouteProbe } from '@tether/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureCaddy, ensureIptables, ensureKnot, ensurePebble, freePort, refuseAddress, startCaddy, startPebble, waitFor, type TestCaddy, type TestPebble } from '@tether/testkit';
+import { caddyLoadCount, ensureCaddy, ensureIptables, ensureKnot, ensurePebble, freePort, opensslView, refuseAddress, startCaddy, startPebble, waitFor, type TestCaddy, type TestPebble } from '@tether/testkit';
 import { loadConfig } from '../../src/config.js';
 import type { RoutingController } from '../../src/controllers.js';
 import type { StaticRoutingController } from '../../src/proxy/index.js';
 import { probeTarget, withRouteProbes } from '../../src/route-probes/index.js';
-import { opensslView } from './helpers/tls-probe.js';
 import { mapOf, removeTempDirs, route, silentLogger, startNamedServer, tempDir } from '../proxy/helpers/harness.js';
-import { caddyLoadCount, staticController } from '../proxy/helpers/static-harness.js';
+import { staticController } from '../proxy/helpers/static-harness.js';
 
 // The real ACME flow: Caddy's ACME issuer pointed at pebble (Let's Encrypt's
 // test CA, its own root trusted through TETHER_PROXY_ACME_CA_ROOT), HTTP-01

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureCaddy, ensureKnot, startCaddy, type TestCaddy } from '@tether/testkit';
+import { ensureCaddy, ensureKnot, opensslView, startCaddy, type TestCaddy } from '@tether/testkit';
 import type { StaticRoutingController } from '../../src/proxy/index.js';
-import { opensslView, tlsProber } from './helpers/tls-probe.js';
+import { tlsProber } from './helpers/tls-probe.js';
 import { rfc4514 } from '../../src/route-probes/certificate.js';
 import { mapOf, removeTempDirs, route, startNamedServer } from '../proxy/helpers/harness.js';
 import { startStaticTlsController } from '../proxy/helpers/static-harness.js';

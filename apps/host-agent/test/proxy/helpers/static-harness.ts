@@ -56,16 +56,6 @@ export function getWithMarker(port: number, host: string, urlPath = '/', address
   });
 }
 
-/** Caddy's own count of admin requests by handler (its /metrics). */
-export async function caddyLoadCount(adminUrl: string): Promise<number> {
-  const text = await (await fetch(`${adminUrl}/metrics`)).text();
-  let total = 0;
-  for (const line of text.split('\n')) {
-    if (line.startsWith('caddy_admin_http_requests_total{') && line.includes('handler="load"')) total += Number(line.split(' ').pop());
-  }
-  return total;
-}
-
 /** A TLS handshake with `servername` (SNI): the certificate's names, or the handshake's error. */
 export function handshake(port: number, servername: string): Promise<{ ok: true; names: string } | { ok: false; error: string }> {
   return new Promise((resolve) => {
