@@ -195,7 +195,8 @@ export function createRoutingController(
     canary: config.canary.intervalMs > 0 ? { port: config.canary.proxyPort, upstream: config.canary.upstream } : null,
   };
   if (p.kind === 'none') return new DisabledRouting();
-  const statics = {
+  // Made only for static routing: its endpoints talk to Docker, which the per-route modes may not have.
+  const statics = () => ({
     knotd: p.knotd,
     knotc: p.knotc,
     answererProbeTimeoutMs: p.answererProbeTimeoutMs,
@@ -207,11 +208,11 @@ export function createRoutingController(
     endpoints: config.runtime.kind === 'docker'
       ? dockerEndpoints(dockerOf(deps), { network: config.runtime.network, node: config.nodeName ?? os.hostname(), ...(deps.notServing ? { notServing: deps.notServing } : {}) })
       : () => Promise.resolve(new Map()),
-  };
+  });
   if (p.kind === 'external' && p.routing === 'static') {
     return createStaticExternalRoutingController({
       ...common,
-      ...statics,
+      ...statics(),
       adminUrl: p.caddyAdminUrl as string,
       ...(p.caddyAdminListen ? { adminListen: p.caddyAdminListen } : {}),
       answererListen: p.answererListen,
@@ -233,7 +234,7 @@ export function createRoutingController(
   };
   const { controller, container } =
     p.routing === 'static'
-      ? createStaticContainerRoutingController({ ...containerOptions, ...statics, answererPort: p.answererListen.port, ...(p.answererImage ? { answererImage: p.answererImage } : {}) })
+      ? createStaticContainerRoutingController({ ...containerOptions, ...statics(), answererPort: p.answererListen.port, ...(p.answererImage ? { answererImage: p.answererImage } : {}) })
       : createContainerRoutingController(containerOptions);
   deps.proxyAddress?.(() => container.address());
   return controller;
