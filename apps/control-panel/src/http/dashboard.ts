@@ -10,7 +10,7 @@ import { sse, type StreamClient } from '../dashboard/fleet-feed.js';
 import { dashboardDist, loadStaticFiles } from '../dashboard/static-files.js';
 import { hashToken } from '../domain/tokens.js';
 import { AppError } from '../errors.js';
-import { serviceStatus, STATUS_ROUTES } from '../sessions/service-status.js';
+import { serviceStatus, STATUS_SERVICE_SELECT } from '../sessions/service-status.js';
 
 // The fleet page (operators): static files, cookie sign-in and sign-out, the
 // live stream and node detail, all under /dashboard. The cookie is accepted
@@ -215,14 +215,7 @@ export const dashboardRoutes: FastifyPluginAsync<DashboardOptions> = async (app,
         prisma.service.findMany({
           where: { nodeId: id },
           orderBy: { name: 'asc' },
-          select: {
-            id: true,
-            name: true,
-            teamId: true,
-            replicas: true,
-            node: { select: { id: true, name: true, unreachableSince: true, lastTeardownReason: true } },
-            routes: STATUS_ROUTES,
-          },
+          select: STATUS_SERVICE_SELECT,
         }),
       ]), 'reading the node\'s history');
       const now = Date.now();

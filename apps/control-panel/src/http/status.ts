@@ -7,7 +7,7 @@ import { authOf } from './auth.js';
 import { IdParams, authErrors, security } from './schemas.js';
 import { ServiceStatusSchema, StatusList } from './session-schemas.js';
 import type { SessionRegistry } from '../sessions/registry.js';
-import { serviceStatus, STATUS_ROUTES, type ClusterView, type StatusInput } from '../sessions/service-status.js';
+import { serviceStatus, STATUS_SERVICE_SELECT as serviceSelect, type ClusterView, type StatusInput } from '../sessions/service-status.js';
 
 export interface StatusRoutesOptions {
   prisma: Db;
@@ -15,15 +15,6 @@ export interface StatusRoutesOptions {
   /** Several panels: other panels' reports and this panel's lease (ownership/cluster.ts). */
   cluster?: { view(nodeIds: readonly string[], options?: { containers?: boolean }): Promise<ClusterView> };
 }
-
-const serviceSelect = {
-  id: true,
-  name: true,
-  teamId: true,
-  replicas: true,
-  node: { select: { id: true, name: true, unreachableSince: true, lastTeardownReason: true } },
-  routes: STATUS_ROUTES,
-} as const;
 
 /** Desired vs running replicas and the routes' health, from live sessions only, each with its evidence. */
 export const statusRoutes: FastifyPluginAsync<StatusRoutesOptions> = async (app, opts) => {

@@ -25,10 +25,20 @@ export interface StatusInput {
 }
 
 /** What a Prisma read of a service selects of its routes for its status (ordered as GET /v1/routes lists them). */
-export const STATUS_ROUTES = {
+const STATUS_ROUTES = {
   select: { id: true, domain: true, pathPrefix: true },
   orderBy: [{ domain: 'asc' as const }, { pathPrefix: 'asc' as const }],
 };
+
+/** What a Prisma read of a service selects for serviceStatus (GET /v1/status and the fleet page's node view). */
+export const STATUS_SERVICE_SELECT = {
+  id: true,
+  name: true,
+  teamId: true,
+  replicas: true,
+  node: { select: { id: true, name: true, unreachableSince: true, lastTeardownReason: true } },
+  routes: STATUS_ROUTES,
+} as const;
 
 /** One of a service's routes with its health and certificate, as GET /v1/routes/:id answers them. */
 export interface ServiceRoute {

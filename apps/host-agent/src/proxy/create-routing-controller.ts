@@ -139,21 +139,26 @@ export function once<T>(make: () => Promise<T>): () => Promise<T> {
     }));
 }
 
+/** What the Caddy container's config is rendered with, in both routing modes. */
+export function containerRenderSettings(o: CommonOptions) {
+  return {
+    ...o.serving,
+    admin: CADDY_CONTAINER_ADMIN,
+    // Inside the container Caddy always listens on 80/443; the host ports are Docker's mapping.
+    httpPort: CADDY_CONTAINER.httpPort,
+    httpsPort: CADDY_CONTAINER.httpsPort,
+    // In its own network namespace: reachable at the container's address on Tether's network, no port published.
+    canary: o.canary ? { listen: `:${o.canary.port}`, upstream: o.canary.upstream } : null,
+  };
+}
+
 export function createContainerRoutingController(o: ContainerProxyOptions): { controller: CaddyRoutingController; container: CaddyContainer } {
   const { proxy, container } = caddyContainerParts(o);
   const controller = new CaddyRoutingController({
     ...statePaths(o),
     proxy,
     upstreams: proxy,
-    // Inside the container Caddy always listens on 80/443; the host ports are Docker's mapping.
-    render: {
-      ...o.serving,
-      admin: CADDY_CONTAINER_ADMIN,
-      httpPort: CADDY_CONTAINER.httpPort,
-      httpsPort: CADDY_CONTAINER.httpsPort,
-      // In its own network namespace: reachable at the container's address on Tether's network, no port published.
-      canary: o.canary ? { listen: `:${o.canary.port}`, upstream: o.canary.upstream } : null,
-    },
+    render: containerRenderSettings(o),
     checkIntervalMs: o.checkIntervalMs,
     ...(o.fullCheckIntervalMs ? { fullCheckIntervalMs: o.fullCheckIntervalMs } : {}),
     ...(o.onReload ? { onReload: o.onReload } : {}),

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { createCaddyAdmin } from './caddy-admin.js';
-import { CADDY_CONTAINER, CADDY_CONTAINER_ADMIN } from './caddy-image.js';
-import { adminSettingsFor, caddyContainerParts, once, runtimeOf, userOf, type CommonOptions, type ContainerProxyOptions } from './create-routing-controller.js';
+import { CADDY_CONTAINER } from './caddy-image.js';
+import { adminSettingsFor, caddyContainerParts, containerRenderSettings, once, runtimeOf, userOf, type CommonOptions, type ContainerProxyOptions } from './create-routing-controller.js';
 import type { EndpointSource } from './docker-endpoints.js';
 import { KnotAnswerer } from './knot-answerer.js';
 import { KnotContainerAnswerer } from './knot-container-answerer.js';
@@ -112,15 +112,7 @@ export function createStaticContainerRoutingController(o: StaticContainerProxyOp
     ...controllerOptions(o),
     proxy,
     upstreams: proxy,
-    // Inside the container Caddy always listens on 80/443; the host ports are Docker's mapping.
-    render: {
-      ...o.serving,
-      admin: CADDY_CONTAINER_ADMIN,
-      httpPort: CADDY_CONTAINER.httpPort,
-      httpsPort: CADDY_CONTAINER.httpsPort,
-      canary: o.canary ? { listen: `:${o.canary.port}`, upstream: o.canary.upstream } : null,
-      ...staticRender(o, answerer.caddyAddress, CADDY_CONTAINER.answersDir),
-    },
+    render: { ...containerRenderSettings(o), ...staticRender(o, answerer.caddyAddress, CADDY_CONTAINER.answersDir) },
     answersDir,
     answerer,
     supervisor: container,

@@ -11,7 +11,7 @@ import type { CaddyContainer } from '../../src/proxy/caddy-container.js';
 import { startAdminWitness, type AdminWitness } from './helpers/admin-witness.js';
 import { removeRun, startServiceContainer } from './helpers/container-harness.js';
 import { mapOf, removeTempDirs, silentLogger, startNamedServerAt, tempDir } from './helpers/harness.js';
-import { getWithMarker } from './helpers/static-harness.js';
+import { getWithMarker, killRestartFreeze } from './helpers/static-harness.js';
 import { connectThroughProxy, startEchoServer } from './helpers/ws-echo.js';
 
 // Static routing in container mode (issue 21), all real: Docker, the Caddy
@@ -266,14 +266,7 @@ describe.skipIf(!ready)('static proxy in container mode: Caddy and the answerer 
       }
     })();
     await new Promise((r) => setTimeout(r, 500));
-    process.kill(agent!.pid, 'SIGKILL');
-    await agent!.exited();
-    await new Promise((r) => setTimeout(r, 2_000));
-    await startAgent();
-    process.kill(agent!.pid, 'SIGSTOP');
-    await new Promise((r) => setTimeout(r, 3_000));
-    process.kill(agent!.pid, 'SIGCONT');
-    await new Promise((r) => setTimeout(r, 1_000));
+    await killRestartFreeze(() => agent!, startAgent, 3_000);
     stop = true;
     await poll;
     console.log(`container static through agent kill/freeze/restart: ${n} GETs, ${failures.length} failures`);

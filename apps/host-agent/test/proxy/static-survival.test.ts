@@ -5,7 +5,7 @@ import { caddyLoadCount, ensureCaddy, ensureKnot, freePort, spawnProcess, startC
 import type { Route } from '@tether/protocol';
 import { KnotAnswerer } from '../../src/proxy/index.js';
 import { removeTempDirs, silentLogger, startNamedServer, tempDir } from './helpers/harness.js';
-import { getWithMarker } from './helpers/static-harness.js';
+import { getWithMarker, killRestartFreeze } from './helpers/static-harness.js';
 
 // The answerer does not share the agent's fate (issue 21): the agent process
 // SIGKILLed, frozen 15 s and restarted while every existing domain keeps
@@ -103,14 +103,7 @@ describe.skipIf(!ready)('static proxy: routes keep answering while the agent die
     const loads = await caddyLoadCount(caddy.adminUrl);
     const poll = pollDomains();
     await new Promise((r) => setTimeout(r, 1_000));
-    process.kill(agent!.pid, 'SIGKILL');
-    await agent!.exited();
-    await new Promise((r) => setTimeout(r, 2_000));
-    await startAgent();
-    process.kill(agent!.pid, 'SIGSTOP');
-    await new Promise((r) => setTimeout(r, 15_000));
-    process.kill(agent!.pid, 'SIGCONT');
-    await new Promise((r) => setTimeout(r, 1_000));
+    await killRestartFreeze(() => agent!, startAgent, 15_000);
     const stats = await poll.end();
     console.log(`static proxy through agent kill/freeze/restart: ${stats.n} GETs, p50 ${stats.p50.toFixed(2)} ms, p99 ${stats.p99.toFixed(2)} ms, ${poll.failures.length} failures`);
     expect(poll.failures).toEqual([]);

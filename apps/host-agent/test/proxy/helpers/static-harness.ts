@@ -81,3 +81,19 @@ export function httpsGet(port: number, host: string): Promise<{ status: number; 
     socket.on('error', reject);
   });
 }
+
+/**
+ * The agent's faults the static proxy must outlive: SIGKILL, 2 s down, a restart (`start` sets the new process),
+ * then that process frozen for `freezeMs` and thawed, with 1 s after. `current` reads the agent process now.
+ */
+export async function killRestartFreeze(current: () => { pid: number; exited(): Promise<unknown> }, start: () => Promise<void>, freezeMs: number): Promise<void> {
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  process.kill(current().pid, 'SIGKILL');
+  await current().exited();
+  await sleep(2_000);
+  await start();
+  process.kill(current().pid, 'SIGSTOP');
+  await sleep(freezeMs);
+  process.kill(current().pid, 'SIGCONT');
+  await sleep(1_000);
+}
