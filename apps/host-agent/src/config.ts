@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { isIP } from 'node:net';
 import path from 'node:path';
 import Type from 'typebox';
+import { splitHostPort } from './proxy/host-port.js';
 import { LogFormatSchema, type LogFormat } from '@tether/common/logging';
 import { ConfigError, parseEnv } from '@tether/common';
 import { MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, pinnedProtocolRange, type ProtocolRange } from '@tether/protocol';
@@ -258,11 +259,6 @@ function parseDnsServer(value: string | undefined, problems: string[]): string |
     return null;
   }
   return value;
-}
-
-function splitHostPort(value: string): { host: string; port: number } {
-  const colon = value.lastIndexOf(':');
-  return { host: value.slice(0, colon).replace(/^\[|\]$/g, ''), port: Number(value.slice(colon + 1)) };
 }
 
 /** Only the state folder (the HEALTHCHECK needs no more, and must not fail on the rest). */

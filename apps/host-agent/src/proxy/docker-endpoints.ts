@@ -2,6 +2,7 @@ import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import type Docker from 'dockerode';
 import { LABELS } from '../docker/docker-client.js';
+import { splitHostPort } from './host-port.js';
 import type { Endpoint, EndpointMap } from './static-answers.js';
 
 // Which containers of each service Caddy may dial now: running service
@@ -41,9 +42,7 @@ export function dockerEndpoints(docker: Docker, options: { network: string; node
  * up by the agent, with the resolver it has (Docker's, for an agent in a container).
  */
 export async function upstreamByAddress(upstream: string): Promise<string | null> {
-  const colon = upstream.lastIndexOf(':');
-  const host = upstream.slice(0, colon).replace(/^\[|\]$/g, '');
-  const port = upstream.slice(colon + 1);
+  const { host, port } = splitHostPort(upstream);
   if (isIP(host)) return upstream;
   try {
     const { address, family } = await lookup(host);

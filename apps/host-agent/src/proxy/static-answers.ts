@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
 import { canonicalRoutes, isStaticRouteShape, staticPrefixSegment, type Route } from '@tether/protocol';
 import { CANARY_HOST } from './render.js';
+import { splitHostPort } from './host-port.js';
 import { isValidDomain, isValidUpstream } from './route-validation.js';
 
 // The static proxy's routing data (docs/architecture.md, "Static proxy"):
@@ -67,8 +68,9 @@ export interface Answers {
   digest: string;
 }
 
+/** `upstreamHost`: as splitHostPort gives it (an IPv6 address without brackets). */
 function targetFor(upstreamHost: string, endpoint: Endpoint | null): { name: string; type: 'A' | 'AAAA'; ip: string } | null {
-  const ip = endpoint?.ip ?? upstreamHost.replace(/^\[|\]$/g, '');
+  const ip = endpoint?.ip ?? upstreamHost;
   const family = isIP(ip);
   if (family === 0) return null;
   const label = endpoint ? `c-${endpoint.id.slice(0, 12).toLowerCase()}` : `ip-${ip.toLowerCase().replace(/[.:]/g, '-')}`;
@@ -96,12 +98,10 @@ export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap,
       legacy.push(route);
       continue;
     }
-    const colon = route.upstream.lastIndexOf(':');
-    const host = route.upstream.slice(0, colon);
-    const port = Number(route.upstream.slice(colon + 1));
+    const { host, port } = splitHostPort(route.upstream);
     const segment = staticPrefixSegment(route.pathPrefix);
     const owner = segment === null ? `${route.domain}.${HOSTS_LABEL}` : `_p${segment}.${route.domain}.${HOSTS_LABEL}`;
-    const found = isIP(host.replace(/^\[|\]$/g, '')) ? [null] : (endpoints.get(route.serviceId) ?? []);
+    const found = isIP(host) ? [null] : (endpoints.get(route.serviceId) ?? []);
     let served = 0;
     for (const endpoint of found) {
       const target = targetFor(host, endpoint);
@@ -119,9 +119,10 @@ export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap,
     }
   }
   // The canary's route goes through the answerer too, so an answerer outage shows as a canary drop.
-  const canary = options.canaryUpstream ? targetFor(options.canaryUpstream.slice(0, options.canaryUpstream.lastIndexOf(':')), null) : null;
-  if (canary && options.canaryUpstream) {
-    srv.add(`${CANARY_HOST}.${HOSTS_LABEL} SRV 10 10 ${Number(options.canaryUpstream.slice(options.canaryUpstream.lastIndexOf(':') + 1))} ${canary.name}`);
+  const canaryUpstream = options.canaryUpstream ? splitHostPort(options.canaryUpstream) : null;
+  const canary = canaryUpstream ? targetFor(canaryUpstream.host, null) : null;
+  if (canary && canaryUpstream) {
+    srv.add(`${CANARY_HOST}.${HOSTS_LABEL} SRV 10 10 ${canaryUpstream.port} ${canary.name}`);
     targets.add(`${canary.name} ${canary.type} ${canary.ip}`);
   }
   const records = [`health A 127.0.0.1`, ...[...srv].sort(), ...[...targets].sort()];
