@@ -27,6 +27,7 @@ import { deploymentRoutes } from './http/deployments.js';
 import { ConnectionCap } from './http/connection-cap.js';
 import { edgeServerOptions, installJsonBodyParser, refuseCappedConnections, refuseContentEncodings, requestDeadlineOptions } from './http/edges.js';
 import { installErrorHandler } from './http/error-handler.js';
+import { installRequestGuards } from './http/request-guards.js';
 import { healthRoutes } from './http/health.js';
 import { HeldStreams } from './http/held-streams.js';
 import { installRateLimits } from './http/rate-limits.js';
@@ -140,6 +141,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   app.removeContentTypeParser('text/plain');
   installJsonBodyParser(app);
   refuseContentEncodings(app);
+  installRequestGuards(app);
   // Before any route, so the OpenAPI document sees them all.
   await registerOpenApi(app, PANEL_VERSION);
   const { db } = deps.config;

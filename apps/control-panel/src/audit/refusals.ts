@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { auditOf } from '../http/audit-context.js';
+import { unstorableField } from '../db/stored-text.js';
 import type { SessionFactOutbox } from '../session-writes/outbox.js';
 import { ROUTE_ACTIONS } from './audit-actions.js';
 import { auditRow, type AuditActor } from './audit-entry.js';
@@ -46,7 +47,9 @@ export function recordRefusalsAndSignIns(app: FastifyInstance, outbox: SessionFa
     const actor = request.auditActor ?? ctx.actor;
     if (!actor.tokenId) return;
     const params = request.params as Record<string, string> | undefined;
-    const targetId = route.idParam ? (params?.[route.idParam] ?? null) : null;
+    const sent = route.idParam ? (params?.[route.idParam] ?? null) : null;
+    // A refused request's id is what the caller sent: text the database cannot store (a NUL) is left out, not a lost row.
+    const targetId = sent !== null && unstorableField(sent, 'id') === null ? sent : null;
     const row = auditRow({ ...ctx, actor }, { action: route.action, targetType: route.targetType, targetId }, refused ? 'refused' : 'success', code);
     outbox.submit({ kind: 'audit', row }).catch((err: unknown) => request.log.warn({ err, action: route.action }, 'audit row not recorded'));
   });

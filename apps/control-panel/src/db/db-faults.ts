@@ -33,22 +33,33 @@ const DRIVER_MESSAGES = [
   'terminating connection',
 ];
 
-/** True when `err` (or anything in its cause chain) says the database is unreachable, frozen or out of time. */
-export function isDatabaseUnavailable(err: unknown): boolean {
+/** `err` and what it wraps: Prisma's driver-adapter error, then each `cause`. */
+function* causeChain(err: unknown): Generator<object> {
   const seen = new Set<unknown>();
   let current: unknown = err;
   while (current && typeof current === 'object' && !seen.has(current)) {
     seen.add(current);
+    yield current;
+    const e = current as { meta?: { driverAdapterError?: unknown }; cause?: unknown };
+    current = e.meta?.driverAdapterError ?? e.cause;
+  }
+}
+
+/** The codes an error in the chain carries: Prisma's, the adapter's SQLSTATE and the original one. */
+function codesOf(e: object): string[] {
+  const { code, originalCode, meta } = e as { code?: unknown; originalCode?: unknown; meta?: { code?: unknown } };
+  return [code, originalCode, meta?.code].filter((c): c is string => typeof c === 'string');
+}
+
+/** True when `err` (or anything in its cause chain) says the database is unreachable, frozen or out of time. */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  for (const current of causeChain(err)) {
     if (current instanceof DatabaseUnavailableError) return true;
     if (current instanceof Prisma.PrismaClientInitializationError) return true;
-    const e = current as { code?: unknown; kind?: unknown; message?: unknown; meta?: { driverAdapterError?: unknown }; cause?: unknown };
+    const e = current as { code?: unknown; kind?: unknown; message?: unknown };
     if (typeof e.code === 'string' && (PRISMA_UNAVAILABLE.has(e.code) || SOCKET_CODES.has(e.code) || PG_UNAVAILABLE.test(e.code))) return true;
     if (typeof e.kind === 'string' && ADAPTER_UNAVAILABLE.has(e.kind)) return true;
-    if (typeof e.kind === 'string' && e.kind === 'postgres' && typeof (e as { code?: unknown }).code === 'string') {
-      if (PG_UNAVAILABLE.test((e as { code: string }).code)) return true;
-    }
     if (typeof e.message === 'string' && DRIVER_MESSAGES.some((m) => (e.message as string).includes(m))) return true;
-    current = e.meta?.driverAdapterError ?? e.cause;
   }
   return false;
 }
@@ -62,17 +73,19 @@ export function isDatabaseUnavailable(err: unknown): boolean {
  */
 export function isPermanentDatabaseError(err: unknown): boolean {
   if (isDatabaseUnavailable(err)) return false;
-  const seen = new Set<unknown>();
-  let current: unknown = err;
-  while (current && typeof current === 'object' && !seen.has(current)) {
-    seen.add(current);
-    const e = current as { code?: unknown; originalCode?: unknown; meta?: { driverAdapterError?: unknown; code?: unknown }; cause?: unknown };
-    for (const code of [e.code, e.originalCode, e.meta?.code]) {
-      if (typeof code !== 'string') continue;
-      if (/^P2\d{3}$/.test(code) || /^2[23][0-9A-Z]{3}$/.test(code)) return true;
-    }
-    current = e.meta?.driverAdapterError ?? e.cause;
+  for (const current of causeChain(err)) {
+    if (codesOf(current).some((code) => /^P2\d{3}$/.test(code) || /^2[23][0-9A-Z]{3}$/.test(code))) return true;
   }
+  return false;
+}
+
+/**
+ * True when PostgreSQL refused a value it cannot store as text: a NUL byte or
+ * bad encoding in text (22021) or in jsonb (22P05). The caller sent it, so it
+ * is a 400, never a 500 (request-guards.ts refuses most before they get here).
+ */
+export function isUnstorableText(err: unknown): boolean {
+  for (const current of causeChain(err)) if (codesOf(current).some((code) => code === '22021' || code === '22P05')) return true;
   return false;
 }
 

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Nullable } from '@tether/common';
 import Type from 'typebox';
 import { authOf } from './auth.js';
-import { authErrors, id, security, Timestamp } from './schemas.js';
+import { authErrors, id, ID_PATTERN, security, Timestamp } from './schemas.js';
 import type { ApiDeps } from '../domain/api-deps.js';
 import { AUDIT_ACTIONS } from '../audit/audit-actions.js';
 import { listAudit } from '../audit/audit-query.js';
@@ -28,7 +28,12 @@ const Query = Type.Object(
     to: Type.Optional(Type.String({ format: 'date-time', description: 'rows before this time' })),
     actor: Type.Optional(id('the acting token id')),
     targetType: Type.Optional(Type.String({ pattern: '^[a-z]{1,32}$' })),
-    targetId: Type.Optional(Type.String({ minLength: 1, maxLength: 400 })),
+    targetId: Type.Optional(
+      Type.String({
+        pattern: `^${ID_PATTERN}(?:/[A-Za-z_][A-Za-z0-9_]{0,255})?$`,
+        description: "the target's id, or `<serviceId>/<NAME>` for a secret's rows (what `tether audit --target secret/<serviceId>/<NAME>` sends)",
+      }),
+    ),
     action: Type.Optional(Type.String({ enum: [...AUDIT_ACTIONS] })),
     outcome: Type.Optional(Type.Union([Type.Literal('success'), Type.Literal('refused')])),
     teamId: Type.Optional(id('only this team (operators)')),

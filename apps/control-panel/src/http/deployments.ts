@@ -6,7 +6,7 @@ import Type from 'typebox';
 import { DeploymentStatus } from '../generated/prisma/enums.js';
 import { auditOf } from './audit-context.js';
 import { authOf } from './auth.js';
-import { authErrors, errorResponses, IdParams, NullableTimestamp, security, Timestamp } from './schemas.js';
+import { authErrors, errorResponses, id, IdParams, NullableTimestamp, security, Timestamp } from './schemas.js';
 import type { HeldStreams } from './held-streams.js';
 import type { DeploymentChanges } from '../domain/deployment-changes.js';
 import { AppError } from '../errors.js';
@@ -117,7 +117,7 @@ export const deploymentRoutes: FastifyPluginAsyncTypebox<ApiDeps & { changes: De
         params: IdParams,
         querystring: WaitQuery,
         body: Type.Optional(
-          Type.Object({ to: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'the deployment whose spec to restore' })) }, { additionalProperties: false }),
+          Type.Object({ to: Type.Optional(id('the deployment whose spec to restore')) }, { additionalProperties: false }),
         ),
         response: { 200: DeploymentSchema, 201: DeploymentSchema, 202: DeploymentSchema, ...authErrors(404, 409, 503, 504), ...errorResponses(429) },
       },

@@ -2,6 +2,7 @@ import { isUtf8 } from 'node:buffer';
 import http from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyHttpOptions, FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify';
+import { firstBadString } from '../db/stored-text.js';
 import { AppError, ERROR_CATALOG, type ErrorCode } from '../errors.js';
 import type { ConnectionCap } from './connection-cap.js';
 
@@ -61,33 +62,16 @@ export const edgeServerOptions = {
   routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
 } satisfies Partial<FastifyServerOptions>;
 
+/** Matches an unpaired surrogate: with the `u` flag a valid pair is one code point, not two surrogates. */
+const LONE_SURROGATE = /\p{Surrogate}/u;
+
 /**
  * Where a body holds a string (or key) that is not well-formed Unicode: an
  * unpaired UTF-16 surrogate from a `\ud800`-style escape. PostgreSQL cannot
  * store one, and replacing it would store something the caller did not send.
- * Iterative, so a deeply nested body cannot overflow the stack.
  */
-/** Matches an unpaired surrogate: with the `u` flag a valid pair is one code point, not two surrogates. */
-const LONE_SURROGATE = /\p{Surrogate}/u;
-
 export function illFormedField(value: unknown, bad: (s: string) => boolean = (s) => LONE_SURROGATE.test(s)): string | null {
-  const stack: [unknown, string][] = [[value, 'body']];
-  while (stack.length > 0) {
-    const [v, at] = stack.pop()!;
-    if (typeof v === 'string') {
-      if (bad(v)) return at;
-    } else if (Array.isArray(v)) {
-      for (let i = v.length - 1; i >= 0; i--) stack.push([v[i], `${at}/${i}`]);
-    } else if (v !== null && typeof v === 'object') {
-      const entries = Object.entries(v);
-      for (let i = entries.length - 1; i >= 0; i--) {
-        const [key, inner] = entries[i]!;
-        if (bad(key)) return `a key of ${at}`;
-        stack.push([inner, `${at}/${key.replaceAll('~', '~0').replaceAll('/', '~1')}`]);
-      }
-    }
-  }
-  return null;
+  return firstBadString(value, 'body', bad);
 }
 
 /**
@@ -100,6 +84,9 @@ export function installJsonBodyParser(app: FastifyInstance): void {
   const parse = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body: Buffer, done) => {
+    // Zero bytes are no body (what `curl -X POST -H 'content-type: application/json'` sends): the route's
+    // schema decides, so an optional body is `{}` (request-guards.ts) and a required one fails validation.
+    if (body.length === 0) return done(null, undefined);
     const text = body.toString('utf8');
     parse(request, text, (err: Error | null, parsed?: unknown) => {
       if (err) return done(err, undefined);

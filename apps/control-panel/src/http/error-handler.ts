@@ -1,5 +1,5 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
-import { isDatabaseUnavailable } from '../db/db-faults.js';
+import { isDatabaseUnavailable, isUnstorableText } from '../db/db-faults.js';
 import { AppError, ERROR_CATALOG, RETRY_AFTER_SECONDS, type ErrorCode } from '../errors.js';
 
 /** Paths the 404 answer may repeat. */
@@ -31,7 +31,14 @@ export function installErrorHandler(app: FastifyInstance): void {
     // A database fault is not a bug: 503 with the catalog's message; the driver's text goes to the log only.
     const dbDown = !(error instanceof AppError) && isDatabaseUnavailable(error);
     if (dbDown) request.log.warn({ err: error }, 'database unavailable');
-    const appErr = error instanceof AppError ? error : dbDown ? new AppError('DATABASE_UNAVAILABLE') : fromFastify(error as FastifyError);
+    const appErr =
+      error instanceof AppError
+        ? error
+        : dbDown
+          ? new AppError('DATABASE_UNAVAILABLE')
+          : isUnstorableText(error)
+            ? new AppError('VALIDATION_FAILED', 'a value contains text the database cannot store (a NUL byte or invalid encoding)')
+            : fromFastify(error as FastifyError);
     if (appErr.statusCode >= 500 && !(error instanceof AppError) && !dbDown) request.log.error({ err: error }, 'unhandled error');
     if ((appErr.code === 'DATABASE_UNAVAILABLE' || appErr.code === 'NOT_READY') && !reply.hasHeader('retry-after')) void reply.header('retry-after', String(RETRY_AFTER_SECONDS));
     const body: { error: { code: string; message: string; details?: Record<string, unknown> } } = {

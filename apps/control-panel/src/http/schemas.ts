@@ -6,7 +6,9 @@ import Type, { type TSchema } from 'typebox';
 // silently ignored value.
 
 /** Ids are cuids; the bound keeps junk out of queries and logs. */
-export const id = (description = 'resource id') => Type.String({ pattern: '^[A-Za-z0-9_-]{1,64}$', description });
+/** What every resource id looks like (unanchored, for patterns that contain one). */
+export const ID_PATTERN = '[A-Za-z0-9_-]{1,64}';
+export const id = (description = 'resource id') => Type.String({ pattern: `^${ID_PATTERN}$`, description });
 
 export const IdParams = Type.Object({ id: id() }, { additionalProperties: false });
 
