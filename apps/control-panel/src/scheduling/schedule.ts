@@ -118,6 +118,9 @@ function scheduleService(service: ServiceSpec, running: readonly Allocation[], c
     } else bucket.push(allocation);
   }
 
+  // The common case of every evaluation: nothing to do, so nothing more is built.
+  if (lost.length === 0 && misplaced.length === 0 && kept.length === wanted) return;
+
   // Too many: shed what would have to move anyway before touching kept replicas.
   let excess = kept.length + lost.length + misplaced.length - wanted;
   while (excess > 0 && lost.length > 0) {
@@ -188,7 +191,9 @@ export function scaleDownVictims(
   nodeById: ReadonlyMap<string, NodeView>,
 ): Allocation[] {
   const victims: Allocation[] = [];
-  const nodeLoad = new Map(load);
+  if (count <= 0) return victims;
+  // Only the nodes this service runs on are compared, so only their loads are copied.
+  const nodeLoad = new Map(kept.map((a) => [a.nodeId, load.get(a.nodeId) ?? 0]));
   for (let n = 0; n < count && kept.length > 0; n++) {
     const own = new Map<string, number>();
     for (const a of kept) own.set(a.nodeId, (own.get(a.nodeId) ?? 0) + 1);
