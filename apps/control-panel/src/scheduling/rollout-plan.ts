@@ -1,0 +1,80 @@
+import { AppError } from '../errors.js';
+import type { Allocation, NodeView, ServiceSpec } from './types.js';
+import { compareText } from './order.js';
+
+// A release rolled out across nodes, as steps (issue 36). Each replacement
+// starts the new release on the node of the replica it replaces, so every
+// node keeps running today's health-gated, drained rollout for its replicas.
+// A step holds at most maxSurge + maxUnavailable replacements: maxUnavailable
+// of them stop the old replica first, the others start the new one first and
+// drain the old once it is healthy. The next step starts only when every new
+// replica of the step is healthy, so at most maxSurge replicas run above the
+// wanted count and at most maxUnavailable below it.
+
+export interface RolloutOptions {
+  maxSurge?: number;
+  maxUnavailable?: number;
+}
+
+export interface Replacement {
+  allocationId: string;
+  nodeId: string;
+  fromRelease: string;
+  toRelease: string;
+  order: 'start-first' | 'stop-first';
+}
+
+export interface RolloutPlan {
+  maxSurge: number;
+  maxUnavailable: number;
+  steps: Replacement[][];
+}
+
+/**
+ * Defaults: 1 and 0 (health-gated, never below the wanted count); a service
+ * with a writable volume cannot run two containers on its data, so 0 and 1.
+ */
+export function rolloutLimits(service: ServiceSpec, options: RolloutOptions = {}): { maxSurge: number; maxUnavailable: number } {
+  const maxSurge = options.maxSurge ?? (service.stateful ? 0 : 1);
+  const maxUnavailable = options.maxUnavailable ?? (service.stateful ? 1 : 0);
+  for (const [field, value] of [['maxSurge', maxSurge], ['maxUnavailable', maxUnavailable]] as const) {
+    if (!Number.isInteger(value) || value < 0 || value > 100) {
+      throw new AppError('VALIDATION_FAILED', `${field} is a whole number of replicas from 0 to 100`, { field });
+    }
+  }
+  if (maxSurge + maxUnavailable === 0) {
+    throw new AppError('VALIDATION_FAILED', 'maxSurge and maxUnavailable cannot both be 0: nothing could be replaced', { field: 'maxSurge' });
+  }
+  if (service.stateful && maxSurge > 0) {
+    throw new AppError('VALIDATION_FAILED', 'a service with a writable volume rolls out with maxSurge 0: two containers never share its data', { field: 'maxSurge' });
+  }
+  return { maxSurge, maxUnavailable };
+}
+
+export function planRollout(
+  service: ServiceSpec,
+  nodes: readonly NodeView[],
+  allocations: readonly Allocation[],
+  options: RolloutOptions = {},
+): RolloutPlan {
+  const { maxSurge, maxUnavailable } = rolloutLimits(service, options);
+  const nameOf = new Map(nodes.map((node) => [node.id, node.name]));
+  // Node by node (by name), oldest replica first, so a node finishes before the next starts.
+  const stale = allocations
+    .filter((a) => a.serviceId === service.id && a.desired === 'run' && a.releaseId !== service.releaseId)
+    .sort((a, b) => compareText(nameOf.get(a.nodeId) ?? a.nodeId, nameOf.get(b.nodeId) ?? b.nodeId) || a.createdAt - b.createdAt || compareText(a.id, b.id));
+  const batch = maxSurge + maxUnavailable;
+  const steps: Replacement[][] = [];
+  for (let start = 0; start < stale.length; start += batch) {
+    steps.push(
+      stale.slice(start, start + batch).map((a, i) => ({
+        allocationId: a.id,
+        nodeId: a.nodeId,
+        fromRelease: a.releaseId,
+        toRelease: service.releaseId,
+        order: i < maxUnavailable ? 'stop-first' : 'start-first',
+      })),
+    );
+  }
+  return { maxSurge, maxUnavailable, steps };
+}
