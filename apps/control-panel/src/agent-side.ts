@@ -4,7 +4,7 @@ import { CLOSE_CODES, closeCodeName } from '@tether/protocol';
 import type { PanelConfig } from './config.js';
 import type { Db } from './db/database.js';
 import type { PanelEvents } from './panel-events.js';
-import { RELOAD_METRIC_KIND, RELOAD_METRIC_KINDS, type PanelMetrics, type ReloadMetricKind } from './panel-metrics.js';
+import { RELOAD_METRIC_KIND, RELOAD_METRIC_KINDS, type PanelMetrics } from './panel-metrics.js';
 import { PrismaReloadRecorder } from './routing/reload-store.js';
 import type { ProxyEventStore, ReloadRecorder } from './routing/routing-reconciler.js';
 import { DbRoutingMapSource, type RoutingMapSource } from './routing/routing-map.js';
@@ -79,7 +79,7 @@ function countedReloads(inner: PrismaReloadRecorder, registry: SessionRegistry, 
     reloaded(record) {
       const node = registry.get(record.nodeId)?.nodeName;
       // Agents without proxy.events: by whether the routing hash changed.
-      const kind: ReloadMetricKind = record.hashBefore === record.hashAfter ? 'no_routing_change' : 'routing_change';
+      const kind = RELOAD_METRIC_KIND[record.hashBefore === record.hashAfter ? 'repair-drift' : 'change'];
       if (node) metrics.nodeProxyReloads.inc({ node, kind });
       return inner.reloaded(record);
     },

@@ -5,6 +5,7 @@ import { healthOf, type Db } from '../db/database.js';
 import { isDatabaseUnavailable } from '../db/db-faults.js';
 import type { SessionFactOutbox } from '../session-writes/outbox.js';
 import { AppError } from '../errors.js';
+import type { Slots } from '../lifecycle.js';
 import type { AuthContext } from '../domain/access.js';
 import { hashToken } from '../domain/tokens.js';
 
@@ -45,6 +46,8 @@ export interface AuthOptions {
   cacheMs: number;
   /** Where last-used times go (coalesced, retried, droppable). */
   outbox: SessionFactOutbox;
+  /** The last-used flush's slot in the panel's lifecycle (lifecycle.ts). */
+  lifecycle: Slots;
 }
 
 /** Verified tokens remembered for outages, at most this many (the oldest verification goes first). */
@@ -143,11 +146,13 @@ export const authPlugin = fp<AuthOptions>(
       knows: (tokenHash) => known.has(tokenHash),
     } satisfies Authenticator);
 
-    app.addHook('onReady', async () => flushLoop.start());
-    // preClose, before app.ts stops the outbox: the last batch still reaches it.
-    app.addHook('preClose', async () => {
-      await flushLoop.stop();
-      await flush();
+    // Stopped before the outbox (app.ts's order): the last batch still reaches it.
+    opts.lifecycle.provide('token-last-used', {
+      start: () => flushLoop.start(),
+      stop: async () => {
+        await flushLoop.stop();
+        await flush();
+      },
     });
   },
   { name: 'tether-auth' },

@@ -57,8 +57,6 @@ export const LogQuery = Type.Object(
 );
 
 export const logRoutes: FastifyPluginAsyncTypebox<LogRoutesOptions> = async (app, { prisma, registry, relay, remoteLogs, held, followIdleMs }) => {
-  app.addHook('preClose', async () => relay.stop());
-
   app.get(
     '/services/:id/logs',
     {

@@ -11,7 +11,7 @@ import type { RoutingView } from '../routing/routing-reconciler.js';
 import { sessionRow, type MissedAcks24h } from './session-rows.js';
 import { seenNode } from '../node-health/node-directory.js';
 import { clusterProof, factsOf, type HealthSources, type NodeFacts } from '../node-health/node-health.js';
-import type { ClusterView } from '../sessions/service-status.js';
+import type { ClusterView } from '../sessions/remote-report.js';
 
 export interface SessionRoutesOptions {
   prisma: Db;

@@ -7,7 +7,8 @@ import { authOf } from './auth.js';
 import { IdParams, authErrors, security } from './schemas.js';
 import { ServiceStatusSchema, StatusList } from './session-schemas.js';
 import type { SessionRegistry } from '../sessions/registry.js';
-import { serviceStatus, STATUS_SERVICE_SELECT as serviceSelect, type ClusterView, type StatusInput } from '../sessions/service-status.js';
+import type { ClusterView } from '../sessions/remote-report.js';
+import { serviceStatus, STATUS_SERVICE_SELECT as serviceSelect, type StatusInput } from '../sessions/service-status.js';
 
 export interface StatusRoutesOptions {
   prisma: Db;

@@ -29,3 +29,13 @@ export interface RemoteReport {
   /** Counters only the owner's live answer carries. */
   session?: { lastHeartbeatSeq: number | null; pingsSent: number; pongs: number; invalidFrames: number };
 }
+
+/**
+ * Where a node's session is proved when several panels share the database: this panel's own sessions count
+ * only while it holds its lease; another panel's report only while that panel's lease is live.
+ */
+export interface ClusterView {
+  panelId: string;
+  leaseHeld: boolean;
+  remote: ReadonlyMap<string, RemoteReport>;
+}
