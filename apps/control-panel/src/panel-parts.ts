@@ -18,7 +18,7 @@ import { PrismaFactWriter } from './session-writes/fact-writer.js';
 import { SessionFactOutbox } from './session-writes/outbox.js';
 import { SpillFile } from './session-writes/spill-file.js';
 import { SessionGenerations } from './sessions/generations.js';
-import type { DeploymentDispatcher } from './sessions/session-dispatcher.js';
+import type { DeploymentDispatcher } from './dispatch/session-dispatcher.js';
 import { OutboxSessionStore, type SessionStore } from './sessions/session-store.js';
 
 // The panel's parts, each made once from what it needs (no part is handed a

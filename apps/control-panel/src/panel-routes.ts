@@ -27,8 +27,8 @@ import type { Slots } from './lifecycle.js';
 import type { PanelMetrics } from './panel-metrics.js';
 import type { AppDependencies, PanelParts } from './panel-parts.js';
 import type { Keyring } from './secrets/keyring.js';
-import { liveRoutingOf } from './sessions/route-health.js';
-import { SessionVolumeRemover } from './sessions/volume-remover.js';
+import { liveRoutingOf } from './status/route-health.js';
+import { SessionVolumeRemover } from './dispatch/volume-remover.js';
 
 // Every HTTP route of the panel, one plugin per resource: health and metrics,
 // the REST API under /v1 (one context that authenticates every request once,

@@ -6,7 +6,7 @@ import { ClusterDispatcher } from '../src/ownership/cluster-dispatcher.js';
 import type { PanelLease } from '../src/ownership/panel-lease.js';
 import type { PanelSignals } from '../src/ownership/panel-signals.js';
 import type { SessionRegistry } from '../src/sessions/registry.js';
-import type { DeploymentDispatcher, DispatchRequest } from '../src/sessions/session-dispatcher.js';
+import type { DeploymentDispatcher, DispatchRequest } from '../src/dispatch/session-dispatcher.js';
 import type { SessionStore } from '../src/sessions/session-store.js';
 
 // The dispatcher between panels with its collaborators stubbed (the real

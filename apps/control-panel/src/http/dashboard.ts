@@ -10,7 +10,7 @@ import { sse, type StreamClient } from '../dashboard/fleet-feed.js';
 import { dashboardDist, loadStaticFiles } from '../dashboard/static-files.js';
 import { hashToken } from '../domain/tokens.js';
 import { AppError } from '../errors.js';
-import { serviceStatus, STATUS_SERVICE_SELECT } from '../sessions/service-status.js';
+import { serviceStatus, STATUS_SERVICE_SELECT } from '../status/service-status.js';
 
 // The fleet page (operators): static files, cookie sign-in and sign-out, the
 // live stream and node detail, all under /dashboard. The cookie is accepted

@@ -8,7 +8,7 @@ import { IdParams, authErrors, security } from './schemas.js';
 import { ServiceStatusSchema, StatusList } from './session-schemas.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import type { ClusterView } from '../sessions/remote-report.js';
-import { serviceStatus, STATUS_SERVICE_SELECT as serviceSelect, type StatusInput } from '../sessions/service-status.js';
+import { serviceStatus, STATUS_SERVICE_SELECT as serviceSelect, type StatusInput } from '../status/service-status.js';
 
 export interface StatusRoutesOptions {
   prisma: Db;

@@ -1,8 +1,8 @@
 import type { ContainerState } from '@tether/protocol';
 import { upReplicas } from '../node-health/container-verdict.js';
 import { clusterProof, nodeHealth, type ClusterProof } from '../node-health/node-health.js';
-import type { ClusterView, RemoteReport } from './remote-report.js';
-import type { SessionRegistry } from './registry.js';
+import type { ClusterView, RemoteReport } from '../sessions/remote-report.js';
+import type { SessionRegistry } from '../sessions/registry.js';
 import { liveRoutingOf, routeCertificate, routeHealth, type RouteHealth } from './route-health.js';
 
 // A service's status: a presenter of its node's health (node-health/
