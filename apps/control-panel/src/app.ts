@@ -9,6 +9,7 @@ import { createMetrics } from './panel-metrics.js';
 import { createPanelParts, exposeParts, type AppDependencies } from './panel-parts.js';
 import { registerAgentGateway } from './panel-gateway.js';
 import { registerPanelRoutes } from './panel-routes.js';
+import { panelStatus, type PanelStatus } from './panel-status.js';
 import { loadKeyring } from './secrets/keyring.js';
 import { ORPHANED_REASON } from './session-writes/facts.js';
 import { watchOutbox } from './session-writes/outbox-metrics.js';
@@ -16,6 +17,13 @@ import { watchOutbox } from './session-writes/outbox-metrics.js';
 export { PANEL_VERSION } from './panel-http.js';
 
 export type { AppDependencies } from './panel-parts.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** What can be observed of this panel's background parts (panel-status.ts). */
+    panelStatus: PanelStatus;
+  }
+}
 
 /**
  * The panel's background parts in start order; they stop in the reverse order (docs/architecture.md,
@@ -93,7 +101,8 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
 
   exposeParts(app, parts);
 
-  await registerAgentGateway(app, { deps, parts, metrics, connections, lifecycle });
+  const nodeAuth = await registerAgentGateway(app, { deps, parts, metrics, connections, lifecycle });
+  app.decorate('panelStatus', panelStatus(parts, connections, nodeAuth));
   await registerPanelRoutes(app, { deps, parts, metrics, keyring, lifecycle, signInLimit });
   return app;
 }

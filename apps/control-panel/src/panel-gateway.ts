@@ -9,23 +9,15 @@ import type { PanelMetrics } from './panel-metrics.js';
 import type { AppDependencies, PanelParts } from './panel-parts.js';
 
 /** The agent gateway, GET /v1/agent/connect: the agent side's sessions come in here. */
-declare module 'fastify' {
-  interface FastifyInstance {
-    /** The agent upgrade's token check, for tests (its query count). */
-    nodeAuthenticator: NodeAuthenticator;
-  }
-}
-
 export async function registerAgentGateway(
   app: FastifyInstance,
   { deps, parts, metrics, connections, lifecycle }: { deps: AppDependencies; parts: PanelParts; metrics: PanelMetrics; connections: ConnectionCap; lifecycle: Slots },
-): Promise<void> {
+): Promise<NodeAuthenticator> {
   const { config } = deps;
   const { agents, cluster } = parts;
   await app.register(websocket, { options: { maxPayload: MAX_PAYLOAD_BYTES, perMessageDeflate: false } });
   const s = config.sessions;
   const nodeAuth = new NodeAuthenticator(deps.prisma, s.nodeTokenCacheMs);
-  app.decorate('nodeAuthenticator', nodeAuth);
   parts.events.on('node.decommissioned', ({ nodeId }) => nodeAuth.forget(nodeId));
   await app.register(agentGateway, {
     prisma: deps.prisma,
@@ -50,4 +42,5 @@ export async function registerAgentGateway(
     },
     lifecycle,
   });
+  return nodeAuth;
 }

@@ -23,13 +23,6 @@ import type { AppDependencies } from './panel-parts.js';
 /** Shown in the OpenAPI document. */
 export const PANEL_VERSION = '0.1.0';
 
-declare module 'fastify' {
-  interface FastifyInstance {
-    /** Connections per source address before authentication (tests read what each address holds). */
-    connectionCap: ConnectionCap;
-  }
-}
-
 export async function createPanelHttp(deps: AppDependencies, metrics: PanelMetrics): Promise<{ app: FastifyInstance; connections: ConnectionCap }> {
   const app = Fastify({
     ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
@@ -47,7 +40,6 @@ export async function createPanelHttp(deps: AppDependencies, metrics: PanelMetri
   // Before any hook reads a request: an address over its cap is refused before its token is looked at.
   const connections = new ConnectionCap(deps.config.http.maxConnectionsPerAddress);
   const detachCap = connections.attach(app.server);
-  app.decorate('connectionCap', connections);
   app.addHook('onClose', async () => detachCap());
   refuseCappedConnections(app, connections, () => metrics.edgeRefusals.inc({ code: 'TOO_MANY_CONNECTIONS' }));
   // TETHER_INTERNAL_LISTEN: /internal/v1 only on its own listener (server.ts listens on it), 404 on the public one.

@@ -29,26 +29,17 @@ import { OutboxSessionStore, type SessionStore } from './sessions/session-store.
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** The agent side (connected map, dispatch, workload sync, routing push), for tests and benches. */
+    /** The agent side (connected map, dispatch, workload sync, routing push): its sessions, for tests and benches. */
     agentSide: AgentSide;
-    /** The one ordered writer of session facts, for tests. */
-    sessionFacts: SessionFactOutbox;
-    /** Which watched deployments changed (NOTIFY, rescan, sweep), for tests. */
-    deploymentChanges: DeploymentChanges;
-    /** What each token holds open (waits, event streams, log follows), for tests. */
-    heldStreams: HeldStreams;
-    /** This panel among the panels sharing the database (undefined without a database URL). */
+    /** This panel among the panels sharing the database (undefined without a database URL); server.ts tells its lease where it listens. */
     cluster: PanelCluster | undefined;
   }
 }
 
-/** Decorates the app with the parts tests and benches read (see the declarations above). */
+/** Decorates the app with the parts read from outside it (see the declarations above). */
 export function exposeParts(app: FastifyInstance, parts: PanelParts): void {
-  app.decorate('sessionFacts', parts.outbox);
   app.decorate('agentSide', parts.agents);
   app.decorate('cluster', parts.cluster);
-  app.decorate('deploymentChanges', parts.changes);
-  app.decorate('heldStreams', parts.held);
 }
 
 /** What buildApp (app.ts) is made from. */

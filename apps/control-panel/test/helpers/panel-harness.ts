@@ -110,7 +110,7 @@ export async function startPanel(options: PanelOptions = {}): Promise<Panel> {
       return { status: res.status, body: text ? JSON.parse(text) : null, ms: performance.now() - started };
     },
     async settled() {
-      await waitFor(() => app.sessionFacts.pending === 0);
+      await waitFor(() => app.panelStatus.outbox.pending === 0);
     },
     async stopApp() {
       await app.close();
