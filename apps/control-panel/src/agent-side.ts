@@ -14,7 +14,7 @@ import type { SessionGenerations } from './sessions/generations.js';
 import { SessionRegistry } from './sessions/registry.js';
 import { SessionDispatcher } from './dispatch/session-dispatcher.js';
 import type { SessionFactOutbox } from './session-writes/outbox.js';
-import type { SessionStore } from './sessions/session-store.js';
+import type { SessionStore } from './session-writes/session-store.js';
 import { WorkloadSync } from './dispatch/workload-sync.js';
 import type { Keyring } from './secrets/keyring.js';
 import { SecretDelivery } from './secrets/secret-delivery.js';

@@ -10,7 +10,7 @@ import { createFleet, type Fleet } from './dashboard/fleet.js';
 import { DeploymentChanges } from './domain/deployment-changes.js';
 import { HeldStreams } from './http/held-streams.js';
 import { dialableUrl } from './http/internal-listener.js';
-import { PanelCluster } from './ownership/cluster.js';
+import { PanelCluster } from './cluster/cluster.js';
 import { PanelEvents } from './panel-events.js';
 import type { PanelMetrics } from './panel-metrics.js';
 import type { Keyring } from './secrets/keyring.js';
@@ -19,7 +19,7 @@ import { SessionFactOutbox } from './session-writes/outbox.js';
 import { SpillFile } from './session-writes/spill-file.js';
 import { SessionGenerations } from './sessions/generations.js';
 import type { DeploymentDispatcher } from './dispatch/session-dispatcher.js';
-import { OutboxSessionStore, type SessionStore } from './sessions/session-store.js';
+import { OutboxSessionStore, type SessionStore } from './session-writes/session-store.js';
 
 // The panel's parts, each made once from what it needs (no part is handed a
 // dependency after it is made): the session-fact outbox, the agent side, the

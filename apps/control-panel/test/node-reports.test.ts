@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sqlOf } from '../src/db/database.js';
-import { NodeReportWriter, readReports, readReportsChanged } from '../src/ownership/node-reports.js';
+import { NodeReportWriter, readReports, readReportsChanged } from '../src/cluster/node-reports.js';
 import type { AgentSession } from '../src/sessions/session.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
 

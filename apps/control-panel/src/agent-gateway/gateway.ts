@@ -46,7 +46,7 @@ export interface GatewayOptions {
   metrics?: PanelMetrics;
   timing: Timing & { helloTimeoutMs: number; sendBufferLimitBytes: number };
   /**
-   * Claims the node for a new session before `welcome` (ownership/cluster.ts); a rejection closes the
+   * Claims the node for a new session before `welcome` (cluster/cluster.ts); a rejection closes the
    * session with GOING_AWAY (the agent backs off and may reach another panel). Absent: no claim.
    */
   claim?: (nodeId: string, sessionId: string) => Promise<unknown>;

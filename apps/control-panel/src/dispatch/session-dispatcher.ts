@@ -6,7 +6,7 @@ import type { PanelEvents } from '../panel-events.js';
 import type { PanelMetrics } from '../panel-metrics.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import { AckTimeoutError, SessionClosedError, type AgentSession } from '../sessions/session.js';
-import type { SessionStore } from '../sessions/session-store.js';
+import type { SessionStore } from '../session-writes/session-store.js';
 import { containerReady } from '../node-health/container-verdict.js';
 import { forAgent } from '../db/deployment-spec.js';
 

@@ -4,7 +4,7 @@ import { needsDelivery, type PlannedWorkload, type SecretDelivery } from '../sec
 import type { SessionRegistry } from '../sessions/registry.js';
 import type { AgentSession } from '../sessions/session.js';
 import { missingCapabilities } from './session-dispatcher.js';
-import type { DesiredWorkloads, SessionStore } from '../sessions/session-store.js';
+import type { DesiredWorkloads, SessionStore } from '../session-writes/session-store.js';
 import { forAgent } from '../db/deployment-spec.js';
 
 // Sends every node the complete set of workloads it should run: when its

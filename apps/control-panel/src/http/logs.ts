@@ -24,7 +24,7 @@ export interface LogRoutesOptions {
   prisma: Db;
   registry: SessionRegistry;
   relay: LogRelay;
-  /** Several panels: streams of nodes whose session another panel holds (ownership/, wired in app.ts). */
+  /** Several panels: streams of nodes whose session another panel holds (cluster/, wired in panel-routes.ts). */
   remoteLogs?: RemoteLogs;
   /** Where each stream is held by its token, so a revocation ends it. */
   held: HeldStreams;

@@ -13,7 +13,7 @@ import { serviceStatus, STATUS_SERVICE_SELECT as serviceSelect, type StatusInput
 export interface StatusRoutesOptions {
   prisma: Db;
   registry: SessionRegistry;
-  /** Several panels: other panels' reports and this panel's lease (ownership/cluster.ts). */
+  /** Several panels: other panels' reports and this panel's lease (cluster/cluster.ts). */
   cluster?: { view(nodeIds: readonly string[], options?: { containers?: boolean }): Promise<ClusterView> };
 }
 

@@ -1,7 +1,7 @@
 import type { ContainerState, RoutingStatus, RuntimeStatus } from '@tether/protocol';
 
 // A node's session as another panel holds it (several panels on one
-// database): the owner's report row (ownership/node-reports.ts), read by
+// database): the owner's report row (cluster/node-reports.ts), read by
 // status and session health on every panel.
 
 export interface RemoteReport {

@@ -10,7 +10,7 @@ import { createPrisma, MIGRATIONS_DIR, type Db } from '../../src/db/database.js'
 import { applyMigrations } from '../../src/db/migrate.js';
 import { PanelEvents } from '../../src/panel-events.js';
 import { generateToken, hashToken } from '../../src/domain/tokens.js';
-import type { SessionStore } from '../../src/sessions/session-store.js';
+import type { SessionStore } from '../../src/session-writes/session-store.js';
 
 // A real panel for session tests: real PostgreSQL, real HTTP and WebSocket on
 // a free port, short deadlines from the environment the test passes.

@@ -11,7 +11,7 @@ import type { SessionFactOutbox } from '../session-writes/outbox.js';
 import { withDeadline } from '../db/db-faults.js';
 import type { ClusterView } from '../sessions/remote-report.js';
 import type { DeploymentDispatcher } from '../dispatch/session-dispatcher.js';
-import type { SessionStore } from '../sessions/session-store.js';
+import type { SessionStore } from '../session-writes/session-store.js';
 import { ClaimBatch } from './claim-batch.js';
 import { ClusterDispatcher } from './cluster-dispatcher.js';
 import { ExpiredOwnerSweep } from './expired-owners.js';
