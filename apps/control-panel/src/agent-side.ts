@@ -25,8 +25,8 @@ import { VolumeReports } from './sessions/volume-reports.js';
 // dispatch, workload sync, routing push, decommission and session metrics.
 // Constructors subscribe to nothing; every listener is added here, and removed
 // when the agent side stops (a restarted app on the same PanelEvents must not
-// leave the old one listening). app.ts starts it when the app is ready and
-// stops it before the app closes.
+// leave the old one listening). It is the lifecycle's agent-side component
+// (app.ts's LIFECYCLE_ORDER): started when the app is ready, stopped before it closes.
 
 export interface AgentSide {
   registry: SessionRegistry;

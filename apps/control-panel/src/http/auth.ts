@@ -9,7 +9,7 @@ import type { Slots } from '../lifecycle.js';
 import type { AuthContext } from '../domain/access.js';
 import { hashToken } from '../domain/tokens.js';
 
-// Bearer-token authentication for the REST API. app.ts adds `requireAuth` once,
+// Bearer-token authentication for the REST API. panel-routes.ts adds `requireAuth` once,
 // as the onRequest hook of the context every /v1 resource is registered in;
 // an operator-only route adds `onRequest: requireOperator`, which runs after it
 // and checks the role. Running in onRequest means an unauthenticated caller is
@@ -158,7 +158,7 @@ export const authPlugin = fp<AuthOptions>(
   { name: 'tether-auth' },
 );
 
-/** onRequest hook of the /v1 context (app.ts): any valid operator or customer token. */
+/** onRequest hook of the /v1 context (panel-routes.ts): any valid operator or customer token. */
 export async function requireAuth(request: FastifyRequest, reply: FastifyReply): Promise<void> {
   request.auth = await request.server.authenticator.authenticate(request, reply);
 }
