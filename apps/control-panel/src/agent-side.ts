@@ -4,7 +4,7 @@ import { CLOSE_CODES, closeCodeName } from '@tether/protocol';
 import type { PanelConfig } from './config.js';
 import type { Db } from './db/database.js';
 import type { PanelEvents } from './panel-events.js';
-import { RELOAD_METRIC_KIND, RELOAD_METRIC_KINDS, type PanelMetrics, type ReloadMetricKind } from './panel-metrics.js';
+import { RELOAD_METRIC_KIND, RELOAD_METRIC_KINDS, type PanelMetrics } from './panel-metrics.js';
 import { PrismaReloadRecorder } from './routing/reload-store.js';
 import type { ProxyEventStore, ReloadRecorder } from './routing/routing-reconciler.js';
 import { DbRoutingMapSource, type RoutingMapSource } from './routing/routing-map.js';
@@ -12,10 +12,10 @@ import { RoutingReconciler } from './routing/routing-reconciler.js';
 import { FrameRouter } from './sessions/frame-router.js';
 import type { SessionGenerations } from './sessions/generations.js';
 import { SessionRegistry } from './sessions/registry.js';
-import { SessionDispatcher } from './sessions/session-dispatcher.js';
+import { SessionDispatcher } from './dispatch/session-dispatcher.js';
 import type { SessionFactOutbox } from './session-writes/outbox.js';
-import type { SessionStore } from './sessions/session-store.js';
-import { WorkloadSync } from './sessions/workload-sync.js';
+import type { SessionStore } from './session-writes/session-store.js';
+import { WorkloadSync } from './dispatch/workload-sync.js';
 import type { Keyring } from './secrets/keyring.js';
 import { SecretDelivery } from './secrets/secret-delivery.js';
 import { LogRelay } from './log-streams/log-relay.js';
@@ -25,8 +25,8 @@ import { VolumeReports } from './sessions/volume-reports.js';
 // dispatch, workload sync, routing push, decommission and session metrics.
 // Constructors subscribe to nothing; every listener is added here, and removed
 // when the agent side stops (a restarted app on the same PanelEvents must not
-// leave the old one listening). app.ts starts it when the app is ready and
-// stops it before the app closes.
+// leave the old one listening). It is the lifecycle's agent-side component
+// (app.ts's LIFECYCLE_ORDER): started when the app is ready, stopped before it closes.
 
 export interface AgentSide {
   registry: SessionRegistry;
@@ -79,7 +79,7 @@ function countedReloads(inner: PrismaReloadRecorder, registry: SessionRegistry, 
     reloaded(record) {
       const node = registry.get(record.nodeId)?.nodeName;
       // Agents without proxy.events: by whether the routing hash changed.
-      const kind: ReloadMetricKind = record.hashBefore === record.hashAfter ? 'no_routing_change' : 'routing_change';
+      const kind = RELOAD_METRIC_KIND[record.hashBefore === record.hashAfter ? 'repair-drift' : 'change'];
       if (node) metrics.nodeProxyReloads.inc({ node, kind });
       return inner.reloaded(record);
     },

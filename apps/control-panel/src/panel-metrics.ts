@@ -222,7 +222,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Panel
     }),
     nodeProxyReloads: new Counter({
       name: 'tether_node_proxy_reloads_total',
-      help: 'Proxy (Caddy) reloads an agent reported, per node, by kind (routing_change, no_routing_change, initial, repair_empty, static_move)',
+      help: `Proxy (Caddy) reloads an agent reported, per node, by kind (${RELOAD_METRIC_KINDS.join(', ')})`,
       labelNames: ['node', 'kind'],
       registers,
     }),

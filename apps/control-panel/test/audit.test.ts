@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sqlOf } from '../src/db/database.js';
-import { pruneAudit } from '../src/audit/audit-query.js';
+import { pruneAudit } from '../src/domain/audit-query.js';
 import { generateKey } from '../src/secrets/keyring.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
 

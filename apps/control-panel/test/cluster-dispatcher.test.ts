@@ -2,12 +2,12 @@ import { describe, expect, it, vi } from 'vitest';
 import { silentLogger } from '@tether/common';
 import type { Db } from '../src/db/database.js';
 import { AppError } from '../src/errors.js';
-import { ClusterDispatcher } from '../src/ownership/cluster-dispatcher.js';
-import type { PanelLease } from '../src/ownership/panel-lease.js';
-import type { PanelSignals } from '../src/ownership/panel-signals.js';
+import { ClusterDispatcher } from '../src/cluster/cluster-dispatcher.js';
+import type { PanelLease } from '../src/cluster/panel-lease.js';
+import type { PanelSignals } from '../src/cluster/panel-signals.js';
 import type { SessionRegistry } from '../src/sessions/registry.js';
-import type { DeploymentDispatcher, DispatchRequest } from '../src/sessions/session-dispatcher.js';
-import type { SessionStore } from '../src/sessions/session-store.js';
+import type { DeploymentDispatcher, DispatchRequest } from '../src/dispatch/session-dispatcher.js';
+import type { SessionStore } from '../src/session-writes/session-store.js';
 
 // The dispatcher between panels with its collaborators stubbed (the real
 // thing runs in multi-panel.test.ts): which signals it sends and which rows

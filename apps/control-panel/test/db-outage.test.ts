@@ -43,7 +43,7 @@ beforeAll(async () => {
   // Remembered reads: the status list as an operator saw it before the outage.
   expect((await panel.api('GET', '/v1/status')).status).toBe(200);
   expect((await panel.api('GET', '/v1/sessions')).status).toBe(200);
-  await waitFor(() => panel.app.sessionFacts.pending === 0);
+  await waitFor(() => panel.app.panelStatus.outbox.pending === 0);
 }, 60_000);
 
 // A failed test must not leave the database away for the next one.
@@ -150,7 +150,7 @@ describe('database stopped for 10 s with three live sessions', () => {
     // One session ends during the outage: torn down at once, its close held for the database.
     agents[2]!.close();
     await waitFor(() => registry.size === 2);
-    expect(panel.app.sessionFacts.pending).toBeGreaterThan(0);
+    expect(panel.app.panelStatus.outbox.pending).toBeGreaterThan(0);
     // What an operator's dashboard shows meanwhile.
     const during = await (await fetch(`${panel.url}/metrics`)).text();
     expect(Number(/^tether_session_facts_pending (\d+)$/m.exec(during)?.[1])).toBeGreaterThan(0);
@@ -170,7 +170,7 @@ describe('database stopped for 10 s with three live sessions', () => {
     expect((await timed('/v1/teams')).status).toBe(200);
 
     // Nothing lost: the session that ended meanwhile is opened and then closed, in that order.
-    await waitFor(() => panel.app.sessionFacts.pending === 0, { timeoutMs: 5_000 });
+    await waitFor(() => panel.app.panelStatus.outbox.pending === 0, { timeoutMs: 5_000 });
     expect(await (await fetch(`${panel.url}/metrics`)).text()).toMatch(/^tether_session_facts_pending 0$/m);
     const c = await history('outage-c');
     expect(c.map((e) => [e.sessionId, e.kind])).toEqual([

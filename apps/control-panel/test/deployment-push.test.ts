@@ -30,7 +30,7 @@ beforeAll(async () => {
   const node = await panel.createNode('push-node');
   serviceId = (await panel.createService(node.id)).id;
   agent = await RawAgent.connect({ url: panel.url, token: node.token, node: node.name });
-  await waitFor(() => panel.app.cluster!.signals.listening);
+  await waitFor(() => panel.app.panelStatus.ownership!.listening);
 }, 60_000);
 afterAll(async () => {
   agent?.close();
@@ -56,17 +56,17 @@ describe('pushed deployment watches', () => {
     for (let i = 0; i < 50; i++) streams.push(await openTextStream(`${panel.url}/v1/deployments/${id}/events`, { headers: token() }));
     // Waits on the same service supersede nothing the test watches: they are of new deployments, ended below.
     const waits = Array.from({ length: 20 }, () => startHeldRequest(`${panel.url}/v1/services/${serviceId}/deployments?wait=60`, { method: 'POST', headers: token() }));
-    await waitFor(() => panel.app.heldStreams.count() === 70);
+    await waitFor(() => panel.app.panelStatus.heldStreams() === 70);
     // Every wait's deployment delivered and its facts written: from here nothing changes until the test writes.
     await waitFor(async () => (await panel.prisma.deployment.count({ where: { serviceId, status: 'delivered' } })) === 21);
     await panel.settled();
     await sleep(500);
     const health = healthOf(panel.prisma);
     const before = health.deploymentStatements;
-    const sweepsBefore = panel.app.deploymentChanges.sweeps;
+    const sweepsBefore = panel.app.panelStatus.deploymentWatches.sweeps;
     await sleep(2_000);
     // A sweep may fall in the window: one statement for all of them, never one per watcher.
-    const swept = panel.app.deploymentChanges.sweeps - sweepsBefore;
+    const swept = panel.app.panelStatus.deploymentWatches.sweeps - sweepsBefore;
     expect(health.deploymentStatements - before).toBe(swept);
     expect(swept).toBeLessThanOrEqual(1);
     for (const s of [...streams, ...waits]) expect(s.endedAt).toBeNull();
@@ -83,13 +83,13 @@ describe('pushed deployment watches', () => {
   it('a write while LISTEN is down is found by the rescan when it is back, well before the sweep', async () => {
     const id = await delivered();
     const stream = await openTextStream(`${panel.url}/v1/deployments/${id}/events`, { headers: token() });
-    await waitFor(() => panel.app.deploymentChanges.watched === 1);
+    await waitFor(() => panel.app.panelStatus.deploymentWatches.watched === 1);
     // The watcher's own read after it registered is done: from here only a wake makes it read again.
     await sleep(300);
     // Drop the panel's LISTEN connection, then write: that NOTIFY reaches nobody.
     await sql.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'tether-listen-%'`);
-    await waitFor(() => !panel.app.cluster!.signals.listening, { timeoutMs: 2_000 });
-    const sweepsBefore = panel.app.deploymentChanges.sweeps;
+    await waitFor(() => !panel.app.panelStatus.ownership!.listening, { timeoutMs: 2_000 });
+    const sweepsBefore = panel.app.panelStatus.deploymentWatches.sweeps;
     let reconnects = 0;
     panel.app.cluster!.signals.on('connected', () => reconnects++);
     const wrote = performance.now();
@@ -100,14 +100,14 @@ describe('pushed deployment watches', () => {
     expect(ended - wrote).toBeLessThan(2_500);
     expect(reconnects).toBeGreaterThanOrEqual(1);
     // Found by the rescan, not by a sweep.
-    expect(panel.app.deploymentChanges.sweeps).toBe(sweepsBefore);
+    expect(panel.app.panelStatus.deploymentWatches.sweeps).toBe(sweepsBefore);
   }, 15_000);
 
   it('a write that raised no NOTIFY is found by the shared sweep within TETHER_DEPLOYMENT_SWEEP_MS, not before it is written', async () => {
-    await waitFor(() => panel.app.cluster!.signals.listening);
+    await waitFor(() => panel.app.panelStatus.ownership!.listening);
     const id = await delivered();
     const stream = await openTextStream(`${panel.url}/v1/deployments/${id}/events`, { headers: token() });
-    await waitFor(() => panel.app.deploymentChanges.watched === 1);
+    await waitFor(() => panel.app.panelStatus.deploymentWatches.watched === 1);
     await sleep(300);
     // Triggers do not fire for a session in replica mode: a write with no signal at all.
     await sql.query(`SET session_replication_role = replica`);

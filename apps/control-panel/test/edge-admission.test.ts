@@ -67,10 +67,10 @@ describe('connections per address', () => {
     // A welcomed agent from the same address does not count.
     const node = await panel.createNode('edge-nat-agent');
     const agent = await RawAgent.connect({ url: panel.url, token: node.token, node: node.name, localAddress: '127.0.0.4' });
-    await waitFor(() => panel.app.connectionCap.heldBy('127.0.0.4') === 0);
+    await waitFor(() => panel.app.panelStatus.connectionsHeldBy('127.0.0.4') === 0);
     const held: RawConnection[] = [];
     for (let i = 0; i < CAP; i++) held.push(await RawConnection.open(panel.port, '127.0.0.4'));
-    await waitFor(() => panel.app.connectionCap.heldBy('127.0.0.4') === CAP);
+    await waitFor(() => panel.app.panelStatus.connectionsHeldBy('127.0.0.4') === CAP);
     // The last place taken is a real one: it is answered.
     held[CAP - 1]!.write(healthz);
     expect((await held[CAP - 1]!.answer())?.status).toBe(200);
@@ -90,7 +90,7 @@ describe('connections per address', () => {
     expect((await other.answer())?.status).toBe(200);
     // One place freed: the address is served again.
     held[0]!.close();
-    await waitFor(() => panel.app.connectionCap.heldBy('127.0.0.4') === CAP - 1);
+    await waitFor(() => panel.app.panelStatus.connectionsHeldBy('127.0.0.4') === CAP - 1);
     const again = await RawConnection.open(panel.port, '127.0.0.4');
     again.write(healthz);
     expect((await again.answer())?.status).toBe(200);

@@ -99,16 +99,16 @@ describe('authentication before the upgrade', () => {
   });
 
   it('checks a warm node token without a query, and forgets it when the node is decommissioned', async () => {
-    const auth = panel.app.nodeAuthenticator;
+    const queries = () => panel.app.panelStatus.nodeTokenQueries;
     const node = await panel.createNode('warm-1');
-    const cold = auth.queries;
+    const cold = queries();
     (await RawAgent.connect({ url: panel.url, token: node.token })).close();
-    expect(auth.queries).toBe(cold + 1);
+    expect(queries()).toBe(cold + 1);
     for (let i = 0; i < 3; i++) (await RawAgent.connect({ url: panel.url, token: node.token })).close();
-    expect(auth.queries).toBe(cold + 1);
+    expect(queries()).toBe(cold + 1);
     expect((await panel.api('DELETE', `/v1/nodes/${node.id}`)).status).toBe(200);
     expect(await upgrade(node.token)).toBe(403);
-    expect(auth.queries).toBe(cold + 2);
+    expect(queries()).toBe(cold + 2);
   });
 });
 

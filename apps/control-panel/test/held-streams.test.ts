@@ -65,11 +65,11 @@ describe('caps on waits and event streams', () => {
     expect(operator.status).toBe(200);
     // A client that leaves frees its place at once.
     open[0]!.close();
-    await waitFor(() => panel.app.heldStreams.count('events') === PER_TEAM);
+    await waitFor(() => panel.app.panelStatus.heldStreams('events') === PER_TEAM);
     const again = await events(t1);
     expect(again.status).toBe(200);
     for (const s of [...open, again, operator]) s.close();
-    await waitFor(() => panel.app.heldStreams.count() === 0);
+    await waitFor(() => panel.app.panelStatus.heldStreams() === 0);
   });
 
   it('a ?wait= whose client leaves ends then: its place is freed and its watch stops', async () => {
@@ -78,10 +78,10 @@ describe('caps on waits and event streams', () => {
     const waits = Array.from({ length: PER_TOKEN }, () =>
       startHeldRequest(`${panel.url}/v1/services/${serviceId}/deployments?wait=600`, { method: 'POST', headers: { authorization: `Bearer ${token}` } }),
     );
-    await waitFor(() => panel.app.heldStreams.count('wait') === PER_TOKEN);
+    await waitFor(() => panel.app.panelStatus.heldStreams('wait') === PER_TOKEN);
     const left = performance.now();
     for (const w of waits) w.close();
-    await waitFor(() => panel.app.heldStreams.count('wait') === 0, { timeoutMs: 2_000 });
+    await waitFor(() => panel.app.panelStatus.heldStreams('wait') === 0, { timeoutMs: 2_000 });
     // Freed within one watch interval (250 ms) and a little: not the 600 s of the wait.
     expect(performance.now() - left).toBeLessThan(600);
   });

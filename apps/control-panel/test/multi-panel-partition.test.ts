@@ -60,7 +60,7 @@ describe('partitioned from PostgreSQL', () => {
     agent.heartbeat(container(service.id));
     await waitFor(async () => (await stateOn(a, service.id)) === 'running', { timeoutMs: 3_000 });
     // Each panel has seen the other's live lease at a renewal.
-    await waitFor(() => Boolean(a.app.cluster?.lease.othersSeen && b.app.cluster?.lease.othersSeen), { timeoutMs: LEASE_MS * 2 });
+    await waitFor(() => Boolean(a.app.panelStatus.ownership?.othersSeen && b.app.panelStatus.ownership?.othersSeen), { timeoutMs: LEASE_MS * 2 });
 
     relay.pause();
     const cutAt = Date.now();
@@ -68,7 +68,7 @@ describe('partitioned from PostgreSQL', () => {
     expect(closed.code).toBe(CLOSE_CODES.GOING_AWAY);
     // B counts its lease from when it sent the last renewal: it gives up no later than the lease after the cut.
     expect(closed.at - cutAt).toBeLessThanOrEqual(LEASE_MS + 200);
-    expect(b.app.cluster?.lease.held).toBe(false);
+    expect(b.app.panelStatus.ownership?.leaseHeld).toBe(false);
     const ready = await fetch(`${b.url}/readyz`);
     expect(ready.status).toBe(503);
     // A sees B's lease expire by PostgreSQL's clock: the node reads unknown there, never a stale running.
@@ -105,7 +105,7 @@ describe('partitioned from PostgreSQL', () => {
     expect((await lone.api('GET', '/v1/status')).status).toBe(200);
     relay.pause();
     await new Promise((r) => setTimeout(r, LEASE_MS * 2));
-    expect(lone.app.cluster?.lease.held).toBe(false);
+    expect(lone.app.panelStatus.ownership?.leaseHeld).toBe(false);
     expect(agent.closed).toBeNull();
     expect(lone.app.agentSide.registry.get(node.id)).toBeDefined();
     // Verified from outside: the session still answers pings, and status still says running (from memory, the session live).
@@ -116,7 +116,7 @@ describe('partitioned from PostgreSQL', () => {
     expect(status.body.services.find((s: { serviceId: string }) => s.serviceId === service.id)?.state).toBe('running');
 
     relay.resume();
-    await waitFor(() => lone.app.cluster?.lease.held === true, { timeoutMs: LEASE_MS + 3_000 });
+    await waitFor(() => lone.app.panelStatus.ownership?.leaseHeld === true, { timeoutMs: LEASE_MS + 3_000 });
     // Claims work again: a new session of another node is welcomed.
     const other = await lone.createNode('lone-other');
     const second = await RawAgent.connect({ url: lone.url, token: other.token, node: other.name });

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sqlOf } from '../src/db/database.js';
-import { NodeReportWriter, readReports, readReportsChanged } from '../src/ownership/node-reports.js';
+import { NodeReportWriter, readReports, readReportsChanged } from '../src/cluster/node-reports.js';
 import type { AgentSession } from '../src/sessions/session.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
 
@@ -30,7 +30,7 @@ async function writeRow(nodeId: string, panelId: string, generation: number): Pr
 
 describe('report rows', () => {
   it("changed since the last read: other panels' rows whole, this panel's own without content; then only newer rows", async () => {
-    const self = panel.app.cluster!.panelId;
+    const self = panel.app.panelStatus.ownership!.panelId;
     const [mine, theirs, later] = await Promise.all(['rep-mine', 'rep-theirs', 'rep-later'].map((n) => panel.createNode(n)));
     await writeRow(mine!.id, self, 3);
     await writeRow(theirs!.id, 'panel-elsewhere', 5);
@@ -54,7 +54,7 @@ describe('report rows', () => {
   });
 
   it("read by node for status: every row whole, this panel's own too, with whether it is live evidence", async () => {
-    const self = panel.app.cluster!.panelId;
+    const self = panel.app.panelStatus.ownership!.panelId;
     const node = await panel.createNode('rep-status');
     await writeRow(node.id, self, 9);
     const rows = await readReports(panel.prisma, [node.id]);

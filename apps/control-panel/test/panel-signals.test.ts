@@ -2,8 +2,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '@tether/common';
 import { waitFor } from '@tether/testkit';
 import type { Db } from '../src/db/database.js';
-import { NodeReportWriter } from '../src/ownership/node-reports.js';
-import { PanelSignals, type Signal } from '../src/ownership/panel-signals.js';
+import { NodeReportWriter } from '../src/cluster/node-reports.js';
+import { PanelSignals, type Signal } from '../src/cluster/panel-signals.js';
 import type { AgentSession } from '../src/sessions/session.js';
 import { useMigratedDatabase } from './helpers/migrated-database.js';
 

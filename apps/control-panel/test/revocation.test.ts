@@ -65,7 +65,7 @@ describe('revoking a token', () => {
     }
     // ?wait= answers only at its end: its status is known then. The others are 200 streams now.
     for (const [name, s] of Object.entries(streams)) if (!name.startsWith('wait')) expect(s.status, name).toBe(200);
-    await waitFor(() => a.app.heldStreams.count() === 3 && b.app.heldStreams.count() === 3);
+    await waitFor(() => a.app.panelStatus.heldStreams() === 3 && b.app.panelStatus.heldStreams() === 3);
     await sleep(1_500);
     for (const [name, s] of Object.entries(streams)) expect(s.endedAt, `${name} ended before the revocation`).toBeNull();
 
@@ -80,7 +80,7 @@ describe('revoking a token', () => {
     expect(streams['events B']!.text).toContain('"code":"UNAUTHORIZED"');
     expect(streams['wait A']!.status).toBe(401);
     expect(streams['wait B']!.status).toBe(401);
-    expect(a.app.heldStreams.count() + b.app.heldStreams.count()).toBe(0);
+    expect(a.app.panelStatus.heldStreams() + b.app.panelStatus.heldStreams()).toBe(0);
   }, 30_000);
 
   it('ends fleet-page streams signed in with it on the other panel within 1 s, not at the next refresh', async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { RouteProbe } from '@tether/protocol';
-import { freshRouteProbes, routeCertificate, routeHealth } from '../src/sessions/route-health.js';
+import { freshRouteProbes, routeCertificate, routeHealth } from '../src/status/route-health.js';
 
 // A route's health is read from a live session's probe, never kept: stale or
 // missing evidence is `unknown`, whatever it said before.

@@ -10,7 +10,7 @@ import { RoutingReconciler } from '../src/routing/routing-reconciler.js';
 import { FrameRouter } from '../src/sessions/frame-router.js';
 import { SessionRegistry } from '../src/sessions/registry.js';
 import { AgentSession, type PreparedFrame } from '../src/sessions/session.js';
-import type { SessionStore } from '../src/sessions/session-store.js';
+import type { SessionStore } from '../src/session-writes/session-store.js';
 
 // A routing map is validated and serialized once per hash and shared by every
 // push and every node that carries it; what goes on the wire must be exactly

@@ -9,7 +9,7 @@ import { RoutingReconciler } from '../src/routing/routing-reconciler.js';
 import { FrameRouter } from '../src/sessions/frame-router.js';
 import { SessionRegistry } from '../src/sessions/registry.js';
 import { AgentSession } from '../src/sessions/session.js';
-import type { SessionStore } from '../src/sessions/session-store.js';
+import type { SessionStore } from '../src/session-writes/session-store.js';
 
 // The panel's push schedule with fake timers: on open, debounced on change,
 // periodic with jitter, and drift detection. The session is real; its socket

@@ -171,7 +171,7 @@ describe('panel restarted during an outage', () => {
 
     await pg.start();
     await panel.restartApp();
-    await waitFor(() => !existsSync(file) && panel.app.sessionFacts.pending === 0, { timeoutMs: 5_000 });
+    await waitFor(() => !existsSync(file) && panel.app.panelStatus.outbox.pending === 0, { timeoutMs: 5_000 });
     const expectHistory = async () => {
       const rows = await panel.prisma.sessionEvent.findMany({ orderBy: { id: 'asc' } });
       expect(rows.map((r) => [r.sessionId, r.kind])).toEqual([
@@ -189,8 +189,8 @@ describe('panel restarted during an outage', () => {
     await panel.stopApp();
     writeFileSync(file, spilled);
     await panel.restartApp();
-    await waitFor(() => !existsSync(file) && panel.app.sessionFacts.pending === 0, { timeoutMs: 5_000 });
-    expect(panel.app.sessionFacts.stats.replayed).toBe(2);
+    await waitFor(() => !existsSync(file) && panel.app.panelStatus.outbox.pending === 0, { timeoutMs: 5_000 });
+    expect(panel.app.panelStatus.outbox.replayed).toBe(2);
     await expectHistory();
   }, 60_000);
 });

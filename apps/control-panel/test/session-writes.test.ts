@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '@tether/testkit';
-import type { SessionStore } from '../src/sessions/session-store.js';
+import type { SessionStore } from '../src/session-writes/session-store.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
 import { RawAgent } from './helpers/raw-agent.js';
 

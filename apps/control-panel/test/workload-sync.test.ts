@@ -4,9 +4,9 @@ import type { PanelMessage, Workload } from '@tether/protocol';
 import { PanelEvents } from '../src/panel-events.js';
 import type { SessionRegistry } from '../src/sessions/registry.js';
 import type { AgentSession } from '../src/sessions/session.js';
-import { SessionDispatcher } from '../src/sessions/session-dispatcher.js';
-import type { DesiredWorkloads, SessionStore } from '../src/sessions/session-store.js';
-import { WorkloadSync, withSentDeploys } from '../src/sessions/workload-sync.js';
+import { SessionDispatcher } from '../src/dispatch/session-dispatcher.js';
+import type { DesiredWorkloads, SessionStore } from '../src/session-writes/session-store.js';
+import { WorkloadSync, withSentDeploys } from '../src/dispatch/workload-sync.js';
 
 // A node's desired set read from the database can be older than a deploy
 // already sent on its session (the read started first, or the deployment's

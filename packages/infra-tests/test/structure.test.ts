@@ -160,6 +160,99 @@ describe('inside each app', () => {
     expect(offences).toEqual([]);
   });
 
+  // Cycles, type imports included (a type is a dependency a reader follows): none between two files of the
+  // panel, none between its first-level folders (each root file counts as a folder of its own), so the layer
+  // picture of docs/architecture.md has arrows that only point down.
+  describe('the control panel has no import cycle', () => {
+    const IMPORT_OR_EXPORT = /^\s*(?:import|export)\s+(?:type\s+)?[^;]*?\bfrom\s*['"]([^'"]+)['"]/gms;
+    const src = path.join(repoRoot, 'apps', 'control-panel', 'src');
+    const graphOf = (files: string[], read: (file: string) => string) => {
+      const known = new Set(files);
+      return new Map(
+        files.map((file) => [
+          file,
+          [...read(file).matchAll(IMPORT_OR_EXPORT)]
+            .map((m) => m[1]!)
+            .filter((s) => s.startsWith('.'))
+            .map((s) => path.resolve(path.dirname(file), s).replace(/\.js$/, '.ts'))
+            .filter((t) => known.has(t)),
+        ]),
+      );
+    };
+    /** The strongly connected components of more than one node (Tarjan): each is a cycle, named by its members. */
+    const cycles = (graph: Map<string, string[]>): string[][] => {
+      let next = 0;
+      const index = new Map<string, number>();
+      const low = new Map<string, number>();
+      const stack: string[] = [];
+      const onStack = new Set<string>();
+      const found: string[][] = [];
+      const visit = (v: string) => {
+        index.set(v, next);
+        low.set(v, next++);
+        stack.push(v);
+        onStack.add(v);
+        for (const w of graph.get(v) ?? []) {
+          if (!index.has(w)) {
+            visit(w);
+            low.set(v, Math.min(low.get(v)!, low.get(w)!));
+          } else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!));
+        }
+        if (low.get(v) !== index.get(v)) return;
+        const component: string[] = [];
+        let w: string;
+        do {
+          w = stack.pop()!;
+          onStack.delete(w);
+          component.push(w);
+        } while (w !== v);
+        if (component.length > 1) found.push(component.sort());
+      };
+      for (const v of graph.keys()) if (!index.has(v)) visit(v);
+      return found;
+    };
+    /** A file's first-level folder under src/ (`sessions/`), or the root file itself. */
+    const unitOf = (file: string) => {
+      const parts = path.relative(src, file).split(path.sep);
+      return parts.length > 1 ? `${parts[0]}/` : parts[0]!;
+    };
+    const foldersOf = (files: Map<string, string[]>) => {
+      const graph = new Map<string, string[]>();
+      for (const [file, targets] of files) {
+        const from = unitOf(file);
+        const out = graph.get(from) ?? [];
+        for (const t of targets) if (unitOf(t) !== from && !out.includes(unitOf(t))) out.push(unitOf(t));
+        graph.set(from, out);
+      }
+      return graph;
+    };
+
+    it('finds the cycles it is meant to catch, through type imports and re-exports too', () => {
+      const f = (rel: string) => path.join(src, rel);
+      const text: Record<string, string> = {
+        [f('a/one.ts')]: "import type { B } from '../b/two.js';",
+        [f('b/two.ts')]: "export { C } from './three.js';",
+        [f('b/three.ts')]: "import { A } from '../a/four.js';",
+        [f('a/four.ts')]: '',
+        [f('c.ts')]: "import { B } from './b/two.js';",
+      };
+      const files = graphOf(Object.keys(text), (file) => text[file]!);
+      expect(cycles(files)).toEqual([]);
+      expect(cycles(foldersOf(files))).toEqual([['a/', 'b/']]);
+      text[f('a/four.ts')] = "import type { X } from '../b/two.js';";
+      expect(cycles(graphOf(Object.keys(text), (file) => text[file]!))).toEqual([[f('a/four.ts'), f('b/three.ts'), f('b/two.ts')]]);
+    });
+
+    it('between files, and between first-level folders', () => {
+      const files = graphOf(
+        sourceFiles(src).filter((f) => f.endsWith('.ts')),
+        (file) => readFileSync(file, 'utf8'),
+      );
+      expect(cycles(files).map((c) => c.map((f) => path.relative(src, f)))).toEqual([]);
+      expect(cycles(foldersOf(files))).toEqual([]);
+    });
+  });
+
   // Where the agent talks to Docker: one client per process, made by docker/docker-client.ts and only in
   // main.ts, then handed to every part (runtime, proxy container, endpoints, logs).
   it('the agent constructs dockerode in one place and makes its client once, in main.ts', () => {

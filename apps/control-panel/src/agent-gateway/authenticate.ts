@@ -2,7 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import { TickBatcher } from '@tether/common';
 import { AppError } from '../errors.js';
 import { sqlOf, type Db } from '../db/database.js';
-import { OPEN_READ_LINGER_MS } from '../sessions/session-store.js';
+import { OPEN_READ_LINGER_MS } from '../session-writes/session-store.js';
 import { isDatabaseUnavailable } from '../db/db-faults.js';
 import { hashToken } from '../domain/tokens.js';
 

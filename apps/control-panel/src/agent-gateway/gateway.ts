@@ -28,6 +28,7 @@ import { FrameGuard, frameBytes, refuseByHead } from './frame-guard.js';
 import { OpenAdmission } from './open-admission.js';
 import { installUpgradeGate, isAgentConnect } from './upgrade-gate.js';
 import type { ConnectionCap } from '../http/connection-cap.js';
+import type { Slots } from '../lifecycle.js';
 
 // GET /v1/agent/connect: authenticate before the upgrade, require `hello`
 // within the hello timeout, answer `welcome`, then hand every valid frame of
@@ -45,7 +46,7 @@ export interface GatewayOptions {
   metrics?: PanelMetrics;
   timing: Timing & { helloTimeoutMs: number; sendBufferLimitBytes: number };
   /**
-   * Claims the node for a new session before `welcome` (ownership/cluster.ts); a rejection closes the
+   * Claims the node for a new session before `welcome` (cluster/cluster.ts); a rejection closes the
    * session with GOING_AWAY (the agent backs off and may reach another panel). Absent: no claim.
    */
   claim?: (nodeId: string, sessionId: string) => Promise<unknown>;
@@ -57,6 +58,8 @@ export interface GatewayOptions {
   busyRetryAfterS: () => number;
   /** The per-address cap on connections before authentication (http/connection-cap.ts). */
   connections?: ConnectionCap;
+  /** Where the gateway's background part (upgrades still pending) takes its slot in the panel's lifecycle (lifecycle.ts). */
+  lifecycle: Slots;
 }
 
 const AGENT_TYPES = new Set(['heartbeat', 'pong', 'ack', 'deploy.result', 'deploy.drained', 'routing.applied', 'proxy.events', 'logs.chunk', 'logs.end', 'volumes.report', 'error']);
@@ -123,11 +126,13 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
       socket.once('close', () => pendingUpgrades.delete(socket));
     },
   });
-  app.addHook('preClose', async () => {
-    closing = true;
-    setTimeout(() => {
-      for (const socket of pendingUpgrades) socket.destroy();
-    }, 1_000).unref();
+  opts.lifecycle.provide('agent-upgrades', {
+    stop: () => {
+      closing = true;
+      setTimeout(() => {
+        for (const socket of pendingUpgrades) socket.destroy();
+      }, 1_000).unref();
+    },
   });
   app.addHook('onClose', async () => removeGate());
 

@@ -4,13 +4,13 @@ import type { FleetRow, FleetState, UnreachableReason } from '@tether/fleet-wire
 import { upReplicas } from '../node-health/container-verdict.js';
 import { nodeHealth, type HealthSources } from '../node-health/node-health.js';
 import type { DirectoryNode, DirectorySnapshot } from '../node-health/node-directory.js';
-import { routeHealth } from '../sessions/route-health.js';
+import { routeHealth } from '../status/route-health.js';
 import type { RoutingStatus } from '@tether/protocol';
 
 // One fleet-page row per node: a presenter of the node's health
 // (node-health/node-health.ts decides the state and what proves it; the
 // page's word for `connected` is `reachable`), every other column from what
-// the live session reported (route counts: sessions/route-health.ts). Times
+// the live session reported (route counts: status/route-health.ts). Times
 // are ms since epoch so the browser can tick ages itself.
 
 export type { FleetRow, FleetState, UnreachableReason } from '@tether/fleet-wire';

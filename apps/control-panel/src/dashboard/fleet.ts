@@ -4,7 +4,7 @@ import type { Db } from '../db/database.js';
 import type { PanelMetrics } from '../panel-metrics.js';
 import type { RoutingView } from '../routing/routing-reconciler.js';
 import type { SessionRegistry } from '../sessions/registry.js';
-import { freshRouteProbes } from '../sessions/route-health.js';
+import { freshRouteProbes } from '../status/route-health.js';
 import { SignInCookies, type Claim } from './sign-in-cookies.js';
 import { FleetFeed } from './fleet-feed.js';
 import { fleetRows, type FleetRow, type RowSources } from './fleet-rows.js';

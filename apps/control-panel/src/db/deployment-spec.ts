@@ -1,5 +1,13 @@
 import { CAPABILITIES, type Workload } from '@tether/protocol';
-import type { PlannedWorkload } from '../secrets/secret-delivery.js';
+
+/** A secret version a deployment recorded: its name and version, never its value. */
+export interface SecretRef {
+  name: string;
+  version: number;
+}
+
+/** A workload as the panel holds it: the secret versions and the registry to send, not their values (secrets/secret-delivery.ts joins them). */
+export type PlannedWorkload = Workload & { secretRefs?: SecretRef[]; registryRef?: { id: string; host: string } };
 
 // What a deployment row carries out: a snapshot of its service's spec, stored
 // as JSON in deployments.spec (the REST side writes it, the agent side reads it).

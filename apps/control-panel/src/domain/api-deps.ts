@@ -1,9 +1,9 @@
 import type { Db } from '../db/database.js';
-import type { DeploymentDispatcher } from '../sessions/session-dispatcher.js';
+import type { DeploymentDispatcher } from '../dispatch/session-dispatcher.js';
 import type { PanelEvents } from '../panel-events.js';
 import type { Keyring } from '../secrets/keyring.js';
-import type { VolumeRemover } from '../sessions/volume-remover.js';
-import type { LiveRouting, RouteNode } from '../sessions/route-health.js';
+import type { VolumeRemover } from '../dispatch/volume-remover.js';
+import type { LiveRouting, RouteNode } from '../status/route-health.js';
 
 /** What the /v1 resource plugins and the domain functions behind them work with (from buildApp's dependencies). */
 export interface ApiDeps {

@@ -23,6 +23,8 @@ export interface DeploymentChangesOptions {
   /** The shared sweep while they are not (LISTEN down or absent). */
   pollMs: number;
   logger: Logger;
+  /** Whether signals are heard now (several panels: the LISTEN connection); absent: never (one panel polls). */
+  listening?: () => boolean;
 }
 
 export class DeploymentChanges {
@@ -31,8 +33,6 @@ export class DeploymentChanges {
   private readonly known = new Map<string, string>();
   private readonly loop: Loop;
   private lastSweep = 0;
-  /** Whether signals are heard now (set by app.ts from the LISTEN connection). */
-  listening: () => boolean = () => false;
   sweeps = 0;
 
   constructor(
@@ -113,7 +113,7 @@ export class DeploymentChanges {
   private async maybeSweep(): Promise<void> {
     if (this.waiting.size === 0) return;
     const now = Date.now();
-    if (this.listening() && now - this.lastSweep < this.options.sweepMs) return;
+    if (this.options.listening?.() && now - this.lastSweep < this.options.sweepMs) return;
     this.lastSweep = now;
     this.sweeps++;
     const ids = [...this.waiting.keys()];

@@ -7,7 +7,7 @@ import { assertDomain } from './host-names.js';
 import { lockService, mapPrismaError } from '../db/prisma-helpers.js';
 import type { ApiDeps } from './api-deps.js';
 import { claimDomain, releaseDomainIfUnused } from './domain-claims.js';
-import { routeCertificate, routeHealth, type RouteNode } from '../sessions/route-health.js';
+import { routeCertificate, routeHealth, type RouteNode } from '../status/route-health.js';
 
 // Routes attach a domain (optionally narrowed to a path prefix) to a service:
 // one route per (domain, path prefix), and a domain belongs to one team and one
@@ -76,7 +76,7 @@ export async function attachRoute(
 const withNode = { service: { select: { node: { select: { id: true, name: true } } } } } as const;
 type RouteWithNode = Route & { service: { node: RouteNode } };
 
-/** Routes as read, each with its health from the live session of its node (sessions/route-health.ts). */
+/** Routes as read, each with its health from the live session of its node (status/route-health.ts). */
 async function presentWithHealth(deps: ApiDeps, rows: RouteWithNode[]) {
   const nodes = [...new Map(rows.map((r) => [r.service.node.id, r.service.node])).values()];
   const live = deps.liveRouting ? await deps.liveRouting(nodes) : () => ({ why: 'route health is not read by this panel' });

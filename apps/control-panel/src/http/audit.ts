@@ -5,7 +5,7 @@ import { authOf } from './auth.js';
 import { authErrors, id, ID_PATTERN, security, Timestamp } from './schemas.js';
 import type { ApiDeps } from '../domain/api-deps.js';
 import { AUDIT_ACTIONS } from '../audit/audit-actions.js';
-import { listAudit } from '../audit/audit-query.js';
+import { listAudit } from '../domain/audit-query.js';
 
 const NullableString = Nullable(Type.String());
 

@@ -5,10 +5,11 @@ import { healthOf, type Db } from '../db/database.js';
 import { isDatabaseUnavailable } from '../db/db-faults.js';
 import type { SessionFactOutbox } from '../session-writes/outbox.js';
 import { AppError } from '../errors.js';
+import type { Slots } from '../lifecycle.js';
 import type { AuthContext } from '../domain/access.js';
 import { hashToken } from '../domain/tokens.js';
 
-// Bearer-token authentication for the REST API. app.ts adds `requireAuth` once,
+// Bearer-token authentication for the REST API. panel-routes.ts adds `requireAuth` once,
 // as the onRequest hook of the context every /v1 resource is registered in;
 // an operator-only route adds `onRequest: requireOperator`, which runs after it
 // and checks the role. Running in onRequest means an unauthenticated caller is
@@ -45,6 +46,8 @@ export interface AuthOptions {
   cacheMs: number;
   /** Where last-used times go (coalesced, retried, droppable). */
   outbox: SessionFactOutbox;
+  /** The last-used flush's slot in the panel's lifecycle (lifecycle.ts). */
+  lifecycle: Slots;
 }
 
 /** Verified tokens remembered for outages, at most this many (the oldest verification goes first). */
@@ -143,17 +146,19 @@ export const authPlugin = fp<AuthOptions>(
       knows: (tokenHash) => known.has(tokenHash),
     } satisfies Authenticator);
 
-    app.addHook('onReady', async () => flushLoop.start());
-    // preClose, before app.ts stops the outbox: the last batch still reaches it.
-    app.addHook('preClose', async () => {
-      await flushLoop.stop();
-      await flush();
+    // Stopped before the outbox (app.ts's order): the last batch still reaches it.
+    opts.lifecycle.provide('token-last-used', {
+      start: () => flushLoop.start(),
+      stop: async () => {
+        await flushLoop.stop();
+        await flush();
+      },
     });
   },
   { name: 'tether-auth' },
 );
 
-/** onRequest hook of the /v1 context (app.ts): any valid operator or customer token. */
+/** onRequest hook of the /v1 context (panel-routes.ts): any valid operator or customer token. */
 export async function requireAuth(request: FastifyRequest, reply: FastifyReply): Promise<void> {
   request.auth = await request.server.authenticator.authenticate(request, reply);
 }

@@ -10,7 +10,7 @@ import { sse, type StreamClient } from '../dashboard/fleet-feed.js';
 import { dashboardDist, loadStaticFiles } from '../dashboard/static-files.js';
 import { hashToken } from '../domain/tokens.js';
 import { AppError } from '../errors.js';
-import { serviceStatus, STATUS_SERVICE_SELECT } from '../sessions/service-status.js';
+import { serviceStatus, STATUS_SERVICE_SELECT } from '../status/service-status.js';
 
 // The fleet page (operators): static files, cookie sign-in and sign-out, the
 // live stream and node detail, all under /dashboard. The cookie is accepted
@@ -28,7 +28,7 @@ export interface DashboardOptions {
   distDir?: string;
   /** The sign-in's own rate limit, an onRequest hook (http/rate-limits.ts). */
   signInLimit?: (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
-  /** A cookie was signed out here (app.ts tells the other panels). */
+  /** A cookie was signed out here (PanelEvents: the cluster tells the other panels). */
   onSignedOut?: (claim: Claim) => void;
 }
 
@@ -44,7 +44,7 @@ const CSP = [
   "frame-ancestors 'none'",
 ].join('; ');
 
-/** On every fleet-page answer, its 404s too (app.ts sets them for every /dashboard path). */
+/** On every fleet-page answer, its 404s too (panel-http.ts sets them for every /dashboard path). */
 export const SECURITY_HEADERS: Record<string, string> = {
   'content-security-policy': CSP,
   'x-frame-options': 'DENY',

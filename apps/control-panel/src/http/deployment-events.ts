@@ -8,6 +8,7 @@ import { authOf } from './auth.js';
 import { authErrors, errorResponses, IdParams, security } from './schemas.js';
 import type { HeldStreams } from './held-streams.js';
 import type { DeploymentChanges } from '../domain/deployment-changes.js';
+import type { Slots } from '../lifecycle.js';
 
 // GET /v1/deployments/:id/events: a deployment's states as server-sent
 // events, from the state it is in now to a final one. Access is checked (and
@@ -24,15 +25,17 @@ export interface DeploymentEventOptions {
   held: HeldStreams;
   /** How long past its drainSeconds a stream waits for a drain report (tests shorten it). */
   drainGraceMs?: number;
+  /** The open streams' slot in the panel's lifecycle (lifecycle.ts): they end when the panel stops. */
+  lifecycle: Slots;
 }
 
 /** One SSE frame; `data` is a single JSON line, so it never needs splitting. */
 const frame = (event: string, id: number, data: unknown) => `event: ${event}\nid: ${id}\ndata: ${JSON.stringify(data)}\n\n`;
 
-export const deploymentEventRoutes: FastifyPluginAsyncTypebox<DeploymentEventOptions> = async (app, { prisma, changes, keepAliveMs = 15_000, held, drainGraceMs = DRAIN_REPORT_GRACE_MS }) => {
+export const deploymentEventRoutes: FastifyPluginAsyncTypebox<DeploymentEventOptions> = async (app, { prisma, changes, keepAliveMs = 15_000, held, drainGraceMs = DRAIN_REPORT_GRACE_MS, lifecycle }) => {
   // Open streams end when the panel closes (a hijacked reply would otherwise hold the server open).
   const open = new Set<AbortController>();
-  app.addHook('preClose', async () => open.forEach((c) => c.abort()));
+  lifecycle.provide('deployment-event-streams', { stop: () => open.forEach((c) => c.abort()) });
   app.get(
     '/deployments/:id/events',
     {

@@ -57,7 +57,7 @@ function frameworkErrors(error: { code: string }, _request: FastifyRequest, repl
 export const edgeServerOptions = {
   clientErrorHandler,
   frameworkErrors,
-  // Fastify's own 503 while closing has its own body; app.ts answers NOT_READY in the API's shape instead.
+  // Fastify's own 503 while closing has its own body; panel-http.ts answers NOT_READY in the API's shape instead.
   return503OnClosing: false,
   routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
 } satisfies Partial<FastifyServerOptions>;

@@ -4,7 +4,7 @@ import { INTERNAL_HEADER } from '../log-streams/log-proxy.js';
 
 // The internal surface (/internal/v1) is for other panels only: a route opts
 // in with `onRequest: requirePanel(verifier)`, which accepts a panel
-// credential (ownership/peer-credentials.ts) and nothing else. Customer,
+// credential (cluster/peer-credentials.ts) and nothing else. Customer,
 // operator and node tokens are refused like no credential at all: 401.
 
 /** Checks a panel credential (the Authorization header); the calling panel's id, or null. */

@@ -18,6 +18,8 @@ export interface InternalListener {
   /** Listens and returns the address bound (port 0: a free one). */
   listen(at: { host: string; port: number }): Promise<{ address: string; family: string; port: number }>;
   readonly server: http.Server;
+  /** Closes it and every connection it holds (internal log streams last as long as their callers). */
+  close(): Promise<void>;
 }
 
 declare module 'fastify' {
@@ -46,15 +48,14 @@ export function separateInternalSurface(app: FastifyInstance): InternalListener 
       return reply;
     }
   });
-  app.addHook('preClose', async () => {
-    if (!server.listening) return;
-    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-    // Internal log streams last as long as their callers: they end with the panel.
-    server.closeAllConnections();
-    await closed;
-  });
   return {
     server,
+    async close() {
+      if (!server.listening) return;
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeAllConnections();
+      await closed;
+    },
     async listen(at) {
       await new Promise<void>((resolve, reject) => {
         server.once('error', reject);

@@ -15,7 +15,7 @@ export interface InternalReportOptions {
   verifier: PanelVerifier;
   /** The generation a session of this panel claimed (none: not claimed, not vouched for). */
   generationOf(sessionId: string): number | undefined;
-  /** This panel may vouch for its sessions (its lease, or alone: ownership/panel-lease.ts `mayServe`). */
+  /** This panel may vouch for its sessions (its lease, or alone: cluster/panel-lease.ts `mayServe`). */
   mayServe(): boolean;
 }
 

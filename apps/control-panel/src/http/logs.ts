@@ -24,7 +24,7 @@ export interface LogRoutesOptions {
   prisma: Db;
   registry: SessionRegistry;
   relay: LogRelay;
-  /** Several panels: streams of nodes whose session another panel holds (ownership/, wired in app.ts). */
+  /** Several panels: streams of nodes whose session another panel holds (cluster/, wired in panel-routes.ts). */
   remoteLogs?: RemoteLogs;
   /** Where each stream is held by its token, so a revocation ends it. */
   held: HeldStreams;
@@ -57,8 +57,6 @@ export const LogQuery = Type.Object(
 );
 
 export const logRoutes: FastifyPluginAsyncTypebox<LogRoutesOptions> = async (app, { prisma, registry, relay, remoteLogs, held, followIdleMs }) => {
-  app.addHook('preClose', async () => relay.stop());
-
   app.get(
     '/services/:id/logs',
     {

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsync } from 'fastify';
 import { Nullable } from '@tether/common';
+import { CanaryDropCounts, ReloadKindCounts } from '@tether/protocol';
 import Type from 'typebox';
 import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
@@ -10,9 +11,9 @@ import type { RoutingView } from '../routing/routing-reconciler.js';
 const NullableString = Nullable(Type.String());
 const NullableInt = Nullable(Type.Integer());
 const Counts = (keys: string[]) => Type.Object(Object.fromEntries(keys.map((k) => [k, Type.Integer()])));
-// staticMove: the one load that moves a node to the static proxy config (agents with proxy.static only).
-const KindCounts = Nullable(Type.Object({ ...Counts(['initial', 'repairEmpty', 'change', 'repairDrift']).properties, staticMove: Type.Optional(Type.Integer()) }));
-const CauseCounts = Counts(['reload', 'proxyRestarted', 'proxyUnreachable', 'unexplained']);
+// The counts' keys are the protocol's (declared once there, presented here as the agent reported them).
+const KindCounts = Nullable(ReloadKindCounts);
+const CauseCounts = CanaryDropCounts;
 const Canary = Nullable(
   Type.Object({
     connected: Type.Boolean(),

@@ -11,7 +11,7 @@ import type { RoutingView } from '../routing/routing-reconciler.js';
 import { sessionRow, type MissedAcks24h } from './session-rows.js';
 import { seenNode } from '../node-health/node-directory.js';
 import { clusterProof, factsOf, type HealthSources, type NodeFacts } from '../node-health/node-health.js';
-import type { ClusterView } from '../sessions/service-status.js';
+import type { ClusterView } from '../sessions/remote-report.js';
 
 export interface SessionRoutesOptions {
   prisma: Db;
@@ -22,7 +22,7 @@ export interface SessionRoutesOptions {
   missedAcks24h: MissedAcks24h;
   /** Every node, by name, read now; the last good read while the database is out (node-health/node-directory.ts). */
   nodes: { read(): Promise<{ data: NodeFacts[]; fromMemoryAt: Date | null }> };
-  /** Several panels: other panels' reports and this panel's lease (ownership/cluster.ts). */
+  /** Several panels: other panels' reports and this panel's lease (cluster/cluster.ts). */
   cluster?: { view(nodeIds: readonly string[], options?: { containers?: boolean }): Promise<ClusterView> };
 }
 

@@ -7,12 +7,13 @@ import { authOf } from './auth.js';
 import { IdParams, authErrors, security } from './schemas.js';
 import { ServiceStatusSchema, StatusList } from './session-schemas.js';
 import type { SessionRegistry } from '../sessions/registry.js';
-import { serviceStatus, STATUS_SERVICE_SELECT as serviceSelect, type ClusterView, type StatusInput } from '../sessions/service-status.js';
+import type { ClusterView } from '../sessions/remote-report.js';
+import { serviceStatus, STATUS_SERVICE_SELECT as serviceSelect, type StatusInput } from '../status/service-status.js';
 
 export interface StatusRoutesOptions {
   prisma: Db;
   registry: SessionRegistry;
-  /** Several panels: other panels' reports and this panel's lease (ownership/cluster.ts). */
+  /** Several panels: other panels' reports and this panel's lease (cluster/cluster.ts). */
   cluster?: { view(nodeIds: readonly string[], options?: { containers?: boolean }): Promise<ClusterView> };
 }
 

@@ -18,7 +18,7 @@ export interface UpstreamLogs {
   body: AsyncIterable<Buffer> & { destroy(err?: Error): unknown };
 }
 
-/** The panels holding other nodes' sessions, as the log routes need them (ownership/ implements it; app.ts wires it). */
+/** The panels holding other nodes' sessions, as the log routes need them (cluster/ implements it; panel-routes.ts wires it). */
 export interface RemoteLogs {
   /** Opens the stream on the panel holding the node's session; null when no other live panel holds it. */
   open(nodeId: string, request: LogRequest, signal: AbortSignal): Promise<{ panelId: string; upstream: UpstreamLogs } | null>;

@@ -1,7 +1,7 @@
 import { canonicalRoutes, routingHash, serviceUpstream, type Route } from '@tether/protocol';
 import { TickBatcher } from '@tether/common';
 import { sqlOf, type Db } from '../db/database.js';
-import { OPEN_READ_LINGER_MS } from '../sessions/session-store.js';
+import { OPEN_READ_LINGER_MS } from '../session-writes/session-store.js';
 
 // The routing map of a host: every route whose service runs there (it has a
 // delivered or running deployment and a port), pointing at the service's

@@ -2,7 +2,8 @@ import { CAPABILITIES, type Capability, type Workload } from '@tether/protocol';
 import type { Db } from '../db/database.js';
 import type { Keyring } from './keyring.js';
 import { openRegistryCredentials } from './registry-credentials.js';
-import { openSecrets, type SecretRef } from './secret-store.js';
+import type { PlannedWorkload } from '../db/deployment-spec.js';
+import { openSecrets } from './secret-store.js';
 
 // Where secrets' values and registry credentials join a workload: right
 // before a `deploy` or `workloads` frame goes out on the session of the node
@@ -10,8 +11,7 @@ import { openSecrets, type SecretRef } from './secret-store.js';
 // (`secrets`, `registry.auth`). Until then a workload carries only the secret
 // versions and the registry (id and host) its deployment recorded.
 
-/** A workload as the panel holds it: the secret versions and the registry to send, not their values. */
-export type PlannedWorkload = Workload & { secretRefs?: SecretRef[]; registryRef?: { id: string; host: string } };
+export type { PlannedWorkload } from '../db/deployment-spec.js';
 
 interface CapableSession {
   hasCapability(capability: string): boolean;

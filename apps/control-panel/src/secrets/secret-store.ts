@@ -16,10 +16,9 @@ export interface SecretInfo {
 }
 
 /** A version a deployment records and is carried out with. */
-export interface SecretRef {
-  name: string;
-  version: number;
-}
+/** A secret version a deployment recorded (declared with the row's shape in db/deployment-spec.ts). */
+export type { SecretRef } from '../db/deployment-spec.js';
+import type { SecretRef } from '../db/deployment-spec.js';
 
 const aadOf = (serviceId: string, name: string, version: number) => `tether-secret\0${serviceId}\0${name}\0${version}`;
 

@@ -1,5 +1,5 @@
 // The generation each live session of this panel claimed (several panels on
-// one database: ownership/cluster.ts sets it when the claim commits, before
+// one database: cluster/cluster.ts sets it when the claim commits, before
 // `welcome`). Made first and handed to both sides, so the registry, which
 // fences its session facts with it, needs no back-reference to the cluster.
 // A lone panel claims nothing: every lookup is undefined.

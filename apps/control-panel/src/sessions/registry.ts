@@ -3,7 +3,7 @@ import { createLoop, type Loop, type Logger } from '@tether/common';
 import { CLOSE_CODES, createIdGenerator, formatRetryHint } from '@tether/protocol';
 import type { AgentSession } from './session.js';
 import type { SessionGenerations } from './generations.js';
-import type { SessionStore } from './session-store.js';
+import type { SessionStore } from '../session-writes/session-store.js';
 
 // The connected map. It holds only sessions that carried a frame within the
 // read-idle deadline: a session leaves it the moment it is torn down, and

@@ -1,7 +1,7 @@
 import type { ContainerState, RoutingStatus, RuntimeStatus } from '@tether/protocol';
 
 // A node's session as another panel holds it (several panels on one
-// database): the owner's report row (ownership/node-reports.ts), read by
+// database): the owner's report row (cluster/node-reports.ts), read by
 // status and session health on every panel.
 
 export interface RemoteReport {
@@ -28,4 +28,14 @@ export interface RemoteReport {
   source: 'owner' | 'report-row';
   /** Counters only the owner's live answer carries. */
   session?: { lastHeartbeatSeq: number | null; pingsSent: number; pongs: number; invalidFrames: number };
+}
+
+/**
+ * Where a node's session is proved when several panels share the database: this panel's own sessions count
+ * only while it holds its lease; another panel's report only while that panel's lease is live.
+ */
+export interface ClusterView {
+  panelId: string;
+  leaseHeld: boolean;
+  remote: ReadonlyMap<string, RemoteReport>;
 }

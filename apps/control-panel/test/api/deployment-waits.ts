@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { DeploymentDispatcher } from '../../src/sessions/session-dispatcher.js';
+import type { DeploymentDispatcher } from '../../src/dispatch/session-dispatcher.js';
 import { errorOf, sharedPostgres, startRestPanel, type RestPanel } from '../helpers/rest-harness.js';
 
 // Deploys you can wait on: POST …/deployments?wait= and the SSE stream of a

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { DeploymentDispatcher, DispatchOutcome, DispatchRequest } from '../../src/sessions/session-dispatcher.js';
+import type { DeploymentDispatcher, DispatchOutcome, DispatchRequest } from '../../src/dispatch/session-dispatcher.js';
 import { AppError } from '../../src/errors.js';
 import { code, errorOf, sharedPostgres, startRestPanel, type RestPanel } from '../helpers/rest-harness.js';
 

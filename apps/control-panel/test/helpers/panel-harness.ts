@@ -10,7 +10,7 @@ import { createPrisma, MIGRATIONS_DIR, type Db } from '../../src/db/database.js'
 import { applyMigrations } from '../../src/db/migrate.js';
 import { PanelEvents } from '../../src/panel-events.js';
 import { generateToken, hashToken } from '../../src/domain/tokens.js';
-import type { SessionStore } from '../../src/sessions/session-store.js';
+import type { SessionStore } from '../../src/session-writes/session-store.js';
 
 // A real panel for session tests: real PostgreSQL, real HTTP and WebSocket on
 // a free port, short deadlines from the environment the test passes.
@@ -110,7 +110,7 @@ export async function startPanel(options: PanelOptions = {}): Promise<Panel> {
       return { status: res.status, body: text ? JSON.parse(text) : null, ms: performance.now() - started };
     },
     async settled() {
-      await waitFor(() => app.sessionFacts.pending === 0);
+      await waitFor(() => app.panelStatus.outbox.pending === 0);
     },
     async stopApp() {
       await app.close();

@@ -4,7 +4,7 @@ import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createPrisma, MIGRATIONS_DIR, type Db } from '../../src/db/database.js';
 import { applyMigrations } from '../../src/db/migrate.js';
-import type { DeploymentDispatcher } from '../../src/sessions/session-dispatcher.js';
+import type { DeploymentDispatcher } from '../../src/dispatch/session-dispatcher.js';
 import { PanelEvents, type PanelEventMap } from '../../src/panel-events.js';
 import { generateToken, hashToken } from '../../src/domain/tokens.js';
 

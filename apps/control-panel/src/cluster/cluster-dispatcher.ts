@@ -4,8 +4,8 @@ import type { ServiceSpec } from '../db/deployment-spec.js';
 import { workloadOf } from '../domain/deployments.js';
 import { AppError } from '../errors.js';
 import type { SessionRegistry } from '../sessions/registry.js';
-import type { DeploymentDispatcher, DispatchOutcome, DispatchRequest } from '../sessions/session-dispatcher.js';
-import type { SessionStore } from '../sessions/session-store.js';
+import type { DeploymentDispatcher, DispatchOutcome, DispatchRequest } from '../dispatch/session-dispatcher.js';
+import type { SessionStore } from '../session-writes/session-store.js';
 import type { PanelLease } from './panel-lease.js';
 import type { PanelSignals } from './panel-signals.js';
 

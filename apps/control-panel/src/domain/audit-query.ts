@@ -1,6 +1,6 @@
 import { sqlOf, type Db } from '../db/database.js';
 import { AppError } from '../errors.js';
-import type { AuthContext } from '../domain/access.js';
+import type { AuthContext } from './access.js';
 
 // GET /v1/audit: newest first, filtered, paged by an opaque cursor (the last
 // row's time and id). Operators read every row; a customer its team's.

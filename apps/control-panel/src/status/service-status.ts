@@ -1,8 +1,8 @@
 import type { ContainerState } from '@tether/protocol';
 import { upReplicas } from '../node-health/container-verdict.js';
 import { clusterProof, nodeHealth, type ClusterProof } from '../node-health/node-health.js';
-import type { RemoteReport } from './remote-report.js';
-import type { SessionRegistry } from './registry.js';
+import type { ClusterView, RemoteReport } from '../sessions/remote-report.js';
+import type { SessionRegistry } from '../sessions/registry.js';
 import { liveRoutingOf, routeCertificate, routeHealth, type RouteHealth } from './route-health.js';
 
 // A service's status: a presenter of its node's health (node-health/
@@ -62,16 +62,6 @@ export interface ServiceStatus {
   evidence: { sessionId: string; lastFrameAgeMs: number; reportAgeMs: number; panelId?: string; source?: 'session' | 'owner' | 'report-row' } | null;
   /** Present when the input named the service's routes. */
   routes?: ServiceRoute[];
-}
-
-/**
- * Where a node's session is proved when several panels share the database: this panel's own sessions count
- * only while it holds its lease; another panel's report only while that panel's lease is live.
- */
-export interface ClusterView {
-  panelId: string;
-  leaseHeld: boolean;
-  remote: ReadonlyMap<string, RemoteReport>;
 }
 
 export function serviceStatus(service: StatusInput, registry: Pick<SessionRegistry, 'get' | 'lastTeardown'>, now = Date.now(), cluster?: ClusterView | ClusterProof): ServiceStatus {

@@ -1,7 +1,7 @@
 import type { RouteCertificate, RouteProbe, RoutingStatus } from '@tether/protocol';
 import { clusterProof, nodeHealth, type ClusterProof } from '../node-health/node-health.js';
-import type { SessionRegistry } from './registry.js';
-import type { ClusterView } from './service-status.js';
+import type { SessionRegistry } from '../sessions/registry.js';
+import type { ClusterView } from '../sessions/remote-report.js';
 
 // A route's health: a presenter of its node's health (which live session, if
 // any, proves the node) and of the last probe that session's agent made of the

@@ -1,10 +1,10 @@
 import { KeyedSerialQueue, type Logger } from '@tether/common';
 import { createIdGenerator, type Workload } from '@tether/protocol';
 import { needsDelivery, type PlannedWorkload, type SecretDelivery } from '../secrets/secret-delivery.js';
-import type { SessionRegistry } from './registry.js';
-import type { AgentSession } from './session.js';
+import type { SessionRegistry } from '../sessions/registry.js';
+import type { AgentSession } from '../sessions/session.js';
 import { missingCapabilities } from './session-dispatcher.js';
-import type { DesiredWorkloads, SessionStore } from './session-store.js';
+import type { DesiredWorkloads, SessionStore } from '../session-writes/session-store.js';
 import { forAgent } from '../db/deployment-spec.js';
 
 // Sends every node the complete set of workloads it should run: when its

@@ -4,9 +4,9 @@ import { AppError, PanelError } from '../errors.js';
 import { lackedDelivery, lacksDeliveryReason, needsDelivery, type PlannedWorkload, type SecretDelivery } from '../secrets/secret-delivery.js';
 import type { PanelEvents } from '../panel-events.js';
 import type { PanelMetrics } from '../panel-metrics.js';
-import type { SessionRegistry } from './registry.js';
-import { AckTimeoutError, SessionClosedError, type AgentSession } from './session.js';
-import type { SessionStore } from './session-store.js';
+import type { SessionRegistry } from '../sessions/registry.js';
+import { AckTimeoutError, SessionClosedError, type AgentSession } from '../sessions/session.js';
+import type { SessionStore } from '../session-writes/session-store.js';
 import { containerReady } from '../node-health/container-verdict.js';
 import { forAgent } from '../db/deployment-spec.js';
 

@@ -1,11 +1,10 @@
 import { TickBatcher } from '@tether/common';
-import type { PlannedWorkload } from '../secrets/secret-delivery.js';
 import { sqlOf, type Db } from '../db/database.js';
-import { workloadOf, type ServiceSpec } from '../db/deployment-spec.js';
+import { workloadOf, type PlannedWorkload, type ServiceSpec } from '../db/deployment-spec.js';
 import { withDeadline } from '../db/db-faults.js';
 import { AppError } from '../errors.js';
-import type { DeploymentTerminal } from '../session-writes/facts.js';
-import type { SessionFactOutbox } from '../session-writes/outbox.js';
+import type { DeploymentTerminal } from './facts.js';
+import type { SessionFactOutbox } from './outbox.js';
 
 // Everything the session layer writes to PostgreSQL, behind one interface so the
 // heartbeat path can be shown to write nothing. Writes happen when something

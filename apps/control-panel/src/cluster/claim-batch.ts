@@ -1,6 +1,6 @@
 import { TickBatcher } from '@tether/common';
 import { sqlOf, type Db } from '../db/database.js';
-import { OPEN_READ_LINGER_MS } from '../sessions/session-store.js';
+import { OPEN_READ_LINGER_MS } from '../session-writes/session-store.js';
 
 // The claims of one turn of the loop as one statement. A restarted panel
 // takes thousands of sessions a second; a claim each was a transaction (and a

@@ -1,18 +1,22 @@
 import type { EventEmitter } from 'node:events';
 import { CLOSE_CODES } from '@tether/protocol';
-import { healthOf, sqlOf, type Db } from '../db/database.js';
+import { healthOf, type Db } from '../db/database.js';
 import { AppError } from '../errors.js';
 import type { PanelEvents } from '../panel-events.js';
 import type { FrameRouter } from '../sessions/frame-router.js';
 import type { SessionGenerations } from '../sessions/generations.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import type { AgentSession } from '../sessions/session.js';
-import { EXPIRED_OWNER_REASON } from '../session-writes/facts.js';
 import type { SessionFactOutbox } from '../session-writes/outbox.js';
 import { withDeadline } from '../db/db-faults.js';
-import type { ClusterView } from '../sessions/service-status.js';
+import type { ClusterView } from '../sessions/remote-report.js';
+import type { DeploymentDispatcher } from '../dispatch/session-dispatcher.js';
+import type { SessionStore } from '../session-writes/session-store.js';
 import { ClaimBatch } from './claim-batch.js';
-import { NodeReportWriter, readReports, readReportsChanged, type RemoteReport } from './node-reports.js';
+import { ClusterDispatcher } from './cluster-dispatcher.js';
+import { ExpiredOwnerSweep } from './expired-owners.js';
+import { PeerView } from './peer-view.js';
+import { NodeReportWriter, readReports, type RemoteReport } from './node-reports.js';
 import { OwnerLogs } from './owner-logs.js';
 import { OwnerReports } from './owner-reports.js';
 import { PanelLease, type PanelLeaseOptions } from './panel-lease.js';
@@ -38,6 +42,8 @@ export interface ClusterOptions extends PanelLeaseOptions {
   generations: SessionGenerations;
   /** Bound on asking another panel (connect and answer headers; a live report's whole answer). */
   peerTimeoutMs: number;
+  /** What the cross-panel dispatcher sends through when this panel holds the session, and where it records. */
+  dispatch: { local: DeploymentDispatcher; store: SessionStore; ackTimeoutMs: number };
 }
 
 /** What deployment signals drive: the cross-panel dispatcher (cluster-dispatcher.ts). */
@@ -61,17 +67,12 @@ export class PanelCluster {
   readonly signals: PanelSignals;
   readonly reports: NodeReportWriter;
   private readonly generations: SessionGenerations;
-  /** Where deployment signals go (the cross-panel dispatcher, made after the cluster: deployTo). */
-  private deploys: DeploySignals | null = null;
-  private sweeping = false;
-  /** Nodes whose session another live panel holds, as of this panel's last renewal (per-node metrics are theirs). */
-  private elsewhere: ReadonlySet<string> = new Set();
-  /** Every report row read so far (incrementally, at each renewal) and the panels live then: for the fleet page. */
-  private readonly reportsSeen = new Map<string, RemoteReport>();
-  private reportsReadAt: Date | null = null;
-  private livePanels: ReadonlySet<string> = new Set();
-  /** Another panel's lease was live at this panel's last renewal. */
-  private othersLive = false;
+  /** What other live panels hold, read at each renewal. */
+  private readonly peerView: PeerView;
+  private readonly expiredOwners: ExpiredOwnerSweep;
+  /** Deploys across panels; deployment signals drive it. */
+  readonly dispatcher: ClusterDispatcher;
+  private readonly deploys: DeploySignals;
   private readonly off: (() => void)[] = [];
   private readonly claims: ClaimBatch;
 
@@ -92,10 +93,14 @@ export class PanelCluster {
       panelId,
       flushMs: 1_000,
       refreshMs: 10_000,
-      othersLive: () => this.othersLive,
+      othersLive: () => this.peerView.othersLive,
       generationOf: (sessionId) => this.generations.get(sessionId),
       logger,
     });
+    this.peerView = new PeerView(prisma, panelId, logger);
+    this.expiredOwners = new ExpiredOwnerSweep(prisma, options.outbox, logger);
+    this.dispatcher = new ClusterDispatcher({ ...options.dispatch, registry: options.registry, lease: this.lease, signals: this.signals, prisma, logger });
+    this.deploys = this.dispatcher;
   }
 
   get panelId(): string {
@@ -103,18 +108,12 @@ export class PanelCluster {
   }
 
   heldElsewhere(nodeId: string): boolean {
-    return this.elsewhere.has(nodeId);
+    return this.peerView.heldElsewhere(nodeId);
   }
 
   /** The node's live session on another panel, as of this panel's last renewal (the fleet page's rows). */
   connectedElsewhere(nodeId: string): RemoteReport | undefined {
-    const r = this.reportsSeen.get(nodeId);
-    return r && r.state === 'connected' && r.panelId !== this.panelId && this.livePanels.has(r.panelId) ? r : undefined;
-  }
-
-  /** Deployment signals go to `target` from now on (set once, before start). */
-  deployTo(target: DeploySignals): void {
-    this.deploys = target;
+    return this.peerView.connectedElsewhere(nodeId);
   }
 
   generationOf(sessionId: string): number | undefined {
@@ -155,7 +154,7 @@ export class PanelCluster {
     return { panelId: this.panelId, leaseHeld: this.lease.mayServe, remote };
   }
 
-  /** Starts the lease (first renewal awaited), LISTEN, the sweep, and the report writer's listeners. */
+  /** Starts LISTEN, the sweep, and the report writer's listeners (the lease is started before, on its own). */
   async start(): Promise<void> {
     const { registry, events, logger } = this.options;
     // Typed emitters of several kinds: each listener's arguments are spelled out where it is added.
@@ -173,12 +172,7 @@ export class PanelCluster {
     });
     on(this.signals, 'signal', (signal: Signal) => this.received(signal));
     on(this.signals, 'connected', () => void this.rescan());
-    on(this.lease, 'renewed', () => {
-      void this.sweep();
-      void this.refreshElsewhere();
-      // Panels whose lease ended drop out of the internal surface's credentials.
-      this.verifier.refresh().catch((err: unknown) => logger.warn({ err }, 'could not read other panels\' credentials'));
-    });
+    on(this.lease, 'renewed', () => this.renewed());
     on(this.lease, 'lost', ({ othersSeen }: { othersSeen: boolean }) => {
       // With another live panel, this one's agents can move there; alone, keeping the sessions keeps liveness.
       if (!othersSeen) {
@@ -202,15 +196,24 @@ export class PanelCluster {
       if (!e.remote) void this.signals.send('signed-out', this.panelId, [`${e.cookieId}/${e.expiresAtMs}`]);
     });
     this.signals.start();
-    await this.lease.start();
+    // The lease started before (its own component: it is given up after the outbox drains); its first renewal
+    // had no listener yet.
+    if (this.lease.held) this.renewed();
   }
 
+  /** Stops what `start` began; the lease is the panel-lease component's (app.ts). */
   async stop(): Promise<void> {
     this.off.splice(0).forEach((f) => f());
     await this.reports.stop().catch(() => {});
     await this.signals.stop();
-    await this.lease.stop();
     await this.peers.close();
+  }
+
+  private renewed(): void {
+    void this.expiredOwners.sweep();
+    void this.peerView.refresh();
+    // Panels whose lease ended drop out of the internal surface's credentials.
+    this.verifier.refresh().catch((err: unknown) => this.options.logger.warn({ err }, 'could not read other panels\' credentials'));
   }
 
   private received(signal: Signal): void {
@@ -224,12 +227,12 @@ export class PanelCluster {
         }
         break;
       case 'deploy':
-        if (signal.panel === this.panelId) for (const id of signal.ids) this.deploys?.requested(id);
+        if (signal.panel === this.panelId) for (const id of signal.ids) this.deploys.requested(id);
         break;
       case 'deployed':
         for (const entry of signal.ids) {
           const [id, outcome] = entry.split('/');
-          if (id) this.deploys?.answered(id, outcome);
+          if (id) this.deploys.answered(id, outcome);
         }
         break;
       case 'routing': {
@@ -279,68 +282,9 @@ export class PanelCluster {
         const owned = this.options.registry.list().map((s) => s.nodeId);
         if (owned.length > 0) this.options.events.emit('routing.changed', { nodeIds: owned, reason: 'rescan after LISTEN reconnected', remote: true });
       }
-      void this.deploys?.rescan().catch((err: unknown) => this.options.logger.warn({ err }, 'deployment rescan failed'));
+      void this.deploys.rescan().catch((err: unknown) => this.options.logger.warn({ err }, 'deployment rescan failed'));
     } catch (err) {
       this.options.logger.warn({ err }, 'rescan after LISTEN reconnect failed');
-    }
-  }
-
-  private async refreshElsewhere(): Promise<void> {
-    try {
-      const sql = sqlOf(this.options.prisma);
-      const live = await sql.rows<{ id: string }>(`SELECT id FROM panels WHERE lease_until > now()`);
-      const livePanels = new Set(live.map((p) => p.id));
-      // Alone, no node is held elsewhere and no row another panel wrote is live: nothing more to read. The
-      // changed rows are then this panel's own (a storm writes 10,000 of them): reading them back cost
-      // PostgreSQL 0.9 s per 10,000-agent storm for nothing. The read resumes from the same point once another
-      // panel is live, so none of its rows is missed.
-      this.othersLive = [...livePanels].some((id) => id !== this.panelId);
-      if (this.othersLive) {
-        const rows = await sql.rows<{ node_id: string }>(
-          `SELECT w.node_id FROM node_owners w JOIN panels p ON p.id = w.panel_id WHERE p.lease_until > now() AND w.panel_id <> $1::text`,
-          [this.panelId],
-        );
-        this.elsewhere = new Set(rows.map((r) => r.node_id));
-        // Only rows written since the last read (their time by the database's clock).
-        const { reports, readAt } = await readReportsChanged(this.options.prisma, this.reportsReadAt, this.panelId);
-        for (const r of reports) this.reportsSeen.set(r.nodeId, r);
-        this.reportsReadAt = readAt;
-      } else {
-        this.elsewhere = new Set();
-      }
-      this.livePanels = livePanels;
-    } catch (err) {
-      this.options.logger.warn({ err }, 'could not read which nodes other panels hold');
-    }
-  }
-
-  /**
-   * Closes, in the history, sessions whose owning panel's lease expired (killed,
-   * partitioned): after a renewal, so this panel's own lease is certainly live.
-   */
-  private async sweep(): Promise<void> {
-    if (this.sweeping) return;
-    this.sweeping = true;
-    try {
-      // Cheap reads first: the close is written only when some expired owner left its session open. Two
-      // statements, not one anti-join: right after a restart every owner row is the stopped run's (its lease
-      // ended) and its closes are all written, and with stale statistics PostgreSQL planned the anti-join as a
-      // scan of session_events per owner row: 1.3 s a sweep during a 10,000-agent storm (docs/benchmarks.md).
-      const sql = sqlOf(this.options.prisma);
-      const expired = await sql.rows<{ session_id: string }>(
-        `SELECT w.session_id FROM node_owners w LEFT JOIN panels p ON p.id = w.panel_id
-        WHERE p.lease_until IS NULL OR p.lease_until <= now()`,
-      );
-      if (expired.length === 0) return;
-      const [closed] = await sql.rows<{ n: number }>(`SELECT count(*)::int AS n FROM session_events WHERE session_id = ANY($1::text[]) AND kind = 'closed'`, [
-        expired.map((e) => e.session_id),
-      ]);
-      if ((closed?.n ?? 0) >= expired.length) return;
-      await this.options.outbox.submit({ kind: 'sessions.orphaned', reason: EXPIRED_OWNER_REASON, before: new Date().toISOString(), expiredOwnersOnly: true });
-    } catch (err) {
-      this.options.logger.warn({ err }, 'sweep of expired owners failed');
-    } finally {
-      this.sweeping = false;
     }
   }
 }

@@ -1,7 +1,7 @@
 import { CAPABILITIES, createIdGenerator } from '@tether/protocol';
 import { AppError } from '../errors.js';
-import type { SessionRegistry } from './registry.js';
-import { AckTimeoutError, SessionClosedError, type AgentSession } from './session.js';
+import type { SessionRegistry } from '../sessions/registry.js';
+import { AckTimeoutError, SessionClosedError, type AgentSession } from '../sessions/session.js';
 
 /**
  * Removes a deleted service's named volumes on its node (DELETE /v1/services/:id?deleteVolumes=true), or

@@ -1,9 +1,9 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { auditOf } from '../http/audit-context.js';
+import { auditOf } from './audit-context.js';
 import { unstorableField } from '../db/stored-text.js';
 import type { SessionFactOutbox } from '../session-writes/outbox.js';
-import { ROUTE_ACTIONS } from './audit-actions.js';
-import { auditRow, type AuditActor } from './audit-entry.js';
+import { ROUTE_ACTIONS } from '../audit/audit-actions.js';
+import { auditRow, type AuditActor } from '../audit/audit-entry.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
