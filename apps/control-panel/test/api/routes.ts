@@ -112,14 +112,18 @@ describe('routes API', () => {
 
     it('"/", up to three segments, underscores: stored in one form (whole domain null, lowercase, no trailing /)', async () => {
       const cases: Array<[string, string | null]> = [['/', null], ['/API/V1/', '/api/v1'], ['/a_b-c', '/a_b-c'], ['/x/y/z', '/x/y/z']];
+      const ids: string[] = [];
       for (const [given, stored] of cases) {
         const res = await attach({ domain: 'forms.example.com', serviceId: service.id, pathPrefix: given });
         expect(res.status, given).toBe(201);
         expect(res.body.pathPrefix).toBe(stored);
+        ids.push(res.body.id);
       }
       // `/api/v1/` and `/api/v1` are one route.
       expect(await code(attach({ domain: 'forms.example.com', serviceId: service.id, pathPrefix: '/api/v1' }))).toMatchObject({ status: 409, code: 'DOMAIN_TAKEN' });
       expect(await code(attach({ domain: 'forms.example.com', serviceId: service.id }))).toMatchObject({ status: 409, code: 'DOMAIN_TAKEN' });
+      for (const id of ids) expect((await p.call('DELETE', `/v1/routes/${id}`, { token: team.token })).status).toBe(204);
+      p.emitted.length = 0;
     });
 
     it.each([
@@ -227,7 +231,7 @@ describe('routes API', () => {
       p.emitted.length = 0;
       const res = await p.call('DELETE', `/v1/routes/${route.id}`, { token: team.token });
       expect(res.status).toBe(204);
-      expect(p.emitted).toEqual([{ name: 'routing.changed', payload: { nodeIds: [service.nodeId], reason: 'detached api.example.com/v1/' } }]);
+      expect(p.emitted).toEqual([{ name: 'routing.changed', payload: { nodeIds: [service.nodeId], reason: 'detached api.example.com/v1' } }]);
       expect(await code(p.call('DELETE', `/v1/routes/${route.id}`, { token: team.token }))).toMatchObject({ status: 404, code: 'NOT_FOUND' });
       expect(await code(p.call('DELETE', `/v1/routes/${route.id}`, { token: null }))).toMatchObject({ status: 401 });
       expect((await attach({ domain: 'api.example.com', serviceId: service.id })).status).toBe(201);
