@@ -132,6 +132,43 @@ describe('the migrated database matches schema.prisma', () => {
     expect(actual).toContain('constraint services services_node_id_fkey FOREIGN KEY (node_id) REFERENCES nodes(id) ON UPDATE CASCADE ON DELETE RESTRICT');
   });
 
+  it('route shapes: older spellings of a prefix are rewritten to the stored form, collisions and other shapes are left', async () => {
+    const url = await server.createDatabase();
+    await applyMigrations(url, MIGRATIONS_DIR);
+    await runSql(
+      url,
+      `INSERT INTO teams (id, name) VALUES ('t', 't');
+      INSERT INTO nodes (id, name, token_hash) VALUES ('n', 'n', 'h');
+      INSERT INTO services (id, team_id, name, image, node_id, updated_at) VALUES ('s', 't', 's', 'nginx', 'n', now());
+      INSERT INTO routes (id, domain, path_prefix, service_id, created_at) VALUES
+        ('r1', 'a.example.com', '/', 's', now()),
+        ('r2', 'a.example.com', '/API/V1/', 's', now()),
+        ('r3', 'b.example.com', NULL, 's', now()),
+        ('r4', 'b.example.com', '/', 's', now()),
+        ('r5', 'c.example.com', '/Api', 's', now() - interval '1 hour'),
+        ('r6', 'c.example.com', '/api/', 's', now()),
+        ('r7', 'c.example.com', '/a/b/c/d', 's', now()),
+        ('r8', 'c.example.com', '/a.b', 's', now()),
+        ('r9', 'c.example.com', '/a_b-c', 's', now());`,
+    );
+    const sql = await readFile(path.join(MIGRATIONS_DIR, '20261203070000_route_shapes', 'migration.sql'), 'utf8');
+    await runSql(url, sql);
+    const rows = await query<{ id: string; path_prefix: string | null }>(url, 'SELECT id, path_prefix FROM routes ORDER BY id');
+    expect(Object.fromEntries(rows.map((r) => [r.id, r.path_prefix]))).toEqual({
+      r1: null,
+      r2: '/api/v1',
+      // The whole domain was taken: "/" stays as it was (listed, to be attached again).
+      r3: null,
+      r4: '/',
+      // Two spellings of /api: the older one gets the stored form, the other keeps its own.
+      r5: '/api',
+      r6: '/api/',
+      r7: '/a/b/c/d',
+      r8: '/a.b',
+      r9: '/a_b-c',
+    });
+  });
+
   it('fails when a migration drifts from the schema (an extra statement in a copy of the migrations)', async () => {
     const dir = await mkdtemp(path.join(os.tmpdir(), 'tether-drift-'));
     try {

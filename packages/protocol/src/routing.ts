@@ -50,18 +50,53 @@ export function routingHash(routes: readonly Route[]): string {
 }
 
 /**
- * The route shape a static proxy (capability `proxy.static`) serves without a config change:
- * the whole domain, or one first path segment `/seg` (`/seg/`) of lowercase letters, digits and `-`.
- * The domain stays short enough that `_p<segment>.<domain>` under the answerer's zone fits DNS's 253.
+ * The route shape the static proxy serves without a config change (docs/api.md, "Routes"): the whole domain,
+ * or a path prefix of one to three segments `[a-z0-9_-]{1,62}`, matched segment-wise (`/api` never matches
+ * `/apix`) and without case, the longest prefix winning. Each route is one DNS name of the answerer:
+ * `_<segN>.…._<seg1>.<domain>` under `h.rt.tether.internal` (a segment label is `_` + at most 62 characters,
+ * so at most 63; a domain never starts with `_`), so the domain may be as long as DNS's 253 characters less
+ * that suffix (21) and the prefix labels (segment length + 2 each).
  */
-export const STATIC_ROUTE_SHAPE = Object.freeze({ maxDomainLength: 167, segmentPattern: '^/([a-z0-9-]{1,62})/?$' });
-const STATIC_SEGMENT = new RegExp(STATIC_ROUTE_SHAPE.segmentPattern);
+export const STATIC_ROUTE_SHAPE = Object.freeze({
+  maxSegments: 3,
+  segmentPattern: '[a-z0-9_-]{1,62}',
+  /** 253 − `.h.rt.tether.internal`: the longest route name (prefix labels and domain). */
+  maxNameLength: 232,
+});
+const SEGMENT = new RegExp(`^${STATIC_ROUTE_SHAPE.segmentPattern}$`);
 
-export function isStaticRouteShape(route: { domain: string; pathPrefix: string | null }): boolean {
-  return route.domain.length <= STATIC_ROUTE_SHAPE.maxDomainLength && (route.pathPrefix === null || STATIC_SEGMENT.test(route.pathPrefix));
+/**
+ * The segments of a path prefix in the static shape (`null` and `/` give none: the whole domain); null when the
+ * prefix has another shape. Only the canonical form counts: lowercase, no trailing `/` (normalizePathPrefix).
+ */
+export function staticPrefixSegments(pathPrefix: string | null): string[] | null {
+  if (pathPrefix === null || pathPrefix === '/') return [];
+  if (!pathPrefix.startsWith('/')) return null;
+  const segments = pathPrefix.slice(1).split('/');
+  return segments.length <= STATIC_ROUTE_SHAPE.maxSegments && segments.every((s) => SEGMENT.test(s)) ? segments : null;
 }
 
-/** The segment of a static-shape path prefix (`/api` and `/api/` give `api`); null for the whole domain or another shape. */
-export function staticPrefixSegment(pathPrefix: string | null): string | null {
-  return pathPrefix === null ? null : (STATIC_SEGMENT.exec(pathPrefix)?.[1] ?? null);
+/**
+ * The answerer's name of a static-shape route, relative to its hosts zone: the domain, or `_<segN>.…._<seg1>.<domain>`
+ * (deepest segment first, as DNS reads). Also the name of the route's file that Caddy's `file` matcher checks.
+ */
+export function staticRouteName(domain: string, segments: readonly string[]): string {
+  return [...segments].reverse().map((s) => `_${s}.`).join('') + domain;
+}
+
+/** Whether a route (prefix in canonical form) has the static shape, its name within DNS's length included. */
+export function isStaticRouteShape(route: { domain: string; pathPrefix: string | null }): boolean {
+  const segments = staticPrefixSegments(route.pathPrefix);
+  return segments !== null && staticRouteName(route.domain, segments).length <= STATIC_ROUTE_SHAPE.maxNameLength;
+}
+
+/**
+ * The stored form of a path prefix as a customer writes it: `/` (or none) is the whole domain (null), one
+ * trailing `/` goes, letters are lowercased (matching is without case, so `/API` and `/api` are one route).
+ * Anything else is returned as given, for isStaticRouteShape to judge.
+ */
+export function normalizePathPrefix(pathPrefix: string | null | undefined): string | null {
+  if (pathPrefix === undefined || pathPrefix === null || pathPrefix === '/') return null;
+  const trimmed = pathPrefix.length > 1 && pathPrefix.endsWith('/') ? pathPrefix.slice(0, -1) : pathPrefix;
+  return trimmed.toLowerCase();
 }

@@ -1,5 +1,5 @@
 import { recordChange, type AuditContext } from '../audit/audit-entry.js';
-import { isReservedHost, isStaticRouteShape, RESERVED_HOST_SUFFIX, STATIC_ROUTE_SHAPE } from '@tether/protocol';
+import { isReservedHost, isStaticRouteShape, normalizePathPrefix, RESERVED_HOST_SUFFIX, STATIC_ROUTE_SHAPE } from '@tether/protocol';
 import { AppError } from '../errors.js';
 import type { Route } from '../generated/prisma/client.js';
 import { teamScope, type AuthContext } from './access.js';
@@ -11,8 +11,9 @@ import { routeCertificate, routeHealth, type RouteNode } from '../status/route-h
 
 // Routes attach a domain (optionally narrowed to a path prefix) to a service:
 // one route per (domain, path prefix), and a domain belongs to one team and one
-// node (domain-claims.ts). New routes must have the shape a static proxy serves
-// without a config change (docs/api.md, "Routes"); routes stored before keep working.
+// node (domain-claims.ts). Routes have the shape the static proxy serves without
+// a config change (docs/api.md, "Routes"); older stored forms are migrated
+// (prisma/migrations/20261203070000_route_shapes).
 
 export const presentRoute = (r: Route) => ({
   id: r.id,
@@ -31,7 +32,8 @@ const domainTaken = (domain: string, pathPrefix: string | null) =>
 const shapeUnsupported = (domain: string, pathPrefix: string | null) =>
   new AppError(
     'ROUTE_SHAPE_UNSUPPORTED',
-    `${domain}${pathPrefix ?? ''}: a route is the whole domain or one first path segment /[a-z0-9-]{1,62} (optionally with a trailing /), on a domain of at most ${STATIC_ROUTE_SHAPE.maxDomainLength} characters`,
+    `${domain}${pathPrefix ?? ''}: a route is the whole domain (no pathPrefix, or /) or a path prefix of 1 to ${STATIC_ROUTE_SHAPE.maxSegments} segments ` +
+      `${STATIC_ROUTE_SHAPE.segmentPattern} (/api, /api/v1), and the domain with its segments (each 2 characters more) at most ${STATIC_ROUTE_SHAPE.maxNameLength} characters`,
   );
 
 export async function attachRoute(
@@ -43,7 +45,8 @@ export async function attachRoute(
   const domain = assertDomain(input.domain);
   // The agents' canary answers under this suffix on every host; a customer route there would be confusing at best.
   if (isReservedHost(domain)) throw new AppError('RESERVED_DOMAIN', `${domain} is reserved for Tether's own use (${RESERVED_HOST_SUFFIX} and names under it)`);
-  const pathPrefix = input.pathPrefix ?? null;
+  // Stored in its one form: `/` is the whole domain, a trailing `/` goes, letters are lowercased (matching is without case).
+  const pathPrefix = normalizePathPrefix(input.pathPrefix);
   if (!isStaticRouteShape({ domain, pathPrefix })) throw shapeUnsupported(domain, pathPrefix);
   const { route, nodeId } = await prisma.$transaction(async (tx) => {
     const visible = await tx.service.findFirst({ where: { id: input.serviceId, ...teamScope(auth) }, select: { id: true } });

@@ -69,7 +69,9 @@ const AttachBody = Type.Object(
       Type.String({
         maxLength: MAX_PATH_PREFIX_LENGTH,
         pattern: PATH_PREFIX_PATTERN,
-        description: 'only requests under this path: "/" then segments of A-Z a-z 0-9 - . _ ~ separated by single "/"',
+        description:
+          'only requests under this path, matched segment-wise and without case, the longest prefix winning: "/" (the whole domain, stored as null) ' +
+          'or 1 to 3 segments of a-z 0-9 _ - (1 to 62 each; a trailing "/" goes, upper case is lowercased); other paths are ROUTE_SHAPE_UNSUPPORTED',
       }),
     ),
   },

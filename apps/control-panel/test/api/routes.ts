@@ -35,7 +35,7 @@ describe('routes API', () => {
       expect(p.emitted).toEqual([{ name: 'routing.changed', payload: { nodeIds: [service.nodeId], reason: 'attached shop.example.com' } }]);
       await expect.poll(() => seenInDb).toBe(1);
       const prefixed = await attach({ domain: 'api.example.com', serviceId: service.id, pathPrefix: '/v1/' });
-      expect(prefixed.body.pathPrefix).toBe('/v1/');
+      expect(prefixed.body.pathPrefix).toBe('/v1');
     });
 
     it("refuses Tether's reserved host suffix (the agents' canary) with 400 RESERVED_DOMAIN, and nothing is stored", async () => {
@@ -110,12 +110,28 @@ describe('routes API', () => {
       expect((await p.call('DELETE', `/v1/routes/${answers[won]!.body.id}`, { token: won === 0 ? team.token : other.token })).status).toBe(204);
     });
 
+    it('"/", up to three segments, underscores: stored in one form (whole domain null, lowercase, no trailing /)', async () => {
+      const cases: Array<[string, string | null]> = [['/', null], ['/API/V1/', '/api/v1'], ['/a_b-c', '/a_b-c'], ['/x/y/z', '/x/y/z']];
+      const ids: string[] = [];
+      for (const [given, stored] of cases) {
+        const res = await attach({ domain: 'forms.example.com', serviceId: service.id, pathPrefix: given });
+        expect(res.status, given).toBe(201);
+        expect(res.body.pathPrefix).toBe(stored);
+        ids.push(res.body.id);
+      }
+      // `/api/v1/` and `/api/v1` are one route.
+      expect(await code(attach({ domain: 'forms.example.com', serviceId: service.id, pathPrefix: '/api/v1' }))).toMatchObject({ status: 409, code: 'DOMAIN_TAKEN' });
+      expect(await code(attach({ domain: 'forms.example.com', serviceId: service.id }))).toMatchObject({ status: 409, code: 'DOMAIN_TAKEN' });
+      for (const id of ids) expect((await p.call('DELETE', `/v1/routes/${id}`, { token: team.token })).status).toBe(204);
+      p.emitted.length = 0;
+    });
+
     it.each([
-      ['a deeper prefix', 'shape.example.com', '/api/v1'],
-      ['upper case in the segment', 'shape.example.com', '/API'],
+      ['four segments', 'shape.example.com', '/a/b/c/d'],
+      ['a tilde in the segment', 'shape.example.com', '/a~b'],
       ['a dot in the segment', 'shape.example.com', '/a.b'],
       ['a segment of 63 characters', 'shape.example.com', `/${'a'.repeat(63)}`],
-      ['a domain longer than 167 characters', `${'a'.repeat(60)}.${'b'.repeat(60)}.${'c'.repeat(44)}.com`, null],
+      ['a domain and prefix longer than 232 characters', `${'a'.repeat(60)}.${'b'.repeat(60)}.${'c'.repeat(60)}.${'d'.repeat(41)}.com`, '/api'],
     ])('a new route with %s is 400 ROUTE_SHAPE_UNSUPPORTED, and nothing is stored', async (_what, domain, pathPrefix) => {
       const body = pathPrefix === null ? { domain, serviceId: service.id } : { domain, serviceId: service.id, pathPrefix };
       expect(await code(attach(body))).toMatchObject({ status: 400, code: 'ROUTE_SHAPE_UNSUPPORTED' });
@@ -215,7 +231,7 @@ describe('routes API', () => {
       p.emitted.length = 0;
       const res = await p.call('DELETE', `/v1/routes/${route.id}`, { token: team.token });
       expect(res.status).toBe(204);
-      expect(p.emitted).toEqual([{ name: 'routing.changed', payload: { nodeIds: [service.nodeId], reason: 'detached api.example.com/v1/' } }]);
+      expect(p.emitted).toEqual([{ name: 'routing.changed', payload: { nodeIds: [service.nodeId], reason: 'detached api.example.com/v1' } }]);
       expect(await code(p.call('DELETE', `/v1/routes/${route.id}`, { token: team.token }))).toMatchObject({ status: 404, code: 'NOT_FOUND' });
       expect(await code(p.call('DELETE', `/v1/routes/${route.id}`, { token: null }))).toMatchObject({ status: 401 });
       expect((await attach({ domain: 'api.example.com', serviceId: service.id })).status).toBe(201);

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
-import { canonicalRoutes, isStaticRouteShape, staticPrefixSegment, type Route } from '@tether/protocol';
+import { canonicalRoutes, isStaticRouteShape, normalizePathPrefix, staticPrefixSegments, staticRouteName, type Route } from '@tether/protocol';
 import { CANARY_HOST } from './render.js';
 import { splitHostPort } from './host-port.js';
 import { isValidDomain, isValidUpstream } from './route-validation.js';
@@ -14,7 +14,7 @@ import { isValidDomain, isValidUpstream } from './route-validation.js';
 
 /** The zone the answerer serves; under the reserved suffix, so no customer domain can be in it. */
 export const ANSWER_ZONE = 'rt.tether.internal';
-/** SRV names of hosts: `<domain>.h.<zone>`; of first-segment prefixes: `_p<segment>.<domain>.h.<zone>`. */
+/** SRV names of routes: `<domain>.h.<zone>` for a whole domain, `_<segN>.…._<seg1>.<domain>.h.<zone>` for a prefix (protocol's staticRouteName). */
 export const HOSTS_LABEL = 'h';
 /** A/AAAA names of upstream targets: `<target>.e.<zone>` (SRV targets must be names, never IPs). */
 export const TARGETS_LABEL = 'e';
@@ -22,14 +22,13 @@ export const TARGETS_LABEL = 'e';
 export const HEALTH_NAME = `health.${ANSWER_ZONE}`;
 
 
-/** The folders of one empty file per name that Caddy reads per request (under the answers dir). */
-export const NAME_LISTS = ['domains', 'whole', 'prefixed', 'prefixes'] as const;
+/**
+ * The folders of one empty file per name that Caddy reads per request (under the answers dir): `domains` (any
+ * route; the TLS ask check), `prefixed` (a domain with a prefix route: an upper-case path there takes the
+ * case-blind lookups), `routes` (one file per route, named as its SRV owner: the static config's `file` matchers).
+ */
+export const NAME_LISTS = ['domains', 'prefixed', 'routes'] as const;
 export type NameList = (typeof NAME_LISTS)[number];
-
-/** The file naming a first-segment route: what the static config's `file` matcher tries for `/<segment>…` on `<domain>`. */
-export function prefixFileName(segment: string, domain: string): string {
-  return `${segment}@${domain}`;
-}
 
 /** One ready container of a service, as it can be dialled from Caddy. */
 export interface Endpoint {
@@ -42,11 +41,13 @@ export interface Endpoint {
 /** Ready endpoints per service id (docker-endpoints.ts). */
 export type EndpointMap = ReadonlyMap<string, readonly Endpoint[]>;
 
-/** Whether a route can be served by the static config: plain domain, whole domain or one lowercase first segment. */
+/**
+ * Whether a route can be served by the static config: a valid domain, the whole domain or up to three segments
+ * (protocol's STATIC_ROUTE_SHAPE). A route stored by an older panel in a form this one normalises (`/`, a trailing
+ * `/`, upper case) is served as its normal form.
+ */
 export function isStaticShape(route: Pick<Route, 'domain' | 'pathPrefix'>): boolean {
-  if (!isValidDomain(route.domain)) return false;
-  // A stored "/" is the whole domain.
-  return route.pathPrefix === '/' || isStaticRouteShape(route);
+  return isValidDomain(route.domain) && isStaticRouteShape({ domain: route.domain, pathPrefix: normalizePathPrefix(route.pathPrefix) });
 }
 
 export interface Answers {
@@ -54,12 +55,10 @@ export interface Answers {
   records: string[];
   /** Domains with at least one route (the files the TLS ask check reads). */
   domains: string[];
-  /** Domains with a whole-domain route (the files Caddy's `file` matcher routes by host). */
-  whole: string[];
-  /** Domains with a first-segment route: an upper-case first segment there pays the case-blind lookup. */
+  /** Domains with a prefix route: an upper-case path there pays the case-blind lookups. */
   prefixed: string[];
-  /** First-segment routes as `<segment>@<domain>` files: a request pays one lookup, and a segment without a route is no-route. */
-  prefixes: string[];
+  /** Every route's name (staticRouteName): the files the static config's `file` matchers try, deepest prefix first. */
+  routes: string[];
   /** Routes outside the static shape: the caller renders them into the config (the reload-costing path). */
   legacy: Route[];
   /** Routes with no ready endpoint now (answered `no-upstream` until one is ready). */
@@ -88,9 +87,8 @@ export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap,
   const srv = new Set<string>();
   const targets = new Set<string>();
   const domains = new Set<string>();
-  const whole = new Set<string>();
   const prefixed = new Set<string>();
-  const prefixes = new Set<string>();
+  const names = new Set<string>();
   const legacy: Route[] = [];
   let unserved = 0;
   for (const route of canonicalRoutes(routes)) {
@@ -99,8 +97,9 @@ export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap,
       continue;
     }
     const { host, port } = splitHostPort(route.upstream);
-    const segment = staticPrefixSegment(route.pathPrefix);
-    const owner = segment === null ? `${route.domain}.${HOSTS_LABEL}` : `_p${segment}.${route.domain}.${HOSTS_LABEL}`;
+    const segments = staticPrefixSegments(normalizePathPrefix(route.pathPrefix)) ?? [];
+    const name = staticRouteName(route.domain, segments);
+    const owner = `${name}.${HOSTS_LABEL}`;
     const found = isIP(host) ? [null] : (endpoints.get(route.serviceId) ?? []);
     let served = 0;
     for (const endpoint of found) {
@@ -112,11 +111,8 @@ export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap,
     }
     if (served === 0) unserved += 1;
     domains.add(route.domain);
-    if (segment === null) whole.add(route.domain);
-    else {
-      prefixed.add(route.domain);
-      prefixes.add(prefixFileName(segment, route.domain));
-    }
+    names.add(name);
+    if (segments.length > 0) prefixed.add(route.domain);
   }
   // The canary's route goes through the answerer too, so an answerer outage shows as a canary drop.
   const canaryUpstream = options.canaryUpstream ? splitHostPort(options.canaryUpstream) : null;
@@ -126,7 +122,7 @@ export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap,
     targets.add(`${canary.name} ${canary.type} ${canary.ip}`);
   }
   const records = [`health A 127.0.0.1`, ...[...srv].sort(), ...[...targets].sort()];
-  const lists = { domains: [...domains].sort(), whole: [...whole].sort(), prefixed: [...prefixed].sort(), prefixes: [...prefixes].sort() };
-  const digest = createHash('sha256').update(JSON.stringify([records, lists.domains, lists.whole, lists.prefixed, lists.prefixes])).digest('hex').slice(0, 32);
+  const lists = { domains: [...domains].sort(), prefixed: [...prefixed].sort(), routes: [...names].sort() };
+  const digest = createHash('sha256').update(JSON.stringify([records, lists.domains, lists.prefixed, lists.routes])).digest('hex').slice(0, 32);
   return { records, ...lists, legacy, unserved, digest };
 }

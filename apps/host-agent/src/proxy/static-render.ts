@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Route } from '@tether/protocol';
+import { STATIC_ROUTE_SHAPE, type Route } from '@tether/protocol';
 import { canonicalJson } from './canonical-json.js';
 import { CANARY_HOST, CANARY_SERVER_NAME, SERVER_NAME, acmeIssuer, caddyRoute, type RenderOptions } from './render.js';
 import { ANSWER_ZONE, HOSTS_LABEL, type NameList } from './static-answers.js';
@@ -9,11 +9,11 @@ import { issuanceLogging } from './issuance-logging.js';
 // The static proxy config (docs/architecture.md, "Static proxy"): rendered
 // from settings only, so attaching, removing or moving a route never loads
 // Caddy again (Caddy 2.6.2 closes every proxied WebSocket on any load). Which
-// routes exist is one empty file per whole domain and per (first segment,
-// domain) that Caddy's `file` matcher checks per request, so a path no route
-// covers is Caddy's own no-route; where a request goes is an SRV lookup of
-// its host (or first segment) against the answerer, re-asked once the cached
-// answer is older than `refresh`. The only routes ever rendered are those
+// routes exist is one empty file per route (its answerer name: the domain,
+// or up to three path segments and the domain) that Caddy's `file` matchers
+// check per request, deepest prefix first, so a path no route covers is
+// Caddy's own no-route; where a request goes is an SRV lookup of that name
+// against the answerer, re-asked once the cached answer is older than `refresh`. The only routes ever rendered are those
 // outside the static shape (`legacy`): they keep the reload-costing path, and
 // only their changes load.
 
@@ -51,20 +51,18 @@ function srvSource(name: string, o: StaticRenderOptions) {
   return { source: 'srv', name, refresh: `${o.lookupRefreshMs}ms`, resolver: { addresses: [o.answerer] } };
 }
 
-/** Which SRV names a request looks up: its host's, its first segment's, or the segment's with the host's as the fallback. */
-type Lookup = 'host' | 'prefix' | 'prefix-then-host';
+/** The SRV owner of the route a request would take at `depth` path segments (0: its host): staticRouteName in placeholders. */
+function routeName(depth: number): string {
+  const segments = Array.from({ length: depth }, (_, i) => `_{http.request.uri.path.${depth - 1 - i}}.`).join('');
+  return `${segments}{http.request.host}`;
+}
 
-function dynamicProxy(o: StaticRenderOptions, lookup: Lookup) {
-  const host = `{http.request.host}.${HOSTS_LABEL}.${ANSWER_ZONE}`;
-  const prefix = `_p{http.request.uri.path.0}.${host}`;
-  const upstreams =
-    lookup === 'prefix-then-host'
-      ? // The `first` policy picks the first that answered: the segment's service, else the domain's.
-        { source: 'multi', sources: [srvSource(prefix, o), srvSource(host, o)] }
-      : srvSource(lookup === 'prefix' ? prefix : host, o);
+/** Upstreams of the route named at `depths` (tried in order: the `first` policy takes the first that answered). */
+function dynamicProxy(o: StaticRenderOptions, depths: readonly number[]) {
+  const source = (depth: number) => srvSource(`${routeName(depth)}.${HOSTS_LABEL}.${ANSWER_ZONE}`, o);
   return {
     handler: 'reverse_proxy',
-    dynamic_upstreams: upstreams,
+    dynamic_upstreams: depths.length === 1 ? source(depths[0]!) : { source: 'multi', sources: depths.map(source) },
     load_balancing: { selection_policy: { policy: 'first' } },
     // SRV targets are names of the answerer's zone: Caddy resolves them through it too, not the system resolver.
     transport: { protocol: 'http', resolver: { addresses: [o.answerer] } },
@@ -75,31 +73,41 @@ function fileMatch(root: string, placeholder: string) {
   return { file: { root, try_files: [`/${placeholder}`] } };
 }
 
+/** A path whose first `depth` segments have the static shape (any case with `ci`), then `/` or its end. */
+function segmentsRegexp(depth: number, ci: boolean) {
+  const segment = ci ? '[A-Za-z0-9_-]{1,62}' : '[a-z0-9_-]{1,62}';
+  return { path_regexp: { pattern: `^(?:/${segment}){${depth}}(?:/|$)` } };
+}
+
+const DEPTHS = Array.from({ length: STATIC_ROUTE_SHAPE.maxSegments }, (_, i) => STATIC_ROUTE_SHAPE.maxSegments - i);
+
 function staticConfig(legacy: readonly Route[], o: StaticRenderOptions, id: string | null) {
   const list = (name: NameList) => `${o.answersDir}/${name}`;
-  const [domains, whole, prefixed, prefixes] = [list('domains'), list('whole'), list('prefixed'), list('prefixes')];
-  const upperHost = { vars_regexp: { '{http.request.host}': { pattern: '[A-Z]' } } };
+  const [domains, prefixed, named] = [list('domains'), list('prefixed'), list('routes')];
+  const upperHost = { '{http.request.host}': { pattern: '[A-Z]' } };
+  const upperPath = { '{http.request.uri.path}': { pattern: '[A-Z]' } };
   const routes: unknown[] = [
     ...legacy.map(caddyRoute),
-    // Host names and Caddy's path matcher compare without case, files do not: a request with an upper-case
-    // Host, or an upper-case first segment on a domain with prefix routes, takes the lookups alone (the
-    // answerer's DNS names are case-blind). Its unknown names answer no-upstream instead of no-route.
-    {
+    // Host names and path segments match without case, files do not: a request with an upper-case Host, or an
+    // upper-case path on a domain with prefix routes, takes the lookups alone, deepest first (the answerer's
+    // DNS names are case-blind), each miss one uncached query. Its unknown names answer no-upstream, not no-route.
+    ...DEPTHS.map((depth) => ({
       match: [
-        { ...upperHost, path_regexp: { pattern: '^/[A-Za-z0-9-]{1,62}(/|$)' } },
-        { ...fileMatch(prefixed, '{http.request.host}'), path_regexp: { pattern: '^/[A-Za-z0-9-]*[A-Z][A-Za-z0-9-]*(/|$)' } },
+        { vars_regexp: upperHost, ...segmentsRegexp(depth, true) },
+        { ...fileMatch(prefixed, '{http.request.host}'), vars_regexp: upperPath, ...segmentsRegexp(depth, true) },
       ],
-      handle: [dynamicProxy(o, 'prefix-then-host')],
+      handle: [dynamicProxy(o, [...DEPTHS.filter((d) => d <= depth), 0])],
       terminal: true,
-    },
-    { match: [upperHost], handle: [dynamicProxy(o, 'host')], terminal: true },
-    {
-      // A first segment with a route of its own: one lookup; any other path falls through to the whole domain.
-      match: [{ ...fileMatch(prefixes, '{http.request.uri.path.0}@{http.request.host}'), path_regexp: { pattern: '^/[a-z0-9-]{1,62}(/|$)' } }],
-      handle: [dynamicProxy(o, 'prefix')],
+    })),
+    { match: [{ vars_regexp: upperHost }], handle: [dynamicProxy(o, [0])], terminal: true },
+    // The deepest prefix with a route of its own wins: one file check per depth, one lookup; `/api` is a
+    // segment, so `/apix` tries the file of `apix` and never the route of `/api`. No prefix: the whole domain.
+    ...DEPTHS.map((depth) => ({
+      match: [{ ...fileMatch(named, routeName(depth)), ...segmentsRegexp(depth, false) }],
+      handle: [dynamicProxy(o, [depth])],
       terminal: true,
-    },
-    { match: [fileMatch(whole, '{http.request.host}')], handle: [dynamicProxy(o, 'host')], terminal: true },
+    })),
+    { match: [fileMatch(named, routeName(0))], handle: [dynamicProxy(o, [0])], terminal: true },
     {
       ...(id === null ? {} : { '@id': id }),
       handle: [mark('no-route'), { handler: 'static_response', status_code: 404, body: 'no such app\n' }],
@@ -150,7 +158,7 @@ function staticConfig(legacy: readonly Route[], o: StaticRenderOptions, id: stri
         // Looked up like every customer route: an answerer outage reaches the canary as it reaches customers.
         {
           match: [{ host: [CANARY_HOST] }],
-          handle: [{ ...dynamicProxy(o, 'host'), dynamic_upstreams: srvSource(`${CANARY_HOST}.${HOSTS_LABEL}.${ANSWER_ZONE}`, o) }],
+          handle: [{ ...dynamicProxy(o, [0]), dynamic_upstreams: srvSource(`${CANARY_HOST}.${HOSTS_LABEL}.${ANSWER_ZONE}`, o) }],
           terminal: true,
         },
         { handle: [{ handler: 'static_response', status_code: 404 }] },

@@ -12,10 +12,19 @@ const r = (domain: string, upstream: string, pathPrefix: string | null = null, s
 describe('static answers', () => {
   it('names hosts and first segments, points service aliases at ready containers and IPs at themselves', () => {
     const endpoints = new Map([['svc_shop', [{ id: 'abcdef0123456789', ip: '172.18.0.5' }, { id: '0123456789abcdef', ip: '172.18.0.6' }]]]);
-    const a = computeAnswers([r('shop.example.test', serviceUpstream('shop', 8080)), r('shop.example.test', '127.0.0.1:9000', '/api', 'svc_api'), r('idle.example.test', serviceUpstream('idle', 80))], endpoints);
+    const a = computeAnswers(
+      [
+        r('shop.example.test', serviceUpstream('shop', 8080)),
+        r('shop.example.test', '127.0.0.1:9000', '/api', 'svc_api'),
+        r('shop.example.test', '127.0.0.1:9001', '/api/v1/a_b-c', 'svc_deep'),
+        r('idle.example.test', serviceUpstream('idle', 80)),
+      ],
+      endpoints,
+    );
     expect(a.records).toEqual([
       'health A 127.0.0.1',
-      '_papi.shop.example.test.h SRV 10 10 9000 ip-127-0-0-1.e',
+      '_a_b-c._v1._api.shop.example.test.h SRV 10 10 9001 ip-127-0-0-1.e',
+      '_api.shop.example.test.h SRV 10 10 9000 ip-127-0-0-1.e',
       'shop.example.test.h SRV 10 10 8080 c-0123456789ab.e',
       'shop.example.test.h SRV 10 10 8080 c-abcdef012345.e',
       'c-0123456789ab.e A 172.18.0.6',
@@ -23,25 +32,37 @@ describe('static answers', () => {
       'ip-127-0-0-1.e A 127.0.0.1',
     ]);
     expect(a.domains).toEqual(['idle.example.test', 'shop.example.test']);
-    expect(a.whole).toEqual(['idle.example.test', 'shop.example.test']);
     expect(a.prefixed).toEqual(['shop.example.test']);
-    expect(a.prefixes).toEqual(['api@shop.example.test']);
+    expect(a.routes).toEqual(['_a_b-c._v1._api.shop.example.test', '_api.shop.example.test', 'idle.example.test', 'shop.example.test']);
     expect(a.unserved).toBe(1);
     expect(a.legacy).toEqual([]);
     // Same inputs in another order: same digest (nothing to write).
-    expect(computeAnswers([...[r('idle.example.test', serviceUpstream('idle', 80)), r('shop.example.test', '127.0.0.1:9000', '/api', 'svc_api'), r('shop.example.test', serviceUpstream('shop', 8080))]], endpoints).digest).toBe(a.digest);
+    const reordered = [
+      r('shop.example.test', '127.0.0.1:9001', '/API/v1/a_b-c/', 'svc_deep'),
+      r('idle.example.test', serviceUpstream('idle', 80)),
+      r('shop.example.test', '127.0.0.1:9000', '/api', 'svc_api'),
+      r('shop.example.test', serviceUpstream('shop', 8080)),
+    ];
+    // An older panel's stored form (upper case, trailing `/`) is the same route.
+    expect(computeAnswers(reordered, endpoints).digest).toBe(a.digest);
     // A redeploy (another container) changes the answers.
     expect(computeAnswers([r('shop.example.test', serviceUpstream('shop', 8080))], new Map([['svc_shop', [{ id: 'ffff', ip: '172.18.0.9' }]]])).digest).not.toBe(a.digest);
   });
 
   it('keeps routes outside the shape for the reload-costing path', () => {
-    expect(isStaticShape({ domain: 'a.example.test', pathPrefix: '/api' })).toBe(true);
-    expect(isStaticShape({ domain: 'a.example.test', pathPrefix: '/api/' })).toBe(true);
-    expect(isStaticShape({ domain: 'a.example.test', pathPrefix: '/api/v1' })).toBe(false);
-    expect(isStaticShape({ domain: 'a.example.test', pathPrefix: '/API' })).toBe(false);
-    expect(isStaticShape({ domain: 'a.example.test', pathPrefix: '/a.b' })).toBe(false);
-    expect(isStaticShape({ domain: `${'a'.repeat(60)}.${'b'.repeat(60)}.${'c'.repeat(60)}.test`, pathPrefix: null })).toBe(false);
-    const deep = r('a.example.test', '127.0.0.1:1', '/api/v1');
+    for (const prefix of [null, '/', '/api', '/api/', '/API', '/api/v1', '/a_b-c', '/a/b/c', `/${'s'.repeat(62)}`]) {
+      expect(isStaticShape({ domain: 'a.example.test', pathPrefix: prefix }), String(prefix)).toBe(true);
+    }
+    for (const prefix of ['/a/b/c/d', '/a.b', '//a', '/a//b', `/${'s'.repeat(63)}`, 'api', '/a b']) {
+      expect(isStaticShape({ domain: 'a.example.test', pathPrefix: prefix }), prefix).toBe(false);
+    }
+    // 253 less `.h.rt.tether.internal` (21) for the whole domain; each segment takes its length and 2 more.
+    const at = (n: number) => `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(n - 3 * 64)}`;
+    expect(isStaticShape({ domain: at(232), pathPrefix: null })).toBe(true);
+    expect(isStaticShape({ domain: at(233), pathPrefix: null })).toBe(false);
+    expect(isStaticShape({ domain: at(227), pathPrefix: '/abc' })).toBe(true);
+    expect(isStaticShape({ domain: at(228), pathPrefix: '/abc' })).toBe(false);
+    const deep = r('a.example.test', '127.0.0.1:1', '/api/v1/x/y');
     const a = computeAnswers([deep, r('a.example.test', '127.0.0.1:2')], new Map());
     expect(a.legacy).toEqual([deep]);
     expect(a.records).toEqual(['health A 127.0.0.1', 'a.example.test.h SRV 10 10 2 ip-127-0-0-1.e', 'ip-127-0-0-1.e A 127.0.0.1']);
@@ -63,7 +84,7 @@ describe('static answers', () => {
     expect(plain.json).not.toContain('example.test');
     expect(plain.json).toContain('"on_demand":true');
     expect(renderStaticConfig([], o).json).toBe(plain.json);
-    const withLegacy = renderStaticConfig([r('a.example.test', '127.0.0.1:1', '/api/v1')], o);
+    const withLegacy = renderStaticConfig([r('a.example.test', '127.0.0.1:1', '/api/v1/x/y')], o);
     expect(withLegacy.json).toContain('a.example.test');
     expect(withLegacy.id).not.toBe(plain.id);
   });
