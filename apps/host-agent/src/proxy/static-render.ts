@@ -1,9 +1,7 @@
 import { createHash } from 'node:crypto';
-import type { Route } from '@tether/protocol';
 import { canonicalJson } from './canonical-json.js';
-import { CANARY_HOST, CANARY_SERVER_NAME, SERVER_NAME, acmeIssuer, caddyRoute, type RenderOptions } from './render.js';
+import { CANARY_HOST, CANARY_SERVER_NAME, SERVER_NAME, acmeIssuer, type RenderOptions } from './render.js';
 import { ANSWER_ZONE, HOSTS_LABEL, type NameList } from './static-answers.js';
-import { assertRenderableRoutes } from './route-validation.js';
 import { issuanceLogging } from './issuance-logging.js';
 
 // The static proxy config (docs/architecture.md, "Static proxy"): rendered
@@ -13,9 +11,7 @@ import { issuanceLogging } from './issuance-logging.js';
 // domain) that Caddy's `file` matcher checks per request, so a path no route
 // covers is Caddy's own no-route; where a request goes is an SRV lookup of
 // its host (or first segment) against the answerer, re-asked once the cached
-// answer is older than `refresh`. The only routes ever rendered are those
-// outside the static shape (`legacy`): they keep the reload-costing path, and
-// only their changes load.
+// answer is older than `refresh`. No route is ever rendered into it.
 
 export interface StaticRenderOptions extends RenderOptions {
   /** `udp/host:port` of the answerer, as Caddy dials it. */
@@ -36,7 +32,6 @@ export interface StaticRendered {
   id: string;
   json: string;
   file: Buffer;
-  legacy: Route[];
 }
 
 /** `@id` prefix of the static config's catch-all route: tells it apart from a per-route config. */
@@ -75,12 +70,11 @@ function fileMatch(root: string, placeholder: string) {
   return { file: { root, try_files: [`/${placeholder}`] } };
 }
 
-function staticConfig(legacy: readonly Route[], o: StaticRenderOptions, id: string | null) {
+function staticConfig(o: StaticRenderOptions, id: string | null) {
   const list = (name: NameList) => `${o.answersDir}/${name}`;
   const [domains, whole, prefixed, prefixes] = [list('domains'), list('whole'), list('prefixed'), list('prefixes')];
   const upperHost = { vars_regexp: { '{http.request.host}': { pattern: '[A-Z]' } } };
   const routes: unknown[] = [
-    ...legacy.map(caddyRoute),
     // Host names and Caddy's path matcher compare without case, files do not: a request with an upper-case
     // Host, or an upper-case first segment on a domain with prefix routes, takes the lookups alone (the
     // answerer's DNS names are case-blind). Its unknown names answer no-upstream instead of no-route.
@@ -163,11 +157,10 @@ function staticConfig(legacy: readonly Route[], o: StaticRenderOptions, id: stri
   return { admin, apps, ...(o.tls === 'auto' && o.issuanceLog ? { logging: issuanceLogging(o.issuanceLog) } : {}) };
 }
 
-/** Renders the static config; `legacy` are the routes outside the static shape (usually none). */
-export function renderStaticConfig(legacy: readonly Route[], o: StaticRenderOptions): StaticRendered {
-  assertRenderableRoutes(legacy);
-  const withoutId = canonicalJson(staticConfig(legacy, o, null));
+/** Renders the static config: from settings only. */
+export function renderStaticConfig(o: StaticRenderOptions): StaticRendered {
+  const withoutId = canonicalJson(staticConfig(o, null));
   const id = `${STATIC_ID_PREFIX}${createHash('sha256').update(withoutId).digest('hex').slice(0, 32)}`;
-  const json = canonicalJson(staticConfig(legacy, o, id));
-  return { id, json, file: Buffer.from(`${json}\n`, 'utf8'), legacy: [...legacy] };
+  const json = canonicalJson(staticConfig(o, id));
+  return { id, json, file: Buffer.from(`${json}\n`, 'utf8') };
 }

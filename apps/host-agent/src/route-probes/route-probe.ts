@@ -21,8 +21,6 @@ export interface ProbeTarget {
   port: number;
   /** TLS with SNI = the route's domain (the certificate is not judged here). */
   tls: boolean;
-  /** The proxy marks the answers it makes (static config): then only the mark says "proxy". */
-  marksOwnAnswers: boolean;
 }
 
 export interface ProbedRoute {
@@ -30,8 +28,9 @@ export interface ProbedRoute {
   pathPrefix: string | null;
 }
 
-export function judge(status: number, marked: boolean, marksOwnAnswers: boolean): Pick<RouteProbe, 'state' | 'madeBy'> {
-  const byProxy = marked || (!marksOwnAnswers && status >= 502 && status <= 504);
+/** The proxy marks every answer it makes itself (static-render.ts PROXY_HEADER): only the mark says "proxy". */
+export function judge(status: number, marked: boolean): Pick<RouteProbe, 'state' | 'madeBy'> {
+  const byProxy = marked;
   return { madeBy: byProxy ? 'proxy' : 'app', state: !byProxy && status < 500 ? 'serving' : 'failing' };
 }
 
@@ -66,7 +65,7 @@ export function probeRoute(target: ProbeTarget, route: ProbedRoute, timeoutMs: n
     };
     const onResponse = (res: http.IncomingMessage) => {
       const status = res.statusCode ?? 0;
-      const verdict = judge(status, res.headers[PROXY_HEADER] !== undefined, target.marksOwnAnswers);
+      const verdict = judge(status, res.headers[PROXY_HEADER] !== undefined);
       res.resume();
       req.destroy();
       done({ ...base, ...verdict, status, error: null, latencyMs: latency(), ...certificate(null) });

@@ -50,14 +50,14 @@ describe('canary upstream by address', () => {
 });
 
 describe('static routing in container mode', () => {
-  it('is accepted with TETHER_PROXY=container (no longer refused), with an optional answerer image', () => {
-    const base = { TETHER_PANEL_URL: 'http://127.0.0.1:8080', TETHER_NODE_TOKEN: 'n'.repeat(32), TETHER_PROXY: 'container', TETHER_PROXY_ROUTING: 'static' };
-    expect(loadConfig(base).proxy).toMatchObject({ kind: 'container', routing: 'static', answererListen: { port: 5399 } });
+  it('is accepted with TETHER_PROXY=container, with an optional answerer image', () => {
+    const base = { TETHER_PANEL_URL: 'http://127.0.0.1:8080', TETHER_NODE_TOKEN: 'n'.repeat(32), TETHER_PROXY: 'container' };
+    expect(loadConfig(base).proxy).toMatchObject({ kind: 'container', answererListen: { port: 5399 } });
     expect(loadConfig({ ...base, TETHER_ANSWERER_IMAGE: 'tether/answerer:given' }).proxy.answererImage).toBe('tether/answerer:given');
   });
 
-  it("Caddy's config names the answerer on its own loopback and the domain files at their mount", () => {
-    const { json } = renderStaticConfig([], {
+  it("Caddy's config names the answerer on its own loopback and the domain files in its data folder", () => {
+    const { json } = renderStaticConfig({
       admin: { listen: 'unix//run/tether-caddy/admin.sock' },
       tls: 'auto',
       httpPort: 80,
@@ -65,15 +65,15 @@ describe('static routing in container mode', () => {
       canary: null,
       answerer: 'udp/127.0.0.1:5399',
       lookupRefreshMs: 1_000,
-      answersDir: '/srv/tether-answers',
+      answersDir: '/data/answers',
       askPort: 9082,
       issuer: 'internal',
     });
     const config = JSON.parse(json) as { apps: { http: { servers: Record<string, { routes: Array<{ match?: Array<{ file?: { root: string } }> }> }> } } };
     const roots = Object.values(config.apps.http.servers).flatMap((s) => s.routes.flatMap((r) => (r.match ?? []).map((m) => m.file?.root).filter(Boolean)));
     // Routing (whole, prefixes, prefixed) and the on-demand TLS ask (domains) all read the mounted folder.
-    expect(new Set(roots)).toEqual(new Set(['whole', 'prefixes', 'prefixed', 'domains'].map((d) => `/srv/tether-answers/${d}`)));
-    expect(roots.filter((r) => r === '/srv/tether-answers/domains')).toHaveLength(1);
+    expect(new Set(roots)).toEqual(new Set(['whole', 'prefixes', 'prefixed', 'domains'].map((d) => `/data/answers/${d}`)));
+    expect(roots.filter((r) => r === '/data/answers/domains')).toHaveLength(1);
     expect(json).toContain('"addresses":["udp/127.0.0.1:5399"]');
     expect(json).not.toContain('/tmp');
   });
