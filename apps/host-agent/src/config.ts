@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { isIP } from 'node:net';
 import path from 'node:path';
 import Type from 'typebox';
+import { answererRootUsable } from './proxy/knot-image.js';
 import { splitHostPort } from './proxy/host-port.js';
 import { LogFormatSchema, type LogFormat } from '@tether/common/logging';
 import { ConfigError, parseEnv } from '@tether/common';
@@ -101,6 +102,8 @@ const EnvSchema = Type.Object({
   TETHER_PROXY_ANSWERER_LISTEN: Type.String({ pattern: HOST_PORT, maxLength: 300, default: '127.0.0.1:5399' }),
   /** Static routing in container mode: an existing answerer image to run (default: built locally from TETHER_PROXY_KNOTD and _KNOTC). */
   TETHER_ANSWERER_IMAGE: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
+  /** Container mode: a whole answerer tree (knotd, knotc and their shared objects) to build the answerer image from; the agent image sets it. */
+  TETHER_ANSWERER_ROOT: Type.Optional(Type.String({ pattern: '^/', maxLength: 4096 })),
   TETHER_PROXY_KNOTD: Type.String({ minLength: 1, maxLength: 4096, default: '/usr/sbin/knotd' }),
   TETHER_PROXY_KNOTC: Type.String({ minLength: 1, maxLength: 4096, default: '/usr/sbin/knotc' }),
   /** Static routing: how often the answerer is probed (and restarted when silent) and the ready containers re-read. */
@@ -187,6 +190,8 @@ export interface AgentConfig {
     checkIntervalMs: number;
     answererListen: { host: string; port: number };
     answererImage?: string | undefined;
+    /** Container mode: the answerer tree the agent image carries (TETHER_ANSWERER_ROOT). */
+    answererRoot: string | null;
     knotd: string;
     knotc: string;
     answererCheckMs: number;
@@ -270,10 +275,10 @@ export function loadStateDir(env: Record<string, string | undefined>): string {
  * start, before Caddy is touched: an agent without one would load the static config with nothing answering
  * its lookups, and every route in place would answer `no-route` (docs/operations.md, "Static proxy").
  */
-function staticAnswererProblem(e: { TETHER_PROXY: string; TETHER_ANSWERER_IMAGE?: string | undefined; TETHER_PROXY_KNOTD: string; TETHER_PROXY_KNOTC: string }): string | null {
+function staticAnswererProblem(e: { TETHER_PROXY: string; TETHER_ANSWERER_IMAGE?: string | undefined; TETHER_ANSWERER_ROOT?: string | undefined; TETHER_PROXY_KNOTD: string; TETHER_PROXY_KNOTC: string }): string | null {
   if (e.TETHER_PROXY === 'none') return null;
   const container = e.TETHER_PROXY === 'container';
-  if (container && e.TETHER_ANSWERER_IMAGE) return null;
+  if (container && (e.TETHER_ANSWERER_IMAGE || answererRootUsable(e.TETHER_ANSWERER_ROOT))) return null;
   const missing = [e.TETHER_PROXY_KNOTD, e.TETHER_PROXY_KNOTC].filter((file) => !existsSync(file));
   if (missing.length === 0) return null;
   const image = container ? ', or set TETHER_ANSWERER_IMAGE to an image built by infra/answerer/build-image.sh' : '';
@@ -368,6 +373,7 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
       checkIntervalMs: e.TETHER_PROXY_CHECK_INTERVAL_MS,
       answererListen: splitHostPort(e.TETHER_PROXY_ANSWERER_LISTEN),
       answererImage: e.TETHER_ANSWERER_IMAGE,
+      answererRoot: answererRootUsable(e.TETHER_ANSWERER_ROOT) ? e.TETHER_ANSWERER_ROOT : null,
       knotd: e.TETHER_PROXY_KNOTD,
       knotc: e.TETHER_PROXY_KNOTC,
       answererCheckMs: e.TETHER_PROXY_ANSWERER_CHECK_MS,

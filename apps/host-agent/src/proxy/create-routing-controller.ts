@@ -90,8 +90,10 @@ export interface ContainerProxyOptions extends CommonOptions {
   adminUrl?: string;
   /** Port knotd listens on in the Caddy container's network namespace (Caddy's resolver: udp/127.0.0.1:<port>). */
   answererPort: number;
-  /** An existing answerer image to run; default: built locally from knotd and knotc. */
+  /** An existing answerer image to run; default: built locally from answererRoot, else from knotd and knotc. */
   answererImage?: string;
+  /** The answerer tree the agent image carries (TETHER_ANSWERER_ROOT). */
+  answererRoot?: string | null;
 }
 
 /** The admin listen address Caddy must keep so that adminUrl stays valid after every load. */
@@ -183,7 +185,7 @@ export function createContainerRoutingController(o: ContainerProxyOptions): {
     node: o.node,
     dir: path.resolve(o.stateDir, 'answerer'),
     port: o.answererPort,
-    image: once(() => (o.answererImage ? Promise.resolve(o.answererImage) : ensureKnotImage(o.docker, { knotd: o.knotd, knotc: o.knotc }))),
+    image: once(() => (o.answererImage ? Promise.resolve(o.answererImage) : ensureKnotImage(o.docker, { knotd: o.knotd, knotc: o.knotc, root: o.answererRoot ?? null }))),
     user,
     proxy: container,
     probeTimeoutMs: o.answererProbeTimeoutMs,
@@ -283,6 +285,7 @@ export function createRoutingController(
     bindAddress: p.bindAddress,
     answererPort: p.answererListen.port,
     ...(p.answererImage ? { answererImage: p.answererImage } : {}),
+    answererRoot: p.answererRoot,
   });
   deps.proxyAddress?.(() => container.address());
   return controller;
