@@ -7,10 +7,8 @@ import { describeCertificate } from './certificate.js';
 
 // One end-to-end probe of a customer route through the agent's own proxy: a GET
 // with the route's Host (and SNI over TLS) and `x-tether-probe: 1`, judged by
-// who made the answer. Answers Caddy makes itself carry `x-tether-proxy` in the
-// static config; the per-route config does not mark them, so there a 502, 503
-// or 504 counts as the proxy's (an app's own 503 then reads failing too, which
-// is what a customer sees anyway).
+// who made the answer. Answers Caddy makes itself carry `x-tether-proxy`
+// (static-render.ts); an unmarked answer is the app's, whatever its status.
 
 export const PROBE_HEADER = 'x-tether-probe';
 const PROXY_HEADER = 'x-tether-proxy';
