@@ -102,7 +102,7 @@ describe.skipIf(!ready)('canary through the agent\'s own Caddy container', () =>
     await sleep(2_000);
     const reloadList = await reloadsOf(panel, host.nodeId);
     expect(reloadList.length).toBe(reloads + 1);
-    expect(reloadList[0]).toMatchObject({ kind: 'repair-empty', reason: 'repaired: proxy was running an empty config' });
+    expect(reloadList[0]).toMatchObject({ kind: 'repair-empty', reason: 'repaired: proxy was running an empty config; static config loaded' });
     const dropList = await dropsOf();
     expect(dropList).toHaveLength(drops + 1);
     expect(dropList[0]).toMatchObject({ cause: 'proxy-restarted', reloadReason: null });

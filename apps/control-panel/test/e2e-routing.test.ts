@@ -292,7 +292,7 @@ describe.skipIf(!ready)('Caddy restarted (reconcile interval 1.5 s, agent self-c
    * repaired it (pushes landing while it was down answer with an error), that
    * this happened within one push cycle, and that it was one counted reload.
    */
-  async function expectRepairedByNextPush(breakCaddy: () => Promise<void>, slackMs: number, expected = { kind: 'repair-empty', reason: 'repaired: proxy was running an empty config' }) {
+  async function expectRepairedByNextPush(breakCaddy: () => Promise<void>, slackMs: number, expected = { kind: 'repair-empty', reason: 'repaired: proxy was running an empty config; static config loaded' }) {
     const before = await sessionRow(panel, h.nodeId);
     const applied = recordApplied(panel, h.nodeId);
     await breakCaddy();
@@ -302,7 +302,9 @@ describe.skipIf(!ready)('Caddy restarted (reconcile interval 1.5 s, agent self-c
       message: 'repair reload',
     });
     const tookMs = Date.now() - brokenAt;
-    expect((await getThroughProxy(h, domain)).status).toBe(200);
+    // The answerer lives in Caddy's network namespace: a restarted or recreated Caddy answers no-upstream (503)
+    // until the agent's answerer check (1 s) finds knotd gone with it and starts it in the new namespace.
+    await waitFor(async () => (await getThroughProxy(h, domain)).status === 200, { timeoutMs: 5_000, intervalMs: 100, message: 'answerer followed Caddy' });
     await settled(panel, h);
     // The pushes after the repair compare and do nothing.
     await sleep(2 * INTERVAL_MS);
@@ -337,6 +339,6 @@ describe.skipIf(!ready)('Caddy restarted (reconcile interval 1.5 s, agent self-c
     await expectRepairedByNextPush(async () => {
       expect((await dockerApi('DELETE', `/containers/${proxyContainer()}?force=1`)).status).toBe(204);
       // The agent created a new Caddy: its first load is `initial`, which disrupts nothing.
-    }, 5_000, { kind: 'initial', reason: 'proxy created: loaded the routes in place' });
+    }, 5_000, { kind: 'initial', reason: 'static proxy config loaded (first configuration)' });
   });
 });
