@@ -4,7 +4,7 @@ import {
   caddyLoadCount, ensureCaddy, ensureDocker, ensureIptables, ensureKnot, ensurePebble, freePort, killPidFile, opensslView, refuseAddress,
   startCaddy, startPebble, startTestPostgres, waitFor, type TestCaddy, type TestPebble, type TestPostgres,
 } from '@tether/testkit';
-import { startAgentProcess, type AgentProcess } from './helpers/agent-process.js';
+import { externalStaticProxyEnv, startAgentProcess, type AgentProcess } from './helpers/agent-process.js';
 import { ensureEchoImage } from './helpers/echo-image.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
 import { attachRoute, createTeam, deployEchoService, routingSettled, sessionRow, type RoutedHost } from './helpers/routed-host.js';
@@ -67,14 +67,8 @@ beforeAll(async () => {
     token: node.token,
     nodeName: node.name,
     runtime: 'docker',
-    env: {
-      TETHER_MIN_READY_MS: '200',
-      TETHER_PROXY: 'external',
-      TETHER_PROXY_ROUTING: 'static',
-      TETHER_CADDY_ADMIN_URL: caddy.adminUrl,
-      TETHER_PROXY_HTTP_PORT: String(caddy.httpPort),
+    env: await externalStaticProxyEnv(caddy, {
       TETHER_PROXY_HTTPS_PORT: String(httpsPort),
-      TETHER_PROXY_ANSWERER_LISTEN: `127.0.0.1:${await freePort()}`,
       TETHER_PROXY_TLS: 'auto',
       TETHER_PROXY_TLS_ISSUER: 'acme',
       TETHER_PROXY_ACME_CA: pebble.directory,
@@ -85,7 +79,7 @@ beforeAll(async () => {
       TETHER_ROUTE_PROBE_INTERVAL_MS: String(PROBE_INTERVAL_MS),
       TETHER_ROUTE_PROBE_TIMEOUT_MS: String(PROBE_TIMEOUT_MS),
       TETHER_ROUTE_PROBE_RATE: '20',
-    },
+    }),
   });
   const host: RoutedHost = { nodeId: node.id, nodeName: node.name, token: node.token, agent, httpPort: caddy.httpPort };
   await waitFor(async () => routingSettled(await sessionRow(panel, node.id)), { timeoutMs: 60_000, message: `session open and first map applied\n${agent.process.output().slice(-3000)}` });

@@ -1,8 +1,8 @@
 import http from 'node:http';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { caddyLoadCount, ensureCaddy, ensureDocker, ensureKnot, freePort, killPidFile, startCaddy, startTestPostgres, waitFor, type TestCaddy, type TestPostgres } from '@tether/testkit';
-import { startAgentProcess, type AgentProcess } from './helpers/agent-process.js';
+import { caddyLoadCount, ensureCaddy, ensureDocker, ensureKnot, killPidFile, startCaddy, startTestPostgres, waitFor, type TestCaddy, type TestPostgres } from '@tether/testkit';
+import { externalStaticProxyEnv, startAgentProcess, type AgentProcess } from './helpers/agent-process.js';
 import { ensureEchoImage } from './helpers/echo-image.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
 import { containerHostname, createTeam, deployEchoService, routingSettled, sessionRow, type RoutedHost } from './helpers/routed-host.js';
@@ -49,15 +49,7 @@ beforeAll(async () => {
     token: node.token,
     nodeName: node.name,
     runtime: 'docker',
-    env: {
-      TETHER_MIN_READY_MS: '200',
-      TETHER_PROXY: 'external',
-      TETHER_PROXY_ROUTING: 'static',
-      TETHER_CADDY_ADMIN_URL: caddy.adminUrl,
-      TETHER_PROXY_HTTP_PORT: String(caddy.httpPort),
-      TETHER_PROXY_ANSWERER_LISTEN: `127.0.0.1:${await freePort()}`,
-      TETHER_PROXY_TLS: 'off',
-    },
+    env: await externalStaticProxyEnv(caddy, { TETHER_PROXY_TLS: 'off' }),
   });
   const host: RoutedHost = { nodeId: node.id, nodeName: node.name, token: node.token, agent, httpPort: caddy.httpPort };
   await waitFor(async () => routingSettled(await sessionRow(panel, node.id)), { timeoutMs: 60_000, message: `session open and first map applied\n${agent.process.output().slice(-3000)}` });

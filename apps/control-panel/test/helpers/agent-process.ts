@@ -10,6 +10,22 @@ import { dockerApi, freePort, removeContainersByLabel, spawnProcess, type Manage
 
 const agentMain = createRequire(import.meta.url).resolve('@tether/host-agent/dist/main.js');
 
+/**
+ * The env of an agent that drives a testkit Caddy from outside (external mode) with the static proxy and its
+ * own knotd on a free loopback port; `extra` adds to it or overrides (TLS, probes).
+ */
+export async function externalStaticProxyEnv(caddy: { adminUrl: string; httpPort: number }, extra: Record<string, string> = {}): Promise<Record<string, string>> {
+  return {
+    TETHER_MIN_READY_MS: '200',
+    TETHER_PROXY: 'external',
+    TETHER_PROXY_ROUTING: 'static',
+    TETHER_CADDY_ADMIN_URL: caddy.adminUrl,
+    TETHER_PROXY_HTTP_PORT: String(caddy.httpPort),
+    TETHER_PROXY_ANSWERER_LISTEN: `127.0.0.1:${await freePort()}`,
+    ...extra,
+  };
+}
+
 export interface AgentProcessOptions {
   panelUrl: string;
   token: string;
