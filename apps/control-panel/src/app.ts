@@ -102,7 +102,8 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   exposeParts(app, parts);
 
   const nodeAuth = await registerAgentGateway(app, { deps, parts, metrics, connections, lifecycle });
-  app.decorate('panelStatus', panelStatus(parts, connections, nodeAuth));
-  await registerPanelRoutes(app, { deps, parts, metrics, keyring, lifecycle, signInLimit });
+  const status = panelStatus(parts, connections, nodeAuth);
+  app.decorate('panelStatus', status);
+  await registerPanelRoutes(app, { deps, parts, metrics, keyring, lifecycle, signInLimit, status });
   return app;
 }

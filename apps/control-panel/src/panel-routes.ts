@@ -13,6 +13,7 @@ import { internalReportRoutes } from './http/internal-reports.js';
 import { logRoutes } from './http/logs.js';
 import { metricsRoutes } from './http/metrics.js';
 import { nodeRoutes } from './http/nodes.js';
+import { panelStatusRoutes } from './http/panel-status.js';
 import type { installRateLimits } from './http/rate-limits.js';
 import { registryRoutes } from './http/registries.js';
 import { reloadRoutes } from './http/reloads.js';
@@ -25,6 +26,7 @@ import { tokenRoutes } from './http/tokens.js';
 import { volumeRoutes } from './http/volumes.js';
 import type { Slots } from './lifecycle.js';
 import type { PanelMetrics } from './panel-metrics.js';
+import type { PanelStatus } from './panel-status.js';
 import type { AppDependencies, PanelParts } from './panel-parts.js';
 import type { Keyring } from './secrets/keyring.js';
 import { liveRoutingOf } from './status/route-health.js';
@@ -42,9 +44,11 @@ export interface RouteDeps {
   keyring: Keyring | null;
   lifecycle: Slots;
   signInLimit: Awaited<ReturnType<typeof installRateLimits>>;
+  /** What can be observed of the background parts (panel-status.ts), served at GET /v1/panel. */
+  status: PanelStatus;
 }
 
-export async function registerPanelRoutes(app: FastifyInstance, { deps, parts, metrics, keyring, lifecycle, signInLimit }: RouteDeps): Promise<void> {
+export async function registerPanelRoutes(app: FastifyInstance, { deps, parts, metrics, keyring, lifecycle, signInLimit, status }: RouteDeps): Promise<void> {
   const { prisma, config } = deps;
   const { agents, cluster, events, changes, held, fleet } = parts;
   await app.register(healthRoutes, {
@@ -86,6 +90,7 @@ export async function registerPanelRoutes(app: FastifyInstance, { deps, parts, m
         ...(cluster ? { cluster } : {}),
       });
       await v1.register(reloadRoutes, { prisma, routing: agents.routing });
+      await v1.register(panelStatusRoutes, { status });
       await v1.register(statusRoutes, { prisma, registry: agents.registry, ...(cluster ? { cluster } : {}) });
     },
     { prefix: '/v1' },

@@ -66,6 +66,12 @@ describe('caps on waits and event streams', () => {
     // A client that leaves frees its place at once.
     open[0]!.close();
     await waitFor(() => panel.app.panelStatus.heldStreams('events') === PER_TEAM);
+    // What the test reads in memory, an operator reads at GET /v1/panel; a team's token may not.
+    const seen = await panel.api('GET', '/v1/panel');
+    expect(seen.status).toBe(200);
+    expect(seen.body.heldStreams).toEqual({ events: PER_TEAM, wait: 0, logs: 0 });
+    expect(seen.body.outbox).toMatchObject({ pending: expect.any(Number), replayed: 0, spilled: 0 });
+    expect((await panel.api('GET', '/v1/panel', undefined, t1)).status).toBe(403);
     const again = await events(t1);
     expect(again.status).toBe(200);
     for (const s of [...open, again, operator]) s.close();

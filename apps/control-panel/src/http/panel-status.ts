@@ -1,0 +1,51 @@
+import type { FastifyPluginAsync } from 'fastify';
+import { Nullable } from '@tether/common';
+import Type from 'typebox';
+import type { PanelStatus } from '../panel-status.js';
+import { requireOperator } from './auth.js';
+import { authErrors, security } from './schemas.js';
+
+// The one observability surface of this panel's background parts
+// (panel-status.ts), served to operators as a snapshot: what tests read through
+// app.panelStatus is what an operator reads here. Connections per address are
+// left out (an unbounded set of keys).
+
+const Count = Type.Integer({ minimum: 0 });
+
+const PanelStatusBody = Type.Object({
+  outbox: Type.Object({ pending: Count, replayed: Count, spilled: Count }),
+  heldStreams: Type.Object({ wait: Count, events: Count, logs: Count }),
+  deploymentWatches: Type.Object({ watched: Count, sweeps: Count }),
+  nodeTokenQueries: Count,
+  ownership: Nullable(Type.Object({ panelId: Type.String(), leaseHeld: Type.Boolean(), othersSeen: Type.Boolean(), listening: Type.Boolean() })),
+});
+
+export function panelStatusSnapshot(status: PanelStatus) {
+  const { outbox, deploymentWatches, ownership } = status;
+  return {
+    outbox: { pending: outbox.pending, replayed: outbox.replayed, spilled: outbox.spilled },
+    heldStreams: { wait: status.heldStreams('wait'), events: status.heldStreams('events'), logs: status.heldStreams('logs') },
+    deploymentWatches: { watched: deploymentWatches.watched, sweeps: deploymentWatches.sweeps },
+    nodeTokenQueries: status.nodeTokenQueries,
+    ownership: ownership
+      ? { panelId: ownership.panelId, leaseHeld: ownership.leaseHeld, othersSeen: ownership.othersSeen, listening: ownership.listening }
+      : null,
+  };
+}
+
+/** GET /v1/panel: this panel's background parts, as app.panelStatus holds them (operators). */
+export const panelStatusRoutes: FastifyPluginAsync<{ status: PanelStatus }> = async (app, opts) => {
+  app.get(
+    '/panel',
+    {
+      onRequest: requireOperator,
+      schema: {
+        tags: ['status'],
+        summary: "This panel's background parts: session-fact outbox, held streams, watched deployments, ownership",
+        security,
+        response: { 200: PanelStatusBody, ...authErrors(403) },
+      },
+    },
+    async () => panelStatusSnapshot(opts.status),
+  );
+};
