@@ -641,7 +641,16 @@ export const Message = Type.Union(Object.values(MESSAGE_SCHEMAS));
 export type Message = { [K in MessageType]: Static<(typeof MESSAGE_SCHEMAS)[K]> }[MessageType];
 export type MessageOf<T extends MessageType> = Extract<Message, { type: T }>;
 
+/** The types an agent sends and a panel receives, declared once: the panel's gateway accepts these (after `hello`). */
+export const AGENT_MESSAGE_TYPES = Object.freeze([
+  'hello', 'heartbeat', 'pong', 'ack', 'deploy.result', 'deploy.drained', 'routing.applied', 'proxy.events', 'logs.chunk', 'logs.end', 'volumes.report', 'error',
+] as const satisfies readonly MessageType[]);
+/** The types a panel sends and an agent receives. */
+export const PANEL_MESSAGE_TYPES = Object.freeze([
+  'welcome', 'ping', 'deploy', 'workloads', 'routing.map', 'logs.open', 'logs.credit', 'logs.close', 'volumes.remove', 'ack', 'error',
+] as const satisfies readonly MessageType[]);
+
 /** Messages the agent sends and the panel receives. */
-export type AgentMessage = MessageOf<'hello' | 'heartbeat' | 'pong' | 'ack' | 'deploy.result' | 'deploy.drained' | 'routing.applied' | 'proxy.events' | 'logs.chunk' | 'logs.end' | 'volumes.report' | 'error'>;
+export type AgentMessage = MessageOf<(typeof AGENT_MESSAGE_TYPES)[number]>;
 /** Messages the panel sends and the agent receives. */
-export type PanelMessage = MessageOf<'welcome' | 'ping' | 'deploy' | 'workloads' | 'routing.map' | 'logs.open' | 'logs.credit' | 'logs.close' | 'volumes.remove' | 'ack' | 'error'>;
+export type PanelMessage = MessageOf<(typeof PANEL_MESSAGE_TYPES)[number]>;

@@ -8,6 +8,8 @@ import {
   MAX_FRAME_BYTES,
   MAX_STATE_FRAME_BYTES,
   MESSAGE_TYPES,
+  AGENT_MESSAGE_TYPES,
+  PANEL_MESSAGE_TYPES,
   PROTOCOL_VERSION,
   decode,
   encode,
@@ -33,6 +35,13 @@ describe('round trip', () => {
 
   it('has an example for every message type', () => {
     expect(Object.keys(EXAMPLE_MESSAGES).sort()).toEqual([...MESSAGE_TYPES].sort());
+  });
+
+  it('gives every message type a direction (the panel accepts only the agent list)', () => {
+    const directed = new Set<string>([...AGENT_MESSAGE_TYPES, ...PANEL_MESSAGE_TYPES]);
+    expect(MESSAGE_TYPES.filter((type) => !directed.has(type))).toEqual([]);
+    // Only the frames both sides speak are in both lists.
+    expect(AGENT_MESSAGE_TYPES.filter((type) => (PANEL_MESSAGE_TYPES as readonly string[]).includes(type)).sort()).toEqual(['ack', 'error']);
   });
 });
 

@@ -1,9 +1,9 @@
 import type { Socket } from 'node:net';
-import type { Duplex } from 'node:stream';
 import type { FastifyBaseLogger, FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { sanitizeText, truncate } from '@tether/common';
 import type { RawData, WebSocket } from 'ws';
 import {
+  AGENT_MESSAGE_TYPES,
   CAPABILITIES,
   CLOSE_CODES,
   FRAME_ERROR_CODES,
@@ -26,6 +26,7 @@ import type { NodeAuthenticator, AuthenticatedNode } from './authenticate.js';
 import { AppError } from '../errors.js';
 import { FrameGuard, frameBytes, refuseByHead } from './frame-guard.js';
 import { OpenAdmission } from './open-admission.js';
+import { PendingUpgrades } from './pending-upgrades.js';
 import { installUpgradeGate, isAgentConnect } from './upgrade-gate.js';
 import type { ConnectionCap } from '../http/connection-cap.js';
 import type { Slots } from '../lifecycle.js';
@@ -62,7 +63,8 @@ export interface GatewayOptions {
   lifecycle: Slots;
 }
 
-const AGENT_TYPES = new Set(['heartbeat', 'pong', 'ack', 'deploy.result', 'deploy.drained', 'routing.applied', 'proxy.events', 'logs.chunk', 'logs.end', 'volumes.report', 'error']);
+// Once a session is open: every type an agent sends (the protocol's list) but a second hello.
+const AGENT_TYPES: ReadonlySet<string> = new Set(AGENT_MESSAGE_TYPES.filter((type) => type !== 'hello'));
 /** Optional protocol features this panel speaks (docs/protocol.md, "Capabilities"). */
 const PANEL_CAPABILITIES: ReadonlySet<string> = new Set(Object.values(CAPABILITIES));
 
@@ -104,36 +106,21 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
     socket.send(encode({ type: 'error', id: nextId(), ref: error.ref, code: error.code, message: truncate(error.message, FIELD_LIMITS.text) }));
   };
 
-  // An upgrade socket belongs to nobody until it is a session: when its request is answered with an error
-  // (401, 403, or Fastify's 503 while the panel closes) the server, which allows half-open sockets, leaves it
-  // open; the agent closes its end and the panel's stays in CLOSE-WAIT, which holds the server's close. Seen
-  // as a 30 s shutdown during a reconnect storm. So every upgrade is tracked until it is a session or gone,
-  // and those still pending a second into the close are destroyed. Upgrades the gate refuses (another path,
-  // an address over its cap, the panel closing) never get this far and never count as opening.
-  let closing = false;
-  const pendingUpgrades = new Set<Duplex>();
+  const pending = new PendingUpgrades();
   const admission = new OpenAdmission(opts.maxOpening);
   const removeGate = installUpgradeGate(app.server, {
     refuse: (request, socket) => {
-      if (closing) return 'NOT_READY';
+      if (pending.closing) return 'NOT_READY';
       const code = opts.connections?.isRefused(socket) ? 'TOO_MANY_CONNECTIONS' : isAgentConnect(request) ? null : 'UPGRADE_NOT_ALLOWED';
       if (code) opts.metrics?.edgeRefusals.inc({ code });
       return code;
     },
     admitted: (_request, socket) => {
       admission.arrived(socket);
-      pendingUpgrades.add(socket);
-      socket.once('close', () => pendingUpgrades.delete(socket));
+      pending.add(socket);
     },
   });
-  opts.lifecycle.provide('agent-upgrades', {
-    stop: () => {
-      closing = true;
-      setTimeout(() => {
-        for (const socket of pendingUpgrades) socket.destroy();
-      }, 1_000).unref();
-    },
-  });
+  opts.lifecycle.provide('agent-upgrades', { stop: () => pending.close() });
   app.addHook('onClose', async () => removeGate());
 
   app.get(
@@ -153,7 +140,7 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
     (socket, request) => {
       const node = request.agentNode!;
       const tcp = request.raw.socket;
-      pendingUpgrades.delete(tcp);
+      pending.settled(tcp);
       const peer = `${request.socket.remoteAddress}:${request.socket.remotePort}`;
       releaseUpgrade(socket, request);
       // Made on first use: most sessions never log, and a child logger per session is memory kept for hours.
