@@ -3,7 +3,8 @@ import { isDatabaseUnavailable, isPermanentDatabaseError } from '../db/db-faults
 import type { DurableFact, FactResult, FactWriter } from './facts.js';
 import { CoalescedTimes } from './coalesced-times.js';
 import { Lane } from './outbox-lane.js';
-import type { SpillFile, SpilledFact } from './spill-file.js';
+import { OutboxSpill } from './outbox-spill.js';
+import type { SpillFile } from './spill-file.js';
 
 // The one ordered, batched write path for session facts (shared/DESIGN.md).
 // Durable facts (session opens and closes, deployment transitions, reloads)
@@ -73,9 +74,7 @@ export class SessionFactOutbox {
   private readonly queue: Entry[] = [];
   private readonly coalesced: CoalescedTimes;
   private nextSeq = 1;
-  /** Highest sequence number already in the spill file. */
-  private spilledThrough = 0;
-  private spillHasEntries = false;
+  private readonly spill: OutboxSpill;
   private stopped = false;
   private readonly retryMinMs: number;
   private readonly batchSize: number;
@@ -93,6 +92,7 @@ export class SessionFactOutbox {
     this.retryMinMs = options.retryMinMs ?? 100;
     // A storm tick of opens is one statement per batch (session-event-batch.ts): batches large enough to take a tick.
     this.batchSize = options.batchSize ?? 1_000;
+    this.spill = new OutboxSpill(options.spill, options.logger);
     const lane = {
       stopped: () => this.stopped,
       retryDelay: (previousMs: number) => {
@@ -119,26 +119,15 @@ export class SessionFactOutbox {
 
   /** Loads what a previous run spilled, ahead of anything new, and starts writing. Returns how many facts it replays. */
   start(): number {
-    const spill = this.options.spill;
-    let replayed = 0;
-    if (spill) {
-      const { entries, skipped } = spill.read();
-      if (skipped > 0) this.options.logger.warn({ skipped, file: spill.file }, 'outbox spill file had unreadable lines (a torn last write); skipped');
-      const seen = new Set<number>();
-      const ordered = entries.filter((e) => !seen.has(e.seq) && seen.add(e.seq)).sort((a, b) => a.seq - b.seq);
-      for (const { seq, fact } of ordered) {
-        this.queue.push({ seq, fact, resolve: () => {}, reject: () => {} });
-        this.nextSeq = Math.max(this.nextSeq, seq + 1);
-        this.spilledThrough = Math.max(this.spilledThrough, seq);
-      }
-      replayed = ordered.length;
-      this.spillHasEntries = replayed > 0;
-      this.stats.replayed += replayed;
-      if (replayed > 0) this.options.logger.info({ facts: replayed, file: spill.file }, 'replaying session facts a previous run spilled');
+    const replayed = this.spill.replay();
+    for (const { seq, fact } of replayed) {
+      this.queue.push({ seq, fact, resolve: () => {}, reject: () => {} });
+      this.nextSeq = Math.max(this.nextSeq, seq + 1);
     }
+    this.stats.replayed += replayed.length;
     this.durable.kick();
     this.times.kick();
-    return replayed;
+    return replayed.length;
   }
 
   /** Queues a durable fact; resolves when it has committed (it may wait out an outage). */
@@ -194,7 +183,7 @@ export class SessionFactOutbox {
     clearTimeout(timer);
     if (this.queue.length > 0) {
       this.spillPending();
-      this.options.logger.warn({ facts: this.queue.length, file: this.options.spill?.file }, 'stopping with session facts the database did not take; they are in the spill file');
+      this.options.logger.warn({ facts: this.queue.length, file: this.spill.file }, 'stopping with session facts the database did not take; they are in the spill file');
     }
   }
 
@@ -258,7 +247,7 @@ export class SessionFactOutbox {
       this.options.logger.error({ err, pending: this.pending }, 'session facts could not be written (unexpected error); held and retried');
     } else if (!this.isDegraded) {
       this.options.logger.warn(
-        { err, pending: this.pending, file: this.options.spill?.file },
+        { err, pending: this.pending, file: this.spill.file },
         'database unavailable: session facts are held, spilled to the outbox file and retried',
       );
     }
@@ -274,32 +263,12 @@ export class SessionFactOutbox {
   }
 
   private removeSpillWhenEmpty(): void {
-    if (this.spillHasEntries && this.queue.length === 0) {
-      // Every fact in the file has committed (or was discarded for good).
-      this.options.spill?.remove();
-      this.spillHasEntries = false;
-    }
+    if (this.queue.length === 0) this.spill.drained();
   }
 
   /** Appends every durable fact not yet in the spill file. */
   private spillPending(): void {
-    const spill = this.options.spill;
-    if (!spill) return;
-    const fresh: SpilledFact[] = [];
-    for (const e of this.queue) {
-      // Closing orphaned sessions is redone at every start; it need not survive one.
-      if (e.seq > this.spilledThrough && e.fact.kind !== 'sessions.orphaned') fresh.push({ seq: e.seq, fact: e.fact });
-    }
-    if (fresh.length === 0) return;
-    try {
-      spill.append(fresh);
-      this.spilledThrough = Math.max(this.spilledThrough, fresh[fresh.length - 1]!.seq);
-      this.spillHasEntries = true;
-      this.stats.spilled += fresh.length;
-    } catch (err) {
-      // Still in memory and retried; only a crash now would lose them.
-      this.options.logger.error({ err, file: spill.file }, 'could not append to the outbox spill file');
-    }
+    this.stats.spilled += this.spill.appendPending(this.queue);
   }
 
   private limitMemory(): void {
