@@ -1,6 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { recordRefusalsAndSignIns } from './http/audit-refusals.js';
 import { withDeadline } from './db/db-faults.js';
+import { primaryOf } from './db/database.js';
+import { watchPrimary } from './db/primary-metrics.js';
 import { authPlugin } from './http/auth.js';
 import { installRateLimits } from './http/rate-limits.js';
 import { Lifecycle } from './lifecycle.js';
@@ -64,6 +66,8 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   recordRefusalsAndSignIns(app, outbox);
   app.addHook('onSend', async (request, reply) => void reply.header('x-request-id', request.id));
   watchOutbox(metrics, outbox);
+  const servers = primaryOf(deps.prisma);
+  if (servers) watchPrimary(metrics, servers);
   await app.register(authPlugin, { prisma: deps.prisma, lastUsedFlushMs: config.tokenLastUsedFlushMs, cacheMs: config.tokenCacheMs, outbox, lifecycle });
   // Before every route (they are counted in onRequest, before a token is looked up).
   const signInLimit = await installRateLimits(app, config.http.rateLimits, (hash) => app.authenticator.knows(hash));

@@ -3,6 +3,7 @@ import path from 'node:path';
 import Type from 'typebox';
 import { LogFormatSchema, type LogFormat } from '@tether/common/logging';
 import { ConfigError, parseEnv } from '@tether/common';
+import { parseDatabaseHosts } from './db/database-hosts.js';
 import { MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, TIMING_DEFAULTS, pinnedProtocolRange, type ProtocolRange } from '@tether/protocol';
 
 // The one place the panel reads process.env. Every variable is listed, with its
@@ -228,6 +229,13 @@ function parseListen(value: string): { host: string; port: number } {
 /** Reads and validates configuration from an environment (process.env in main.ts, a literal in tests). */
 export function loadConfig(env: Record<string, string | undefined>): PanelConfig {
   const e = parseEnv(EnvSchema, env);
+  if (e.DATABASE_URL !== undefined) {
+    try {
+      parseDatabaseHosts(e.DATABASE_URL);
+    } catch (err) {
+      throw new ConfigError([`DATABASE_URL: ${(err as Error).message}`]);
+    }
+  }
   const internalListen = e.TETHER_INTERNAL_LISTEN === undefined ? undefined : parseListen(e.TETHER_INTERNAL_LISTEN);
   if (internalListen && WILDCARDS.has(internalListen.host) && !e.TETHER_PANEL_INTERNAL_URL) {
     throw new ConfigError([

@@ -61,6 +61,7 @@ export const ERROR_CATALOG = defineErrorCatalog({
   OWNER_PANEL_UNREACHABLE: { status: 503, message: "the panel holding the node's session did not answer at its internal URL; retry" },
   OWNER_PANEL_NO_INTERNAL_URL: { status: 503, message: "the panel holding the node's session has no internal URL; ask that panel" },
   DATABASE_UNAVAILABLE: { status: 503, message: 'the database is unavailable; retry later' },
+  DATABASE_NOT_PRIMARY: { status: 503, message: 'the database server reached does not accept writes (a failover is under way); retry later' },
   ACK_TIMEOUT: { status: 504, message: 'the node did not acknowledge in time' },
 } as const satisfies Record<string, { status: number; message: string }>);
 

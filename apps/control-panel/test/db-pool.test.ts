@@ -4,6 +4,7 @@ import { createPrisma, healthOf, MIGRATIONS_DIR, sqlOf, type Db } from '../src/d
 import { DbHealth, isDatabaseUnavailable, isPermanentDatabaseError } from '../src/db/db-faults.js';
 import { applyMigrations } from '../src/db/migrate.js';
 import { createPool } from '../src/db/pg-pool.js';
+import { PrimaryLocator } from '../src/db/primary-locator.js';
 
 // The bounds the panel enforces itself, against a real PostgreSQL that is
 // frozen or stopped: a frozen server answers nothing, so the client's
@@ -41,7 +42,7 @@ async function timed<T>(work: Promise<T>): Promise<{ ms: number; error: unknown 
 describe('bounded pool', () => {
   it('a query on a frozen server fails at query_timeout; its connection is destroyed and the next one is new', async () => {
     const health = new DbHealth();
-    const pool = createPool(pg.url, { connectTimeoutMs: LIMIT_MS, queryTimeoutMs: LIMIT_MS, poolSize: 1 }, health);
+    const pool = createPool(PrimaryLocator.forUrl(pg.url, LIMIT_MS), { connectTimeoutMs: LIMIT_MS, queryTimeoutMs: LIMIT_MS, poolSize: 1 }, health);
     try {
       const pid = async () => (await pool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
       // A checked-out connection, as a transaction holds one.

@@ -6,6 +6,7 @@ import { NodeReportWriter } from '../src/cluster/node-reports.js';
 import { PanelSignals, type Signal } from '../src/cluster/panel-signals.js';
 import type { AgentSession } from '../src/sessions/session.js';
 import { useMigratedDatabase } from './helpers/migrated-database.js';
+import { PrimaryLocator } from '../src/db/primary-locator.js';
 
 // The signals between panels on their own (issue 10): a cross-panel deploy
 // waits on two of them, so they go out on the dedicated LISTEN connection (not
@@ -21,7 +22,7 @@ const brokenPool = new Proxy({} as Db, {
 });
 
 function signals(panelId: string, pool: Db = db.prisma): PanelSignals {
-  const s = new PanelSignals({ databaseUrl: db.url, prisma: pool, connectTimeoutMs: 5_000, queryTimeoutMs: 5_000, logger: silentLogger, panelId });
+  const s = new PanelSignals({ servers: PrimaryLocator.forUrl(db.url, 5_000), prisma: pool, connectTimeoutMs: 5_000, queryTimeoutMs: 5_000, logger: silentLogger, panelId });
   started.push(s);
   return s;
 }

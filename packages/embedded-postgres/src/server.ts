@@ -25,7 +25,8 @@ export interface ServerSpec {
   settings?: Record<string, string>;
 }
 
-const READY = 'database system is ready to accept connections';
+// A primary says the first, a hot standby (standby.signal in its folder) the second.
+const READY = /database system is ready to accept (read-only )?connections/;
 
 function spawnAs(spec: ServerSpec, file: string, args: string[]): ChildProcess {
   // The package's libraries are found through LD_LIBRARY_PATH-free rpaths; LC_MESSAGES=C keeps
@@ -99,7 +100,7 @@ export async function startServer(spec: ServerSpec): Promise<ChildProcess> {
       child.kill('SIGKILL');
     }, spec.startTimeoutMs);
     const onData = () => {
-      if (output().includes(READY)) {
+      if (READY.test(output())) {
         clearTimeout(timer);
         child.stderr?.off('data', onData);
         child.off('close', fail);

@@ -18,3 +18,4 @@ export * from './registry.js';
 export * from './pebble.js';
 export * from './node-image.js';
 export * from './certificates.js';
+export * from './postgres-standby.js';

@@ -1,6 +1,7 @@
 import type { EventEmitter } from 'node:events';
 import { CLOSE_CODES } from '@tether/protocol';
-import { healthOf, type Db } from '../db/database.js';
+import { healthOf, locatorOf, type Db } from '../db/database.js';
+import type { PrimaryLocator } from '../db/primary-locator.js';
 import { AppError } from '../errors.js';
 import type { PanelEvents } from '../panel-events.js';
 import type { FrameRouter } from '../sessions/frame-router.js';
@@ -31,7 +32,9 @@ import { PanelSignals, type Signal } from './panel-signals.js';
 // expired. The gateway calls `claim`; everything else is wired in `start`.
 
 /** The lease's settings, plus what the cluster wires together. */
-export interface ClusterOptions extends PanelLeaseOptions {
+export interface ClusterOptions extends Omit<PanelLeaseOptions, 'servers'> {
+  /** The database (one or several servers) the lease and LISTEN connect to. */
+  databaseUrl: string;
   prisma: Db;
   registry: SessionRegistry;
   /** Every frame of this panel's sessions (each one refreshes the node's report). */
@@ -58,6 +61,8 @@ export interface DeploySignals {
 
 export class PanelCluster {
   readonly lease: PanelLease;
+  /** Which database server this panel writes to (db/primary-locator.ts). */
+  readonly servers: PrimaryLocator;
   /** Checks other panels' credentials on this panel's internal surface. */
   readonly verifier: PeerVerifier & { scheme: string };
   private readonly peers: PeerClient;
@@ -81,13 +86,16 @@ export class PanelCluster {
     this.generations = options.generations;
     // A secret per run, its hash with the lease row: other panels check it there (peer-credentials.ts).
     const secret = new PanelSecret(panelId);
-    this.lease = new PanelLease({ ...options, secretHash: secret.hash });
+    // The lease and LISTEN follow the server the pool writes to (several hosts in DATABASE_URL, issue 39).
+    const servers = locatorOf(prisma, databaseUrl, options.connectTimeoutMs);
+    this.servers = servers;
+    this.lease = new PanelLease({ ...options, servers, secretHash: secret.hash });
     this.claims = new ClaimBatch(prisma, panelId);
     this.verifier = Object.assign(new PeerVerifier(prisma), { scheme: PANEL_AUTH_SCHEME });
     this.peers = new PeerClient(secret, options.peerTimeoutMs);
     this.owners = new OwnerReports(this.peers, panelId, logger);
     this.logs = new OwnerLogs(prisma, panelId, this.peers);
-    this.signals = new PanelSignals({ databaseUrl, prisma, connectTimeoutMs: options.connectTimeoutMs, queryTimeoutMs: options.queryTimeoutMs, logger, panelId });
+    this.signals = new PanelSignals({ servers, prisma, connectTimeoutMs: options.connectTimeoutMs, queryTimeoutMs: options.queryTimeoutMs, logger, panelId });
     this.reports = new NodeReportWriter({
       prisma,
       panelId,

@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import pg from 'pg';
 import type { Logger } from '@tether/common';
+import { connectToPrimary, type PrimaryLocator } from '../db/primary-locator.js';
 
 // This panel's lease among the panels sharing one database (issue 10). The
 // row is renewed at a third of the lease on a dedicated connection outside
@@ -13,7 +14,8 @@ import type { Logger } from '@tether/common';
 const RETRY_UNHELD_MS = 250;
 
 export interface PanelLeaseOptions {
-  databaseUrl: string;
+  /** The server the pool writes to (db/primary-locator.ts): the lease is renewed there. */
+  servers: PrimaryLocator;
   panelId: string;
   internalUrl: string | undefined;
   /** SHA-256 of this run's internal-surface secret (peer-credentials.ts), written with the row. */
@@ -168,23 +170,21 @@ export class PanelLease extends EventEmitter<PanelLeaseEvents> {
 
   private async connection(): Promise<pg.Client> {
     if (this.client) return this.client;
-    const client = new pg.Client({
-      connectionString: this.options.databaseUrl,
-      connectionTimeoutMillis: this.options.connectTimeoutMs,
-      // Shorter than the lease: a frozen server fails the renewal in time for the next one.
-      query_timeout: Math.min(this.options.queryTimeoutMs, Math.floor(this.options.leaseMs / 3)),
-      keepAlive: true,
-      application_name: `tether-lease-${this.options.panelId}`,
+    const client = await connectToPrimary(this.options.servers, (url) => {
+      const made = new pg.Client({
+        connectionString: url,
+        connectionTimeoutMillis: this.options.connectTimeoutMs,
+        // Shorter than the lease: a frozen server fails the renewal in time for the next one.
+        query_timeout: Math.min(this.options.queryTimeoutMs, Math.floor(this.options.leaseMs / 3)),
+        keepAlive: true,
+        application_name: `tether-lease-${this.options.panelId}`,
+      });
+      made.on('error', () => {
+        if (this.client === made) this.client = undefined;
+        this.options.servers.forget({ url });
+      });
+      return made;
     });
-    client.on('error', () => {
-      if (this.client === client) this.client = undefined;
-    });
-    try {
-      await client.connect();
-    } catch (err) {
-      await client.end().catch(() => {});
-      throw err;
-    }
     this.client = client;
     return client;
   }

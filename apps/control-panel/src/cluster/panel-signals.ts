@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import pg from 'pg';
 import type { Logger } from '@tether/common';
 import { sqlOf, type Db } from '../db/database.js';
+import { connectToPrimary, type PrimaryLocator } from '../db/primary-locator.js';
 
 // Signals between panels: PostgreSQL LISTEN/NOTIFY on one channel, on a
 // dedicated connection outside Prisma's pool (a transaction-mode pooler
@@ -70,7 +71,7 @@ export class PanelSignals extends EventEmitter<PanelSignalEvents> {
   private queue: Promise<unknown> = Promise.resolve();
 
   constructor(
-    private readonly options: { databaseUrl: string; prisma: Db; connectTimeoutMs: number; queryTimeoutMs: number; logger: Logger; panelId: string },
+    private readonly options: { servers: PrimaryLocator; prisma: Db; connectTimeoutMs: number; queryTimeoutMs: number; logger: Logger; panelId: string },
   ) {
     super();
   }
@@ -160,36 +161,41 @@ export class PanelSignals extends EventEmitter<PanelSignalEvents> {
 
   private async connect(): Promise<void> {
     if (this.stopped) return;
-    const client = new pg.Client({
-      connectionString: this.options.databaseUrl,
-      connectionTimeoutMillis: this.options.connectTimeoutMs,
-      // Signals are sent here too: a frozen server fails them (and drops the connection) instead of hanging a deploy.
-      query_timeout: this.options.queryTimeoutMs,
-      keepAlive: true,
-      application_name: `tether-listen-${this.options.panelId}`,
-    });
-    const lost = (err?: Error) => this.drop(client, err);
-    client.on('error', lost);
-    client.on('end', () => lost());
-    client.on('notification', (n) => {
-      if (n.channel === DEPLOYMENTS_CHANNEL && n.payload) return void this.emit('deployment', n.payload);
-      if (n.channel !== CHANNEL || !n.payload) return;
-      const signal = parseSignal(n.payload);
-      if (signal) this.emit('signal', signal);
-    });
+    let client: pg.Client | undefined;
+    const make = (url: string) => {
+      const made = new pg.Client({
+        connectionString: url,
+        connectionTimeoutMillis: this.options.connectTimeoutMs,
+        // Signals are sent here too: a frozen server fails them (and drops the connection) instead of hanging a deploy.
+        query_timeout: this.options.queryTimeoutMs,
+        keepAlive: true,
+        application_name: `tether-listen-${this.options.panelId}`,
+      });
+      const lost = (err?: Error) => this.drop(made, err);
+      made.on('error', lost);
+      made.on('end', () => lost());
+      made.on('notification', (n) => {
+        if (n.channel === DEPLOYMENTS_CHANNEL && n.payload) return void this.emit('deployment', n.payload);
+        if (n.channel !== CHANNEL || !n.payload) return;
+        const signal = parseSignal(n.payload);
+        if (signal) this.emit('signal', signal);
+      });
+      return (client = made);
+    };
     try {
-      await client.connect();
-      await client.query(`LISTEN ${CHANNEL}`);
-      await client.query(`LISTEN ${DEPLOYMENTS_CHANNEL}`);
+      // The primary the pool writes to (primary-locator.ts): NOTIFY is sent there, so LISTEN must be there too.
+      await connectToPrimary(this.options.servers, make);
+      await client!.query(`LISTEN ${CHANNEL}`);
+      await client!.query(`LISTEN ${DEPLOYMENTS_CHANNEL}`);
     } catch (err) {
-      client.removeAllListeners('end');
-      await client.end().catch(() => {});
+      client?.removeAllListeners('end');
+      await client?.end().catch(() => {});
       this.options.logger.warn({ err }, 'LISTEN failed; retrying');
       this.schedule();
       return;
     }
     if (this.stopped) {
-      await client.end().catch(() => {});
+      await client!.end().catch(() => {});
       return;
     }
     this.client = client;

@@ -7,6 +7,8 @@ import { applyMigrations, type MigrationResult } from './migrate.js';
 import { DbHealth } from './db-faults.js';
 import { createPool, DEFAULT_DB_LIMITS, type DbLimits } from './pg-pool.js';
 import { poolSql, prismaSql, type Sql } from './sql.js';
+import { parseDatabaseHosts } from './database-hosts.js';
+import { PrimaryLocator } from './primary-locator.js';
 
 export type Db = PrismaClient;
 
@@ -17,22 +19,44 @@ export const MIGRATIONS_DIR = path.resolve(path.dirname(fileURLToPath(import.met
 
 export type { DbLimits };
 
-/** A Prisma client on a bounded pool: no query, connect or transaction waits past the limits. */
+/**
+ * A Prisma client on a bounded pool: no query, connect or transaction waits past the limits. `databaseUrl` may
+ * name several servers (libpq's `h1:p1,h2:p2`): the pool writes to the one primary-locator.ts finds.
+ */
 export function createPrisma(databaseUrl: string, limits: DbLimits = DEFAULT_DB_LIMITS): Db {
   const health = new DbHealth();
-  const pool = createPool(databaseUrl, limits, health);
+  const locator = new PrimaryLocator(parseDatabaseHosts(databaseUrl), { probeTimeoutMs: limits.connectTimeoutMs });
+  const pool = createPool(locator, limits, health);
   const prisma = new PrismaClient({
     adapter: new PrismaPg(pool, { disposeExternalPool: true }),
     // Interactive transactions: wait for a connection, then run, each within the same bounds as a query.
     transactionOptions: { maxWait: limits.connectTimeoutMs, timeout: limits.queryTimeoutMs * 2 },
   });
   healthByClient.set(prisma, health);
+  locatorByClient.set(prisma, locator);
   sqlByClient.set(prisma, poolSql(pool));
   return prisma;
 }
 
 const healthByClient = new WeakMap<Db, DbHealth>();
 const sqlByClient = new WeakMap<Db, Sql>();
+const locatorByClient = new WeakMap<Db, PrimaryLocator>();
+
+/** The locator of a client made by createPrisma (which database server its pool writes to). */
+export function primaryOf(prisma: Db): PrimaryLocator | undefined {
+  return locatorByClient.get(prisma);
+}
+
+/**
+ * The locator the client's pool follows, for the lease and LISTEN connections to follow the same server; a
+ * client not made by createPrisma (or made for another URL) gets its own for `databaseUrl`.
+ */
+export function locatorOf(prisma: Db, databaseUrl: string, probeTimeoutMs: number): PrimaryLocator {
+  const own = locatorByClient.get(prisma);
+  const hosts = parseDatabaseHosts(databaseUrl);
+  if (own && own.hosts.length === hosts.length && own.hosts.every((h, i) => h.url === hosts[i]!.url)) return own;
+  return new PrimaryLocator(hosts, { probeTimeoutMs });
+}
 
 /** Plain SQL on the client's own pool (through Prisma's raw statements for a client not made by createPrisma). */
 export function sqlOf(prisma: Db): Sql {

@@ -1,4 +1,5 @@
 import { Prisma } from '../generated/prisma/client.js';
+import { NotPrimaryError } from './primary-locator.js';
 
 // Which errors mean "the database cannot answer now" (down, frozen, restarting,
 // out of connections, a client-side deadline passed) as opposed to a bug or a
@@ -14,9 +15,10 @@ const ADAPTER_UNAVAILABLE = new Set(['DatabaseNotReachable', 'ConnectionClosed',
 const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
 /**
  * PostgreSQL SQLSTATEs: class 08 connection exceptions, 57P01-57P03 shutdown
- * and recovery, 57014 statement timeout, 53300 too many connections.
+ * and recovery, 57014 statement timeout, 53300 too many connections, 25006 a
+ * write on a server that is read-only (a standby: not the primary, reconnect).
  */
-const PG_UNAVAILABLE = /^(08...|57P0[1-3]|57014|53300)$/;
+const PG_UNAVAILABLE = /^(08...|57P0[1-3]|57014|53300|25006)$/;
 /** node-postgres and pg-pool say these with plain Errors (no code). */
 const DRIVER_MESSAGES = [
   'timeout exceeded when trying to connect',
@@ -51,10 +53,22 @@ function codesOf(e: object): string[] {
   return [code, originalCode, meta?.code].filter((c): c is string => typeof c === 'string');
 }
 
+/**
+ * True when the server reached is not the primary: a read-only answer (25006), or the primary check on connect
+ * (primary-locator.ts) refused it. Also unavailable; answered 503 DATABASE_NOT_PRIMARY.
+ */
+export function isNotPrimary(err: unknown): boolean {
+  for (const current of causeChain(err)) {
+    if (current instanceof NotPrimaryError) return true;
+    if (codesOf(current).includes('25006')) return true;
+  }
+  return false;
+}
+
 /** True when `err` (or anything in its cause chain) says the database is unreachable, frozen or out of time. */
 export function isDatabaseUnavailable(err: unknown): boolean {
   for (const current of causeChain(err)) {
-    if (current instanceof DatabaseUnavailableError) return true;
+    if (current instanceof DatabaseUnavailableError || current instanceof NotPrimaryError) return true;
     if (current instanceof Prisma.PrismaClientInitializationError) return true;
     const e = current as { code?: unknown; kind?: unknown; message?: unknown };
     if (typeof e.code === 'string' && (PRISMA_UNAVAILABLE.has(e.code) || SOCKET_CODES.has(e.code) || PG_UNAVAILABLE.test(e.code))) return true;

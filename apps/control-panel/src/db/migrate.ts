@@ -3,6 +3,8 @@ import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import pg from 'pg';
 import { PanelError } from '../errors.js';
+import { parseDatabaseHosts } from './database-hosts.js';
+import { connectToPrimary, PrimaryLocator } from './primary-locator.js';
 
 // Applies the SQL migrations in prisma/migrations at start. Prisma's own
 // `migrate deploy` needs a native engine that cannot be downloaded everywhere,
@@ -60,8 +62,9 @@ export async function applyMigrations(
   log: { info(msg: string): void; warn(msg: string): void } = { info: () => {}, warn: () => {} },
 ): Promise<MigrationResult> {
   const migrations = await readMigrations(migrationsDir);
-  const client = new pg.Client({ connectionString: databaseUrl });
-  await client.connect();
+  // Several servers in the URL: migrations run on the one that accepts writes (primary-locator.ts).
+  const locator = new PrimaryLocator(parseDatabaseHosts(databaseUrl), { probeTimeoutMs: 5_000 });
+  const client = await connectToPrimary(locator, (url) => new pg.Client({ connectionString: url }));
   try {
     await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
     try {

@@ -1,12 +1,18 @@
 import pg from 'pg';
-import { isDatabaseUnavailable, type DbHealth } from './db-faults.js';
+import type { DatabaseHost } from './database-hosts.js';
+import { isDatabaseUnavailable, isNotPrimary, type DbHealth } from './db-faults.js';
+import { PRIMARY_CHECK_SQL, type PrimaryCheckRow, type PrimaryLocator } from './primary-locator.js';
 
 // The pool under Prisma, with the bounds a frozen server cannot enforce: a
 // connect/acquire deadline, a per-query deadline on the client side
 // (query_timeout) and the same on the server (statement_timeout), TCP
 // keepalive. node-postgres leaves a connection whose query timed out busy with
 // that query: BoundedClient destroys its socket instead, so the pool drops it
-// and nothing later runs behind a query that will never answer.
+// and nothing later runs behind a query that will never answer. Each new
+// connection goes to the server the locator names (several hosts in
+// DATABASE_URL, issue 39) and is checked in the same round trip as its time
+// zone; a read-only answer later (25006) or a lost connection makes the
+// locator look again before the next connect.
 
 export interface DbLimits {
   /** Waiting for a pooled connection or opening a new one (pg-pool uses one deadline for both). */
@@ -26,6 +32,8 @@ type Callback = (err: Error | null, result?: unknown) => void;
 /** The health every client of one pool reports to (set per pool by createPool's subclass). */
 class BoundedClient extends pg.Client {
   protected health: DbHealth | undefined;
+  protected locator: PrimaryLocator | undefined;
+  private server: DatabaseHost | undefined;
 
   constructor(config?: string | pg.ClientConfig) {
     super(config);
@@ -34,7 +42,9 @@ class BoundedClient extends pg.Client {
     // unheard, that event was an uncaught exception (seen in db-bounds.test: "Connection terminated
     // unexpectedly"), a dead panel. Heard here; the pool drops the client on release (it is no longer queryable).
     this.on('error', (err: Error) => {
-      if (isDatabaseUnavailable(err)) this.health?.down();
+      if (!isDatabaseUnavailable(err)) return;
+      this.health?.down();
+      if (this.server) this.locator?.forget(this.server);
     });
   }
 
@@ -45,10 +55,17 @@ class BoundedClient extends pg.Client {
    * shifted by its offset. pg-pool connects with a callback; the promise form is kept for other callers.
    */
   override connect(...args: unknown[]): never {
-    const ready = (pg.Client.prototype.connect as unknown as () => Promise<unknown>)
-      .call(this)
-      .then(() => (pg.Client.prototype.query as (text: string) => Promise<unknown>).call(this, `SET TIME ZONE 'UTC'`))
-      .then(() => undefined);
+    const ready = this.aim()
+      .then(() => (pg.Client.prototype.connect as unknown as () => Promise<unknown>).call(this))
+      .then(() => (pg.Client.prototype.query as (text: string) => Promise<unknown>).call(this, `SET TIME ZONE 'UTC'; ${PRIMARY_CHECK_SQL}`))
+      .then((results) => {
+        const rows = Array.isArray(results) ? (results[1] as { rows: PrimaryCheckRow[] } | undefined)?.rows : undefined;
+        if (this.locator && this.server) this.locator.accept(this.server, rows?.[0]);
+      })
+      .catch((err: unknown) => {
+        if (this.server) this.locator?.forget(this.server);
+        throw err;
+      });
     const callback = args[0];
     if (typeof callback !== 'function') return ready as never;
     ready.then(
@@ -56,6 +73,16 @@ class BoundedClient extends pg.Client {
       (err: Error) => (callback as (err?: Error) => void)(err),
     );
     return undefined as never;
+  }
+
+  /** Points this client at the server the locator names (node-postgres reads host and port when it connects). */
+  private async aim(): Promise<void> {
+    if (!this.locator) return;
+    const server = await this.locator.target();
+    this.server = server;
+    const self = this as unknown as { host: string; port: number; connectionParameters: { host: string; port: number } };
+    self.host = self.connectionParameters.host = server.host;
+    self.port = self.connectionParameters.port = server.port;
   }
 
   // node-postgres overloads query (callback, promise, submittable); only the error path is wrapped.
@@ -88,19 +115,22 @@ class BoundedClient extends pg.Client {
   private observe(err: Error | null): void {
     if (!err) return this.health?.up();
     if (isDatabaseUnavailable(err)) this.health?.down();
-    if (err.message !== READ_TIMEOUT) return;
+    if (isNotPrimary(err) && this.server) this.locator?.forget(this.server);
+    if (err.message !== READ_TIMEOUT && !isNotPrimary(err)) return;
     const stream = (this as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream;
     stream?.destroy();
   }
 }
 
 /** A pool whose clients and connection attempts report to `health`. */
-export function createPool(connectionString: string, limits: DbLimits, health: DbHealth): pg.Pool {
+export function createPool(locator: PrimaryLocator, limits: DbLimits, health: DbHealth): pg.Pool {
   class Client extends BoundedClient {
     protected override health = health;
+    protected override locator = locator;
   }
   const pool = new ObservedPool(health, {
-    connectionString,
+    // User, password, database and parameters; the host is chosen per connection (aim above).
+    connectionString: locator.hosts[0]!.url,
     Client,
     max: limits.poolSize,
     connectionTimeoutMillis: limits.connectTimeoutMs,

@@ -1,5 +1,5 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
-import { isDatabaseUnavailable, isUnstorableText } from '../db/db-faults.js';
+import { isDatabaseUnavailable, isNotPrimary, isUnstorableText } from '../db/db-faults.js';
 import { AppError, ERROR_CATALOG, RETRY_AFTER_SECONDS, type ErrorCode } from '../errors.js';
 
 /** Paths the 404 answer may repeat. */
@@ -35,12 +35,12 @@ export function installErrorHandler(app: FastifyInstance): void {
       error instanceof AppError
         ? error
         : dbDown
-          ? new AppError('DATABASE_UNAVAILABLE')
+          ? new AppError(isNotPrimary(error) ? 'DATABASE_NOT_PRIMARY' : 'DATABASE_UNAVAILABLE')
           : isUnstorableText(error)
             ? new AppError('VALIDATION_FAILED', 'a value contains text the database cannot store (a NUL byte or invalid encoding)')
             : fromFastify(error as FastifyError);
     if (appErr.statusCode >= 500 && !(error instanceof AppError) && !dbDown) request.log.error({ err: error }, 'unhandled error');
-    if ((appErr.code === 'DATABASE_UNAVAILABLE' || appErr.code === 'NOT_READY') && !reply.hasHeader('retry-after')) void reply.header('retry-after', String(RETRY_AFTER_SECONDS));
+    if ((appErr.code === 'DATABASE_UNAVAILABLE' || appErr.code === 'DATABASE_NOT_PRIMARY' || appErr.code === 'NOT_READY') && !reply.hasHeader('retry-after')) void reply.header('retry-after', String(RETRY_AFTER_SECONDS));
     const body: { error: { code: string; message: string; details?: Record<string, unknown> } } = {
       error: { code: appErr.code, message: appErr.message },
     };
