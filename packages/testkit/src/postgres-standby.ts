@@ -6,6 +6,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '@tether/embedded-postgres';
+import { startTcpRelay, type TcpRelay } from './tcp-relay.js';
 
 // A primary and a streaming standby made the way an operator makes one: a copy
 // of the primary's data folder taken between pg_backup_start and
@@ -22,6 +23,8 @@ export interface PostgresPair {
     /** pg_promote(): resolves once the standby accepts writes. */
     promote(): Promise<void>;
   };
+  /** With `replicationRelay`: the link the standby streams through; pause() holds back what the standby has not got. */
+  replication: TcpRelay | undefined;
   /** One URL naming both servers (libpq's host list), for `database`. */
   bothUrl(database: string): string;
   /** Makes `database` on the primary (replicated to the standby). */
@@ -48,7 +51,7 @@ const USER = 'tether';
 const PASSWORD = 'tether';
 const STANDBY_NAME = 'tether_standby';
 
-export async function startPostgresPair(): Promise<PostgresPair> {
+export async function startPostgresPair(options: { replicationRelay?: boolean } = {}): Promise<PostgresPair> {
   const base = await mkdtemp(path.join(os.tmpdir(), 'tether-pg-pair-'));
   // Keep the WAL the standby may still need while it copies and catches up.
   const settings = { wal_keep_size: '256MB', wal_level: 'replica', max_wal_senders: '4', hot_standby: 'on' };
@@ -57,7 +60,8 @@ export async function startPostgresPair(): Promise<PostgresPair> {
   const primaryDir = primary.dataDir;
   const standbyDir = path.join(path.dirname(primaryDir), `${path.basename(primaryDir)}-standby`);
 
-  await copyForStandby(primary, standbyDir, primaryPort);
+  const replication = options.replicationRelay ? await startTcpRelay(primaryPort) : undefined;
+  await copyForStandby(primary, standbyDir, replication?.port ?? primaryPort);
   let standby = await startEmbeddedPostgres({ dataDir: standbyDir, persistent: true, user: USER, password: PASSWORD, settings });
   const standbyPort = standby.port;
 
@@ -94,6 +98,7 @@ export async function startPostgresPair(): Promise<PostgresPair> {
         await query(standby.urlFor('postgres'), 'SELECT pg_promote(true, 30)');
       },
     },
+    replication,
     bothUrl: (database) => `postgresql://${USER}:${PASSWORD}@127.0.0.1:${primaryPort},127.0.0.1:${standbyPort}/${encodeURIComponent(database)}`,
     async createDatabase(database) {
       await query(primary.urlFor('postgres'), `CREATE DATABASE "${database}"`);
@@ -111,6 +116,7 @@ export async function startPostgresPair(): Promise<PostgresPair> {
     },
     async stop() {
       for (const h of [standby, primary]) await h.stop({ immediate: true }).catch(() => {});
+      await replication?.close();
       await rm(standbyDir, { recursive: true, force: true });
       await rm(primaryDir, { recursive: true, force: true });
       await rm(base, { recursive: true, force: true });

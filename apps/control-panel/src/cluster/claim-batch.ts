@@ -7,6 +7,9 @@ import { OPEN_READ_LINGER_MS } from '../session-writes/session-store.js';
 // NOTIFY commit, which PostgreSQL serialises) per open. Each claim still
 // succeeds only while the panel's lease is live by the database's clock, still
 // takes its node's next generation and still NOTIFYs every panel with it.
+// The next generation is above the fencing floor (timeline-fence.ts): after a
+// promotion that lost commits, a row may hold an older generation than a
+// panel still holds in memory.
 
 export class ClaimBatch {
   /** The node each pending claim (by session id) is for. */
@@ -37,12 +40,13 @@ export class ClaimBatch {
     const prefix = `owner:${this.panelId}:`;
     const rows = await sqlOf(this.prisma).rows<{ session_id: string; generation: string | bigint }>(
       `WITH lease AS (SELECT 1 FROM panels WHERE id = $1::text AND lease_until > now()),
+      floor AS (SELECT COALESCE(max(floor), 0) AS floor FROM fencing_floors),
       c AS (
         INSERT INTO node_owners (node_id, panel_id, session_id, generation, claimed_at)
-        SELECT v.node_id, $1::text, v.session_id, 1, now()
-        FROM unnest($2::text[], $3::text[]) AS v(node_id, session_id), lease
+        SELECT v.node_id, $1::text, v.session_id, floor.floor + 1, now()
+        FROM unnest($2::text[], $3::text[]) AS v(node_id, session_id), lease, floor
         ON CONFLICT (node_id) DO UPDATE SET panel_id = EXCLUDED.panel_id, session_id = EXCLUDED.session_id,
-          generation = node_owners.generation + 1, claimed_at = now()
+          generation = GREATEST(node_owners.generation + 1, EXCLUDED.generation), claimed_at = now()
         RETURNING node_id, session_id, generation
       )
       SELECT session_id, generation, pg_notify('tether_panels', $4::text || node_id || '/' || generation::text)::text AS sent FROM c`,

@@ -35,7 +35,17 @@ interface Waiting {
   cancel(): void;
 }
 
-export class ClusterDispatcher implements DeploymentDispatcher {
+/** What deployment signals drive (cluster.ts routes them here). */
+export interface DeploySignals {
+  /** A deployment another panel asked this one to send (its owner). */
+  requested(deploymentId: string): void;
+  /** A deployment this panel asked another to send reached its next state (`outcome`: as the owner's signal says it). */
+  answered(deploymentId: string, outcome?: string): void;
+  /** LISTEN (re)connected: deployments of owned nodes that may have been signalled meanwhile. */
+  rescan(): Promise<void>;
+}
+
+export class ClusterDispatcher implements DeploymentDispatcher, DeploySignals {
   private readonly waiters = new Map<string, (outcome: string) => void>();
   /** Deployments this panel is sending for another (a signal and a rescan may ask for the same one at once). */
   private readonly sending = new Set<string>();

@@ -14,7 +14,7 @@ import type { ClusterView } from '../sessions/remote-report.js';
 import type { DeploymentDispatcher } from '../dispatch/session-dispatcher.js';
 import type { SessionStore } from '../session-writes/session-store.js';
 import { ClaimBatch } from './claim-batch.js';
-import { ClusterDispatcher } from './cluster-dispatcher.js';
+import { ClusterDispatcher, type DeploySignals } from './cluster-dispatcher.js';
 import { ExpiredOwnerSweep } from './expired-owners.js';
 import { PeerView } from './peer-view.js';
 import { NodeReportWriter, readReports, type RemoteReport } from './node-reports.js';
@@ -24,6 +24,7 @@ import { PanelLease, type PanelLeaseOptions } from './panel-lease.js';
 import { PeerClient } from './peer-client.js';
 import { PANEL_AUTH_SCHEME, PanelSecret, PeerVerifier } from './peer-credentials.js';
 import { PanelSignals, type Signal } from './panel-signals.js';
+import { TimelineFence } from './timeline-fence.js';
 
 // Several panels on one PostgreSQL (issue 10). This panel's lease, its claims
 // on the nodes whose sessions it holds (one statement, before `welcome`), the
@@ -49,20 +50,12 @@ export interface ClusterOptions extends Omit<PanelLeaseOptions, 'servers'> {
   dispatch: { local: DeploymentDispatcher; store: SessionStore; ackTimeoutMs: number };
 }
 
-/** What deployment signals drive: the cross-panel dispatcher (cluster-dispatcher.ts). */
-export interface DeploySignals {
-  /** A deployment another panel asked this one to send (its owner). */
-  requested(deploymentId: string): void;
-  /** A deployment this panel asked another to send reached its next state (`outcome`: as the owner's signal says it). */
-  answered(deploymentId: string, outcome?: string): void;
-  /** LISTEN (re)connected: deployments of owned nodes that may have been signalled meanwhile. */
-  rescan(): Promise<void>;
-}
-
 export class PanelCluster {
   readonly lease: PanelLease;
   /** Which database server this panel writes to (db/primary-locator.ts). */
   readonly servers: PrimaryLocator;
+  /** Fencing across a database promotion (timeline-fence.ts). */
+  readonly fence: TimelineFence;
   /** Checks other panels' credentials on this panel's internal surface. */
   readonly verifier: PeerVerifier & { scheme: string };
   private readonly peers: PeerClient;
@@ -91,6 +84,9 @@ export class PanelCluster {
     this.servers = servers;
     this.lease = new PanelLease({ ...options, servers, secretHash: secret.hash });
     this.claims = new ClaimBatch(prisma, panelId);
+    this.fence = new TimelineFence({ prisma, panelId, generations: this.generations, registry: options.registry, claims: this.claims, logger });
+    servers.onChange = ({ timeline }) => this.fence.reached(timeline);
+    if (servers.current) this.fence.reached(servers.current.timeline);
     this.verifier = Object.assign(new PeerVerifier(prisma), { scheme: PANEL_AUTH_SCHEME });
     this.peers = new PeerClient(secret, options.peerTimeoutMs);
     this.owners = new OwnerReports(this.peers, panelId, logger);
@@ -135,6 +131,8 @@ export class PanelCluster {
    */
   async claim(nodeId: string, sessionId: string): Promise<number> {
     if (!this.lease.held) throw new AppError('PANEL_LEASE_LOST', `panel ${this.panelId} does not hold its lease; it claims no session until it does`);
+    // After a promotion, not before this panel's share of the fencing floor is written (timeline-fence.ts).
+    await this.fence.settled();
     const generation = await this.claims.claim(nodeId, sessionId);
     if (generation === undefined) {
       throw new AppError('PANEL_LEASE_LOST', `panel ${this.panelId}'s claim refused: lease expired by the database's clock, or a newer session of the node claimed it`);
@@ -228,6 +226,9 @@ export class PanelCluster {
     const { registry, events } = this.options;
     switch (signal.kind) {
       case 'owner':
+        // Its own claims never close a session here: the registry replaces an older session of a node itself,
+        // and a claim made again for a live session (timeline-fence.ts) must not close that session.
+        if (signal.panel === this.panelId) break;
         for (const entry of signal.ids) {
           const [nodeId, gen] = entry.split('/');
           const generation = Number(gen);

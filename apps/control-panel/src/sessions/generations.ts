@@ -18,4 +18,11 @@ export class SessionGenerations {
   delete(sessionId: string): void {
     this.bySession.delete(sessionId);
   }
+
+  /** The highest generation this panel holds (0: none): its share of the fencing floor after a failover. */
+  highest(): number {
+    let max = 0;
+    for (const g of this.bySession.values()) if (g > max) max = g;
+    return max;
+  }
 }
