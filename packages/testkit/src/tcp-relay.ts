@@ -13,12 +13,15 @@ export interface TcpRelay {
   via(url: string): string;
   pause(): void;
   resume(): void;
+  /** New connections go to this port from now on (a moved endpoint); connections already relayed stay where they are. */
+  retarget(port: number): void;
   readonly paused: boolean;
   close(): Promise<void>;
 }
 
 export async function startTcpRelay(targetPort: number, targetHost = '127.0.0.1'): Promise<TcpRelay> {
   let paused = false;
+  let port = targetPort;
   const pairs = new Set<{ client: net.Socket; upstream: net.Socket | undefined; connect(): void }>();
 
   const server = net.createServer((client) => {
@@ -27,7 +30,7 @@ export async function startTcpRelay(targetPort: number, targetHost = '127.0.0.1'
       upstream: undefined,
       connect() {
         if (pair.upstream) return;
-        const upstream = net.connect(targetPort, targetHost);
+        const upstream = net.connect(port, targetHost);
         pair.upstream = upstream;
         client.pipe(upstream);
         upstream.pipe(client);
@@ -51,14 +54,17 @@ export async function startTcpRelay(targetPort: number, targetHost = '127.0.0.1'
     pair.connect();
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as net.AddressInfo).port;
+  const relayPort = (server.address() as net.AddressInfo).port;
 
   return {
-    port,
+    port: relayPort,
+    retarget(next: number) {
+      port = next;
+    },
     via(url: string) {
       const u = new URL(url);
       u.hostname = '127.0.0.1';
-      u.port = String(port);
+      u.port = String(relayPort);
       return u.toString();
     },
     pause() {
