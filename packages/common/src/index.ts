@@ -12,3 +12,4 @@ export * from './sleep.js';
 export * from './text.js';
 export * from './prometheus.js';
 export * from './versions.js';
+export * from './host-port.js';
