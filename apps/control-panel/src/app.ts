@@ -106,7 +106,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   exposeParts(app, parts);
 
   const nodeAuth = await registerAgentGateway(app, { deps, parts, metrics, connections, lifecycle });
-  const status = panelStatus(parts, connections, nodeAuth);
+  const status = panelStatus(parts, connections, nodeAuth, servers);
   app.decorate('panelStatus', status);
   await registerPanelRoutes(app, { deps, parts, metrics, keyring, lifecycle, signInLimit, status });
   return app;

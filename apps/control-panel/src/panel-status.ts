@@ -2,6 +2,7 @@ import type { NodeAuthenticator } from './agent-gateway/authenticate.js';
 import type { ConnectionCap } from './http/connection-cap.js';
 import type { HeldKind } from './http/held-streams.js';
 import type { PanelParts } from './panel-parts.js';
+import type { PrimaryLocator } from './db/primary-locator.js';
 
 // What can be observed of this panel's background parts, in one documented
 // place (docs/architecture.md, "Panel status"): the session-fact outbox's
@@ -23,13 +24,37 @@ export interface PanelStatus {
   readonly deploymentWatches: { readonly watched: number; readonly sweeps: number };
   /** Node-token checks that read the database (warm tokens are checked from memory). */
   readonly nodeTokenQueries: number;
+  /**
+   * The database server this panel writes to (db/primary-locator.ts): `server` (host:port, null while none
+   * answers as a primary), its timeline, moves to another primary, old primaries refused, and the newest
+   * timeline whose fencing check finished (cluster/timeline-fence.ts; 0 with one panel).
+   */
+  readonly database: { readonly server: string | null; readonly timeline: number; readonly failovers: number; readonly staleRefused: number; readonly fencedTimeline: number };
   /** Several panels: this panel's id, whether it holds its lease, whether another live panel was seen, whether LISTEN is up. */
   readonly ownership: { readonly panelId: string; readonly leaseHeld: boolean; readonly othersSeen: boolean; readonly listening: boolean } | undefined;
 }
 
-export function panelStatus(parts: PanelParts, connections: ConnectionCap, nodeAuth: NodeAuthenticator): PanelStatus {
+export function panelStatus(parts: PanelParts, connections: ConnectionCap, nodeAuth: NodeAuthenticator, servers: PrimaryLocator | undefined): PanelStatus {
   const { outbox, held, changes, cluster } = parts;
   return {
+    database: {
+      get server() {
+        const current = servers?.current;
+        return current ? `${current.host}:${current.port}` : null;
+      },
+      get timeline() {
+        return servers?.current?.timeline ?? 0;
+      },
+      get failovers() {
+        return servers?.failovers ?? 0;
+      },
+      get staleRefused() {
+        return servers?.staleRefused ?? 0;
+      },
+      get fencedTimeline() {
+        return cluster?.fence.fencedTimeline ?? 0;
+      },
+    },
     outbox: {
       get pending() {
         return outbox.pending;

@@ -40,7 +40,7 @@ describe('one endpoint moved by the operator', () => {
     const promotedAt = performance.now();
     await waitFor(async () => (await createTeam()).status === 201, { timeoutMs: 10_000 });
     expect(performance.now() - promotedAt).toBeLessThan(2_000);
-    expect(panel.app.cluster!.servers.current?.timeline).toBe(2);
+    expect(panel.app.panelStatus.database.timeline).toBe(2);
 
     // The old primary back, writable, and the endpoint pointed at it: every connection ends and reconnects there.
     await pair.primary.restart();
@@ -52,7 +52,7 @@ describe('one endpoint moved by the operator', () => {
       return refused.status === 503;
     }, { timeoutMs: 10_000 });
     expect(refused!.body.error.code).toBe('DATABASE_NOT_PRIMARY');
-    expect(panel.app.cluster!.servers.staleRefused).toBeGreaterThan(0);
+    expect(panel.app.panelStatus.database.staleRefused).toBeGreaterThan(0);
     // Nothing this panel tried reached the old primary's tables.
     const before = Number((await pair.primary.query<{ n: string }>('SELECT count(*) AS n FROM teams', 'tether'))[0]!.n);
     for (let i = 0; i < 5; i++) expect((await createTeam()).status).toBe(503);

@@ -63,7 +63,7 @@ describe('a promotion that lost a claim', () => {
     await pair.primary.kill();
     await pair.standby.promote();
     // Both panels reach the promoted server (their lease renewals reconnect) and finish its fencing check.
-    await waitFor(() => panels.every((p) => p.app.cluster!.fence.fencedTimeline === 2), { timeoutMs: 15_000 });
+    await waitFor(() => panels.every((p) => p.app.panelStatus.database.fencedTimeline === 2), { timeoutMs: 15_000 });
     expect(holds(b)).toBe(true);
 
     // The node's agent reaches A now (say its connection to B looked dead from its side): A claims it.

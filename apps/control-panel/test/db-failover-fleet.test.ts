@@ -82,6 +82,6 @@ describe('three panels, 50 agents, the primary killed and the standby promoted',
     expect(answers.filter((a) => a.status === 202 && !kept.has(a.id!))).toEqual([]);
     // The same 50 sessions, none torn down and none replaced.
     expect([...sessionIds()].sort()).toEqual([...before].sort());
-    for (const p of panels) expect(p.app.cluster!.servers.current?.port).toBe(pair.standby.port);
+    for (const p of panels) expect(p.app.panelStatus.database.server).toBe(`127.0.0.1:${pair.standby.port}`);
   }, 90_000);
 });

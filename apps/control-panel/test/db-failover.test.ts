@@ -62,9 +62,9 @@ async function deploy(): Promise<Answer> {
 
 describe('a promoted standby among the servers of DATABASE_URL', () => {
   it('primary SIGKILLed, standby promoted: 503s with a catalogued code meanwhile, writes again within 2 s of the promotion, every 202 kept, the session kept', async () => {
-    const locator = panel.app.cluster!.servers;
-    await waitFor(() => locator.current !== undefined);
-    expect(locator.current).toMatchObject({ port: pair.primary.port, timeline: 1 });
+    const database = () => panel.app.panelStatus.database;
+    await waitFor(() => database().server !== null);
+    expect(database()).toMatchObject({ server: `127.0.0.1:${pair.primary.port}`, timeline: 1 });
     const sessionId = panel.app.agentSide.registry.get((await panel.prisma.node.findFirstOrThrow()).id)!.id;
 
     const answers: Answer[] = [];
@@ -100,8 +100,9 @@ describe('a promoted standby among the servers of DATABASE_URL', () => {
     const acknowledged = answers.filter((a) => a.status === 202).map((a) => a.id!);
     expect(acknowledged.filter((id) => !kept.has(id))).toEqual([]);
     // The panel follows the new primary on its new timeline; the agent's session was never torn down.
-    expect(locator.current).toMatchObject({ port: pair.standby.port, timeline: 2 });
-    expect(locator.failovers).toBe(1);
+    expect(database()).toMatchObject({ server: `127.0.0.1:${pair.standby.port}`, timeline: 2, failovers: 1 });
+    // Operators read the same at GET /v1/panel.
+    expect((await panel.api('GET', '/v1/panel')).body.database).toMatchObject({ server: `127.0.0.1:${pair.standby.port}`, timeline: 2, failovers: 1 });
     expect(panel.app.agentSide.registry.get((await panel.prisma.node.findFirstOrThrow()).id)?.id).toBe(sessionId);
     const metrics = await (await fetch(`${panel.url}/metrics`)).text();
     expect(metrics).toContain(`tether_db_primary_timeline{server="127.0.0.1:${pair.standby.port}"} 2`);
@@ -122,7 +123,7 @@ describe('a promoted standby among the servers of DATABASE_URL', () => {
     const id = made!.body.id!;
     expect(await pair.standby.query(`SELECT id FROM teams WHERE id = '${id}'`, 'tether')).toHaveLength(1);
     expect(await pair.primary.query(`SELECT id FROM teams WHERE id = '${id}'`, 'tether')).toHaveLength(0);
-    expect(panel.app.cluster!.servers.current).toMatchObject({ port: pair.standby.port, timeline: 2 });
+    expect(panel.app.panelStatus.database).toMatchObject({ server: `127.0.0.1:${pair.standby.port}`, timeline: 2 });
     // A panel starting now, with no memory of timeline 2, probes both and takes the higher timeline.
     const fresh = PrimaryLocator.forUrl(pair.bothUrl('tether'), CONNECT_MS);
     expect(await fresh.target()).toMatchObject({ port: pair.standby.port });

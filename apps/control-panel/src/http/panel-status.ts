@@ -17,6 +17,7 @@ const PanelStatusBody = Type.Object({
   heldStreams: Type.Object({ wait: Count, events: Count, logs: Count }),
   deploymentWatches: Type.Object({ watched: Count, sweeps: Count }),
   nodeTokenQueries: Count,
+  database: Type.Object({ server: Nullable(Type.String()), timeline: Count, failovers: Count, staleRefused: Count, fencedTimeline: Count }),
   ownership: Nullable(Type.Object({ panelId: Type.String(), leaseHeld: Type.Boolean(), othersSeen: Type.Boolean(), listening: Type.Boolean() })),
 });
 
@@ -27,6 +28,7 @@ export function panelStatusSnapshot(status: PanelStatus) {
     heldStreams: { wait: status.heldStreams('wait'), events: status.heldStreams('events'), logs: status.heldStreams('logs') },
     deploymentWatches: { watched: deploymentWatches.watched, sweeps: deploymentWatches.sweeps },
     nodeTokenQueries: status.nodeTokenQueries,
+    database: { ...status.database },
     ownership: ownership
       ? { panelId: ownership.panelId, leaseHeld: ownership.leaseHeld, othersSeen: ownership.othersSeen, listening: ownership.listening }
       : null,
