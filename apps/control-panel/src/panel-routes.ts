@@ -13,7 +13,7 @@ import { internalReportRoutes } from './http/internal-reports.js';
 import { logRoutes } from './http/logs.js';
 import { metricsRoutes } from './http/metrics.js';
 import { nodeRoutes } from './http/nodes.js';
-import { panelStatusRoutes } from './http/panel-status.js';
+import { panelStatusRoutes } from './panel-status-route.js';
 import type { installRateLimits } from './http/rate-limits.js';
 import { registryRoutes } from './http/registries.js';
 import { reloadRoutes } from './http/reloads.js';

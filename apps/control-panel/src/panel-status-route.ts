@@ -1,14 +1,15 @@
 import type { FastifyPluginAsync } from 'fastify';
 import { Nullable } from '@tether/common';
 import Type from 'typebox';
-import type { PanelStatus } from '../panel-status.js';
-import { requireOperator } from './auth.js';
-import { authErrors, security } from './schemas.js';
+import type { PanelStatus } from './panel-status.js';
+import { requireOperator } from './http/auth.js';
+import { authErrors, security } from './http/schemas.js';
 
-// The one observability surface of this panel's background parts
-// (panel-status.ts), served to operators as a snapshot: what tests read through
-// app.panelStatus is what an operator reads here. Connections per address are
-// left out (an unbounded set of keys).
+// GET /v1/panel: the one observability surface of this panel's background
+// parts (panel-status.ts), served to operators as a snapshot: what tests read
+// through app.panelStatus is what an operator reads here. Connections per
+// address are left out (an unbounded set of keys). A root file beside
+// panel-status.ts, which reads http/'s parts: inside http/ it made a cycle.
 
 const Count = Type.Integer({ minimum: 0 });
 
