@@ -3,6 +3,7 @@ import { startPostgresPair, waitFor, type PostgresPair } from '@tether/testkit';
 import { PrimaryLocator } from '../src/db/primary-locator.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
 import { RawAgent } from './helpers/raw-agent.js';
+import { openTextStream } from './helpers/text-stream.js';
 
 // The panel through a PostgreSQL failover (issue 39), on real servers: a
 // primary and a synchronous streaming standby made from a base backup, both
@@ -61,7 +62,7 @@ async function deploy(): Promise<Answer> {
 }
 
 describe('a promoted standby among the servers of DATABASE_URL', () => {
-  it('primary SIGKILLed, standby promoted: 503s with a catalogued code meanwhile, writes again within 2 s of the promotion, every 202 kept, the session kept', async () => {
+  it('primary SIGKILLed, standby promoted: 503s with a catalogued code meanwhile, writes again within 2 s of the promotion, every 202 kept, the session kept, an event stream opened before it gets the outcome written after', async () => {
     const database = () => panel.app.panelStatus.database;
     await waitFor(() => database().server !== null);
     expect(database()).toMatchObject({ server: `127.0.0.1:${pair.primary.port}`, timeline: 1 });
@@ -76,6 +77,10 @@ describe('a promoted standby among the servers of DATABASE_URL', () => {
       }
     })();
     await waitFor(() => answers.filter((a) => a.status === 202).length >= 5);
+    // An event stream open across the switch: its deployment's outcome is written after it.
+    const watched = answers.find((a) => a.status === 202)!.id!;
+    const stream = await openTextStream(`${panel.url}/v1/deployments/${watched}/events`, { headers: { authorization: `Bearer ${panel.operatorToken}` } });
+    expect(stream.status).toBe(200);
     await pair.primary.kill();
     const killedAt = performance.now();
     await pair.standby.promote();
@@ -84,6 +89,10 @@ describe('a promoted standby among the servers of DATABASE_URL', () => {
     await new Promise((r) => setTimeout(r, 500));
     running = false;
     await loop;
+    // LISTEN reconnected to the new primary and rescanned: the outcome reaches the stream opened before the switch.
+    agent.send({ type: 'deploy.result', id: 'a-failover-1', deploymentId: watched, status: 'running', reason: 'healthy after the switch', code: null });
+    await waitFor(() => stream.text.includes('"running"'), { timeoutMs: 5_000 });
+    stream.close();
 
     const firstAfter = answers.find((a) => a.at > promotedAt && a.status === 202)!;
     expect(firstAfter.at - promotedAt).toBeLessThan(RESUME_MS);
