@@ -1,0 +1,102 @@
+import { compareText } from './order.js';
+import type { NodeState, ScheduleResult } from './types.js';
+
+// When an unreachable node counts as lost (issue 38): the liveness truth (no
+// live session on any panel) held for a grace, and never on a guess. The
+// scheduler re-places a lost node's stateless replicas; this pure function
+// decides which nodes are lost, and when the control plane's own hiccup
+// (many nodes unreachable at once, a panel just started, a database outage
+// just ended) puts a brake on all of it. Pacing keeps a large re-placement
+// from becoming a stampede: a budget of replacements per minute, oldest
+// services first. Tested without I/O (test/scheduling-failover.test.ts).
+
+export interface FailoverSettings {
+  /** A node with no live session on any panel for this long is lost (TETHER_RESCHEDULE_AFTER_MS). */
+  rescheduleAfterMs: number;
+  /** More than this share of the nodes unreachable at once: nothing is re-placed (TETHER_RESCHEDULE_MAX_UNREACHABLE). */
+  maxUnreachableFraction: number;
+}
+
+export interface NodeLiveness {
+  id: string;
+  name: string;
+  live: boolean;
+  decommissioned: boolean;
+  /** An operator said the host is gone (POST /v1/nodes/:id/lost): lost at once, brake or not. */
+  lostByOperator: boolean;
+  /**
+   * Since when the node has had no live session anywhere (epoch ms): its recorded teardown, or its owner's
+   * lease expiry when the owning panel itself died. Null while live.
+   */
+  downSince: number | null;
+}
+
+/** When the control plane itself may have made nodes look dead. */
+export interface ControlPlaneClock {
+  /** This panel's start (epoch ms): it has not seen sessions for a grace yet. */
+  panelStartedAt: number;
+  /** The end of the last database outage this panel saw (epoch ms), if any. */
+  databaseBackAt: number | null;
+}
+
+export type Brake =
+  | { reason: 'TOO_MANY_UNREACHABLE'; unreachable: number; nodes: number }
+  | { reason: 'PANEL_STARTED'; until: number }
+  | { reason: 'DATABASE_RECOVERED'; until: number };
+
+export interface FailoverView {
+  states: Map<string, NodeState>;
+  brake: Brake | null;
+  /** The next time a state or the brake changes by the clock alone (epoch ms), or null. */
+  nextChangeAt: number | null;
+}
+
+export function failoverView(nodes: readonly NodeLiveness[], now: number, settings: FailoverSettings, plane: ControlPlaneClock): FailoverView {
+  const counted = nodes.filter((n) => !n.decommissioned && !n.lostByOperator);
+  const unreachable = counted.filter((n) => !n.live);
+  const grace = settings.rescheduleAfterMs;
+  let brake: Brake | null = null;
+  if (counted.length > 0 && unreachable.length / counted.length > settings.maxUnreachableFraction) {
+    brake = { reason: 'TOO_MANY_UNREACHABLE', unreachable: unreachable.length, nodes: counted.length };
+  } else if (now < plane.panelStartedAt + grace) {
+    brake = { reason: 'PANEL_STARTED', until: plane.panelStartedAt + grace };
+  } else if (plane.databaseBackAt !== null && now < plane.databaseBackAt + grace) {
+    brake = { reason: 'DATABASE_RECOVERED', until: plane.databaseBackAt + grace };
+  }
+  const states = new Map<string, NodeState>();
+  let nextChangeAt: number | null = brake && 'until' in brake ? brake.until : null;
+  const later = (at: number) => (nextChangeAt = nextChangeAt === null ? at : Math.min(nextChangeAt, at));
+  for (const node of nodes) {
+    if (node.decommissioned || node.lostByOperator) states.set(node.id, 'lost');
+    else if (node.live) states.set(node.id, 'live');
+    else {
+      // No time recorded (never seen going down): counted from now, never from the epoch.
+      const dueAt = (node.downSince ?? now) + grace;
+      const due = now >= dueAt;
+      states.set(node.id, due && brake === null ? 'lost' : 'unreachable');
+      if (!due) later(dueAt);
+    }
+  }
+  return { states, brake, nextChangeAt };
+}
+
+/**
+ * At most `budget` replacements of lost replicas, the oldest services first (ties by id); each deferred
+ * replacement keeps its lost allocation (not stopped), so it is taken up by a later evaluation.
+ */
+export function paceReplacements(result: ScheduleResult, budget: number, createdAt: ReadonlyMap<string, number>): { result: ScheduleResult; deferred: number } {
+  const replacements = result.place.filter((p) => p.cause === 'node-lost');
+  if (replacements.length <= budget) return { result, deferred: 0 };
+  const age = (serviceId: string) => createdAt.get(serviceId) ?? Number.MAX_SAFE_INTEGER;
+  const ordered = [...replacements].sort((a, b) => age(a.serviceId) - age(b.serviceId) || compareText(a.serviceId, b.serviceId) || compareText(a.replaces ?? '', b.replaces ?? ''));
+  const later = new Set(ordered.slice(Math.max(0, budget)));
+  const keptLost = new Set([...later].map((p) => p.replaces).filter((id): id is string => id !== undefined));
+  return {
+    result: {
+      ...result,
+      place: result.place.filter((p) => !later.has(p)),
+      stop: result.stop.filter((s) => !(s.cause === 'node-lost' && keptLost.has(s.allocationId))),
+    },
+    deferred: later.size,
+  };
+}

@@ -1,0 +1,94 @@
+import { describe, expect, it } from 'vitest';
+import { failoverView, paceReplacements, type NodeLiveness } from '../src/scheduling/failover-policy.js';
+import { schedule } from '../src/scheduling/schedule.js';
+import { alloc, node, service } from './scheduling/fixtures.js';
+
+// When an unreachable node is lost (issue 38), as a pure function: the grace
+// from the liveness truth, the brake on mass failure and on the control
+// plane's own hiccups, and the pacing of re-placements.
+
+const GRACE = 60_000;
+const settings = { rescheduleAfterMs: GRACE, maxUnreachableFraction: 0.3 };
+const T0 = 1_000_000_000_000;
+/** A panel up long enough and no recent database outage: no brake from the clock. */
+const steady = { panelStartedAt: T0 - 10 * GRACE, databaseBackAt: null };
+
+const live = (name: string): NodeLiveness => ({ id: `n-${name}`, name, live: true, decommissioned: false, lostByOperator: false, downSince: null });
+const down = (name: string, since: number): NodeLiveness => ({ ...live(name), live: false, downSince: since });
+const fleet = (count: number) => Array.from({ length: count }, (_, i) => live(`node-${i}`));
+
+describe('failoverView', () => {
+  it('a node is lost exactly one grace after it went down: unreachable 1 ms before, lost at the grace', () => {
+    const nodes = [...fleet(9), down('a', T0)];
+    expect(failoverView(nodes, T0 + GRACE - 1, settings, steady).states.get('n-a')).toBe('unreachable');
+    expect(failoverView(nodes, T0 + GRACE - 1, settings, steady).nextChangeAt).toBe(T0 + GRACE);
+    expect(failoverView(nodes, T0 + GRACE, settings, steady).states.get('n-a')).toBe('lost');
+    expect(failoverView(nodes, T0 + GRACE, settings, steady).brake).toBeNull();
+  });
+
+  it('a node back within the grace is live again and loses nothing', () => {
+    const view = failoverView([...fleet(9), live('a')], T0 + GRACE + 1, settings, steady);
+    expect(view.states.get('n-a')).toBe('live');
+    expect([...view.states.values()].every((s) => s === 'live')).toBe(true);
+  });
+
+  it('more than the share unreachable at once: nothing is lost, the brake says why', () => {
+    // 3 of 10 is 30 %, not more: moves; 4 of 10 brakes.
+    const three = [...fleet(7), down('a', T0), down('b', T0), down('c', T0)];
+    expect(failoverView(three, T0 + GRACE, settings, steady).brake).toBeNull();
+    const four = [...three, down('d', T0)].slice(1);
+    const view = failoverView(four, T0 + 10 * GRACE, settings, steady);
+    expect(view.brake).toEqual({ reason: 'TOO_MANY_UNREACHABLE', unreachable: 4, nodes: 10 });
+    expect([...view.states.values()].filter((s) => s === 'lost')).toEqual([]);
+  });
+
+  it('within one grace of a panel start or of a database outage ending: brake, then the grace counts as usual', () => {
+    const nodes = [...fleet(9), down('a', T0 - 5 * GRACE)];
+    const started = failoverView(nodes, T0, settings, { panelStartedAt: T0 - 1_000, databaseBackAt: null });
+    expect(started.brake).toEqual({ reason: 'PANEL_STARTED', until: T0 - 1_000 + GRACE });
+    expect(started.states.get('n-a')).toBe('unreachable');
+    expect(started.nextChangeAt).toBe(T0 - 1_000 + GRACE);
+    const afterOutage = failoverView(nodes, T0, settings, { ...steady, databaseBackAt: T0 - 2_000 });
+    expect(afterOutage.brake).toEqual({ reason: 'DATABASE_RECOVERED', until: T0 - 2_000 + GRACE });
+    expect(failoverView(nodes, T0 - 2_000 + GRACE, settings, { ...steady, databaseBackAt: T0 - 2_000 }).states.get('n-a')).toBe('lost');
+  });
+
+  it('an operator\'s "lost" and a decommission are lost at once, brake or not, and do not count toward the share', () => {
+    const nodes = [...fleet(2), down('a', T0), { ...down('gone', T0), lostByOperator: true }, { ...live('old'), decommissioned: true }];
+    const view = failoverView(nodes, T0 + 1, settings, { panelStartedAt: T0, databaseBackAt: null });
+    expect(view.brake?.reason).toBe('TOO_MANY_UNREACHABLE'); // 1 of 3 counted nodes
+    expect(view.states.get('n-gone')).toBe('lost');
+    expect(view.states.get('n-old')).toBe('lost');
+    expect(view.states.get('n-a')).toBe('unreachable');
+  });
+
+  it('a node down with no recorded time waits a whole grace from now, never from the epoch', () => {
+    const view = failoverView([...fleet(9), { ...down('a', T0), downSince: null }], T0, settings, steady);
+    expect(view.states.get('n-a')).toBe('unreachable');
+    expect(view.nextChangeAt).toBe(T0 + GRACE);
+  });
+});
+
+describe('paceReplacements', () => {
+  // Three services with one replica each on node a, which is lost; b and c take them.
+  const services = [service('old', 1), service('mid', 1), service('new', 1)];
+  const allocations = [alloc('x-old', 'old', 'a', 1), alloc('x-mid', 'mid', 'a', 2), alloc('x-new', 'new', 'a', 3)];
+  const result = schedule(services, [node('a', { state: 'lost' }), node('b'), node('c')], allocations);
+  const createdAt = new Map([['old', 10], ['mid', 20], ['new', 30]]);
+
+  it('keeps the oldest services\' replacements within the budget and leaves the others\' lost allocations in place', () => {
+    expect(result.place).toHaveLength(3);
+    const paced = paceReplacements(result, 2, createdAt);
+    expect(paced.deferred).toBe(1);
+    expect(paced.result.place.map((p) => p.serviceId).sort()).toEqual(['mid', 'old']);
+    expect(paced.result.stop.map((s) => s.allocationId).sort()).toEqual(['x-mid', 'x-old']);
+  });
+
+  it('passes everything through within the budget, and nothing with a budget of 0', () => {
+    expect(paceReplacements(result, 3, createdAt)).toEqual({ result, deferred: 0 });
+    const none = paceReplacements(result, 0, createdAt);
+    expect(none.deferred).toBe(3);
+    expect(none.result.place).toEqual([]);
+    expect(none.result.stop).toEqual([]);
+  });
+});
