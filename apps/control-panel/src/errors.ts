@@ -97,6 +97,8 @@ export const PANEL_ERROR_CATALOG = defineErrorCatalog({
   SECRETS_KEY_MISSING: 'the database holds secrets encrypted under a key this panel was not given',
   /** A stored secret does not authenticate under its key (tampered or truncated); the deploy fails. */
   SECRET_UNREADABLE: 'a stored secret does not decrypt',
+  /** StaleEpochError: a scheduler write under an epoch that is no longer the lease's; nothing was written. */
+  SCHEDULER_EPOCH_STALE: 'this panel no longer holds the scheduler lease under the epoch it wrote with',
   /** ConfigError (common): the panel does not start; every bad variable is named. */
   INVALID_CONFIG: 'an environment variable is missing or invalid',
 });

@@ -27,7 +27,16 @@ export class TimelineFence {
   fencedTimeline = 0;
 
   constructor(
-    private readonly options: { prisma: Db; panelId: string; generations: SessionGenerations; registry: SessionRegistry; claims: FenceClaims; logger: Logger },
+    private readonly options: {
+      prisma: Db;
+      panelId: string;
+      generations: SessionGenerations;
+      registry: Pick<SessionRegistry, 'list'>;
+      claims: FenceClaims;
+      logger: Logger;
+      /** The scheduler's epoch this panel holds (scheduler-lease.ts), raised above the same way; 0: none. */
+      schedulerEpoch?: () => number;
+    },
   ) {}
 
   /** Resolves once the check for the newest timeline seen has run (at once when none is pending). */
@@ -50,9 +59,10 @@ export class TimelineFence {
     const sql = sqlOf(prisma);
     const held = generations.highest();
     await sql.rows(
-      `INSERT INTO fencing_floors (timeline, floor, raised_at) VALUES ($1::int, $2::bigint, now())
-       ON CONFLICT (timeline) DO UPDATE SET floor = GREATEST(fencing_floors.floor, EXCLUDED.floor), raised_at = now()`,
-      [timeline, held],
+      `INSERT INTO fencing_floors (timeline, floor, scheduler_epoch, raised_at) VALUES ($1::int, $2::bigint, $3::bigint, now())
+       ON CONFLICT (timeline) DO UPDATE SET floor = GREATEST(fencing_floors.floor, EXCLUDED.floor),
+         scheduler_epoch = GREATEST(fencing_floors.scheduler_epoch, EXCLUDED.scheduler_epoch), raised_at = now()`,
+      [timeline, held, this.options.schedulerEpoch?.() ?? 0],
     );
     const sessions = registry.list();
     if (sessions.length === 0) return void (this.fencedTimeline = timeline);
