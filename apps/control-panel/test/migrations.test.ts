@@ -169,6 +169,47 @@ describe('the migrated database matches schema.prisma', () => {
     });
   });
 
+  it('allocations: an upgrade pins every service to its node, one allocation per replica on its running release, moving nothing', async () => {
+    const url = await server.createDatabase();
+    const before = await mkdtemp(path.join(os.tmpdir(), 'tether-before-allocations-'));
+    try {
+      await cp(MIGRATIONS_DIR, before, { recursive: true });
+      await rm(path.join(before, '20261203110000_allocations'), { recursive: true });
+      await applyMigrations(url, before);
+    } finally {
+      await rm(before, { recursive: true, force: true });
+    }
+    await runSql(
+      url,
+      `INSERT INTO teams (id, name) VALUES ('t', 't');
+      INSERT INTO nodes (id, name, token_hash) VALUES ('n1', 'web-1', 'h1'), ('n2', 'web-2', 'h2');
+      INSERT INTO services (id, team_id, name, image, node_id, replicas, updated_at) VALUES
+        ('three', 't', 'three', 'nginx', 'n1', 3, now()), ('stopped', 't', 'stopped', 'nginx', 'n2', 0, now()),
+        ('fresh', 't', 'fresh', 'nginx', 'n2', 1, now());
+      INSERT INTO deployments (id, service_id, node_id, spec, status, created_at) VALUES
+        ('d-old', 'three', 'n1', '{}', 'running', now() - interval '2 hours'),
+        ('d-now', 'three', 'n1', '{}', 'running', now() - interval '1 hour'),
+        ('d-failed', 'three', 'n1', '{}', 'failed', now());`,
+    );
+    const applied = await applyMigrations(url, MIGRATIONS_DIR);
+    expect(applied.applied).toEqual(['20261203110000_allocations']);
+    const services = await query<{ id: string; placement: unknown }>(url, 'SELECT id, placement FROM services ORDER BY id');
+    expect(services).toEqual([
+      { id: 'fresh', placement: { nodes: ['web-2'] } },
+      { id: 'stopped', placement: { nodes: ['web-2'] } },
+      { id: 'three', placement: { nodes: ['web-1'] } },
+    ]);
+    const allocations = await query<{ service_id: string; node_id: string; release_id: string | null; desired: string; epoch: string }>(
+      url,
+      'SELECT service_id, node_id, release_id, desired, epoch::text FROM allocations ORDER BY service_id, id',
+    );
+    expect(allocations).toEqual([
+      { service_id: 'fresh', node_id: 'n2', release_id: null, desired: 'run', epoch: '0' },
+      ...Array(3).fill({ service_id: 'three', node_id: 'n1', release_id: 'd-now', desired: 'run', epoch: '0' }),
+    ]);
+    expect(await query(url, "SELECT labels, cordoned FROM nodes WHERE id = 'n1'")).toEqual([{ labels: {}, cordoned: false }]);
+  });
+
   it('fails when a migration drifts from the schema (an extra statement in a copy of the migrations)', async () => {
     const dir = await mkdtemp(path.join(os.tmpdir(), 'tether-drift-'));
     try {
