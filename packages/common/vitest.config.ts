@@ -1,4 +1,4 @@
 import { defineConfig } from 'vitest/config';
 import { testConfig } from '../../vitest.shared.mjs';
 
-export default defineConfig({ test: testConfig('common') });
+export default defineConfig({ test: testConfig('common', {}, { splitFast: import.meta.dirname }) });

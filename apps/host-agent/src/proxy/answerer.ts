@@ -97,7 +97,7 @@ export abstract class KnotSupervision implements Answerer {
 
   private async ensureOnce(): Promise<void> {
     try {
-      this.state.serial = await this.probe();
+      this.state.serial = await this.probeAfterStall();
       this.state.up = true;
       if (await this.current()) return;
       this.supervision.logger.warn({}, 'answerer runs outdated settings; replacing it');
@@ -112,12 +112,34 @@ export abstract class KnotSupervision implements Answerer {
     await this.replace();
   }
 
-  /** After a start: waits until knotd answers, within the start timeout. */
-  protected async waitAnswering(where: string): Promise<void> {
+  /**
+   * A probe whose failure can be trusted. A probe that failed long after its
+   * timeout says the agent itself stalled (frozen, thawed: its timers ran
+   * before it read the answer waiting in its socket), not that knotd did: it is
+   * asked once more rather than the answerer being killed for the agent's own pause.
+   * (A real timeout ends within 2× the timeout here: c-ares may send a query twice.)
+   */
+  private async probeAfterStall(): Promise<number> {
+    const started = performance.now();
+    try {
+      return await this.probe();
+    } catch (error) {
+      if (performance.now() - started <= 3 * this.supervision.probeTimeoutMs) throw error;
+      this.supervision.logger.warn({ err: error }, 'answerer probe failed after the agent stalled; asking again');
+      return this.probe();
+    }
+  }
+
+  /**
+   * After a start: waits until knotd answers, within the start timeout.
+   * `exited`: whether the started knotd is gone already (it can never answer: fail now, not at the timeout).
+   */
+  protected async waitAnswering(where: string, exited: () => boolean = () => false): Promise<void> {
     this.state.starts += 1;
     const deadline = Date.now() + (this.supervision.startTimeoutMs ?? 5_000);
     let last: unknown;
     while (Date.now() < deadline) {
+      if (exited()) throw new ProxyError('PROXY_ANSWERER_FAILED', `knotd (${where}) exited before it answered; see ${this.paths.log}`);
       try {
         this.state.serial = await this.probe();
         this.state.up = true;

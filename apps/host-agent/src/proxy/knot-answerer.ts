@@ -49,15 +49,17 @@ export class KnotAnswerer extends KnotSupervision {
     await this.killLeftover();
     await prepareKnotFiles(this.paths, this.options.listen);
     const log = openSync(this.paths.log, 'a');
+    let exited = false;
     try {
       // Its own session and no pipe to us: it outlives the agent, and a full pipe can never block it.
       const child = spawn(this.options.knotd, ['-c', this.paths.conf], { detached: true, stdio: ['ignore', log, log] });
       child.on('error', (error) => this.options.logger.error({ err: error }, 'knotd could not be started'));
+      child.on('exit', () => (exited = true));
       child.unref();
     } finally {
       closeSync(log);
     }
-    await this.waitAnswering(this.caddyAddress);
+    await this.waitAnswering(this.caddyAddress, () => exited);
   }
 
   protected async reload(): Promise<void> {

@@ -97,6 +97,56 @@ describe.skipIf(!ready)('static proxy: routing without config changes', () => {
     expect(await caddyLoadCount(caddy.adminUrl)).toBe(loadsAtStart);
     expect(controller.status()).toMatchObject({ reloadsTotal: 1, reloadsToday: 0 });
   });
+
+  it('routes up to three segments, segment-wise and without case, the longest prefix winning, with no load', async () => {
+    const loadsBefore = await caddyLoadCount(caddy.adminUrl);
+    const [v1, deep, abc] = [await startNamedServer('v1'), await startNamedServer('deep'), await startNamedServer('abc')];
+    servers.push(v1, deep, abc);
+    const result = await controller.apply(
+      mapOf([
+        route('shop.example.test', `127.0.0.1:${shop.port}`),
+        route('shop.example.test', `127.0.0.1:${api.port}`, '/api'),
+        route('shop.example.test', `127.0.0.1:${v1.port}`, '/api/v1'),
+        route('shop.example.test', `127.0.0.1:${deep.port}`, '/api/v1/x_y'),
+        route('shop.example.test', `127.0.0.1:${abc.port}`, '/a_b-c'),
+        route('docs.example.test', `127.0.0.1:${v1.port}`, '/api/v1'),
+      ]),
+    );
+    expect(result).toMatchObject({ changed: true, reloaded: false, error: null });
+    const body = async (host: string, p: string) => (await getWithMarker(caddy.httpPort, host, p)).body;
+    // The test before left shop.example.test on blog: Caddy keeps that answer until it is older than `refresh`.
+    await waitFor(async () => (await body('shop.example.test', '/')) === 'shop /', { timeoutMs: 3_000, message: 'whole domain back on shop' });
+    const expected: Array<[string, string]> = [
+      ['/api/v1', 'v1'],
+      ['/api/v1/', 'v1'],
+      ['/api/v1/users?x=1', 'v1'],
+      ['/api/v1x', 'api'],
+      ['/api/v2/users', 'api'],
+      ['/api', 'api'],
+      ['/apix', 'shop'],
+      ['/apix/v1', 'shop'],
+      ['/api/v1/x_y', 'deep'],
+      ['/api/v1/x_y/z', 'deep'],
+      ['/api/v1/x_y.js', 'v1'],
+      ['/api/v1/x_yz', 'v1'],
+      ['/a_b-c', 'abc'],
+      ['/a_b-c/q', 'abc'],
+      ['/a_b-', 'shop'],
+      ['/', 'shop'],
+      // Without case: upper-case paths and hosts take the case-blind lookups, deepest first.
+      ['/API/V1/users', 'v1'],
+      ['/Api/v1/X_Y/z', 'deep'],
+      ['/api/V2', 'api'],
+      ['/A_B-C', 'abc'],
+      ['/APIX', 'shop'],
+    ];
+    for (const [p, who] of expected) expect(await body('shop.example.test', p), p).toBe(`${who} ${p}`);
+    for (const [p, who] of expected) expect(await body('SHOP.Example.test', p), `upper host ${p}`).toBe(`${who} ${p}`);
+    expect(await body('docs.example.test', '/api/v1/a')).toBe('v1 /api/v1/a');
+    expect(await body('docs.example.test', '/API/v1/a')).toBe('v1 /API/v1/a');
+    for (const p of ['/', '/api', '/api/v1x', '/api/v2/v1']) expect(await getWithMarker(caddy.httpPort, 'docs.example.test', p), p).toMatchObject({ status: 404, marker: 'no-route' });
+    expect(await caddyLoadCount(caddy.adminUrl)).toBe(loadsBefore);
+  });
 });
 
 describe.skipIf(!ready)('static proxy: the one-time move from the per-route config', () => {
