@@ -8,10 +8,8 @@ import type { ActualContainer } from './plan.js';
 // release: one health-gated, drained rollout each, as a deploy is), and which
 // containers no allocation owns (drained, then removed).
 
-/** A service container as plan.ts sees it, with its `tether.allocation` label (null: placed by deploy/workloads). */
-export interface AllocatedContainer extends ActualContainer {
-  allocationId: string | null;
-}
+/** A service container as plan.ts sees it; `allocationId` is its `tether.allocation` label (absent: placed by deploy/workloads). */
+export type AllocatedContainer = ActualContainer;
 
 export interface AllocationPlanInput {
   allocations: readonly Allocation[];
@@ -60,14 +58,14 @@ export function planAllocations(input: AllocationPlanInput): AllocationPlan {
   for (const a of input.allocations) {
     const labelled = live.filter((c) => c.allocationId === a.allocationId).sort(preferServing(a.deploymentId));
     const recorded = byId.get(input.bindings.get(a.allocationId) ?? '');
-    const own = labelled[0] ?? (recorded && recorded.allocationId === null && recorded.serviceId === a.serviceId && !taken.has(recorded.id) ? recorded : undefined);
+    const own = labelled[0] ?? (recorded && recorded.allocationId === undefined && recorded.serviceId === a.serviceId && !taken.has(recorded.id) ? recorded : undefined);
     if (own) bind(a.allocationId, own);
   }
   // 2. Adoption: an unlabelled container of the service, its release first, oldest first, so nothing restarts.
   for (const a of input.allocations) {
     if (bindings.has(a.allocationId)) continue;
     const candidates = live
-      .filter((c) => c.allocationId === null && c.serviceId === a.serviceId && !taken.has(c.id))
+      .filter((c) => c.allocationId === undefined && c.serviceId === a.serviceId && !taken.has(c.id))
       .sort((x, y) => Number(y.deploymentId === a.deploymentId) - Number(x.deploymentId === a.deploymentId) || compareCreated(x, y));
     if (candidates[0]) bind(a.allocationId, candidates[0]);
   }

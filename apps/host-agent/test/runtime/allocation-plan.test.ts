@@ -9,7 +9,7 @@ const releases = new Map([[v7.deploymentId, v7], [v8.deploymentId, v8]]);
 const alloc = (allocationId: string, deploymentId = 'dep_07', serviceId = 'svc_01'): Allocation => ({ allocationId, serviceId, deploymentId });
 let seq = 0;
 const box = (id: string, allocationId: string | null, deploymentId = 'dep_07', over: Partial<AllocatedContainer> = {}): AllocatedContainer => ({
-  id, name: `tether-web-${id}`, serviceId: 'svc_01', deploymentId, replica: null, allocationId,
+  id, name: `tether-web-${id}`, serviceId: 'svc_01', deploymentId, replica: null, ...(allocationId ? { allocationId } : {}),
   state: 'running', exitCode: null, health: 'none', createdAt: 1000 + seq++, startedAt: 1000, finishedAt: null, ...over,
 });
 const input = (over: Partial<AllocationPlanInput>): AllocationPlanInput => ({

@@ -4,7 +4,7 @@ import type { AllocatedContainer } from '../../src/runtime/allocation-plan.js';
 import { allocationStatuses, type AllocationStatusInput } from '../../src/runtime/allocation-status.js';
 
 const box = (id: string, deploymentId: string, allocationId: string | null = null): AllocatedContainer => ({
-  id, name: id, serviceId: 'svc_01', deploymentId, replica: null, allocationId, state: 'running', exitCode: null, health: 'none', createdAt: 1, startedAt: 1, finishedAt: null,
+  id, name: id, serviceId: 'svc_01', deploymentId, replica: null, ...(allocationId ? { allocationId } : {}), state: 'running', exitCode: null, health: 'none', createdAt: 1, startedAt: 1, finishedAt: null,
 });
 const alloc = (allocationId: string, deploymentId: string): Allocation => ({ allocationId, serviceId: 'svc_01', deploymentId });
 const base = (over: Partial<AllocationStatusInput>): AllocationStatusInput => ({
