@@ -63,6 +63,9 @@ export const ProbeEvidence = Type.Object({
 });
 export type ProbeEvidence = Static<typeof ProbeEvidence>;
 
+/** A container's health: its image's check, or the workload's HTTP check (capability `workload.healthCheck`). */
+const ContainerHealth = Type.Union([Type.Literal('none'), Type.Literal('starting'), Type.Literal('healthy'), Type.Literal('unhealthy')]);
+
 export const ContainerState = Type.Object({
   containerId: Id,
   serviceId: Id,
@@ -78,12 +81,7 @@ export const ContainerState = Type.Object({
     Type.Literal('removing'),
   ]),
   exitCode: Nullable(Type.Integer()),
-  health: Type.Union([
-    Type.Literal('none'),
-    Type.Literal('starting'),
-    Type.Literal('healthy'),
-    Type.Literal('unhealthy'),
-  ]),
+  health: ContainerHealth,
   restartCount: Count,
   since: Timestamp,
   /** The kernel killed its process for exceeding its memory limit (last exit); sent by agents with `workload.resources`. */
@@ -327,7 +325,7 @@ export const AllocationStatus = Type.Object({
   state: AllocationState,
   /** The serving container (null while none is); with the heartbeat's container of the same id for details. */
   containerId: Nullable(Id),
-  health: Type.Union([Type.Literal('none'), Type.Literal('starting'), Type.Literal('healthy'), Type.Literal('unhealthy')]),
+  health: ContainerHealth,
   /** `failed`: why, with a `deploy.result` code; null otherwise. */
   code: Nullable(Code),
   reason: NullableText,

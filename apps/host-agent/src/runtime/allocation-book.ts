@@ -1,5 +1,5 @@
 import type { Logger } from '@tether/common';
-import { readFileIfExists, writeFileAtomic } from '../state/atomic-file.js';
+import { JsonStateFile } from '../state/json-state-file.js';
 import { failedKey } from './allocation-plan.js';
 
 /**
@@ -29,25 +29,21 @@ const isFailure = (f: Partial<AllocationFailure>): f is AllocationFailure =>
 export class AllocationBook {
   private bindings = new Map<string, string>();
   private readonly failures = new Map<string, AllocationFailure>();
-  private writing: Promise<void> = Promise.resolve();
+  private readonly file: JsonStateFile | undefined;
 
-  constructor(private readonly persist?: { file: string; logger: Logger }) {}
+  constructor(persist?: { file: string; logger: Logger }) {
+    this.file = persist ? new JsonStateFile(persist.file, persist.logger, 'allocation state') : undefined;
+  }
 
   /** Reads what an earlier run left; an unreadable file is logged and ignored (labels still bind, adoption runs again). */
   async load(): Promise<void> {
-    if (!this.persist) return;
-    const bytes = await readFileIfExists(this.persist.file).catch(() => null);
-    if (bytes === null) return;
-    try {
-      const parsed = JSON.parse(bytes.toString('utf8')) as Partial<Saved>;
-      for (const [allocationId, containerId] of Object.entries(parsed.bindings ?? {})) {
-        if (typeof containerId === 'string') this.bindings.set(allocationId, containerId);
-      }
-      for (const f of Array.isArray(parsed.failures) ? (parsed.failures as Partial<AllocationFailure>[]) : []) {
-        if (isFailure(f)) this.failures.set(failedKey(f.allocationId, f.deploymentId), f);
-      }
-    } catch (error) {
-      this.persist.logger.error({ err: error, file: this.persist.file }, 'allocation state unreadable; adoptions are made again');
+    const parsed = (await this.file?.read()) as Partial<Saved> | null | undefined;
+    if (!parsed || typeof parsed !== 'object') return;
+    for (const [allocationId, containerId] of Object.entries(parsed.bindings ?? {})) {
+      if (typeof containerId === 'string') this.bindings.set(allocationId, containerId);
+    }
+    for (const f of Array.isArray(parsed.failures) ? (parsed.failures as Partial<AllocationFailure>[]) : []) {
+      if (isFailure(f)) this.failures.set(failedKey(f.allocationId, f.deploymentId), f);
     }
   }
 
@@ -76,7 +72,7 @@ export class AllocationBook {
       this.failures.delete(key);
       changed = true;
     }
-    return changed ? this.save() : this.writing;
+    return changed ? this.save() : (this.file?.flushed() ?? Promise.resolve());
   }
 
   recordFailure(failure: AllocationFailure): Promise<void> {
@@ -85,14 +81,8 @@ export class AllocationBook {
   }
 
   private save(): Promise<void> {
-    const persist = this.persist;
-    if (!persist) return Promise.resolve();
     const saved: Saved = { bindings: Object.fromEntries(this.bindings), failures: [...this.failures.values()] };
-    const data = `${JSON.stringify({ version: 1, ...saved })}\n`;
-    this.writing = this.writing
-      .then(() => writeFileAtomic(persist.file, data, 0o600))
-      .catch((error: unknown) => persist.logger.error({ err: error, file: persist.file }, 'could not persist allocation state'));
-    return this.writing;
+    return this.file?.write({ version: 1, ...saved }) ?? Promise.resolve();
   }
 }
 
