@@ -2,7 +2,8 @@ import { Compile, type Validator } from 'typebox/compile';
 import { isIdentifier, sanitizeText } from '@tether/common';
 import { MAX_FRAME_BYTES, MAX_STATE_FRAME_BYTES } from './constants.js';
 import { FRAME_ERROR_CODES, InvalidMessageError, type FrameError, type FrameErrorCode } from './errors.js';
-import { FIELD_LIMITS, MESSAGE_SCHEMAS, type Message, type MessageType } from './messages.js';
+import { allocationsProblem } from './allocations.js';
+import { FIELD_LIMITS, MESSAGE_SCHEMAS, type Allocations, type Message, type MessageType } from './messages.js';
 import { DEFAULT_PROTOCOL_RANGE, describeRange, speaksVersion, type ProtocolRange } from './versions.js';
 
 export type DecodeResult = { ok: true; message: Message } | { ok: false; error: FrameError };
@@ -109,6 +110,8 @@ export function decode(raw: unknown, options: DecodeOptions = {}): DecodeResult 
         ref,
       );
     }
+    const problem = type === 'allocations' ? allocationsProblem(value as unknown as Allocations) : null;
+    if (problem) return fail(FRAME_ERROR_CODES.INVALID_FIELD, `allocations: invalid field at ${problem}`, ref);
     return { ok: true, message: value as Message };
   } catch (err) {
     // Defence in depth: decode's contract is to never throw, whatever arrives.
@@ -126,6 +129,8 @@ export function encode(message: Message): string {
     const error = (result as { ok: false; error: FrameError }).error;
     throw new InvalidMessageError(error.code, error.message);
   }
+  const problem = message.type === 'allocations' ? allocationsProblem(message) : null;
+  if (problem) throw new InvalidMessageError(FRAME_ERROR_CODES.INVALID_FIELD, `allocations: invalid field at ${problem}`);
   const text = JSON.stringify(message);
   const size = Buffer.byteLength(text, 'utf8');
   const limit = maxFrameBytes(message.type);
@@ -135,10 +140,12 @@ export function encode(message: Message): string {
   return text;
 }
 
-/** The size limit of a message type: state frames (routing.map, workloads) may be larger. */
+/** The size limit of a message type: state frames (routing.map, workloads, allocations) may be larger. */
 export function maxFrameBytes(type: MessageType): number {
-  return type === 'routing.map' || type === 'workloads' ? MAX_STATE_FRAME_BYTES : MAX_FRAME_BYTES;
+  return STATE_FRAME_TYPES.has(type) ? MAX_STATE_FRAME_BYTES : MAX_FRAME_BYTES;
 }
+
+const STATE_FRAME_TYPES: ReadonlySet<MessageType> = new Set(['routing.map', 'workloads', 'allocations']);
 
 /** Narrows a decoded message to one type. */
 export function isMessage<T extends MessageType>(message: Message, type: T): message is Extract<Message, { type: T }> {

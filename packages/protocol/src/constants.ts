@@ -58,7 +58,7 @@ export const MAX_INVALID_BYTES_PER_SECOND = 1024 * 1024;
  * Panel → agent messages the agent ACKs at once, before the work. No ACK
  * within `ackTimeoutMs` kills the session with ACK_TIMEOUT, whichever it was.
  */
-export const ACKED_MESSAGE_TYPES = Object.freeze(['deploy', 'workloads', 'routing.map', 'volumes.remove'] as const);
+export const ACKED_MESSAGE_TYPES = Object.freeze(['deploy', 'workloads', 'allocations', 'routing.map', 'volumes.remove'] as const);
 
 /**
  * Optional protocol features, announced by the agent in `hello.capabilities`
@@ -109,6 +109,12 @@ export const CAPABILITIES = Object.freeze({
    * `routing.probes` (heartbeats, hello, routing.applied), with the interval in `routing.probeIntervalMs`.
    */
   ROUTES_PROBE: 'routes.probe',
+  /**
+   * The node's intent as allocations: `allocations` (panel → agent) replaces `deploy` and `workloads`, the agent
+   * runs one container per allocation and reports each in `allocations.status` (agent → panel) and, on its
+   * containers, `allocationId`.
+   */
+  WORKLOAD_ALLOCATIONS: 'workload.allocations',
 } as const);
 export type Capability = (typeof CAPABILITIES)[keyof typeof CAPABILITIES];
 

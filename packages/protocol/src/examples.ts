@@ -1,5 +1,5 @@
 import { CAPABILITIES, DEFAULT_TIMING, PROTOCOL_VERSION } from './constants.js';
-import type { ContainerState, Message, MessageType, RoutingStatus, Workload } from './messages.js';
+import type { ContainerState, Message, MessageType, Release, RoutingStatus, Workload } from './messages.js';
 import { routingHash, serviceUpstream } from './routing.js';
 
 // One valid example of every message: used by the tests, and the source of the
@@ -51,6 +51,9 @@ const workload: Workload = {
   replicas: 1,
 };
 
+const { replicas: _replicas, ...rest } = workload;
+const release: Release = rest;
+
 const routes = [{ domain: 'shop.example.com', pathPrefix: null, serviceId: 'svc_01', upstream: serviceUpstream('svc_01', 8080) }];
 
 export const EXAMPLE_MESSAGES: { [K in MessageType]: Extract<Message, { type: K }> } = {
@@ -94,6 +97,49 @@ export const EXAMPLE_MESSAGES: { [K in MessageType]: Extract<Message, { type: K 
     ],
   },
   workloads: { type: 'workloads', id: 'p-4', workloads: [workload] },
+  // Mid-rollout: one replica of web already on release dep_08, one still on dep_07.
+  allocations: {
+    type: 'allocations',
+    id: 'p-10',
+    releases: [release, { ...release, deploymentId: 'dep_08', image: 'registry.example.com/web:1.4.3' }],
+    allocations: [
+      { allocationId: 'alc_01', serviceId: 'svc_01', deploymentId: 'dep_08' },
+      { allocationId: 'alc_02', serviceId: 'svc_01', deploymentId: 'dep_07' },
+    ],
+  },
+  'allocations.status': {
+    type: 'allocations.status',
+    id: 'a-11',
+    ref: 'p-10',
+    allocations: [
+      {
+        allocationId: 'alc_01',
+        serviceId: 'svc_01',
+        deploymentId: 'dep_08',
+        runningDeploymentId: 'dep_08',
+        state: 'running',
+        containerId: '9b1e44c2d7a0',
+        health: 'healthy',
+        code: null,
+        reason: null,
+        imageRef: 'registry.example.com/web@sha256:4f1c0d3e5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d',
+        since: '2026-11-29T10:02:00.000Z',
+      },
+      {
+        allocationId: 'alc_02',
+        serviceId: 'svc_01',
+        deploymentId: 'dep_07',
+        runningDeploymentId: 'dep_07',
+        state: 'running',
+        containerId: '3f2a9c1d0b7e',
+        health: 'healthy',
+        code: null,
+        reason: null,
+        imageRef: 'registry.example.com/web@sha256:0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b',
+        since: '2026-11-29T10:00:00.000Z',
+      },
+    ],
+  },
   ack: { type: 'ack', id: 'a-4', ref: 'p-3' },
   'deploy.result': {
     type: 'deploy.result',

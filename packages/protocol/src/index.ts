@@ -9,3 +9,4 @@ export * from './retry-hint.js';
 export * from './examples.js';
 export * from './workload-capabilities.js';
 export * from './registry-host.js';
+export * from './allocations.js';

@@ -63,6 +63,9 @@ export const ProbeEvidence = Type.Object({
 });
 export type ProbeEvidence = Static<typeof ProbeEvidence>;
 
+/** A container's health: its image's check, or the workload's HTTP check (capability `workload.healthCheck`). */
+const ContainerHealth = Type.Union([Type.Literal('none'), Type.Literal('starting'), Type.Literal('healthy'), Type.Literal('unhealthy')]);
+
 export const ContainerState = Type.Object({
   containerId: Id,
   serviceId: Id,
@@ -78,18 +81,15 @@ export const ContainerState = Type.Object({
     Type.Literal('removing'),
   ]),
   exitCode: Nullable(Type.Integer()),
-  health: Type.Union([
-    Type.Literal('none'),
-    Type.Literal('starting'),
-    Type.Literal('healthy'),
-    Type.Literal('unhealthy'),
-  ]),
+  health: ContainerHealth,
   restartCount: Count,
   since: Timestamp,
   /** The kernel killed its process for exceeding its memory limit (last exit); sent by agents with `workload.resources`. */
   oomKilled: Type.Optional(Type.Boolean()),
   /** Capability `workload.healthCheck`: the last HTTP probe of the workload's health check (then `health` is its verdict). */
   lastProbe: Type.Optional(ProbeEvidence),
+  /** Capability `workload.allocations`: the allocation the container runs (its `tether.allocation` label); absent on other containers. */
+  allocationId: Type.Optional(Id),
 });
 export type ContainerState = Static<typeof ContainerState>;
 
@@ -285,6 +285,57 @@ export const Workload = Type.Object({
 });
 export type Workload = Static<typeof Workload>;
 
+/**
+ * Capability `workload.allocations`: one release of a service as an `allocations` set carries it: the full
+ * workload spec of its deployment without `replicas` (the allocations say how many run, and where).
+ */
+export const Release = Type.Omit(Workload, ['replicas']);
+export type Release = Static<typeof Release>;
+
+/** Capability `workload.allocations`: one replica of one service placed on this node, running release `deploymentId`. */
+export const Allocation = Type.Object({
+  /** Stable for the replica's life on this node: a new release changes `deploymentId`, never the id. */
+  allocationId: Id,
+  serviceId: Id,
+  /** The release it must run: a `releases` entry of the same frame with the same `serviceId`. */
+  deploymentId: Id,
+});
+export type Allocation = Static<typeof Allocation>;
+
+/** What an allocation is doing on its node (see `AllocationStatus`). */
+export const AllocationState = Type.Union([
+  Type.Literal('pending'),
+  Type.Literal('starting'),
+  Type.Literal('running'),
+  Type.Literal('failed'),
+  Type.Literal('draining'),
+]);
+export type AllocationState = Static<typeof AllocationState>;
+
+/**
+ * Capability `workload.allocations`, agent → panel: one allocation as its node runs it. `deploymentId` is the
+ * release it must run (the last set's; for a removed allocation, the one it ran); `runningDeploymentId` the
+ * release its serving container runs (the old one mid-rollout and after a failed one; null: none serves).
+ */
+export const AllocationStatus = Type.Object({
+  allocationId: Id,
+  serviceId: Id,
+  deploymentId: Id,
+  runningDeploymentId: Nullable(Id),
+  state: AllocationState,
+  /** The serving container (null while none is); with the heartbeat's container of the same id for details. */
+  containerId: Nullable(Id),
+  health: ContainerHealth,
+  /** `failed`: why, with a `deploy.result` code; null otherwise. */
+  code: Nullable(Code),
+  reason: NullableText,
+  /** The image `runningDeploymentId` runs, pinned as `deploy.result.imageRef` is; absent while none runs. */
+  imageRef: Type.Optional(Identifier(FIELD_LIMITS.image)),
+  /** When `state` last changed. */
+  since: Timestamp,
+});
+export type AllocationStatus = Static<typeof AllocationStatus>;
+
 export const Route = Type.Object({
   domain: Name,
   pathPrefix: Nullable(Identifier(FIELD_LIMITS.pathPrefix)),
@@ -366,6 +417,35 @@ export const Workloads = Type.Object({
   workloads: Type.Array(Workload, { maxItems: 10_000 }),
 });
 export type Workloads = Static<typeof Workloads>;
+
+/**
+ * panel → agent, capability `workload.allocations`: the complete set of allocations on this node, with the
+ * release each runs. For an agent that named the capability it replaces `deploy` and `workloads` (the one
+ * intent path); ACKed at once, like `workloads`.
+ */
+export const Allocations = Type.Object({
+  type: Type.Literal('allocations'),
+  id: Id,
+  // A node's allocations are bounded like its status report (`allocations.status`) is.
+  releases: Type.Array(Release, { maxItems: 2_000 }),
+  allocations: Type.Array(Allocation, { maxItems: 2_000 }),
+});
+export type Allocations = Static<typeof Allocations>;
+
+/**
+ * agent → panel, capability `workload.allocations`: every allocation of the last applied set and every removed
+ * one still draining, the complete list (one left out is gone). Sent after `welcome` and whenever one changes;
+ * not ACKed (the next one repeats the state).
+ */
+export const AllocationsStatus = Type.Object({
+  type: Type.Literal('allocations.status'),
+  id: Id,
+  /** The `allocations` frame whose set this reports (its `id`); null before the session's first. */
+  ref: Nullable(Id),
+  // Agent frames stay under MAX_FRAME_BYTES: 2,000 entries of at most ~450 bytes each without a long reason.
+  allocations: Type.Array(AllocationStatus, { maxItems: 2_000 }),
+});
+export type AllocationsStatus = Static<typeof AllocationsStatus>;
 
 export const Ack = Type.Object({
   type: Type.Literal('ack'),
@@ -618,6 +698,8 @@ export const MESSAGE_SCHEMAS = {
   pong: Pong,
   deploy: Deploy,
   workloads: Workloads,
+  allocations: Allocations,
+  'allocations.status': AllocationsStatus,
   ack: Ack,
   'deploy.result': DeployResult,
   'deploy.drained': DeployDrained,
@@ -643,11 +725,11 @@ export type MessageOf<T extends MessageType> = Extract<Message, { type: T }>;
 
 /** The types an agent sends and a panel receives, declared once: the panel's gateway accepts these (after `hello`). */
 export const AGENT_MESSAGE_TYPES = Object.freeze([
-  'hello', 'heartbeat', 'pong', 'ack', 'deploy.result', 'deploy.drained', 'routing.applied', 'proxy.events', 'logs.chunk', 'logs.end', 'volumes.report', 'error',
+  'hello', 'heartbeat', 'pong', 'ack', 'deploy.result', 'deploy.drained', 'routing.applied', 'proxy.events', 'logs.chunk', 'logs.end', 'volumes.report', 'allocations.status', 'error',
 ] as const satisfies readonly MessageType[]);
 /** The types a panel sends and an agent receives. */
 export const PANEL_MESSAGE_TYPES = Object.freeze([
-  'welcome', 'ping', 'deploy', 'workloads', 'routing.map', 'logs.open', 'logs.credit', 'logs.close', 'volumes.remove', 'ack', 'error',
+  'welcome', 'ping', 'deploy', 'workloads', 'routing.map', 'logs.open', 'logs.credit', 'logs.close', 'volumes.remove', 'allocations', 'ack', 'error',
 ] as const satisfies readonly MessageType[]);
 
 /** Messages the agent sends and the panel receives. */

@@ -1,12 +1,12 @@
 import { CAPABILITIES, type Capability } from './constants.js';
-import type { Workload } from './messages.js';
+import type { Release, Workload } from './messages.js';
 
 /**
- * The capabilities an agent must have announced to run `workload` as it is:
+ * The capabilities an agent must have announced to run `workload` (or a release of an `allocations` set) as it is:
  * one per optional field that is present. A field an older agent would
  * silently ignore must never reach it (the panel fails the deployment instead).
  */
-export function workloadCapabilities(workload: Workload): Capability[] {
+export function workloadCapabilities(workload: Release): Capability[] {
   const needed: Capability[] = [];
   if (workload.command !== undefined || workload.args !== undefined) needed.push(CAPABILITIES.WORKLOAD_COMMAND);
   if (workload.resources !== undefined) needed.push(CAPABILITIES.WORKLOAD_RESOURCES);

@@ -70,11 +70,12 @@ describe('the v1 contract holds', () => {
 
   it('messages added since v1 are exactly those a capability announces', () => {
     const added = MESSAGE_TYPES.filter((type) => !V1_MESSAGE_TYPES.includes(type)).sort();
-    expect(added).toEqual(['deploy.drained', 'logs.chunk', 'logs.close', 'logs.credit', 'logs.end', 'logs.open', 'proxy.events', 'volumes.remove', 'volumes.report']);
+    expect(added).toEqual(['allocations', 'allocations.status', 'deploy.drained', 'logs.chunk', 'logs.close', 'logs.credit', 'logs.end', 'logs.open', 'proxy.events', 'volumes.remove', 'volumes.report']);
+    // workload.allocations adds allocations and allocations.status (and containers' allocationId);
     // workload.drain adds deploy.drained (and the field drainSeconds); workload.volumes adds volumes.remove, volumes.inventory adds volumes.report (and volumes.remove's `names`); the other workload.* capabilities,
     // `secrets` and `registry.auth` add fields only (see the next test); proxy.static adds no message either: only the reload kind `static-move`
     // inside proxy.events, which the agent sends only to a panel that named the capability back (apps/host-agent/src/connection/event-sender.ts).
-    expect(Object.values(CAPABILITIES).sort()).toEqual(['logs', 'proxy.events', 'proxy.static', 'registry.auth', 'routes.probe', 'secrets', 'volumes.inventory', 'workload.command', 'workload.drain', 'workload.healthCheck', 'workload.resources', 'workload.volumes']);
+    expect(Object.values(CAPABILITIES).sort()).toEqual(['logs', 'proxy.events', 'proxy.static', 'registry.auth', 'routes.probe', 'secrets', 'volumes.inventory', 'workload.allocations', 'workload.command', 'workload.drain', 'workload.healthCheck', 'workload.resources', 'workload.volumes']);
     // A v1 peer refuses them: they may travel only on a session whose hello and welcome both named the capability.
     for (const type of added) {
       const refused = decodeV1(encode(EXAMPLE_MESSAGES[type] as Message));

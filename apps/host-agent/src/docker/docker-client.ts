@@ -11,6 +11,8 @@ export const LABELS = Object.freeze({
   replica: 'tether.replica',
   /** A named volume's name within its service (the volume's owner is tether.service). */
   volume: 'tether.volume',
+  /** The allocation a service container runs (capability workload.allocations); such a container fills no replica slot. */
+  allocation: 'tether.allocation',
 });
 
 /** A dockerode client for `DOCKER_HOST` (unix://path or tcp://host:port) or the default socket. */

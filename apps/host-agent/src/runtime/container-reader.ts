@@ -106,5 +106,7 @@ export function toContainerState({ actual, details }: ReadContainer, agentRestar
     since: new Date(Date.parse(since)).toISOString(),
     // Docker's flag for the last exit: reset when the container starts again (restartCount keeps the count).
     ...(ended && details.oomKilled ? { oomKilled: true } : {}),
+    // Only containers an allocations set placed carry it, so only a session that agreed on workload.allocations sees it.
+    ...(actual.allocationId ? { allocationId: actual.allocationId } : {}),
   };
 }

@@ -23,6 +23,8 @@ export interface ActualContainer {
   finishedAt: number | null;
   /** Its last exit was the kernel's OOM kill (memory limit). */
   oomKilled?: boolean;
+  /** Its `tether.allocation` label (capability workload.allocations); absent on containers placed by deploy/workloads. */
+  allocationId?: string;
 }
 
 export type RemoveReason = 'not-desired' | 'duplicate' | 'scale-down' | 'orphan';

@@ -1,4 +1,4 @@
-import { serviceUpstreamHost, type Workload } from '@tether/protocol';
+import { serviceUpstreamHost, type Release, type Workload } from '@tether/protocol';
 import { LABELS } from '../docker/docker-client.js';
 import type { ContainerSpec } from './container-runtime.js';
 
@@ -16,6 +16,8 @@ export interface WorkloadIdentity {
   deploymentId: string;
   /** null when the label is missing or not a whole number: such a container fills no replica slot. */
   replica: number | null;
+  /** The `tether.allocation` label, when the container runs an allocation. */
+  allocationId?: string;
 }
 
 export function identityOf(labels: Record<string, string>): WorkloadIdentity | null {
@@ -24,7 +26,8 @@ export function identityOf(labels: Record<string, string>): WorkloadIdentity | n
   if (!serviceId || !deploymentId) return null;
   const raw = labels[LABELS.replica];
   const replica = raw !== undefined && /^\d{1,3}$/.test(raw) ? Number(raw) : null;
-  return { serviceId, deploymentId, replica };
+  const allocationId = labels[LABELS.allocation];
+  return { serviceId, deploymentId, replica, ...(allocationId ? { allocationId } : {}) };
 }
 
 const slug = (value: string, max: number) =>
@@ -39,14 +42,22 @@ const slug = (value: string, max: number) =>
  * conflict instead of making a second one. The node is part of it because
  * several nodes may share one engine (tests, a developer's machine).
  */
-export function containerName(node: string, workload: Workload, replica: number): string {
+export function containerName(node: string, workload: Release, replica: number): string {
   return `tether-${slug(node, 40)}-${slug(workload.serviceName, 60)}-${slug(workload.deploymentId, 60)}-${replica}`;
+}
+
+/**
+ * An allocation's container: its release is in the name, so during a rollout the allocation's new container
+ * stands beside its old one, and a redelivered set finds its own container by name conflict.
+ */
+export function allocationContainerName(node: string, release: Release, allocationId: string): string {
+  return `tether-${slug(node, 40)}-${slug(release.serviceName, 60)}-${slug(release.deploymentId, 60)}-${slug(allocationId, 60)}`;
 }
 
 /** The names a service's containers answer under on Tether's network. */
 export const serviceAliases = (workload: Pick<Workload, 'serviceId'>): string[] => [serviceUpstreamHost(workload.serviceId)];
 
-export function containerSpec(node: string, network: string, workload: Workload, replica: number): ContainerSpec {
+export function containerSpec(node: string, network: string, workload: Release, replica: number): ContainerSpec {
   return {
     name: containerName(node, workload, replica),
     image: workload.image,
@@ -76,7 +87,7 @@ export function containerSpec(node: string, network: string, workload: Workload,
  * Docker applies the image's CMD only when the container keeps the image's
  * ENTRYPOINT, so `command` alone clears CMD as Kubernetes does.
  */
-function processOf(workload: Workload): Pick<ContainerSpec, 'entrypoint' | 'cmd'> {
+function processOf(workload: Release): Pick<ContainerSpec, 'entrypoint' | 'cmd'> {
   return {
     ...(workload.command === undefined ? {} : { entrypoint: workload.command }),
     ...(workload.args === undefined ? {} : { cmd: workload.args }),
@@ -85,7 +96,7 @@ function processOf(workload: Workload): Pick<ContainerSpec, 'entrypoint' | 'cmd'
 
 const MIB = 1024 * 1024;
 
-function limitsOf(workload: Workload): Pick<ContainerSpec, 'nanoCpus' | 'memoryBytes'> {
+function limitsOf(workload: Release): Pick<ContainerSpec, 'nanoCpus' | 'memoryBytes'> {
   const r = workload.resources;
   return {
     ...(r?.cpus === undefined ? {} : { nanoCpus: Math.round(r.cpus * 1e9) }),
@@ -105,4 +116,11 @@ export function volumeName(serviceId: string, name: string): string {
 /** The labels a service's volume is created with (and found by). */
 export function volumeLabels(node: string, serviceId: string, name: string): Record<string, string> {
   return { [LABELS.managed]: 'true', [LABELS.node]: node, [LABELS.service]: serviceId, [LABELS.volume]: name };
+}
+
+/** The container of one allocation on `release`: labelled with the allocation instead of a replica slot. */
+export function allocationContainerSpec(node: string, network: string, release: Release, allocationId: string): ContainerSpec {
+  const spec = containerSpec(node, network, release, 0);
+  const { [LABELS.replica]: _slot, ...labels } = spec.labels;
+  return { ...spec, name: allocationContainerName(node, release, allocationId), labels: { ...labels, [LABELS.allocation]: allocationId } };
 }
