@@ -8,8 +8,11 @@ import type { Endpoint, EndpointMap } from './static-answers.js';
 // Which containers of each service Caddy may dial now: running service
 // containers on Tether's network, minus those whose health check has not
 // passed: the image's HEALTHCHECK (Docker's status says so) or the service's
-// HTTP check (`notServing`, the agent's health monitor). One `docker ps` per
-// refresh; the answers change only when this set does.
+// HTTP check (`notServing`, the agent's health monitor, draining ones too).
+// Those left out are still listed with `serving: false` while they run: their
+// address stays answerable for a lookup Caddy cached before they left (see
+// Endpoint). One `docker ps` per refresh; the answers change only when this
+// set does.
 
 export type EndpointSource = () => Promise<EndpointMap>;
 
@@ -21,13 +24,13 @@ export function dockerEndpoints(docker: Docker, options: { network: string; node
     const byService = new Map<string, Endpoint[]>();
     const excluded = options.notServing?.() ?? new Set<string>();
     for (const c of containers) {
-      if (/\((unhealthy|health: starting)\)/.test(c.Status) || excluded.has(c.Id)) continue;
+      const serving = !/\((unhealthy|health: starting)\)/.test(c.Status) && !excluded.has(c.Id);
       const service = c.Labels[LABELS.service];
       const net = c.NetworkSettings?.Networks?.[options.network];
       const ip = net?.IPAddress || net?.GlobalIPv6Address;
       if (!service || !ip) continue;
       const list = byService.get(service) ?? [];
-      list.push({ id: c.Id, ip });
+      list.push(serving ? { id: c.Id, ip } : { id: c.Id, ip, serving: false });
       byService.set(service, list);
     }
     for (const list of byService.values()) list.sort((a, b) => (a.id < b.id ? -1 : 1));

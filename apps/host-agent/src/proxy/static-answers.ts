@@ -36,6 +36,12 @@ export interface Endpoint {
   id: string;
   /** Address on Tether's network (IPv4 or IPv6). */
   ip: string;
+  /**
+   * false: running but not to be picked now (health not passed, or draining). Only its target's A record is
+   * answered: a lookup Caddy cached before it left still names that target, and the dial resolves it per
+   * connection, so without the record every such request fails (502) until the cache expires.
+   */
+  serving?: boolean;
 }
 
 /** Ready endpoints per service id (docker-endpoints.ts). */
@@ -106,6 +112,7 @@ export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap,
       const target = targetFor(host, endpoint);
       if (!target) continue;
       targets.add(`${target.name} ${target.type} ${target.ip}`);
+      if (endpoint?.serving === false) continue;
       srv.add(`${owner} SRV 10 10 ${port} ${target.name}`);
       served += 1;
     }

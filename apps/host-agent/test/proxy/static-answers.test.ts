@@ -49,6 +49,24 @@ describe('static answers', () => {
     expect(computeAnswers([r('shop.example.test', serviceUpstream('shop', 8080))], new Map([['svc_shop', [{ id: 'ffff', ip: '172.18.0.9' }]]])).digest).not.toBe(a.digest);
   });
 
+  it('a container out of the picks (draining, health not passed) keeps its A record while it runs, never an SRV', () => {
+    // Caddy cached the SRV answer naming the old container before the switch and resolves that target per dial:
+    // without its A record every request in the refresh window failed 502 while the old container still ran.
+    const route = r('shop.example.test', serviceUpstream('shop', 8080));
+    const both = new Map([['svc_shop', [{ id: 'aaaaaaaaaaaa0000', ip: '172.18.0.5' }, { id: 'bbbbbbbbbbbb0000', ip: '172.18.0.6', serving: false }]]]);
+    const a = computeAnswers([route], both);
+    expect(a.records).toEqual([
+      'health A 127.0.0.1',
+      'shop.example.test.h SRV 10 10 8080 c-aaaaaaaaaaaa.e',
+      'c-aaaaaaaaaaaa.e A 172.18.0.5',
+      'c-bbbbbbbbbbbb.e A 172.18.0.6',
+    ]);
+    expect(a.unserved).toBe(0);
+    const onlyLeaving = computeAnswers([route], new Map([['svc_shop', [{ id: 'bbbbbbbbbbbb0000', ip: '172.18.0.6', serving: false }]]]));
+    expect(onlyLeaving.records).toEqual(['health A 127.0.0.1', 'c-bbbbbbbbbbbb.e A 172.18.0.6']);
+    expect(onlyLeaving.unserved).toBe(1);
+  });
+
   it('keeps routes outside the shape for the reload-costing path', () => {
     for (const prefix of [null, '/', '/api', '/api/', '/API', '/api/v1', '/a_b-c', '/a/b/c', `/${'s'.repeat(62)}`]) {
       expect(isStaticShape({ domain: 'a.example.test', pathPrefix: prefix }), String(prefix)).toBe(true);

@@ -117,12 +117,12 @@ describe('HealthMonitor', () => {
 });
 
 describe('dockerEndpoints', () => {
-  it('leaves out containers the health monitor says must not serve', async () => {
+  it('marks containers the health monitor says must not serve (their address stays answerable, never picked)', async () => {
     const row = (id: string, ip: string) => ({ Id: id, Status: 'Up 3 seconds', Labels: { 'tether.service': 'svc' }, NetworkSettings: { Networks: { net: { IPAddress: ip } } } });
     const docker = { listContainers: async () => [row('a', '10.0.0.2'), row('b', '10.0.0.3')] } as unknown as Docker;
     let excluded = new Set<string>(['b']);
     const source = dockerEndpoints(docker, { network: 'net', notServing: () => excluded });
-    expect((await source()).get('svc')).toEqual([{ id: 'a', ip: '10.0.0.2' }]);
+    expect((await source()).get('svc')).toEqual([{ id: 'a', ip: '10.0.0.2' }, { id: 'b', ip: '10.0.0.3', serving: false }]);
     excluded = new Set();
     expect((await source()).get('svc')).toEqual([{ id: 'a', ip: '10.0.0.2' }, { id: 'b', ip: '10.0.0.3' }]);
   });
