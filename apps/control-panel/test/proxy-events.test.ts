@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CAPABILITIES, type ProxyEvents } from '@tether/protocol';
+import { CAPABILITIES, EXAMPLE_MESSAGES, type ProxyEvents } from '@tether/protocol';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
 import { RawAgent } from './helpers/raw-agent.js';
 
@@ -42,6 +42,14 @@ describe('proxy.events', () => {
     // An agent that did not announce it may not send it.
     legacy.send({ type: 'proxy.events', id: 'e1', events });
     expect(await legacy.waitFor((m) => m.type === 'error')).toMatchObject({ code: 'UNEXPECTED_MESSAGE', ref: 'e1' });
+  });
+
+  it('does not confirm workload.allocations (this panel sends no allocations sets yet) and refuses allocations.status', async () => {
+    const node = await panel.createNode('caps-allocations');
+    const agent = await connect(node.token, [CAPABILITIES.PROXY_EVENTS, CAPABILITIES.WORKLOAD_ALLOCATIONS]);
+    expect(agent.welcome.capabilities).toEqual([CAPABILITIES.PROXY_EVENTS]);
+    agent.send({ ...EXAMPLE_MESSAGES['allocations.status'], id: 'st1' });
+    expect(await agent.waitFor((m) => m.type === 'error' && m.ref === 'st1')).toMatchObject({ code: 'UNEXPECTED_MESSAGE' });
   });
 
   it('stores every event once across resends and sessions, ACKs each message after the commit', async () => {

@@ -66,7 +66,8 @@ export interface GatewayOptions {
 // Once a session is open: every type an agent sends (the protocol's list) but a second hello.
 const AGENT_TYPES: ReadonlySet<string> = new Set(AGENT_MESSAGE_TYPES.filter((type) => type !== 'hello'));
 /** Optional protocol features this panel speaks (docs/protocol.md, "Capabilities"). */
-const PANEL_CAPABILITIES: ReadonlySet<string> = new Set(Object.values(CAPABILITIES));
+// Not `workload.allocations` yet: this panel does not send `allocations` sets (issue 36's wiring is to come).
+const PANEL_CAPABILITIES: ReadonlySet<string> = new Set(Object.values(CAPABILITIES).filter((c) => c !== CAPABILITIES.WORKLOAD_ALLOCATIONS));
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -260,7 +261,8 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
           !AGENT_TYPES.has(message.type) ||
           (message.type === 'proxy.events' && !session.hasCapability(CAPABILITIES.PROXY_EVENTS)) ||
           (message.type === 'volumes.report' && !session.hasCapability(CAPABILITIES.VOLUMES_INVENTORY)) ||
-          (message.type === 'deploy.drained' && !session.hasCapability(CAPABILITIES.WORKLOAD_DRAIN))
+          (message.type === 'deploy.drained' && !session.hasCapability(CAPABILITIES.WORKLOAD_DRAIN)) ||
+          (message.type === 'allocations.status' && !session.hasCapability(CAPABILITIES.WORKLOAD_ALLOCATIONS))
         ) {
           const streak = session.recordInvalid();
           reject({ code: FRAME_ERROR_CODES.UNEXPECTED_MESSAGE, message: `${message.type} is not accepted from an agent here`, ref: message.id }, frameBytes(data));
