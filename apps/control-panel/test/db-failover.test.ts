@@ -24,6 +24,7 @@ let serviceId: string;
 
 interface Answer {
   at: number;
+  ms: number;
   status: number;
   code: string | undefined;
   retryAfter: string | null;
@@ -56,13 +57,14 @@ afterAll(async () => {
 }, 60_000);
 
 async function deploy(): Promise<Answer> {
+  const started = performance.now();
   const res = await fetch(`${panel.url}/v1/services/${serviceId}/deployments`, { method: 'POST', headers: { authorization: `Bearer ${panel.operatorToken}` } });
   const body = (await res.json().catch(() => null)) as { id?: string; error?: { code: string } } | null;
-  return { at: performance.now(), status: res.status, code: body?.error?.code, retryAfter: res.headers.get('retry-after'), id: body?.id };
+  return { at: performance.now(), ms: performance.now() - started, status: res.status, code: body?.error?.code, retryAfter: res.headers.get('retry-after'), id: body?.id };
 }
 
 describe('a promoted standby among the servers of DATABASE_URL', () => {
-  it('primary SIGKILLed, standby promoted: 503s with a catalogued code meanwhile, writes again within 2 s of the promotion, every 202 kept, the session kept, an event stream opened before it gets the outcome written after', async () => {
+  it('primary SIGKILLed, standby promoted: every answer meanwhile a 202 or a catalogued 503 within its bounds, writes again within 2 s of the promotion, every 202 kept, the session kept, an event stream opened before it gets the outcome written after', async () => {
     const database = () => panel.app.panelStatus.database;
     await waitFor(() => database().server !== null);
     expect(database()).toMatchObject({ server: `127.0.0.1:${pair.primary.port}`, timeline: 1 });
@@ -82,7 +84,7 @@ describe('a promoted standby among the servers of DATABASE_URL', () => {
     const stream = await openTextStream(`${panel.url}/v1/deployments/${watched}/events`, { headers: { authorization: `Bearer ${panel.operatorToken}` } });
     expect(stream.status).toBe(200);
     await pair.primary.kill();
-    const killedAt = performance.now();
+
     await pair.standby.promote();
     const promotedAt = performance.now();
     await waitFor(() => answers.some((a) => a.at > promotedAt && a.status === 202), { timeoutMs: 10_000 });
@@ -103,7 +105,9 @@ describe('a promoted standby among the servers of DATABASE_URL', () => {
       expect(UNAVAILABLE).toContain(a.code);
       expect(a.retryAfter).toBe('5');
     }
-    expect(answers.some((a) => a.at > killedAt && a.at < firstAfter.at && a.status === 503)).toBe(true);
+    // None waited long: a deploy caught in the switch answers within its database bounds (a connect and the
+    // statements of one deploy), whether it ends 503 or, reaching the promoted server in time, 202.
+    expect(Math.max(...answers.map((a) => a.ms))).toBeLessThan(CONNECT_MS + 3 * QUERY_MS);
     // Synchronous standby: every deployment acknowledged before the kill is on the new primary.
     const kept = new Set((await pair.standby.query<{ id: string }>('SELECT id FROM deployments', 'tether')).map((r) => r.id));
     const acknowledged = answers.filter((a) => a.status === 202).map((a) => a.id!);
