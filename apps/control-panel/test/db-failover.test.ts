@@ -84,7 +84,6 @@ describe('a promoted standby among the servers of DATABASE_URL', () => {
     const stream = await openTextStream(`${panel.url}/v1/deployments/${watched}/events`, { headers: { authorization: `Bearer ${panel.operatorToken}` } });
     expect(stream.status).toBe(200);
     await pair.primary.kill();
-
     await pair.standby.promote();
     const promotedAt = performance.now();
     await waitFor(() => answers.some((a) => a.at > promotedAt && a.status === 202), { timeoutMs: 10_000 });
