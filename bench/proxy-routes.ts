@@ -18,7 +18,8 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { routingHash, type Route } from '@tether/protocol';
 import { freePort, startCaddy } from '@tether/testkit';
-import { createCaddyAdmin, createExternalRoutingController, KnotAnswerer, StaticRoutingController } from '../apps/host-agent/src/proxy/index.js';
+import { createCaddyAdmin, KnotAnswerer, StaticRoutingController } from '../apps/host-agent/src/proxy/index.js';
+import { perRouteBaseline } from './per-route-baseline.js';
 
 const { values } = parseArgs({ options: { domains: { type: 'string', default: '1000' }, requests: { type: 'string', default: '5000' }, seconds: { type: 'string', default: '5' } } });
 const DOMAINS = Number(values.domains);
@@ -92,15 +93,15 @@ async function main() {
   const answerer = new KnotAnswerer({ dir: path.join(dir, 'answerer'), listen: { host: '127.0.0.1', port: knotPort }, knotd: 'knotd', knotc: 'knotc', probeTimeoutMs: 500, logger });
   const relay = await countingRelay(knotPort);
   try {
-    // Per-route config (TETHER_PROXY_ROUTING=config).
-    const perRoute = createExternalRoutingController({ stateDir: path.join(dir, 'config'), adminUrl: caddy.adminUrl, adminTimeoutMs: 60_000, checkIntervalMs: 0, serving: { tls: 'off', httpPort: caddy.httpPort, httpsPort: 443 }, logger });
+    // Per-route config (the baseline: bench/per-route-baseline.ts).
+    const perRoute = perRouteBaseline({ adminUrl: caddy.adminUrl, adminTimeoutMs: 60_000, serving: { httpPort: caddy.httpPort } });
     await perRoute.start();
     await perRoute.apply(map);
     await sequential(caddy.httpPort, names, 500);
     const config = await sequential(caddy.httpPort, names, REQUESTS);
     await perRoute.stop();
 
-    // Static config (TETHER_PROXY_ROUTING=static), resolver through the counting relay.
+    // Static config, resolver through the counting relay.
     const stateDir = path.join(dir, 'static');
     const staticController = new StaticRoutingController({
       proxy: createCaddyAdmin({ adminUrl: caddy.adminUrl, timeoutMs: 60_000 }),

@@ -1,8 +1,9 @@
 // Agent routing compare benchmark: how long the host agent takes to decide that
 // a pushed routing map changes nothing (the path every 5-minute push takes:
-// verify the map's hash, then one GET /id/<config id> to Caddy),
-// and to carry out a real change (render, atomic write, Caddy load), against a
-// real Caddy (on PATH; `apt-get install caddy`). After `npm run build`:
+// verify the map's hash, compute the answers and compare their digest, one
+// GET /id/<config id> to Caddy), and to carry out a real change (the answers'
+// files and the answerer's zone; never a Caddy load), against a real Caddy and
+// a real knotd (`apt-get install caddy knot`). After `npm run build`:
 //
 //   pnpm --filter @tether/bench routing-agent [--routes 10000] [--runs 100] [--changes 10]
 //   (or: cd bench && npx tsx routing-agent.ts --routes 10000)
@@ -13,8 +14,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { routingHash, serviceUpstream, type Route } from '@tether/protocol';
-import { startCaddy } from '@tether/testkit';
-import { CaddyRoutingController, createCaddyAdmin, renderCaddyConfig, type ProxyConfigurator, type RenderOptions } from '../apps/host-agent/src/proxy/index.js';
+import { freePort, startCaddy } from '@tether/testkit';
+import { createExternalRoutingController } from '../apps/host-agent/src/proxy/index.js';
 
 const { values } = parseArgs({
   options: { routes: { type: 'string', default: '10000' }, runs: { type: 'string', default: '100' }, changes: { type: 'string', default: '10' } },
@@ -44,62 +45,41 @@ const ms = (n: number) => `${n.toFixed(1)} ms`;
 async function main() {
   const caddy = await startCaddy();
   const stateDir = await mkdtemp(path.join(os.tmpdir(), 'tether-bench-'));
-  const admin = createCaddyAdmin({ adminUrl: caddy.adminUrl, timeoutMs: 120_000 });
-  const loadTimes: number[] = [];
-  // Times Caddy's own part of a real change (POST /load until Caddy answers).
-  const timed: ProxyConfigurator = {
-    target: admin.target,
-    readRunning: () => admin.readRunning(),
-    hasObject: (id) => admin.hasObject(id),
-    async load(json) {
-      const started = performance.now();
-      await admin.load(json);
-      loadTimes.push(performance.now() - started);
-    },
-    close: () => admin.close(),
-  };
-  const render: RenderOptions = { admin: { listen: `127.0.0.1:${caddy.adminPort}` }, httpPort: caddy.httpPort, httpsPort: 443, tls: 'off' };
-  const controller = new CaddyRoutingController({
-    proxy: timed,
-    render,
-    configPath: path.join(stateDir, 'caddy.json'),
-    statePath: path.join(stateDir, 'routing-state.json'),
+  const controller = createExternalRoutingController({
+    stateDir,
+    adminUrl: caddy.adminUrl,
+    adminTimeoutMs: 120_000,
     checkIntervalMs: 0,
+    serving: { tls: 'off', httpPort: caddy.httpPort, httpsPort: 443 },
+    answererListen: { host: '127.0.0.1', port: await freePort() },
+    knotd: 'knotd',
+    knotc: 'knotc',
+    answererProbeTimeoutMs: 2_000,
+    answersIntervalMs: 0,
+    lookupRefreshMs: 1_000,
+    askPort: await freePort(),
+    issuer: 'internal',
+    endpoints: () => Promise.resolve(new Map()),
     logger: { info: () => undefined, warn: () => undefined, error: () => undefined } as never,
   });
   try {
     const base = routes(0);
     const changed = routes(1);
-    const bytes = renderCaddyConfig(base, render).file.length;
-
+    await controller.start();
     let started = performance.now();
     const first = await controller.apply(wire(base, 1));
-    const firstLoad = performance.now() - started;
-    if (!first.reloaded) throw new Error(`first apply did not load: ${first.error}`);
-
-    const renderTimes: number[] = [];
-    for (let i = 0; i < Math.min(RUNS, 30); i += 1) {
-      const input = i % 2 ? [...base].reverse() : base;
-      started = performance.now();
-      renderCaddyConfig(input, render);
-      renderTimes.push(performance.now() - started);
-    }
+    const firstApply = performance.now() - started;
+    if (first.error) throw new Error(`first apply failed: ${first.error}`);
 
     const noopTimes: number[] = [];
-    const verifyTimes: number[] = [];
-    const decideTimes: number[] = [];
     const callsBefore = { ...controller.adminCalls };
     for (let i = 0; i < RUNS; i += 1) {
       const map = wire(base, i + 2);
       started = performance.now();
       const result = await controller.apply(map);
       noopTimes.push(performance.now() - started);
-      verifyTimes.push(controller.lastApplyMs.verify);
-      decideTimes.push(controller.lastApplyMs.decide);
       if (result.changed || result.reloaded || result.error) throw new Error(`no-op apply ${i} acted: ${JSON.stringify(result)}`);
     }
-    // The decision alone, without a fresh 1 MB map to verify (and its garbage) before each run:
-    // what the periodic proxy check does between its full compares.
     const checkTimes: number[] = [];
     for (let i = 0; i < RUNS; i += 1) {
       started = performance.now();
@@ -107,35 +87,32 @@ async function main() {
       checkTimes.push(performance.now() - started);
     }
     const calls = controller.adminCalls;
-    // The decision must be one id read per push: no full read, no load.
+    // The decision must be one id read per push and per check: no full read, no load.
     if (calls.idReads - callsBefore.idReads !== 2 * RUNS || calls.configReads !== callsBefore.configReads || calls.loads !== callsBefore.loads) {
       throw new Error(`no-op pushes made other admin calls: ${JSON.stringify({ callsBefore, calls })}`);
     }
 
     const changeTimes: number[] = [];
-    loadTimes.length = 0;
     for (let i = 0; i < CHANGES; i += 1) {
       const map = wire(i % 2 ? base : changed, RUNS + i + 2);
       started = performance.now();
       const result = await controller.apply(map);
       changeTimes.push(performance.now() - started);
-      if (!result.reloaded || result.error) throw new Error(`change ${i} did not reload: ${JSON.stringify(result)}`);
+      if (!result.changed || result.reloaded || result.error) throw new Error(`change ${i} did not write only the answers: ${JSON.stringify(result)}`);
     }
+    if (controller.adminCalls.loads !== calls.loads) throw new Error('a routing change loaded Caddy');
 
     const rows = [
-      ['render only (cold, canonical order + JSON)', stats(renderTimes)],
-      ['no-op apply (verify hash, stat file, GET /id/<config id>)', stats(noopTimes)],
-      ['  of which verifying the map (canonical order + sha256)', stats(verifyTimes)],
-      ['  of which the decision (stat + GET /id/; 0 writes, 0 loads)', stats(decideTimes)],
-      ['decision alone (periodic check: stat + GET /id/)', stats(checkTimes)],
-      ['real change (render, atomic write, POST /load, state write)', stats(changeTimes)],
-      ['  of which Caddy POST /load', stats(loadTimes)],
+      ['no-op apply (verify hash, answers digest, GET /id/<config id>)', stats(noopTimes)],
+      ['decision alone (periodic check: GET /id/)', stats(checkTimes)],
+      ['real change (answers files + zone, knotd reload; 0 Caddy loads)', stats(changeTimes)],
     ] as const;
-    console.log(`routes: ${ROUTES}, config: ${(bytes / 1024 / 1024).toFixed(2)} MB, first load: ${ms(firstLoad)}, node ${process.version}, ${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? '?'})`);
+    console.log(`routes: ${ROUTES}, first apply (answers + the one load): ${ms(firstApply)}, Caddy loads in all: ${controller.adminCalls.loads}, node ${process.version}, ${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? '?'})`);
     console.log('| step | runs | median | p99 | max |\n|---|---|---|---|---|');
     for (const [name, s] of rows) console.log(`| ${name} | ${s.runs} | ${ms(s.median)} | ${ms(s.p99)} | ${ms(s.max)} |`);
   } finally {
     await controller.stop();
+    await controller.knot.destroy();
     await caddy.stop();
     await rm(stateDir, { recursive: true, force: true });
   }

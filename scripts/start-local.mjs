@@ -134,17 +134,18 @@ async function localProxy(engine) {
   if (!process.env.TETHER_CADDY_IMAGE && !existsSync(caddyBinary)) {
     return { env: { TETHER_PROXY: 'none' }, missing: `no proxy: Caddy is not installed (${caddyBinary} is missing; apt-get install caddy, or set TETHER_CADDY_IMAGE to a Caddy image)`, httpPort: null };
   }
+  // The proxy's answerer (docs/operations.md, "Static proxy"): Debian's knotd in a container the agent builds.
+  // Without it there is no proxy at all: the agent never falls back to reloading Caddy on routing changes.
+  const knot = [process.env.TETHER_PROXY_KNOTD ?? '/usr/sbin/knotd', process.env.TETHER_PROXY_KNOTC ?? '/usr/sbin/knotc'];
+  if (!process.env.TETHER_ANSWERER_IMAGE && !knot.every((f) => existsSync(f))) {
+    return { env: { TETHER_PROXY: 'none' }, missing: `no proxy: knot is not installed (${knot.filter((f) => !existsSync(f)).join(', ')} missing; apt-get install knot)`, httpPort: null };
+  }
   const file = path.join(dataDir, 'proxy-ports.json');
   const ports = existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')) : { http: await freePort(), https: await freePort() };
   writeFileSync(file, JSON.stringify(ports));
-  // Static routing (docs/operations.md, "Static proxy"): no routing change reloads Caddy. Its answerer is
-  // Debian's knotd in a container the agent builds; without knot installed, routing changes reload Caddy.
-  const knot = [process.env.TETHER_PROXY_KNOTD ?? '/usr/sbin/knotd', process.env.TETHER_PROXY_KNOTC ?? '/usr/sbin/knotc'];
-  const routing = process.env.TETHER_PROXY_ROUTING ?? (process.env.TETHER_ANSWERER_IMAGE || knot.every((f) => existsSync(f)) ? 'static' : 'config');
   return {
     env: {
       TETHER_PROXY: 'container',
-      TETHER_PROXY_ROUTING: routing,
       TETHER_PROXY_TLS: 'off',
       TETHER_PROXY_BIND_ADDRESS: '127.0.0.1',
       TETHER_PROXY_HTTP_PORT: String(ports.http),
@@ -152,7 +153,6 @@ async function localProxy(engine) {
     },
     missing: null,
     httpPort: ports.http,
-    routingNote: routing === 'static' || process.env.TETHER_PROXY_ROUTING ? null : `routing changes reload Caddy: knot is not installed (${knot.join(', ')}; apt-get install knot for static routing)`,
   };
 }
 
@@ -189,8 +189,8 @@ async function startAgent(url) {
       ` Tether control panel: ${url}`,
       ` API docs (OpenAPI):   ${url}/docs`,
       ` Operator token:       ${adminToken}`,
-      ` Local agent:          node "local", runtime ${agentEnv.TETHER_RUNTIME}, proxy ${agentEnv.TETHER_PROXY ?? 'none'}${proxy.httpPort ? ` (Caddy on 127.0.0.1:${proxy.httpPort}, ${agentEnv.TETHER_PROXY_ROUTING} routing)` : ''}`,
-      ...(proxy.routingNote ? [` Proxy:                ${proxy.routingNote}`] : []),
+      ` Local agent:          node "local", runtime ${agentEnv.TETHER_RUNTIME}, proxy ${agentEnv.TETHER_PROXY ?? 'none'}${proxy.httpPort ? ` (Caddy on 127.0.0.1:${proxy.httpPort}, static routing)` : ''}`,
+      ...(proxy.missing ? [` Proxy:                ${proxy.missing}`] : []),
       ` Try: curl -H "Authorization: Bearer ${adminToken}" ${url}/v1/sessions`,
       ` CLI:  echo ${adminToken} | npx tether login ${url}   then: npx tether status`,
       ' Start again from nothing: Ctrl-C, then npm run reset (add -- --volumes to drop volumes too)',

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Builds the static proxy's answerer image (knotd) from the host's Debian knot
 # package, without a registry: the layout the agent makes itself
-# (apps/host-agent/src/proxy/knot-image.ts) when TETHER_PROXY=container,
-# TETHER_PROXY_ROUTING=static and TETHER_ANSWERER_IMAGE is unset. An agent in
-# a container (the compose stack) has no knotd to build it from: build it here
-# and pass its tag as TETHER_ANSWERER_IMAGE (docs/install.md).
+# (apps/host-agent/src/proxy/knot-image.ts) when TETHER_PROXY=container and
+# TETHER_ANSWERER_IMAGE is unset. The agent image is built from it
+# (infra/host-agent/Dockerfile, ANSWERER_IMAGE, default tether/answerer:local):
+# it carries this tree and builds its answerer from it (docs/install.md, step 1).
 #
 #   infra/answerer/build-image.sh [TAG]
 #   default TAG tether/answerer:local; needs /usr/sbin/knotd and /usr/sbin/knotc (apt-get install knot)

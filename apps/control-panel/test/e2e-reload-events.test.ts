@@ -44,8 +44,8 @@ describe.skipIf(!ready)('reload history', () => {
     await sleep(2_000);
     const reloads = await reloadsOf(panel, host.nodeId);
     expect(reloads.map((r) => [r.kind, r.reason])).toEqual([
-      ['repair-empty', 'repaired: proxy was running an empty config'],
-      ['initial', 'first configuration (no routes)'],
+      ['repair-empty', 'repaired: proxy was running an empty config; static config loaded'],
+      ['initial', 'static proxy config loaded (first configuration)'],
     ]);
     const after = await sessionRow(panel, host.nodeId);
     expect(after.reloads.total - before.reloads.total).toBe(1);

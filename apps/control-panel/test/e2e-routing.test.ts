@@ -203,7 +203,7 @@ describe.skipIf(!ready)('real routing changes (periodic push out of the way: 10 
 
   const pushes = () => panel.app.agentSide.routing.pushCount(h.nodeId);
 
-  it('attaching a domain: one push, exactly one reload, the domain answers from the container, reload listed with its reason', async () => {
+  it('attaching a domain: one push, no reload (the static proxy), the domain answers from the container', async () => {
     const domain = `shop.chg-${tag}.test`;
     const before = await sessionRow(panel, h.nodeId);
     const reloadRows = (await reloadsOf(panel, h.nodeId)).length;
@@ -218,15 +218,13 @@ describe.skipIf(!ready)('real routing changes (periodic push out of the way: 10 
 
     const after = await sessionRow(panel, h.nodeId);
     expect(pushes() - pushesBefore).toBe(1);
-    expect(after.reloads.total - before.reloads.total).toBe(1);
-    expect(after.reloads.lastReason).toBe(`added ${domain}`);
+    expect(after.reloads.total).toBe(before.reloads.total);
     expect(after.routing.desiredHash).not.toBe(before.routing.desiredHash);
-    const reloads = await reloadsOf(panel, h.nodeId);
-    expect(reloads).toHaveLength(reloadRows + 1);
-    expect(reloads[0]).toMatchObject({ reason: `added ${domain}`, hashBefore: before.routing.appliedHash, hashAfter: after.routing.appliedHash });
+    expect(after.routing.appliedHash).toBe(after.routing.desiredHash);
+    expect(await reloadsOf(panel, h.nodeId)).toHaveLength(reloadRows);
   });
 
-  it('a burst of 20 attachments inside the debounce window: one push, one reload, all 20 answer', async () => {
+  it('a burst of 20 attachments inside the debounce window: one push, no reload, all 20 answer', async () => {
     const domains = Array.from({ length: 20 }, (_, i) => `b${String(i).padStart(2, '0')}.burst-${tag}.test`);
     const before = await sessionRow(panel, h.nodeId);
     const pushesBefore = pushes();
@@ -235,15 +233,14 @@ describe.skipIf(!ready)('real routing changes (periodic push out of the way: 10 
     // Otherwise the test would not be testing a burst inside one window.
     expect(Date.now() - started).toBeLessThan(DEBOUNCE_MS / 2);
 
-    await waitFor(async () => (await sessionRow(panel, h.nodeId)).reloads.total > before.reloads.total, { timeoutMs: DEBOUNCE_MS + 10_000, message: 'the reload' });
+    const expected = await containerHostname(shop.deploymentId);
+    await waitFor(async () => (await getThroughProxy(h, domains.at(-1)!)).body === expected, { timeoutMs: DEBOUNCE_MS + 10_000, message: 'the last domain served' });
     await settled(panel, h);
     await sleep(DEBOUNCE_MS);
 
     const after = await sessionRow(panel, h.nodeId);
     expect(pushes() - pushesBefore).toBe(1);
-    expect(after.reloads.total - before.reloads.total).toBe(1);
-    expect(after.reloads.lastReason).toBe(`added ${domains.slice(0, 10).join(', ')} and 10 more`);
-    const expected = await containerHostname(shop.deploymentId);
+    expect(after.reloads.total).toBe(before.reloads.total);
     for (const d of domains) expect((await getThroughProxy(h, d)).body, d).toBe(expected);
   });
 
@@ -295,7 +292,7 @@ describe.skipIf(!ready)('Caddy restarted (reconcile interval 1.5 s, agent self-c
    * repaired it (pushes landing while it was down answer with an error), that
    * this happened within one push cycle, and that it was one counted reload.
    */
-  async function expectRepairedByNextPush(breakCaddy: () => Promise<void>, slackMs: number, expected = { kind: 'repair-empty', reason: 'repaired: proxy was running an empty config' }) {
+  async function expectRepairedByNextPush(breakCaddy: () => Promise<void>, slackMs: number, expected = { kind: 'repair-empty', reason: 'repaired: proxy was running an empty config; static config loaded' }) {
     const before = await sessionRow(panel, h.nodeId);
     const applied = recordApplied(panel, h.nodeId);
     await breakCaddy();
@@ -305,7 +302,9 @@ describe.skipIf(!ready)('Caddy restarted (reconcile interval 1.5 s, agent self-c
       message: 'repair reload',
     });
     const tookMs = Date.now() - brokenAt;
-    expect((await getThroughProxy(h, domain)).status).toBe(200);
+    // The answerer lives in Caddy's network namespace: a restarted or recreated Caddy answers no-upstream (503)
+    // until the agent's answerer check (1 s) finds knotd gone with it and starts it in the new namespace.
+    await waitFor(async () => (await getThroughProxy(h, domain)).status === 200, { timeoutMs: 5_000, intervalMs: 100, message: 'answerer followed Caddy' });
     await settled(panel, h);
     // The pushes after the repair compare and do nothing.
     await sleep(2 * INTERVAL_MS);
@@ -340,6 +339,6 @@ describe.skipIf(!ready)('Caddy restarted (reconcile interval 1.5 s, agent self-c
     await expectRepairedByNextPush(async () => {
       expect((await dockerApi('DELETE', `/containers/${proxyContainer()}?force=1`)).status).toBe(204);
       // The agent created a new Caddy: its first load is `initial`, which disrupts nothing.
-    }, 5_000, { kind: 'initial', reason: 'proxy created: loaded the routes in place' });
+    }, 5_000, { kind: 'initial', reason: 'static proxy config loaded (first configuration)' });
   });
 });

@@ -112,7 +112,6 @@ describe.skipIf(!ready)('Prometheus artefacts', () => {
         TETHER_AGENT_METRICS_PORT: String(metricsPort),
         TETHER_LOG_LEVEL: 'warn',
         TETHER_PROXY: 'external',
-        TETHER_PROXY_ROUTING: 'static',
         TETHER_CADDY_ADMIN_URL: caddy.adminUrl,
         TETHER_PROXY_TLS: 'off',
         TETHER_PROXY_HTTP_PORT: String(caddy.httpPort),

@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { isIP } from 'node:net';
 import path from 'node:path';
 import Type from 'typebox';
+import { answererRootUsable } from './proxy/knot-image.js';
 import { splitHostPort } from './proxy/host-port.js';
 import { LogFormatSchema, type LogFormat } from '@tether/common/logging';
 import { ConfigError, parseEnv } from '@tether/common';
@@ -90,16 +91,19 @@ const EnvSchema = Type.Object({
   TETHER_PROXY_ACME_CA: Type.Optional(Type.String({ pattern: '^https://', maxLength: 2048 })),
   /** TLS auto with the ACME issuer: a PEM file with the root that signs that CA's own HTTPS certificate (a private CA), as Caddy reads it. */
   TETHER_PROXY_ACME_CA_ROOT: Type.Optional(Type.String({ pattern: '^/', maxLength: 4096 })),
-  /** How often the agent checks that Caddy runs and serves the routes in place (repairs it); 0 = never. */
+  /** How often the agent checks that Caddy runs and holds the static config (repairs it); 0 = never. */
   TETHER_PROXY_CHECK_INTERVAL_MS: Type.Integer({ minimum: 0, maximum: 86_400_000, default: 30_000 }),
-  /** How often that check compares Caddy's whole config (repairs hand edits) instead of only its @id. */
-  TETHER_PROXY_FULL_CHECK_INTERVAL_MS: Type.Integer({ minimum: 1_000, maximum: 86_400_000, default: 600_000 }),
-  /** Routing: config (every routing change renders and loads Caddy's config) or static (a fixed config; routes are answers Caddy looks up per request, docs/architecture.md "Static proxy"). */
-  TETHER_PROXY_ROUTING: Type.Union([Type.Literal('config'), Type.Literal('static')], { default: 'config' }),
+  /**
+   * Gone: static routing is the only routing (docs/architecture.md "Static proxy"). `static` is accepted and changes
+   * nothing (an older .env may name it); `config`, the per-route mode that reloaded Caddy on every change, is refused.
+   */
+  TETHER_PROXY_ROUTING: Type.Optional(Type.Union([Type.Literal('config'), Type.Literal('static')])),
   /** Static routing: where the answerer (knotd) listens, host:port (Caddy's resolver). */
   TETHER_PROXY_ANSWERER_LISTEN: Type.String({ pattern: HOST_PORT, maxLength: 300, default: '127.0.0.1:5399' }),
   /** Static routing in container mode: an existing answerer image to run (default: built locally from TETHER_PROXY_KNOTD and _KNOTC). */
   TETHER_ANSWERER_IMAGE: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
+  /** Container mode: a whole answerer tree (knotd, knotc and their shared objects) to build the answerer image from; the agent image sets it. */
+  TETHER_ANSWERER_ROOT: Type.Optional(Type.String({ pattern: '^/', maxLength: 4096 })),
   TETHER_PROXY_KNOTD: Type.String({ minLength: 1, maxLength: 4096, default: '/usr/sbin/knotd' }),
   TETHER_PROXY_KNOTC: Type.String({ minLength: 1, maxLength: 4096, default: '/usr/sbin/knotc' }),
   /** Static routing: how often the answerer is probed (and restarted when silent) and the ready containers re-read. */
@@ -184,10 +188,10 @@ export interface AgentConfig {
     acmeCa: string | undefined;
     acmeCaRoot: string | undefined;
     checkIntervalMs: number;
-    fullCheckIntervalMs: number;
-    routing: 'config' | 'static';
     answererListen: { host: string; port: number };
     answererImage?: string | undefined;
+    /** Container mode: the answerer tree the agent image carries (TETHER_ANSWERER_ROOT). */
+    answererRoot: string | null;
     knotd: string;
     knotc: string;
     answererCheckMs: number;
@@ -271,15 +275,19 @@ export function loadStateDir(env: Record<string, string | undefined>): string {
  * start, before Caddy is touched: an agent without one would load the static config with nothing answering
  * its lookups, and every route in place would answer `no-route` (docs/operations.md, "Static proxy").
  */
-function staticAnswererProblem(e: { TETHER_PROXY: string; TETHER_PROXY_ROUTING: string; TETHER_ANSWERER_IMAGE?: string | undefined; TETHER_PROXY_KNOTD: string; TETHER_PROXY_KNOTC: string }): string | null {
-  if (e.TETHER_PROXY_ROUTING !== 'static' || e.TETHER_PROXY === 'none') return null;
+function staticAnswererProblem(e: { TETHER_PROXY: string; TETHER_ANSWERER_IMAGE?: string | undefined; TETHER_ANSWERER_ROOT?: string | undefined; TETHER_PROXY_KNOTD: string; TETHER_PROXY_KNOTC: string }): string | null {
+  if (e.TETHER_PROXY === 'none') return null;
   const container = e.TETHER_PROXY === 'container';
-  if (container && e.TETHER_ANSWERER_IMAGE) return null;
+  if (container && (e.TETHER_ANSWERER_IMAGE || answererRootUsable(e.TETHER_ANSWERER_ROOT))) return null;
   const missing = [e.TETHER_PROXY_KNOTD, e.TETHER_PROXY_KNOTC].filter((file) => !existsSync(file));
   if (missing.length === 0) return null;
   const image = container ? ', or set TETHER_ANSWERER_IMAGE to an image built by infra/answerer/build-image.sh' : '';
-  return `TETHER_PROXY_ROUTING: static needs knotd: no ${missing.join(' and no ')} (install Debian's knot package${image}), or set TETHER_PROXY_ROUTING=config`;
+  return `TETHER_PROXY=${e.TETHER_PROXY} needs the answerer, knotd: no ${missing.join(' and no ')} (apt-get install knot${image}), or set TETHER_PROXY=none`;
 }
+
+/** The one line an agent still told to run the per-route config stops with (exit 2). */
+export const ROUTING_CONFIG_GONE =
+  'TETHER_PROXY_ROUTING=config: the per-route config mode is gone, static routing is the only routing; remove TETHER_PROXY_ROUTING from the agent\'s environment (.env, compose file)';
 
 export function loadConfig(env: Record<string, string | undefined>): AgentConfig {
   const e = parseEnv(EnvSchema, env);
@@ -297,6 +305,7 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
   if (e.TETHER_PROXY === 'container' && path.join(stateDir, 'caddy', 'run', 'admin.sock').length > MAX_SOCKET_PATH) {
     problems.push(`TETHER_STATE_DIR: too long for the Caddy admin socket under it (max ${MAX_SOCKET_PATH - 'caddy/run/admin.sock'.length - 1} characters)`);
   }
+  if (e.TETHER_PROXY_ROUTING === 'config') problems.push(ROUTING_CONFIG_GONE);
   const answerer = staticAnswererProblem(e);
   if (answerer) problems.push(answerer);
   const panelUrls = parsePanelUrls(e.TETHER_PANEL_URL, problems);
@@ -362,10 +371,9 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
       acmeCa: e.TETHER_PROXY_ACME_CA,
       acmeCaRoot: e.TETHER_PROXY_ACME_CA_ROOT,
       checkIntervalMs: e.TETHER_PROXY_CHECK_INTERVAL_MS,
-      fullCheckIntervalMs: e.TETHER_PROXY_FULL_CHECK_INTERVAL_MS,
-      routing: e.TETHER_PROXY_ROUTING,
       answererListen: splitHostPort(e.TETHER_PROXY_ANSWERER_LISTEN),
       answererImage: e.TETHER_ANSWERER_IMAGE,
+      answererRoot: answererRootUsable(e.TETHER_ANSWERER_ROOT) ? e.TETHER_ANSWERER_ROOT : null,
       knotd: e.TETHER_PROXY_KNOTD,
       knotc: e.TETHER_PROXY_KNOTC,
       answererCheckMs: e.TETHER_PROXY_ANSWERER_CHECK_MS,

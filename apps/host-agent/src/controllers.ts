@@ -64,9 +64,10 @@ export interface RoutingController {
   apply(map: RoutingMapInput): Promise<RoutingApplyResult>;
   /** Applied hash and reload counters, for hello and every heartbeat. */
   status(): RoutingStatus;
-  /** True when routing never changes the proxy's config (TETHER_PROXY_ROUTING=static): hello names `proxy.static`. */
-  readonly staticConfig?: boolean;
-  /** Static routing only: the answerer's health (agent /healthz and /metrics). */
+  /**
+   * The answerer's health (agent /healthz and /metrics); present exactly when the agent runs a proxy, whose routing
+   * is always static (hello names `proxy.static`).
+   */
   answerer?(): AnswererHealth;
   /** Customer routes are probed through the proxy (route-probes/): hello names `routes.probe`. */
   readonly probesRoutes?: boolean;
@@ -80,26 +81,18 @@ export interface RoutingController {
  */
 export interface ProxyTraffic {
   /**
-   * `container`: the proxy's open requests and streams can be told apart per container (static answers);
-   * `service`: only for the service's alias as a whole (config mode, `svc-<id>:<port>`).
-   */
-  readonly counting: 'container' | 'service';
-  /**
    * Makes the containers `notServing` names now leave the proxy's answers at once, and resolves when no new
-   * request can be handed to them any more (the proxy's cached lookups expired). Config mode: nothing to do.
+   * request can be handed to them any more (the proxy's cached lookups expired).
    */
   switchAnswers(): Promise<void>;
-  /**
-   * Proxied requests and streams open now: on these containers (`container`), or on the whole service
-   * (`service`: the containers are not told apart). Throws when the proxy cannot be read.
-   */
-  openConnections(serviceId: string, containerIds: readonly string[]): Promise<number>;
+  /** Proxied requests and streams open now on these containers. Throws when the proxy cannot be read. */
+  openConnections(containerIds: readonly string[]): Promise<number>;
 }
 
 /** A drain that ended (agent → panel `deploy.drained`). */
 export interface DrainReport {
   deploymentId: string;
-  /** Null when the proxy cannot count per container (config mode) or could not be read. */
+  /** Null when the proxy could not be read (or none runs). */
   connectionsOpenAtSwitch: number | null;
   connectionsCut: number | null;
   drainEndedAt: string;

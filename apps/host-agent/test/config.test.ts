@@ -2,7 +2,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { MIN_PROTOCOL_VERSION, PROTOCOL_VERSION } from '@tether/protocol';
 import { undocumentedEnvVars } from '@tether/testkit';
-import { ConfigError, ENV_VARS, loadConfig } from '../src/config.js';
+import { ConfigError, ENV_VARS, ROUTING_CONFIG_GONE, loadConfig } from '../src/config.js';
 
 const base = { TETHER_PANEL_URL: 'http://127.0.0.1:8080', TETHER_NODE_TOKEN: 'n'.repeat(32) };
 
@@ -33,25 +33,45 @@ describe('agent config', () => {
   });
 });
 
-describe('static routing without its answerer', () => {
-  const missing = { TETHER_PROXY_ROUTING: 'static', TETHER_PROXY_KNOTD: '/nonexistent/knotd', TETHER_PROXY_KNOTC: '/nonexistent/knotc' };
+describe('the proxy without its answerer', () => {
+  const missing = { TETHER_PROXY_KNOTD: '/nonexistent/knotd', TETHER_PROXY_KNOTC: '/nonexistent/knotc' };
 
-  it('refuses to start when neither knotd nor (container mode) an answerer image is there, naming both ways out', () => {
+  it('refuses to start when neither knotd nor (container mode) an answerer image is there, naming the ways out', () => {
     expect(() => loadConfig({ ...base, ...missing, TETHER_PROXY: 'container' })).toThrow(
-      /TETHER_PROXY_ROUTING: static needs knotd: no \/nonexistent\/knotd and no \/nonexistent\/knotc .*TETHER_ANSWERER_IMAGE .*infra\/answerer\/build-image\.sh.*TETHER_PROXY_ROUTING=config/,
+      /TETHER_PROXY=container needs the answerer, knotd: no \/nonexistent\/knotd and no \/nonexistent\/knotc \(apt-get install knot, or set TETHER_ANSWERER_IMAGE .*infra\/answerer\/build-image\.sh\), or set TETHER_PROXY=none/,
     );
     const external = { ...base, ...missing, TETHER_PROXY: 'external', TETHER_CADDY_ADMIN_URL: 'http://127.0.0.1:2019' };
-    expect(() => loadConfig(external)).toThrow(/static needs knotd: no \/nonexistent\/knotd/);
+    expect(() => loadConfig(external)).toThrow(/TETHER_PROXY=external needs the answerer, knotd: no \/nonexistent\/knotd/);
     // Only the container runs an image: external mode is not told to set one.
     expect(() => loadConfig(external)).not.toThrow(/TETHER_ANSWERER_IMAGE/);
     expect(() => loadConfig({ ...base, ...missing, TETHER_PROXY: 'container', TETHER_PROXY_KNOTD: process.execPath })).toThrow(/no \/nonexistent\/knotc \(/);
   });
 
-  it('starts with an answerer image (container mode), with knotd and knotc present, with config routing or without a proxy', () => {
+  it('starts with an answerer image (container mode), with knotd and knotc present, or without a proxy', () => {
     expect(loadConfig({ ...base, ...missing, TETHER_PROXY: 'container', TETHER_ANSWERER_IMAGE: 'tether/answerer:local' }).proxy.answererImage).toBe('tether/answerer:local');
-    expect(loadConfig({ ...base, ...missing, TETHER_PROXY: 'container', TETHER_PROXY_KNOTD: process.execPath, TETHER_PROXY_KNOTC: process.execPath }).proxy.routing).toBe('static');
-    expect(loadConfig({ ...base, ...missing, TETHER_PROXY: 'container', TETHER_PROXY_ROUTING: 'config' }).proxy.routing).toBe('config');
-    expect(loadConfig({ ...base, ...missing, TETHER_PROXY: 'none' }).proxy.routing).toBe('static');
+    expect(loadConfig({ ...base, ...missing, TETHER_PROXY: 'container', TETHER_PROXY_KNOTD: process.execPath, TETHER_PROXY_KNOTC: process.execPath }).proxy.kind).toBe('container');
+    expect(loadConfig({ ...base, ...missing, TETHER_PROXY: 'none' }).proxy.kind).toBe('none');
+  });
+});
+
+describe('TETHER_PROXY_ROUTING, gone', () => {
+  const knot = { TETHER_PROXY_KNOTD: process.execPath, TETHER_PROXY_KNOTC: process.execPath };
+
+  it('config is refused with one line that says the mode is gone and what to remove; static changes nothing', () => {
+    let problems: string[] = [];
+    try {
+      loadConfig({ ...base, ...knot, TETHER_PROXY: 'container', TETHER_PROXY_ROUTING: 'config' });
+    } catch (err) {
+      problems = (err as ConfigError).problems;
+    }
+    expect(problems).toEqual([ROUTING_CONFIG_GONE]);
+    expect(ROUTING_CONFIG_GONE).not.toContain('\n');
+    expect(ROUTING_CONFIG_GONE).toMatch(/per-route config mode is gone.*remove TETHER_PROXY_ROUTING/);
+    // Refused even without a proxy: the .env still says something that is no longer true.
+    expect(() => loadConfig({ ...base, TETHER_PROXY: 'none', TETHER_PROXY_ROUTING: 'config' })).toThrow(/TETHER_PROXY_ROUTING=config/);
+    const quiet = loadConfig({ ...base, ...knot, TETHER_PROXY: 'container', TETHER_PROXY_ROUTING: 'static' }).proxy;
+    expect(quiet).toEqual(loadConfig({ ...base, ...knot, TETHER_PROXY: 'container' }).proxy);
+    expect(() => loadConfig({ ...base, TETHER_PROXY_ROUTING: 'dynamic' })).toThrow(/TETHER_PROXY_ROUTING/);
   });
 });
 

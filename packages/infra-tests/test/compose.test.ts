@@ -11,9 +11,9 @@ import { ensureInfraTools } from './fixtures/tools.js';
 // deployed and routed through the REST API and reached through the agent's
 // Caddy, a panel restart and a down/up with volumes kept (nothing lost, the
 // container adopted, no proxy reload), and `docker stop` of each container.
-// The stack runs static routing (TETHER_PROXY_ROUTING=static) with the
-// answerer image infra/answerer/build-image.sh makes, as docs/install.md
-// tells an operator: routes are answers, the Caddy config never changes.
+// The stack runs the static proxy with no setting of its own: the agent
+// image carries the answerer tree (docs/install.md, step 1) and builds the
+// answerer's image from it; routes are answers, the Caddy config never changes.
 
 const tools = await ensureInfraTools({ compose: true });
 const DOMAIN = 'app.compose.localhost';
@@ -90,7 +90,7 @@ describe.skipIf(!tools.available)('the shipped compose stack (docker-compose 1.2
     await stack?.destroy();
   }, 60_000);
 
-  it('first start without a node token, then without an answerer image: the agent exits 2 naming each and compose restarts it; with both it joins', async () => {
+  it('first start without a node token, then with TETHER_PROXY_ROUTING=config left in .env: the agent exits 2 naming each and compose restarts it; without them it joins', async () => {
     // `up -d` of everything before step 3 of docs/install.md (the guide starts postgres and panel first).
     await stack.compose(['up', '-d'], 180_000);
     await panelReady(60_000);
@@ -106,18 +106,17 @@ describe.skipIf(!tools.available)('the shipped compose stack (docker-compose 1.2
     ids.node = node.body.id;
     nodeToken = node.body.token;
     stack.env.TETHER_NODE_TOKEN = nodeToken;
-    // Static routing without an answerer image (the agent image has no knotd): refused at start, naming the way out,
+    // An .env an older install guide wrote: the per-route mode is gone, refused at start with the line that says so,
     // before the agent touches Caddy (nothing of this node's runs yet).
-    const image = stack.env.TETHER_ANSWERER_IMAGE!;
-    stack.env.TETHER_ANSWERER_IMAGE = '';
+    stack.env.TETHER_PROXY_ROUTING = 'config';
     await stack.writeEnv();
     await stack.compose(['up', '-d', 'agent'], 120_000);
     const refused = await stack.containerId('agent');
     expect(refused).not.toBe(waiting);
     await waitFor(async () => /^[1-9]\d* 2$/.test(await docker(['inspect', '-f', '{{.RestartCount}} {{.State.ExitCode}}', refused])), { timeoutMs: 30_000, intervalMs: 50 });
-    expect(await dockerLogs(refused)).toMatch(/TETHER_PROXY_ROUTING: static needs knotd: no \/usr\/sbin\/knotd and no \/usr\/sbin\/knotc .*TETHER_ANSWERER_IMAGE .*infra\/answerer\/build-image\.sh/);
+    expect(await dockerLogs(refused)).toMatch(/TETHER_PROXY_ROUTING=config: the per-route config mode is gone.*remove TETHER_PROXY_ROUTING/);
     expect(await agentContainers('proxy')).toEqual([]);
-    stack.env.TETHER_ANSWERER_IMAGE = image;
+    delete stack.env.TETHER_PROXY_ROUTING;
     await stack.writeEnv();
     await stack.compose(['up', '-d', 'agent'], 120_000);
     // The changed env file recreates the agent's container.
@@ -158,12 +157,12 @@ describe.skipIf(!tools.available)('the shipped compose stack (docker-compose 1.2
     const answer = await waitFor(async () => ((await throughProxy().catch(() => undefined))?.status === 200 ? throughProxy() : undefined), { timeoutMs: 30_000, intervalMs: 200 });
     expect(answer.body.trim()).toBe('hello from compose');
     expect(answer.marker).toBeUndefined();
-    // Static routing: Caddy's own answer for a name with no route, and the answerer from the image the host built.
+    // Static routing: Caddy's own answer for a name with no route, and the answerer the agent built from its own tree.
     const unknown = await throughProxy(`nothing.${DOMAIN}`);
     expect([unknown.status, unknown.marker]).toEqual([404, 'no-route']);
     const answerer = await agentContainers('answerer');
     expect(answerer).toHaveLength(1);
-    expect(await docker(['inspect', '-f', '{{.Config.Image}} {{.State.Status}}', answerer[0]!])).toBe(`${stack.images.answerer} running`);
+    expect(await docker(['inspect', '-f', '{{.Config.Image}} {{.State.Status}}', answerer[0]!])).toMatch(/^tether\/answerer:[0-9a-f]{16} running$/);
     const s = await connectedSession(30_000);
     expect(s.reloads.total).toBeGreaterThanOrEqual(1);
     expect(s.routing.appliedHash).toBe(s.routing.desiredHash);

@@ -88,7 +88,7 @@ describe.skipIf(!tools.available)('docs/install.md, run as written', () => {
       // Debian's docker client first: it builds with DOCKER_BUILDKIT=1 alone (a newer client needs buildx).
       PATH: `/usr/bin:/bin:/usr/sbin:/sbin:${process.env.PATH ?? ''}`,
       HOME: process.env.HOME ?? '/root',
-      TETHER_BUILD_ARGS: [...buildArgs(images.base), '--build-arg', `CADDY_IMAGE=${images.caddy}`].join(' '),
+      TETHER_BUILD_ARGS: [...buildArgs(images.base), '--build-arg', `CADDY_IMAGE=${images.caddy}`, '--build-arg', `ANSWERER_IMAGE=${images.answerer}`].join(' '),
       COMPOSE_PROJECT_NAME: project,
       TETHER_PANEL_BIND: '127.0.0.1',
       TETHER_PANEL_PORT: String(await freePort()),

@@ -98,7 +98,7 @@ export const CAPABILITIES = Object.freeze({
    */
   REGISTRY_AUTH: 'registry.auth',
   /**
-   * The agent's proxy runs a config made from settings only (TETHER_PROXY_ROUTING=static): routing maps
+   * The agent's proxy runs a config made from settings only (the static proxy, every agent's): routing maps
    * change answers, never the config. A panel that names it back understands the reload kind `static-move`
    * (the one load that moves a node from the per-route config to the static one); to any other panel the
    * agent reports that load as `change`.

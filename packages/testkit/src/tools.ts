@@ -31,7 +31,7 @@ export function ensureChromium(): Promise<Requirement> {
   return chromium;
 }
 
-/** knotd and knotc (Debian's knot): the static proxy's answerer (host-agent TETHER_PROXY_ROUTING=static). */
+/** knotd and knotc (Debian's knot): the static proxy's answerer (every host agent that runs a proxy). */
 export function ensureKnot(): Promise<Requirement> {
   knot ??= requireSystem('knotd', {
     hint: 'no knotd on PATH (Debian package knot)',

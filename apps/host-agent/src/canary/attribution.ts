@@ -1,5 +1,5 @@
 import type { CanaryDropCause } from '@tether/protocol';
-import type { ReloadRecord } from '../proxy/routing-controller.js';
+import type { ReloadRecord } from '../proxy/configurator.js';
 
 // Why did the canary drop? Only causes the agent itself knows are named: a
 // reload it made (the drop falls inside that load), a restarted Caddy (an

@@ -4,7 +4,7 @@ import WebSocket from 'ws';
 import type { CanaryStatus } from '@tether/protocol';
 import type { NewJournalEvent } from '../proxy/event-journal.js';
 import { CANARY_HOST } from '../proxy/render.js';
-import type { ReloadRecord } from '../proxy/routing-controller.js';
+import type { ReloadRecord } from '../proxy/configurator.js';
 import { attributeDrop } from './attribution.js';
 import { CANARY_PROBE_PATH, CANARY_SECRET_HEADER, CANARY_SOCKET_PATH } from './canary-endpoint.js';
 import type { CanaryStateStore } from './canary-state.js';

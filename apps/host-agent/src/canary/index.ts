@@ -4,7 +4,7 @@ import type { Logger } from '@tether/common';
 import type { AgentConfig } from '../config.js';
 import type { RoutingApplyResult, RoutingController, RoutingMapInput } from '../controllers.js';
 import type { NewJournalEvent } from '../proxy/event-journal.js';
-import type { ReloadRecord } from '../proxy/routing-controller.js';
+import type { ReloadRecord } from '../proxy/configurator.js';
 import { startCanaryEndpoint, type CanaryEndpoint } from './canary-endpoint.js';
 import { CanaryMonitor } from './canary-monitor.js';
 import { CanaryStateStore } from './canary-state.js';
@@ -87,7 +87,6 @@ export function withCanary(routing: RoutingController, canary: Canary | null): R
       routing.apply(map).then((result) => ({ ...result, routing: { ...result.routing, canary: canary.monitor.status() } })),
     status: () => ({ ...routing.status(), canary: canary.monitor.status() }),
     ...(routing.answerer ? { answerer: routing.answerer.bind(routing) } : {}),
-    ...(routing.staticConfig ? { staticConfig: true } : {}),
     ...(routing.probesRoutes ? { probesRoutes: true } : {}),
     ...(routing.traffic ? { traffic: routing.traffic } : {}),
   };

@@ -34,7 +34,8 @@ export function agentCapabilities(parts: { events?: PendingEvents; logs?: LogStr
   return [
     ...(parts.events ? [CAPABILITIES.PROXY_EVENTS] : []),
     ...(parts.logs ? [CAPABILITIES.LOGS] : []),
-    ...(parts.routing.staticConfig ? [CAPABILITIES.PROXY_STATIC] : []),
+    // Every proxy the agent runs is the static one, and only a proxy has an answerer.
+    ...(parts.routing.answerer ? [CAPABILITIES.PROXY_STATIC] : []),
     ...(parts.routing.probesRoutes ? [CAPABILITIES.ROUTES_PROBE] : []),
     ...(parts.workloads.capabilities ?? []),
     // Built in: every workload's secrets become its container's environment (runtime/workload-spec.ts).

@@ -56,7 +56,7 @@ function caddyMessage(body: string): string {
 
 /** One upstream of Caddy's reverse proxies, as `GET /reverse_proxy/upstreams` lists it. */
 export interface UpstreamLoad {
-  /** The dial address: `svc-<id>:<port>` (config mode), `c-<id12>.e.rt.tether.internal.:<port>` (static answers). */
+  /** The dial address: `c-<id12>.e.rt.tether.internal.:<port>` for a container of the answers. */
   address: string;
   /** Requests (WebSockets included, for as long as they are open) in flight to it now. */
   numRequests: number;

@@ -8,7 +8,7 @@ import { canonicalJson } from './canonical-json.js';
 import { CADDY_CONTAINER } from './caddy-image.js';
 import { ProxyError } from './errors.js';
 import type { ProxyTlsMode } from './render.js';
-import type { ProxySupervisor } from './routing-controller.js';
+import type { ProxySupervisor } from './configurator.js';
 
 // Container mode: the agent runs Caddy itself, on Tether's Docker network so
 // upstreams are the services' stable aliases. Every Docker call goes through

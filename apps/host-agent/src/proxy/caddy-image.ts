@@ -15,8 +15,6 @@ export const CADDY_CONTAINER = Object.freeze({
   bootstrapPath: '/etc/caddy/bootstrap.json',
   dataDir: '/data',
   socketDir: '/run/tether-caddy',
-  /** Static routing: the agent's domain files (answers/), mounted read-only. */
-  answersDir: '/srv/tether-answers',
   httpPort: 80,
   httpsPort: 443,
 });

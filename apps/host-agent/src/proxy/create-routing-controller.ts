@@ -7,18 +7,27 @@ import type { RoutingController } from '../controllers.js';
 import { DockerContainerRuntime } from '../runtime/docker-runtime.js';
 import { DEFAULT_RUNTIME_TIMING } from '../runtime/settings.js';
 import { DisabledRouting } from '../null-controllers.js';
-import { createCaddyAdmin, parseAdminUrl, type CaddyAdmin } from './caddy-admin.js';
+import { createCaddyAdmin, parseAdminUrl } from './caddy-admin.js';
 import { CaddyContainer, caddyHostDir, caddyHostPaths } from './caddy-container.js';
 import { CADDY_CONTAINER, CADDY_CONTAINER_ADMIN, ensureCaddyImage } from './caddy-image.js';
-import { CaddyRoutingController, type ReloadRecord } from './routing-controller.js';
+import type { ReloadRecord } from './configurator.js';
 import type { CaddyAdminSettings, ProxyTlsMode } from './render.js';
-import { dockerEndpoints } from './docker-endpoints.js';
-import { createStaticContainerRoutingController, createStaticExternalRoutingController } from './create-static-routing-controller.js';
+import { dockerEndpoints, type EndpointSource } from './docker-endpoints.js';
 import { issuanceLogPaths } from './issuance-logging.js';
+import { KnotAnswerer } from './knot-answerer.js';
+import { KnotContainerAnswerer } from './knot-container-answerer.js';
+import { ensureKnotImage } from './knot-image.js';
+import { StaticRoutingController } from './static-routing-controller.js';
 
-// One way to build the routing controller per TETHER_PROXY mode. The agent
-// calls createRoutingController(config, …); tests and tools call the
-// per-mode functions with explicit options.
+// The one way to build the routing controller (docs/architecture.md, "Static
+// proxy"): Caddy holds a config made from settings only and an answerer
+// (knotd) names the upstreams per request. Two places for them, per
+// TETHER_PROXY: beside an operator's Caddy (external: knotd a detached
+// process, the domain files read in place) or the agent's own Caddy container
+// (container: knotd a container in Caddy's network namespace, the domain
+// files under the data folder Caddy already mounts, so moving to this config
+// never recreates Caddy). The agent calls createRoutingController(config, …);
+// tests and tools call the per-place functions with explicit options.
 
 export interface ServingOptions {
   tls: ProxyTlsMode;
@@ -38,11 +47,21 @@ export interface CommonOptions {
   configPath?: string;
   adminTimeoutMs: number;
   checkIntervalMs: number;
-  fullCheckIntervalMs?: number;
   serving: ServingOptions;
   onReload?: (reload: ReloadRecord) => void;
   logger: Logger;
   now?: () => Date;
+  knotd: string;
+  knotc: string;
+  answererProbeTimeoutMs: number;
+  /** The answerer is probed, and the ready containers re-read, this often (TETHER_PROXY_ANSWERER_CHECK_MS). */
+  answersIntervalMs: number;
+  lookupRefreshMs: number;
+  askPort: number;
+  issuer: 'acme' | 'internal';
+  /** TLS auto: the issuance log as Caddy writes it (issuance-logging.ts); null: none. */
+  issuanceLog?: string | null;
+  endpoints: EndpointSource;
 }
 
 export interface ExternalProxyOptions extends CommonOptions {
@@ -50,6 +69,8 @@ export interface ExternalProxyOptions extends CommonOptions {
   adminUrl: string;
   /** The admin listen address to keep in the config; default: the one adminUrl names. */
   adminListen?: string;
+  /** Where the answerer listens; Caddy's resolver. */
+  answererListen: { host: string; port: number };
 }
 
 export interface ContainerProxyOptions extends CommonOptions {
@@ -67,6 +88,12 @@ export interface ContainerProxyOptions extends CommonOptions {
   user?: string;
   /** Reach the admin API through this URL instead of the socket (tests put a witness in front). */
   adminUrl?: string;
+  /** Port knotd listens on in the Caddy container's network namespace (Caddy's resolver: udp/127.0.0.1:<port>). */
+  answererPort: number;
+  /** An existing answerer image to run; default: built locally from answererRoot, else from knotd and knotc. */
+  answererImage?: string;
+  /** The answerer tree the agent image carries (TETHER_ANSWERER_ROOT). */
+  answererRoot?: string | null;
 }
 
 /** The admin listen address Caddy must keep so that adminUrl stays valid after every load. */
@@ -78,32 +105,67 @@ export function adminSettingsFor(adminUrl: string, listen?: string): CaddyAdminS
   return { listen: listen ?? `${url.hostname}:${url.port || (url.protocol === 'https:' ? 443 : 80)}` };
 }
 
-function statePaths(o: CommonOptions) {
-  return { configPath: o.configPath ?? path.join(o.stateDir, 'caddy.json'), statePath: path.join(o.stateDir, 'routing-state.json') };
+/** The answers' folder inside Caddy's data folder (container mode): `/data/answers` as Caddy sees it. */
+const CONTAINER_ANSWERS = 'answers';
+
+function answerSettings(o: CommonOptions, answerer: string, answersDir: string) {
+  return { answerer, lookupRefreshMs: o.lookupRefreshMs, answersDir, askPort: o.askPort, issuer: o.issuer, issuanceLog: o.issuanceLog ?? null };
 }
 
-export function createExternalRoutingController(o: ExternalProxyOptions): CaddyRoutingController {
-  const proxy = createCaddyAdmin({ adminUrl: o.adminUrl, timeoutMs: o.adminTimeoutMs });
-  return new CaddyRoutingController({
-    ...statePaths(o),
-    proxy,
-    upstreams: proxy,
-    // The operator's Caddy listens for the canary on loopback only.
-    render: { admin: adminSettingsFor(o.adminUrl, o.adminListen), ...o.serving, canary: o.canary ? { listen: `127.0.0.1:${o.canary.port}`, upstream: o.canary.upstream } : null },
+function controllerOptions(o: CommonOptions) {
+  return {
+    configPath: o.configPath ?? path.join(o.stateDir, 'caddy.json'),
+    statePath: path.join(o.stateDir, 'routing-state.json'),
+    endpoints: o.endpoints,
     checkIntervalMs: o.checkIntervalMs,
-    ...(o.fullCheckIntervalMs ? { fullCheckIntervalMs: o.fullCheckIntervalMs } : {}),
+    answersIntervalMs: o.answersIntervalMs,
     ...(o.onReload ? { onReload: o.onReload } : {}),
     logger: o.logger,
     ...(o.now ? { now: o.now } : {}),
+  };
+}
+
+/** An operator's Caddy: knotd as a detached process, the domain files read by Caddy in place. */
+export function createExternalRoutingController(o: ExternalProxyOptions): StaticRoutingController {
+  const answerer = new KnotAnswerer({
+    dir: path.join(o.stateDir, 'answerer'),
+    listen: o.answererListen,
+    knotd: o.knotd,
+    knotc: o.knotc,
+    probeTimeoutMs: o.answererProbeTimeoutMs,
+    logger: o.logger,
+  });
+  const proxy = createCaddyAdmin({ adminUrl: o.adminUrl, timeoutMs: o.adminTimeoutMs });
+  return new StaticRoutingController({
+    ...controllerOptions(o),
+    proxy,
+    upstreams: proxy,
+    render: {
+      admin: adminSettingsFor(o.adminUrl, o.adminListen),
+      ...o.serving,
+      // The operator's Caddy listens for the canary on loopback only.
+      canary: o.canary ? { listen: `127.0.0.1:${o.canary.port}`, upstream: o.canary.upstream } : null,
+      ...answerSettings(o, answerer.caddyAddress, path.resolve(o.stateDir, 'answers')),
+    },
+    answerer,
   });
 }
 
-/** The supervised Caddy container and its admin client (both routing modes); `extraBinds`: more host folders Caddy reads. */
-export function caddyContainerParts(o: ContainerProxyOptions, extraBinds: string[] = []): { proxy: CaddyAdmin; container: CaddyContainer } {
+/**
+ * The agent's Caddy container: the answerer is a container in Caddy's network namespace, the domain files a
+ * folder of Caddy's own data mount (no mount of their own: the container's settings do not depend on them).
+ */
+export function createContainerRoutingController(o: ContainerProxyOptions): {
+  controller: StaticRoutingController;
+  container: CaddyContainer;
+  answerer: KnotContainerAnswerer;
+} {
   const hostDir = caddyHostDir(o.stateDir);
   const proxy = createCaddyAdmin({ adminUrl: o.adminUrl ?? `unix://${caddyHostPaths(hostDir).socketPath}`, timeoutMs: o.adminTimeoutMs });
+  const user = o.user ?? `${process.getuid?.() ?? 0}:${process.getgid?.() ?? 0}`;
+  const runtime = new DockerContainerRuntime(o.docker, { callTimeoutMs: o.dockerTimeoutMs ?? DEFAULT_RUNTIME_TIMING.callTimeoutMs });
   const container = new CaddyContainer({
-    runtime: runtimeOf(o),
+    runtime,
     network: o.network,
     node: o.node,
     hostDir,
@@ -113,20 +175,41 @@ export function caddyContainerParts(o: ContainerProxyOptions, extraBinds: string
     httpPort: o.serving.httpPort,
     httpsPort: o.serving.httpsPort,
     tls: o.serving.tls,
-    user: userOf(o),
-    ...(extraBinds.length > 0 ? { extraBinds } : {}),
+    user,
     probe: () => proxy.readRunning(),
     logger: o.logger,
   });
-  return { proxy, container };
-}
-
-export function runtimeOf(o: Pick<ContainerProxyOptions, 'docker' | 'dockerTimeoutMs'>): DockerContainerRuntime {
-  return new DockerContainerRuntime(o.docker, { callTimeoutMs: o.dockerTimeoutMs ?? DEFAULT_RUNTIME_TIMING.callTimeoutMs });
-}
-
-export function userOf(o: Pick<ContainerProxyOptions, 'user'>): string {
-  return o.user ?? `${process.getuid?.() ?? 0}:${process.getgid?.() ?? 0}`;
+  const answerer = new KnotContainerAnswerer({
+    runtime,
+    docker: o.docker,
+    node: o.node,
+    dir: path.resolve(o.stateDir, 'answerer'),
+    port: o.answererPort,
+    image: once(() => (o.answererImage ? Promise.resolve(o.answererImage) : ensureKnotImage(o.docker, { knotd: o.knotd, knotc: o.knotc, root: o.answererRoot ?? null }))),
+    user,
+    proxy: container,
+    probeTimeoutMs: o.answererProbeTimeoutMs,
+    logger: o.logger,
+  });
+  const controller = new StaticRoutingController({
+    ...controllerOptions(o),
+    proxy,
+    upstreams: proxy,
+    render: {
+      ...o.serving,
+      admin: CADDY_CONTAINER_ADMIN,
+      // Inside the container Caddy always listens on 80/443; the host ports are Docker's mapping.
+      httpPort: CADDY_CONTAINER.httpPort,
+      httpsPort: CADDY_CONTAINER.httpsPort,
+      // In its own network namespace: reachable at the container's address on Tether's network, no port published.
+      canary: o.canary ? { listen: `:${o.canary.port}`, upstream: o.canary.upstream } : null,
+      ...answerSettings(o, answerer.caddyAddress, path.posix.join(CADDY_CONTAINER.dataDir, CONTAINER_ANSWERS)),
+    },
+    answersDir: path.resolve(caddyHostPaths(hostDir).dataDir, CONTAINER_ANSWERS),
+    answerer,
+    supervisor: container,
+  });
+  return { controller, container, answerer };
 }
 
 /** A value made at most once, until it fails: a failed build is tried again by the next caller. */
@@ -137,36 +220,6 @@ export function once<T>(make: () => Promise<T>): () => Promise<T> {
       value = undefined;
       throw error;
     }));
-}
-
-/** What the Caddy container's config is rendered with, in both routing modes. */
-export function containerRenderSettings(o: CommonOptions) {
-  return {
-    ...o.serving,
-    admin: CADDY_CONTAINER_ADMIN,
-    // Inside the container Caddy always listens on 80/443; the host ports are Docker's mapping.
-    httpPort: CADDY_CONTAINER.httpPort,
-    httpsPort: CADDY_CONTAINER.httpsPort,
-    // In its own network namespace: reachable at the container's address on Tether's network, no port published.
-    canary: o.canary ? { listen: `:${o.canary.port}`, upstream: o.canary.upstream } : null,
-  };
-}
-
-export function createContainerRoutingController(o: ContainerProxyOptions): { controller: CaddyRoutingController; container: CaddyContainer } {
-  const { proxy, container } = caddyContainerParts(o);
-  const controller = new CaddyRoutingController({
-    ...statePaths(o),
-    proxy,
-    upstreams: proxy,
-    render: containerRenderSettings(o),
-    checkIntervalMs: o.checkIntervalMs,
-    ...(o.fullCheckIntervalMs ? { fullCheckIntervalMs: o.fullCheckIntervalMs } : {}),
-    ...(o.onReload ? { onReload: o.onReload } : {}),
-    supervisor: container,
-    logger: o.logger,
-    ...(o.now ? { now: o.now } : {}),
-  });
-  return { controller, container };
 }
 
 /** The process's one Docker client (main.ts makes it); only the modes that talk to Docker need it. */
@@ -181,27 +234,24 @@ export function createRoutingController(
     logger: Logger;
     docker?: Docker;
     onReload?: (reload: ReloadRecord) => void;
-    /** Static routing: containers whose HTTP health check does not pass now (left out of the answers). */
+    /** Containers whose HTTP health check does not pass now (left out of the answers). */
     notServing?: () => ReadonlySet<string>;
     /** Given, in container mode, what finds the proxy container's address (the canary's way to Caddy). */
     proxyAddress?: (resolve: () => Promise<string | null>) => void;
   },
 ): RoutingController {
   const p = config.proxy;
+  if (p.kind === 'none') return new DisabledRouting();
+  const node = config.nodeName ?? os.hostname();
   const common: CommonOptions = {
     stateDir: config.stateDir,
     configPath: p.caddyConfigPath,
     adminTimeoutMs: p.adminTimeoutMs,
     checkIntervalMs: p.checkIntervalMs,
-    fullCheckIntervalMs: p.fullCheckIntervalMs,
     serving: { tls: p.tls, httpPort: p.httpPort, httpsPort: p.httpsPort, acmeEmail: p.acmeEmail ?? null, acmeCa: p.acmeCa ?? null, acmeCaRoot: p.acmeCaRoot ?? null },
     logger: deps.logger,
     ...(deps.onReload ? { onReload: deps.onReload } : {}),
     canary: config.canary.intervalMs > 0 ? { port: config.canary.proxyPort, upstream: config.canary.upstream } : null,
-  };
-  if (p.kind === 'none') return new DisabledRouting();
-  // Made only for static routing: its endpoints talk to Docker, which the per-route modes may not have.
-  const statics = () => ({
     knotd: p.knotd,
     knotc: p.knotc,
     answererProbeTimeoutMs: p.answererProbeTimeoutMs,
@@ -210,37 +260,33 @@ export function createRoutingController(
     askPort: p.askPort,
     issuer: p.tlsIssuer,
     issuanceLog: p.tls === 'auto' ? issuanceLogPaths(p, config.stateDir).caddyPath : null,
-    endpoints: config.runtime.kind === 'docker'
-      ? dockerEndpoints(dockerOf(deps), { network: config.runtime.network, node: config.nodeName ?? os.hostname(), ...(deps.notServing ? { notServing: deps.notServing } : {}) })
-      : () => Promise.resolve(new Map()),
-  });
-  if (p.kind === 'external' && p.routing === 'static') {
-    return createStaticExternalRoutingController({
+    endpoints:
+      config.runtime.kind === 'docker'
+        ? dockerEndpoints(dockerOf(deps), { network: config.runtime.network, node, ...(deps.notServing ? { notServing: deps.notServing } : {}) })
+        : () => Promise.resolve(new Map()),
+  };
+  if (p.kind === 'external') {
+    // loadConfig refuses external mode without an admin URL.
+    return createExternalRoutingController({
       ...common,
-      ...statics(),
       adminUrl: p.caddyAdminUrl as string,
       ...(p.caddyAdminListen ? { adminListen: p.caddyAdminListen } : {}),
       answererListen: p.answererListen,
     });
   }
-  if (p.kind === 'external') {
-    // loadConfig refuses external mode without an admin URL.
-    return createExternalRoutingController({ ...common, adminUrl: p.caddyAdminUrl as string, ...(p.caddyAdminListen ? { adminListen: p.caddyAdminListen } : {}) });
-  }
-  const containerOptions: ContainerProxyOptions = {
+  const { controller, container } = createContainerRoutingController({
     ...common,
     docker: dockerOf(deps),
     dockerTimeoutMs: config.runtime.timing.callTimeoutMs,
     network: config.runtime.network,
-    node: config.nodeName ?? os.hostname(),
+    node,
     ...(p.caddyImage ? { image: p.caddyImage } : {}),
     caddyBinary: p.caddyBinary,
     bindAddress: p.bindAddress,
-  };
-  const { controller, container } =
-    p.routing === 'static'
-      ? createStaticContainerRoutingController({ ...containerOptions, ...statics(), answererPort: p.answererListen.port, ...(p.answererImage ? { answererImage: p.answererImage } : {}) })
-      : createContainerRoutingController(containerOptions);
+    answererPort: p.answererListen.port,
+    ...(p.answererImage ? { answererImage: p.answererImage } : {}),
+    answererRoot: p.answererRoot,
+  });
   deps.proxyAddress?.(() => container.address());
   return controller;
 }

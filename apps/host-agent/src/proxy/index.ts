@@ -1,14 +1,12 @@
 export * from './errors.js';
-export type { ProxyConfigurator } from './configurator.js';
+export type { ProxyConfigurator, ProxySupervisor, ReloadRecord } from './configurator.js';
 export { createCaddyAdmin, type CaddyAdmin, type CaddyAdminOptions, type UpstreamLoad } from './caddy-admin.js';
 export { caddyTraffic, containerTarget, openOn } from './proxy-traffic.js';
-export { renderCaddyConfig, renderBootstrapConfig, type RenderOptions, type RenderedConfig, type ProxyTlsMode } from './render.js';
-export { CaddyRoutingController, type CaddyRoutingControllerOptions, type ProxySupervisor, type ReloadRecord } from './routing-controller.js';
+export { renderBootstrapConfig, type RenderOptions, type ProxyTlsMode } from './render.js';
 export { DISRUPTIVE_RELOAD_KINDS, RELOAD_KINDS, type ReloadKind } from './routing-state.js';
 export { CaddyContainer } from './caddy-container.js';
 export { ensureCaddyImage, CADDY_CONTAINER_ADMIN } from './caddy-image.js';
 export * from './create-routing-controller.js';
-export * from './create-static-routing-controller.js';
 export { EventJournal, reloadEvent, eventKey, type JournalEvent, type NewJournalEvent } from './event-journal.js';
 export { StaticRoutingController, type StaticRoutingControllerOptions, type StaticProxyStats } from './static-routing-controller.js';
 export { KnotAnswerer } from './knot-answerer.js';

@@ -1,6 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -51,6 +51,20 @@ export async function binaryFiles(binaries: ReadonlyArray<{ source: string; targ
     for (const lib of await sharedLibraries(b.source)) libs.add(lib);
   }
   for (const lib of libs) files.push(await fileFrom(lib, lib, 0o755));
+  return files;
+}
+
+/** Every regular file under `root`, at its path inside it, with its mode (a tree made by infra/answerer/build-image.sh). */
+export async function treeFiles(root: string): Promise<ImageFile[]> {
+  const files: ImageFile[] = [];
+  const walk = async (dir: string): Promise<void> => {
+    for (const entry of (await readdir(path.join(root, dir), { withFileTypes: true })).sort((a, b) => (a.name < b.name ? -1 : 1))) {
+      const rel = path.posix.join(dir, entry.name);
+      if (entry.isDirectory()) await walk(rel);
+      else if (entry.isFile()) files.push({ target: rel, mode: (await stat(path.join(root, rel))).mode & 0o7777, content: await readFile(path.join(root, rel)) });
+    }
+  };
+  await walk('/');
   return files;
 }
 

@@ -1,23 +1,20 @@
-import type { Route } from '@tether/protocol';
-import { describeRouteChange } from './route-diff.js';
 import type { ReloadKind } from './routing-state.js';
+import { CONFIG_ID_PREFIX } from './render.js';
+import { STATIC_ID_PREFIX } from './static-render.js';
 
-// Why a load is needed, decided before it happens: its kind (docs/operations.md,
-// "Reload kinds") and a reason a person can read.
+// Why a load of the static config is needed, decided before it happens: its
+// kind (docs/operations.md, "Reload kinds") and a reason a person can read.
 
 export interface ReloadContext {
-  /** The routes in place and their hash (null before the first load). */
-  appliedRoutes: readonly Route[];
-  appliedHash: string | null;
-  /** Render settings digest the routes in place were rendered with, and the current one. */
-  appliedDigest: string | null;
-  digest: string;
-  /** The routes about to be loaded. */
-  after: readonly Route[];
   /** What the proxy runs now, as its JSON text. */
   running: string;
   /** The supervisor just created the proxy. */
   created: boolean;
+  /** Hash of the routes in place (null before the first load). */
+  appliedHash: string | null;
+  /** Digest of the settings the config in place was rendered with, and the current one. */
+  appliedDigest: string | null;
+  digest: string;
 }
 
 /** A config without an HTTP app serves nothing: what Caddy holds after a restart with its bootstrap config. */
@@ -31,16 +28,14 @@ export function servesNothing(runningText: string): boolean {
 }
 
 export function classifyReload(c: ReloadContext): { kind: ReloadKind; reason: string } {
-  const diff = describeRouteChange(c.appliedRoutes, c.after);
-  // Before the first apply, or on a proxy the agent just created, an empty Caddy is expected, not something repaired.
-  // The same routes rendered under other settings (or by another agent version): a change the agent made, not drift.
-  const settings = c.appliedDigest !== c.digest ? 'proxy settings changed (agent configuration or version)' : null;
-  const kind: ReloadKind =
-    c.created || c.appliedHash === null ? 'initial' : servesNothing(c.running) ? 'repair-empty' : diff !== null || settings !== null ? 'change' : 'repair-drift';
-  const repair =
-    kind === 'repair-empty' ? 'repaired: proxy was running an empty config' : kind === 'repair-drift' ? 'repaired: proxy config differed from the routes in place' : null;
-  const because =
-    kind === 'change' && diff === null ? settings : c.created && c.appliedHash !== null && diff === null ? 'proxy created: loaded the routes in place' : null;
-  // The protocol carries at most 4096 characters of reason.
-  return { kind, reason: ([diff, because, repair].filter((p) => p !== null).join('; ') || 'first configuration (no routes)').slice(0, 4096) };
+  if (c.created || c.appliedHash === null) return { kind: 'initial', reason: 'static proxy config loaded (first configuration)' };
+  if (servesNothing(c.running)) return { kind: 'repair-empty', reason: 'repaired: proxy was running an empty config; static config loaded' };
+  // An agent of the per-route config ran before (docs/operations.md, "Upgrading from the per-route config").
+  if (c.running.includes(CONFIG_ID_PREFIX)) {
+    return { kind: 'static-move', reason: 'moved to the static proxy config: routing changes no longer reload the proxy' };
+  }
+  if (c.running.includes(STATIC_ID_PREFIX) && c.appliedDigest !== c.digest) {
+    return { kind: 'change', reason: 'proxy settings changed (agent configuration or version)' };
+  }
+  return { kind: 'repair-drift', reason: 'repaired: proxy config differed from the static config' };
 }

@@ -4,7 +4,7 @@ import type { RoutingApplyResult } from '../controllers.js';
 import { ProxyError, describeProxyError } from './errors.js';
 import { RoutingStateStore } from './routing-state.js';
 
-// What both routing controllers (per-route config and static) share: the
+// The routing controller's plumbing (static-routing-controller.ts): the
 // routing state opened once and lazily (an unreadable state folder is retried
 // on the next apply, not fatal at start), one lane for this host's proxy (a
 // push and a repair check never interleave their compare and load), and the

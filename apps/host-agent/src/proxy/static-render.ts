@@ -1,9 +1,8 @@
 import { createHash } from 'node:crypto';
-import { STATIC_ROUTE_SHAPE, type Route } from '@tether/protocol';
+import { STATIC_ROUTE_SHAPE } from '@tether/protocol';
 import { canonicalJson } from './canonical-json.js';
-import { CANARY_HOST, CANARY_SERVER_NAME, SERVER_NAME, acmeIssuer, caddyRoute, type RenderOptions } from './render.js';
+import { CANARY_HOST, CANARY_SERVER_NAME, SERVER_NAME, acmeIssuer, type RenderOptions } from './render.js';
 import { ANSWER_ZONE, HOSTS_LABEL, type NameList } from './static-answers.js';
-import { assertRenderableRoutes } from './route-validation.js';
 import { issuanceLogging } from './issuance-logging.js';
 
 // The static proxy config (docs/architecture.md, "Static proxy"): rendered
@@ -13,9 +12,8 @@ import { issuanceLogging } from './issuance-logging.js';
 // or up to three path segments and the domain) that Caddy's `file` matchers
 // check per request, deepest prefix first, so a path no route covers is
 // Caddy's own no-route; where a request goes is an SRV lookup of that name
-// against the answerer, re-asked once the cached answer is older than `refresh`. The only routes ever rendered are those
-// outside the static shape (`legacy`): they keep the reload-costing path, and
-// only their changes load.
+// against the answerer, re-asked once the cached answer is older than
+// `refresh`. No route is ever rendered into it.
 
 export interface StaticRenderOptions extends RenderOptions {
   /** `udp/host:port` of the answerer, as Caddy dials it. */
@@ -36,7 +34,6 @@ export interface StaticRendered {
   id: string;
   json: string;
   file: Buffer;
-  legacy: Route[];
 }
 
 /** `@id` prefix of the static config's catch-all route: tells it apart from a per-route config. */
@@ -81,13 +78,12 @@ function segmentsRegexp(depth: number, ci: boolean) {
 
 const DEPTHS = Array.from({ length: STATIC_ROUTE_SHAPE.maxSegments }, (_, i) => STATIC_ROUTE_SHAPE.maxSegments - i);
 
-function staticConfig(legacy: readonly Route[], o: StaticRenderOptions, id: string | null) {
+function staticConfig(o: StaticRenderOptions, id: string | null) {
   const list = (name: NameList) => `${o.answersDir}/${name}`;
   const [domains, prefixed, named] = [list('domains'), list('prefixed'), list('routes')];
   const upperHost = { '{http.request.host}': { pattern: '[A-Z]' } };
   const upperPath = { '{http.request.uri.path}': { pattern: '[A-Z]' } };
   const routes: unknown[] = [
-    ...legacy.map(caddyRoute),
     // Host names and path segments match without case, files do not: a request with an upper-case Host, or an
     // upper-case path on a domain with prefix routes, takes the lookups alone, deepest first (the answerer's
     // DNS names are case-blind), each miss one uncached query. Its unknown names answer no-upstream, not no-route.
@@ -171,11 +167,10 @@ function staticConfig(legacy: readonly Route[], o: StaticRenderOptions, id: stri
   return { admin, apps, ...(o.tls === 'auto' && o.issuanceLog ? { logging: issuanceLogging(o.issuanceLog) } : {}) };
 }
 
-/** Renders the static config; `legacy` are the routes outside the static shape (usually none). */
-export function renderStaticConfig(legacy: readonly Route[], o: StaticRenderOptions): StaticRendered {
-  assertRenderableRoutes(legacy);
-  const withoutId = canonicalJson(staticConfig(legacy, o, null));
+/** Renders the static config: from settings only. */
+export function renderStaticConfig(o: StaticRenderOptions): StaticRendered {
+  const withoutId = canonicalJson(staticConfig(o, null));
   const id = `${STATIC_ID_PREFIX}${createHash('sha256').update(withoutId).digest('hex').slice(0, 32)}`;
-  const json = canonicalJson(staticConfig(legacy, o, id));
-  return { id, json, file: Buffer.from(`${json}\n`, 'utf8'), legacy: [...legacy] };
+  const json = canonicalJson(staticConfig(o, id));
+  return { id, json, file: Buffer.from(`${json}\n`, 'utf8') };
 }

@@ -6,28 +6,24 @@ import type { CaddyAdmin } from './caddy-admin.js';
 import { caddyTraffic } from './proxy-traffic.js';
 import type { AnswererHealth, ProxyTraffic, RoutingApplyResult, RoutingController, RoutingMapInput } from '../controllers.js';
 import { readFileIfExists, writeFileAtomic } from '../state/atomic-file.js';
-import { canonicalJson, matchesCanonicalJson } from './canonical-json.js';
-import type { ProxyConfigurator } from './configurator.js';
+import { matchesCanonicalJson } from './canonical-json.js';
+import type { ProxyConfigurator, ProxySupervisor, ReloadRecord } from './configurator.js';
 import { upstreamByAddress, type EndpointSource } from './docker-endpoints.js';
 import { syncNameFiles } from './domain-files.js';
 import { ProxyError } from './errors.js';
 import type { Answerer } from './answerer.js';
-import { CONFIG_ID_PREFIX } from './render.js';
-import { servesNothing } from './reload-kind.js';
-import { describeRouteChange } from './route-diff.js';
-import type { ProxySupervisor, ReloadRecord } from './routing-controller.js';
+import { classifyReload } from './reload-kind.js';
 import { RoutingLane } from './routing-lane.js';
-import type { RoutingStateStore, ReloadKind } from './routing-state.js';
 import { NAME_LISTS, computeAnswers, type Answers, type NameList } from './static-answers.js';
 import { STATIC_ID_PREFIX, renderStaticConfig, type StaticRenderOptions, type StaticRendered } from './static-render.js';
 
-// TETHER_PROXY_ROUTING=static (docs/architecture.md, "Static proxy"). Caddy
+// The agent's only routing (docs/architecture.md, "Static proxy"). Caddy
 // holds a config made from settings only; a routing map changes only the
 // answers (the answerer's zone and the domain files), never Caddy's config.
 // Compare-before-act stays, for both: the answers are written only when
 // their digest differs from what is in place, and the config is loaded only
-// when Caddy does not hold its `@id` (start, a restarted Caddy, a changed set
-// of routes outside the static shape). The answerer is supervised by
+// when Caddy does not hold its `@id` (start, a restarted Caddy, new settings,
+// a Caddy still running an older agent's per-route config). The answerer is supervised by
 // answersLoop, which also re-reads the ready containers, so a redeploy moves
 // the SRV targets without any load.
 
@@ -57,7 +53,7 @@ export interface StaticProxyStats {
   answerWrites: number;
   /** Routes with no ready endpoint at the last write. */
   unserved: number;
-  /** Routes outside the static shape at the last write (rendered into the config). */
+  /** Stored routes outside the static shape at the last write: not served (migrate them, docs/api.md). */
   legacy: number;
   lastAnswersAt: string | null;
 }
@@ -75,7 +71,6 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
   private readonly checkLoop: Loop | null;
   private readonly answersLoop: Loop | null;
   private closed: Promise<void> | null = null;
-  readonly staticConfig = true;
   readonly adminCalls = { idReads: 0, configReads: 0, loads: 0 };
   readonly stats: StaticProxyStats = { answerWrites: 0, unserved: 0, legacy: 0, lastAnswersAt: null };
   readonly traffic: ProxyTraffic | undefined;
@@ -84,9 +79,9 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
   constructor(private readonly options: StaticRoutingControllerOptions) {
     super(options, options.now ?? (() => new Date()));
     this.answersDir = options.answersDir ?? options.render.answersDir;
-    this.traffic = options.upstreams ? caddyTraffic({ admin: options.upstreams, counting: 'container', switchAnswers: () => this.switchAnswers() }) : undefined;
-    // The config itself (without legacy routes) decides it: a release that renders otherwise makes its one load a `change`, not drift.
-    this.renderDigest = `static-${renderStaticConfig([], options.render).id.slice(STATIC_ID_PREFIX.length, STATIC_ID_PREFIX.length + 24)}`;
+    this.traffic = options.upstreams ? caddyTraffic({ admin: options.upstreams, switchAnswers: () => this.switchAnswers() }) : undefined;
+    // The config itself decides it: a release that renders otherwise makes its one load a `change`, not drift.
+    this.renderDigest = `static-${renderStaticConfig(options.render).id.slice(STATIC_ID_PREFIX.length, STATIC_ID_PREFIX.length + 24)}`;
     const onError = (what: string) => (error: unknown) => options.logger.warn({ err: error }, `${what} failed; retrying next interval`);
     this.checkLoop =
       options.checkIntervalMs > 0
@@ -163,7 +158,7 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
         if (desired !== null && this.publishedFor !== desired.hash) {
           throw new ProxyError('PROXY_ANSWERS_UNPUBLISHED', 'the answers for the routes in place are not published yet (the answerer did not take them): the static config waits');
         }
-        await this.ensureConfig(computeAnswers(desired?.routes ?? [], new Map()).legacy, options.full === true);
+        await this.ensureConfig(options.full === true);
         return null;
       } catch (e) {
         return e;
@@ -200,15 +195,14 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
     const store = await this.ready();
     let changed = false;
     let reloaded = false;
-    let answers: Answers;
     try {
-      ({ answers, changed } = await this.publish(ordered));
+      ({ changed } = await this.publish(ordered));
       this.publishedFor = hash;
     } catch (error) {
       return this.answer(hash, false, false, error);
     }
     try {
-      reloaded = await this.ensureConfig(answers.legacy, full, { hash, routes: ordered });
+      reloaded = await this.ensureConfig(full, { hash, routes: ordered });
     } catch (error) {
       return this.answer(hash, changed, false, error);
     }
@@ -225,6 +219,9 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
     const canary = this.options.render.canary ? await upstreamByAddress(this.options.render.canary.upstream) : null;
     const answers = computeAnswers(routes, await this.options.endpoints(), { canaryUpstream: canary });
     this.stats.unserved = answers.unserved;
+    if (answers.legacy.length !== this.stats.legacy && answers.legacy.length > 0) {
+      this.options.logger.warn({ routes: answers.legacy.map((r) => `${r.domain}${r.pathPrefix ?? ''}`).slice(0, 20), count: answers.legacy.length }, 'routes outside the static shape are not served');
+    }
     this.stats.legacy = answers.legacy.length;
     if (answers.digest === this.answersDigest) return { answers, changed: false };
     const dir = this.answersDir;
@@ -257,14 +254,11 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
    * Loads the static config when Caddy does not hold it; true when it loaded.
    * `applied` is the map this load serves (recorded with the reload), if any.
    */
-  private async ensureConfig(legacy: Route[], full: boolean, applied?: { hash: string; routes: Route[] }): Promise<boolean> {
+  private async ensureConfig(full: boolean, applied?: { hash: string; routes: Route[] }): Promise<boolean> {
     await this.options.supervisor?.ensure();
     const created = this.options.supervisor?.takeCreated?.() ?? false;
-    const same = this.rendered !== null && canonicalJson(this.rendered.legacy) === canonicalJson(legacy);
-    const previousLegacy = this.rendered?.legacy ?? [];
-    const rendered = same ? this.rendered! : renderStaticConfig(legacy, this.options.render);
-    this.rendered = rendered;
-    if (!full && !created && same && this.configInPlace) {
+    const rendered = (this.rendered ??= renderStaticConfig(this.options.render));
+    if (!full && !created && this.configInPlace) {
       this.adminCalls.idReads += 1;
       if (await this.options.proxy.hasObject(rendered.id).catch(() => false)) return false;
     }
@@ -277,7 +271,7 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
       return false;
     }
     const store = await this.ready();
-    const { kind, reason } = this.classify(store, running, created, previousLegacy, legacy);
+    const { kind, reason } = classifyReload({ running, created, appliedHash: store.appliedHash, appliedDigest: store.renderDigest, digest: this.renderDigest });
     const startedAt = this.now();
     this.adminCalls.loads += 1;
     this.configInPlace = false;
@@ -295,18 +289,5 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
       this.options.logger.error({ err: error }, 'reload listener failed');
     }
     return true;
-  }
-
-  private classify(store: RoutingStateStore, running: string, created: boolean, before: readonly Route[], legacy: Route[]): { kind: ReloadKind; reason: string } {
-    if (created || store.appliedHash === null) return { kind: 'initial', reason: 'static proxy config loaded (first configuration)' };
-    if (servesNothing(running)) return { kind: 'repair-empty', reason: 'repaired: proxy was running an empty config; static config loaded' };
-    if (running.includes(CONFIG_ID_PREFIX)) {
-      return { kind: 'static-move', reason: 'moved to the static proxy config: routing changes no longer reload the proxy' };
-    }
-    if (!running.includes(STATIC_ID_PREFIX)) return { kind: 'repair-drift', reason: 'repaired: proxy config differed from the static config' };
-    const diff = describeRouteChange(before, legacy);
-    return diff === null
-      ? { kind: 'repair-drift', reason: 'repaired: proxy config differed from the static config' }
-      : { kind: 'change', reason: `routes outside the static shape: ${diff}`.slice(0, 4096) };
   }
 }

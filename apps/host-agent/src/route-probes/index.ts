@@ -25,15 +25,14 @@ export function probeTarget(config: AgentConfig, proxyAddress?: () => Promise<st
   const p = config.proxy;
   if (config.routeProbes.intervalMs === 0 || p.kind === 'none') return null;
   const tls = p.tls === 'auto';
-  const marksOwnAnswers = p.routing === 'static';
   if (p.kind === 'external') {
-    const target: ProbeTarget = { host: '127.0.0.1', port: tls ? p.httpsPort : p.httpPort, tls, marksOwnAnswers };
+    const target: ProbeTarget = { host: '127.0.0.1', port: tls ? p.httpsPort : p.httpPort, tls };
     return async () => target;
   }
   if (!proxyAddress) return null;
   return async () => {
     const address = await proxyAddress();
-    return address === null ? null : { host: address, port: tls ? CADDY_CONTAINER.httpsPort : CADDY_CONTAINER.httpPort, tls, marksOwnAnswers };
+    return address === null ? null : { host: address, port: tls ? CADDY_CONTAINER.httpsPort : CADDY_CONTAINER.httpPort, tls };
   };
 }
 
@@ -45,7 +44,7 @@ export function withRouteProbes(routing: RoutingController, config: AgentConfig,
   // A probe's SNI makes Caddy try ACME on demand: only for a name whose DNS points here (dns-check.ts).
   const dns = p.tls === 'auto' && p.tlsIssuer === 'acme' ? new DnsCheck({ server: rp.dnsServer, cacheMs: rp.dnsCacheMs, timeoutMs: Math.min(rp.timeoutMs, 2_000), publicAddresses: rp.publicAddresses }) : null;
   // The static config makes Caddy write its issuance log (proxy/issuance-logging.ts): the CA's errors reach the status.
-  const issuance = p.tls === 'auto' && p.routing === 'static' ? new IssuanceLog({ path: issuanceLogPaths(p, config.stateDir).agentPath, pollMs: ISSUANCE_LOG_POLL_MS, logger: deps.logger }) : null;
+  const issuance = p.tls === 'auto' ? new IssuanceLog({ path: issuanceLogPaths(p, config.stateDir).agentPath, pollMs: ISSUANCE_LOG_POLL_MS, logger: deps.logger }) : null;
   const prober = new RouteProber({
     intervalMs: config.routeProbes.intervalMs,
     timeoutMs: config.routeProbes.timeoutMs,
@@ -76,7 +75,6 @@ export function withRouteProbes(routing: RoutingController, config: AgentConfig,
     status: () => withProbes(routing.status()),
     probesRoutes: true,
     ...(routing.answerer ? { answerer: routing.answerer.bind(routing) } : {}),
-    ...(routing.staticConfig ? { staticConfig: true } : {}),
     ...(routing.traffic ? { traffic: routing.traffic } : {}),
   };
 }

@@ -7,10 +7,8 @@ import { describeCertificate } from './certificate.js';
 
 // One end-to-end probe of a customer route through the agent's own proxy: a GET
 // with the route's Host (and SNI over TLS) and `x-tether-probe: 1`, judged by
-// who made the answer. Answers Caddy makes itself carry `x-tether-proxy` in the
-// static config; the per-route config does not mark them, so there a 502, 503
-// or 504 counts as the proxy's (an app's own 503 then reads failing too, which
-// is what a customer sees anyway).
+// who made the answer. Answers Caddy makes itself carry `x-tether-proxy`
+// (static-render.ts); an unmarked answer is the app's, whatever its status.
 
 export const PROBE_HEADER = 'x-tether-probe';
 const PROXY_HEADER = 'x-tether-proxy';
@@ -21,8 +19,6 @@ export interface ProbeTarget {
   port: number;
   /** TLS with SNI = the route's domain (the certificate is not judged here). */
   tls: boolean;
-  /** The proxy marks the answers it makes (static config): then only the mark says "proxy". */
-  marksOwnAnswers: boolean;
 }
 
 export interface ProbedRoute {
@@ -30,8 +26,9 @@ export interface ProbedRoute {
   pathPrefix: string | null;
 }
 
-export function judge(status: number, marked: boolean, marksOwnAnswers: boolean): Pick<RouteProbe, 'state' | 'madeBy'> {
-  const byProxy = marked || (!marksOwnAnswers && status >= 502 && status <= 504);
+/** The proxy marks every answer it makes itself (static-render.ts PROXY_HEADER): only the mark says "proxy". */
+export function judge(status: number, marked: boolean): Pick<RouteProbe, 'state' | 'madeBy'> {
+  const byProxy = marked;
   return { madeBy: byProxy ? 'proxy' : 'app', state: !byProxy && status < 500 ? 'serving' : 'failing' };
 }
 
@@ -66,7 +63,7 @@ export function probeRoute(target: ProbeTarget, route: ProbedRoute, timeoutMs: n
     };
     const onResponse = (res: http.IncomingMessage) => {
       const status = res.statusCode ?? 0;
-      const verdict = judge(status, res.headers[PROXY_HEADER] !== undefined, target.marksOwnAnswers);
+      const verdict = judge(status, res.headers[PROXY_HEADER] !== undefined);
       res.resume();
       req.destroy();
       done({ ...base, ...verdict, status, error: null, latencyMs: latency(), ...certificate(null) });

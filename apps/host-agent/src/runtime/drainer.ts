@@ -58,7 +58,7 @@ export class Drainer {
     let openAtSwitch: number | null = 0;
     if (traffic) {
       await traffic.switchAnswers().catch((error: unknown) => this.options.logger.warn({ err: error, deploymentId: workload.deploymentId }, 'answers not switched at once; the periodic refresh retries'));
-      openAtSwitch = traffic.counting === 'container' ? await this.count(traffic, workload.serviceId, ids) : null;
+      openAtSwitch = await this.count(traffic, workload.serviceId, ids);
     }
     const switchedAt = this.now();
     const record: DrainRecord = {
@@ -128,11 +128,7 @@ export class Drainer {
     this.options.report(report);
   }
 
-  /**
-   * Waits until nothing is open or the deadline passed; what was still open then. Per container: the count
-   * (null if the proxy could not be read). Per service: the alias's count ends the drain early at 0, but
-   * says nothing about the old containers (null).
-   */
+  /** Waits until nothing is open on the old containers or the deadline passed; what was still open then (null: the proxy could not be read). */
   private async until(record: DrainRecord): Promise<number | null> {
     const traffic = this.options.traffic();
     if (!traffic) return 0;
@@ -140,16 +136,15 @@ export class Drainer {
     const pollMs = this.options.pollMs ?? DRAIN_POLL_MS;
     for (;;) {
       const open = await this.count(traffic, record.serviceId, ids);
-      const perContainer = traffic.counting === 'container';
-      if (open === 0) return perContainer ? 0 : null;
+      if (open === 0) return 0;
       const left = record.deadline - this.now();
-      if (left <= 0 || this.abort.signal.aborted) return perContainer ? open : null;
+      if (left <= 0 || this.abort.signal.aborted) return open;
       await this.sleep(Math.min(pollMs, left));
     }
   }
 
   private count(traffic: ProxyTraffic, serviceId: string, ids: readonly string[]): Promise<number | null> {
-    return traffic.openConnections(serviceId, ids).catch((error: unknown) => {
+    return traffic.openConnections(ids).catch((error: unknown) => {
       this.options.logger.warn({ err: error, serviceId }, 'open connections unknown (proxy not readable)');
       return null;
     });

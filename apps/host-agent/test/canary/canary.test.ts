@@ -1,18 +1,19 @@
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { ensureCaddy, freePort, sleep, startCaddy, type TestCaddy } from '@tether/testkit';
+import { ensureCaddy, ensureKnot, freePort, sleep, startCaddy, type TestCaddy } from '@tether/testkit';
 import { CanaryMonitor, CanaryStateStore, startCanaryEndpoint, type CanaryEndpoint } from '../../src/canary/index.js';
 import type { NewJournalEvent } from '../../src/proxy/event-journal.js';
-import type { CaddyRoutingController, ReloadRecord } from '../../src/proxy/index.js';
-import { externalController, mapOf, removeTempDirs, route, silentLogger, startNamedServer, tempDir } from '../proxy/helpers/harness.js';
+import type { ReloadRecord, StaticRoutingController } from '../../src/proxy/index.js';
+import { mapOf, removeTempDirs, route, silentLogger, startNamedServer, tempDir } from '../proxy/helpers/harness.js';
+import { staticController } from '../proxy/helpers/static-harness.js';
 
 // The canary against a real Caddy 2.6: the agent's endpoint, Caddy's own
 // canary server in the config the controller renders, and the monitor's
-// WebSocket and HTTP probes through it. Drops are made the real way: a
-// routing change (Caddy closes every proxied WebSocket on a reload) and a
-// Caddy restart.
+// WebSocket and HTTP probes through it. Drops are made the real way: a load
+// of new settings (Caddy closes every proxied WebSocket on a load) and a
+// Caddy restart; a routing change makes none.
 
-const caddyAvailable = (await ensureCaddy()).available;
+const caddyAvailable = (await ensureCaddy()).available && (await ensureKnot()).available;
 const INTERVAL_MS = 200;
 
 describe.skipIf(!caddyAvailable)('canary through a real Caddy', () => {
@@ -20,8 +21,9 @@ describe.skipIf(!caddyAvailable)('canary through a real Caddy', () => {
   let shop: Awaited<ReturnType<typeof startNamedServer>>;
   let endpoint: CanaryEndpoint;
   let canaryPort: number;
+  let answererPort: number;
   let stateDir: string;
-  let controller: CaddyRoutingController;
+  let controller: StaticRoutingController;
   let monitor: CanaryMonitor;
   let drops: NewJournalEvent[];
   let reloads: ReloadRecord[];
@@ -39,6 +41,23 @@ describe.skipIf(!caddyAvailable)('canary through a real Caddy', () => {
       settleMs: 300,
     });
 
+  const makeController = (more: { lookupRefreshMs?: number } = {}) =>
+    staticController({
+      adminUrl: caddy.adminUrl,
+      adminListen: `127.0.0.1:${caddy.adminPort}`,
+      stateDir,
+      httpPort: caddy.httpPort,
+      canary: { port: canaryPort, upstream: `127.0.0.1:${endpoint.port}` },
+      answererListen: { host: '127.0.0.1', port: answererPort },
+      checkIntervalMs: 100,
+      lookupRefreshMs: 300,
+      onReload: (r) => {
+        reloads.push(r);
+        monitor?.noteReload(r);
+      },
+      ...more,
+    });
+
   beforeAll(async () => {
     caddy = await startCaddy();
     shop = await startNamedServer('shop');
@@ -49,19 +68,10 @@ describe.skipIf(!caddyAvailable)('canary through a real Caddy', () => {
     await caddy.restartEmpty();
     stateDir = await tempDir();
     canaryPort = await freePort();
+    answererPort = await freePort();
     drops = [];
     reloads = [];
-    controller = externalController({
-      adminUrl: caddy.adminUrl,
-      stateDir,
-      httpPort: caddy.httpPort,
-      canary: { port: canaryPort, upstream: `127.0.0.1:${endpoint.port}` },
-      checkIntervalMs: 100,
-      onReload: (r) => {
-        reloads.push(r);
-        monitor?.noteReload(r);
-      },
-    });
+    controller = await makeController();
     monitor = await makeMonitor();
     await controller.start();
     await controller.apply(mapOf([route('shop.example.test', `127.0.0.1:${shop.port}`)]));
@@ -72,6 +82,7 @@ describe.skipIf(!caddyAvailable)('canary through a real Caddy', () => {
   afterEach(async () => {
     await monitor?.stop();
     await controller?.stop();
+    await controller?.knot.destroy();
   });
 
   afterAll(async () => {
@@ -94,10 +105,22 @@ describe.skipIf(!caddyAvailable)('canary through a real Caddy', () => {
     expect(monitor.status()).toMatchObject({ connected: true, dropsTotal: 0, httpFailuresTotal: 0 });
   });
 
-  it('one real change: one drop, closed with 1001, attributed to that reload and its reason, reconnected', async () => {
-    await controller.apply(mapOf([route('shop.example.test', `127.0.0.1:${shop.port}`), route('blog.example.test', `127.0.0.1:${shop.port}`)], 2));
+  it('a routing change: no load, no drop', async () => {
+    const result = await controller.apply(mapOf([route('shop.example.test', `127.0.0.1:${shop.port}`), route('blog.example.test', `127.0.0.1:${shop.port}`)], 2));
+    expect(result).toMatchObject({ changed: true, reloaded: false, error: null });
+    await sleep(5 * INTERVAL_MS);
+    expect(drops).toEqual([]);
+    expect(reloads.map((r) => r.kind)).toEqual(['initial']);
+  });
+
+  it('new settings (an agent restarted with another lookup refresh): one load, one drop, closed with 1001, attributed to it, reconnected', async () => {
+    await controller.stop();
+    controller = await makeController({ lookupRefreshMs: 400 });
+    await controller.start();
     await expect.poll(() => drops.length, { timeout: 5_000 }).toBe(1);
-    expect(drops[0]).toMatchObject({ event: 'canary.drop', cause: 'reload', reloadReason: 'added blog.example.test', closeCode: 1001 });
+    const reason = 'proxy settings changed (agent configuration or version)';
+    expect(reloads.map((r) => r.kind)).toEqual(['initial', 'change']);
+    expect(drops[0]).toMatchObject({ event: 'canary.drop', cause: 'reload', reloadReason: reason, closeCode: 1001 });
     const reconnectMs = (drops[0] as { reconnectMs: number }).reconnectMs;
     expect(reconnectMs).toBeGreaterThanOrEqual(0);
     expect(reconnectMs).toBeLessThan(2_000);
@@ -108,7 +131,7 @@ describe.skipIf(!caddyAvailable)('canary through a real Caddy', () => {
       dropsToday: 1,
       dropsTotal: 1,
       causesTotal: { reload: 1, proxyRestarted: 0, proxyUnreachable: 0, unexplained: 0 },
-      lastDropCause: 'reload: added blog.example.test',
+      lastDropCause: `reload: ${reason}`,
     });
   });
 

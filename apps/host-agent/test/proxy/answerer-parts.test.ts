@@ -1,8 +1,12 @@
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
+import { answererRootUsable } from '../../src/proxy/knot-image.js';
 import { upstreamByAddress } from '../../src/proxy/docker-endpoints.js';
 import { knotConf, knotPaths, zoneText } from '../../src/proxy/knot-files.js';
-import { localImageTag, textFile } from '../../src/proxy/local-image.js';
+import { localImageTag, textFile, treeFiles } from '../../src/proxy/local-image.js';
 import { renderStaticConfig } from '../../src/proxy/static-render.js';
 
 // The pure parts of the answerer in both proxy modes (no Docker, no knotd):
@@ -50,14 +54,14 @@ describe('canary upstream by address', () => {
 });
 
 describe('static routing in container mode', () => {
-  it('is accepted with TETHER_PROXY=container (no longer refused), with an optional answerer image', () => {
-    const base = { TETHER_PANEL_URL: 'http://127.0.0.1:8080', TETHER_NODE_TOKEN: 'n'.repeat(32), TETHER_PROXY: 'container', TETHER_PROXY_ROUTING: 'static' };
-    expect(loadConfig(base).proxy).toMatchObject({ kind: 'container', routing: 'static', answererListen: { port: 5399 } });
+  it('is accepted with TETHER_PROXY=container, with an optional answerer image', () => {
+    const base = { TETHER_PANEL_URL: 'http://127.0.0.1:8080', TETHER_NODE_TOKEN: 'n'.repeat(32), TETHER_PROXY: 'container' };
+    expect(loadConfig(base).proxy).toMatchObject({ kind: 'container', answererListen: { port: 5399 } });
     expect(loadConfig({ ...base, TETHER_ANSWERER_IMAGE: 'tether/answerer:given' }).proxy.answererImage).toBe('tether/answerer:given');
   });
 
-  it("Caddy's config names the answerer on its own loopback and the domain files at their mount", () => {
-    const { json } = renderStaticConfig([], {
+  it("Caddy's config names the answerer on its own loopback and the domain files in its data folder", () => {
+    const { json } = renderStaticConfig({
       admin: { listen: 'unix//run/tether-caddy/admin.sock' },
       tls: 'auto',
       httpPort: 80,
@@ -65,16 +69,41 @@ describe('static routing in container mode', () => {
       canary: null,
       answerer: 'udp/127.0.0.1:5399',
       lookupRefreshMs: 1_000,
-      answersDir: '/srv/tether-answers',
+      answersDir: '/data/answers',
       askPort: 9082,
       issuer: 'internal',
     });
     const config = JSON.parse(json) as { apps: { http: { servers: Record<string, { routes: Array<{ match?: Array<{ file?: { root: string } }> }> }> } } };
     const roots = Object.values(config.apps.http.servers).flatMap((s) => s.routes.flatMap((r) => (r.match ?? []).map((m) => m.file?.root).filter(Boolean)));
     // Routing (routes, prefixed) and the on-demand TLS ask (domains) all read the mounted folder.
-    expect(new Set(roots)).toEqual(new Set(['routes', 'prefixed', 'domains'].map((d) => `/srv/tether-answers/${d}`)));
-    expect(roots.filter((r) => r === '/srv/tether-answers/domains')).toHaveLength(1);
+    expect(new Set(roots)).toEqual(new Set(['routes', 'prefixed', 'domains'].map((d) => `/data/answers/${d}`)));
+    expect(roots.filter((r) => r === '/data/answers/domains')).toHaveLength(1);
     expect(json).toContain('"addresses":["udp/127.0.0.1:5399"]');
     expect(json).not.toContain('/tmp');
+  });
+});
+
+describe('the answerer tree the agent image carries (TETHER_ANSWERER_ROOT)', () => {
+  it('is enough for container mode without knot on the host, and every file of it goes into the answerer image', async () => {
+    const root = await mkdtemp(path.join(os.tmpdir(), 'tether-answerer-root-'));
+    try {
+      const base = { TETHER_PANEL_URL: 'http://127.0.0.1:8080', TETHER_NODE_TOKEN: 'n'.repeat(32), TETHER_PROXY: 'container', TETHER_PROXY_KNOTD: '/nonexistent/knotd', TETHER_PROXY_KNOTC: '/nonexistent/knotc' };
+      // Half a tree is not a tree: refused as before.
+      await mkdir(path.join(root, 'usr', 'sbin'), { recursive: true });
+      await writeFile(path.join(root, 'usr', 'sbin', 'knotd'), 'd', { mode: 0o755 });
+      expect(() => loadConfig({ ...base, TETHER_ANSWERER_ROOT: root })).toThrow(/needs the answerer/);
+      await writeFile(path.join(root, 'usr', 'sbin', 'knotc'), 'c', { mode: 0o755 });
+      await mkdir(path.join(root, 'lib', 'x86_64-linux-gnu'), { recursive: true });
+      await writeFile(path.join(root, 'lib', 'x86_64-linux-gnu', 'libknot.so.13'), 'l', { mode: 0o644 });
+      expect(loadConfig({ ...base, TETHER_ANSWERER_ROOT: root }).proxy.answererRoot).toBe(root);
+      expect(answererRootUsable(root)).toBe(true);
+      expect((await treeFiles(root)).map((f) => [f.target, f.mode, f.content.toString()])).toEqual([
+        ['/lib/x86_64-linux-gnu/libknot.so.13', 0o644, 'l'],
+        ['/usr/sbin/knotc', 0o755, 'c'],
+        ['/usr/sbin/knotd', 0o755, 'd'],
+      ]);
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
   });
 });

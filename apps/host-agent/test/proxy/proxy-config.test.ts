@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { DisabledRouting } from '../../src/null-controllers.js';
-import { CaddyRoutingController, adminSettingsFor, createRoutingController } from '../../src/proxy/index.js';
+import { StaticRoutingController, adminSettingsFor, createRoutingController } from '../../src/proxy/index.js';
 import { mapOf, route, silentLogger } from './helpers/harness.js';
 
 const base = { TETHER_PANEL_URL: 'http://127.0.0.1:8080', TETHER_NODE_TOKEN: 'n'.repeat(32) };
@@ -40,13 +40,13 @@ describe('proxy configuration', () => {
     expect(adminSettingsFor('http://caddy:2019', '0.0.0.0:2019')).toEqual({ listen: '0.0.0.0:2019' });
   });
 
-  it('builds one controller per mode; none refuses every map', async () => {
+  it('builds the static controller for every proxy; none refuses every map', async () => {
     const none = createRoutingController(loadConfig(base), { logger: silentLogger });
     expect(none).toBeInstanceOf(DisabledRouting);
     const result = await none.apply(mapOf([route('a.example.com', 'svc-a:80')]));
     expect(result).toMatchObject({ changed: false, reloaded: false, error: 'no proxy configured (TETHER_PROXY=none)' });
-    const external = createRoutingController(loadConfig({ ...base, TETHER_PROXY: 'external', TETHER_CADDY_ADMIN_URL: 'http://127.0.0.1:2019' }), { logger: silentLogger });
-    expect(external).toBeInstanceOf(CaddyRoutingController);
+    const external = createRoutingController(loadConfig({ ...base, TETHER_RUNTIME: 'none', TETHER_PROXY: 'external', TETHER_CADDY_ADMIN_URL: 'http://127.0.0.1:2019' }), { logger: silentLogger });
+    expect(external).toBeInstanceOf(StaticRoutingController);
     await external.stop();
   });
 });

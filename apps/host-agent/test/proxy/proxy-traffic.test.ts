@@ -15,17 +15,11 @@ const loads: UpstreamLoad[] = [
 ];
 
 describe('openOn', () => {
-  it('static answers: only the named containers, every port, by the first 12 characters of their id', () => {
+  it('only the named containers, every port, by the first 12 characters of their id; never a service alias', () => {
     expect(containerTarget('AAAAAAAAAAAAffff')).toBe('c-aaaaaaaaaaaa.e.rt.tether.internal');
-    expect(openOn(loads, 'container', 'svc_a', ['aaaaaaaaaaaa0123456789'])).toBe(3);
-    expect(openOn(loads, 'container', 'svc_a', ['aaaaaaaaaaaa0123456789', 'bbbbbbbbbbbb99'])).toBe(8);
-    expect(openOn(loads, 'container', 'svc_a', ['cccccccccccc'])).toBe(0);
-    expect(openOn([], 'container', 'svc_a', ['aaaaaaaaaaaa'])).toBe(0);
-  });
-
-  it('config mode: the service alias as a whole, never another service whose alias shares a prefix', () => {
-    expect(openOn(loads, 'service', 'svc_a', ['aaaaaaaaaaaa'])).toBe(4);
-    expect(openOn(loads, 'service', 'svc_ab', [])).toBe(7);
-    expect(openOn(loads, 'service', 'svc_c', [])).toBe(0);
+    expect(openOn(loads, ['aaaaaaaaaaaa0123456789'])).toBe(3);
+    expect(openOn(loads, ['aaaaaaaaaaaa0123456789', 'bbbbbbbbbbbb99'])).toBe(8);
+    expect(openOn(loads, ['cccccccccccc'])).toBe(0);
+    expect(openOn([], ['aaaaaaaaaaaa'])).toBe(0);
   });
 });

@@ -1,155 +1,56 @@
 import { readFile, readdir, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { CaddyRoutingController } from '../../src/proxy/index.js';
-import { mapOf, removeTempDirs, route, silentLogger, tempDir } from './helpers/harness.js';
-import { memoryProxy } from './helpers/memory-proxy.js';
+import { routingHash } from '@tether/protocol';
+import { RoutingStateStore } from '../../src/proxy/routing-state.js';
+import { removeTempDirs, route, silentLogger, tempDir } from './helpers/harness.js';
 
-// Counter and state logic, with an in-memory proxy (the real-Caddy behaviour is in controller.test.ts).
-
-async function setup(now: () => Date = () => new Date()) {
-  const stateDir = await tempDir();
-  const proxy = memoryProxy();
-  const make = () =>
-    new CaddyRoutingController({
-      proxy,
-      render: { admin: { listen: '127.0.0.1:2019' }, httpPort: 80, httpsPort: 443, tls: 'off' },
-      configPath: path.join(stateDir, 'caddy.json'),
-      statePath: path.join(stateDir, 'routing-state.json'),
-      checkIntervalMs: 0,
-      logger: silentLogger,
-      now,
-    });
-  return { stateDir, proxy, make };
-}
+// The routing state across agent restarts: routes in place and reload
+// counters (the static controller's use of it is in static-routing.test.ts).
 
 afterAll(removeTempDirs);
 
+const routes = [route('a.example.com', 'svc-a:80')];
+const hash = routingHash(routes);
+
 describe('reload counters and routing state', () => {
-  it('counts reloads per UTC day: today resets at midnight, the total does not', async () => {
+  it('counts reloads per UTC day: today resets at midnight, the total does not; a restarted agent reads the same', async () => {
+    const file = path.join(await tempDir(), 'routing-state.json');
     let clock = new Date('2026-11-29T23:58:00.000Z');
-    const { make } = await setup(() => clock);
-    const controller = make();
-    await controller.apply(mapOf([route('a.example.com', 'svc-a:80')]));
-    await controller.apply(mapOf([route('b.example.com', 'svc-b:80')]));
-    // The first load is 'initial': counted in the total, not in the disruptive reloads of the day.
-    expect(controller.status()).toMatchObject({ reloadsTotal: 2, reloadsToday: 1, lastReloadAt: '2026-11-29T23:58:00.000Z' });
-
-    clock = new Date('2026-11-30T00:00:01.000Z');
-    expect(controller.status()).toMatchObject({ reloadsTotal: 2, reloadsToday: 0 });
-    await controller.apply(mapOf([route('c.example.com', 'svc-c:80')]));
-    expect(controller.status()).toMatchObject({ reloadsTotal: 3, reloadsToday: 1, lastReloadReason: 'added c.example.com; removed b.example.com' });
-    // A restarted agent counts the same day the same way.
-    const restarted = make();
-    await restarted.start();
-    expect(restarted.status()).toEqual(controller.status());
-    await restarted.stop();
+    const open = () => RoutingStateStore.open(file, { now: () => clock, logger: silentLogger });
+    const store = await open();
+    await store.recordReload(hash, routes, 'static proxy config loaded (first configuration)', 'initial', 'static-a', clock);
+    await store.recordReload(hash, routes, 'repaired', 'repair-drift', 'static-a', clock);
+    await store.recordReload(hash, routes, 'settings', 'change', 'static-b', clock);
+    // Today counts only the loads that cut connections for a reason of the agent's own (DISRUPTIVE_RELOAD_KINDS).
+    expect(store.status()).toMatchObject({ reloadsTotal: 3, reloadsToday: 2, reloadKinds: { initial: 1, repairDrift: 1, change: 1 } });
+    clock = new Date('2026-11-30T00:01:00.000Z');
+    expect(store.status()).toMatchObject({ reloadsTotal: 3, reloadsToday: 0 });
+    await store.recordReload(hash, routes, 'moved', 'static-move', 'static-a', clock);
+    expect(store.status()).toMatchObject({ reloadsTotal: 4, reloadsToday: 1, lastReloadReason: 'moved', reloadKinds: { staticMove: 1 } });
+    expect((await open()).status()).toEqual(store.status());
   });
 
-  it('the same routes under new settings (the canary turned on): one reload of kind change, not drift', async () => {
-    const { stateDir, proxy } = await setup();
-    const reloads: string[] = [];
-    const make = (canary: boolean) =>
-      new CaddyRoutingController({
-        proxy,
-        render: { admin: { listen: '127.0.0.1:2019' }, httpPort: 80, httpsPort: 443, tls: 'off', canary: canary ? { listen: '127.0.0.1:9080', upstream: '127.0.0.1:9081' } : null },
-        configPath: path.join(stateDir, 'caddy.json'),
-        statePath: path.join(stateDir, 'routing-state.json'),
-        checkIntervalMs: 0,
-        logger: silentLogger,
-        onReload: (r) => reloads.push(`${r.kind}: ${r.reason}`),
-      });
-    const map = mapOf([route('a.example.com', 'svc-a:80')]);
-    await make(false).apply(map);
-    const withCanary = make(true);
-    expect(await withCanary.apply(map)).toMatchObject({ reloaded: true, error: null });
-    expect(await withCanary.apply(map)).toMatchObject({ reloaded: false });
-    expect(reloads).toEqual(['initial: added a.example.com', 'change: proxy settings changed (agent configuration or version)']);
-  });
-
-  it('writes neither the config nor the state file for an unchanged map (a redeploy: new version, same routes)', async () => {
-    const { stateDir, proxy, make } = await setup();
-    const controller = make();
-    const routes = [route('a.example.com', 'svc-a:80')];
-    await controller.apply(mapOf(routes, 1));
-    const files = async () => Promise.all(['caddy.json', 'routing-state.json'].map(async (f) => (await stat(path.join(stateDir, f), { bigint: true })).mtimeNs));
-    const before = await files();
-    for (let i = 0; i < 20; i += 1) expect(await controller.apply(mapOf(routes.map((r) => ({ ...r })), i + 2))).toMatchObject({ changed: false, reloaded: false });
-    expect(await files()).toEqual(before);
-    expect(proxy.loads).toBe(1);
-    // No temp files left behind either.
-    expect((await readdir(stateDir)).sort()).toEqual(['caddy.json', 'routing-state.json']);
-  });
-
-  it('refuses a map whose hash is not the hash of its routes, and a route it cannot render, changing nothing', async () => {
-    const { stateDir, proxy, make } = await setup();
-    const controller = make();
-    const map = mapOf([route('a.example.com', 'svc-a:80')]);
-    const forged = await controller.apply({ ...map, hash: 'f'.repeat(64) });
-    expect(forged).toMatchObject({ hash: 'f'.repeat(64), changed: false, reloaded: false });
-    expect(forged.error).toMatch(/^PROXY_HASH_MISMATCH: /);
-    const invalid = await controller.apply(mapOf([route('a.example.com', 'svc-a:80'), route('b.example.com', '{env.TOKEN}:80')]));
-    expect(invalid.error).toMatch(/^PROXY_INVALID_ROUTE: upstream must be host:port/);
-    expect(proxy.loads).toBe(0);
-    expect(await readdir(stateDir)).toEqual([]);
-    expect(controller.status()).toMatchObject({ appliedHash: null, reloadsTotal: 0 });
+  it('markApplied writes only when the hash or the settings digest changed', async () => {
+    const file = path.join(await tempDir(), 'routing-state.json');
+    const store = await RoutingStateStore.open(file, { now: () => new Date(), logger: silentLogger });
+    await store.markApplied(hash, routes, 'static-a');
+    const { mtimeMs } = await stat(file);
+    await new Promise((r) => setTimeout(r, 20));
+    await store.markApplied(hash, routes, 'static-a');
+    expect((await stat(file)).mtimeMs).toBe(mtimeMs);
+    await store.markApplied(hash, routes, 'static-b');
+    expect(JSON.parse(await readFile(file, 'utf8'))).toMatchObject({ appliedHash: hash, renderDigest: 'static-b', reloadsTotal: 0 });
   });
 
   it('sets an unreadable state file aside and starts counting again instead of failing', async () => {
-    const { stateDir, make } = await setup();
-    await writeFile(path.join(stateDir, 'routing-state.json'), '{"version":1,"reloadsTotal":');
-    const controller = make();
-    await controller.start();
-    expect(controller.status()).toMatchObject({ appliedHash: null, reloadsTotal: 0 });
-    const files = await readdir(stateDir);
-    expect(files.some((f) => f.startsWith('routing-state.json.unreadable-'))).toBe(true);
-    await controller.apply(mapOf([route('a.example.com', 'svc-a:80')]));
-    expect(JSON.parse(await readFile(path.join(stateDir, 'routing-state.json'), 'utf8'))).toMatchObject({ reloadsTotal: 1 });
-    await controller.stop();
-  });
-
-  it('an unusable state folder turns into an error result, never a rejected apply', async () => {
     const dir = await tempDir();
-    await writeFile(path.join(dir, 'not-a-folder'), '');
-    const controller = new CaddyRoutingController({
-      proxy: memoryProxy(),
-      render: { admin: { listen: '127.0.0.1:2019' }, httpPort: 80, httpsPort: 443, tls: 'off' },
-      configPath: path.join(dir, 'caddy.json'),
-      statePath: path.join(dir, 'not-a-folder', 'routing-state.json'),
-      checkIntervalMs: 0,
-      logger: silentLogger,
-    });
-    const result = await controller.apply(mapOf([route('a.example.com', 'svc-a:80')]));
-    expect(result).toMatchObject({ changed: false, reloaded: false, routing: { appliedHash: null, reloadsTotal: 0 } });
-    expect(result.error).toMatch(/^PROXY_WRITE_FAILED: routing state .*not-a-folder.*ENOTDIR/);
-  });
-
-  it('after a restart repairs the proxy from the routes in place, before the panel pushes again', async () => {
-    const { proxy, make } = await setup();
-    const first = make();
-    await first.apply(mapOf([route('a.example.com', 'svc-a:80')]));
-    proxy.running = { admin: { listen: '127.0.0.1:2019' } };
-    const second = make();
-    await second.check();
-    expect(proxy.loads).toBe(2);
-    expect(second.status()).toMatchObject({ reloadsTotal: 2, lastReloadReason: 'repaired: proxy was running an empty config' });
-  });
-});
-
-describe('reload reasons', () => {
-  it('names added, removed and changed domains, at most ten of each, within the protocol limit', async () => {
-    const { make } = await setup();
-    const controller = make();
-    const many = (n: number, prefix: string) => Array.from({ length: n }, (_, i) => route(`${prefix}${String(i).padStart(2, '0')}.${Array(3).fill('x'.repeat(60)).join('.')}.example.com`, 'svc-a:80'));
-    await controller.apply(mapOf([...many(15, 'gone'), route('same.example.com', 'svc-s:80'), route('moved.example.com', 'svc-m:80')]));
-    const result = await controller.apply(mapOf([...many(15, 'new'), route('same.example.com', 'svc-s:80'), route('moved.example.com', 'svc-m:81')]));
-    const reason = result.routing.lastReloadReason ?? '';
-    expect(reason.length).toBe(4096);
-    expect(result.error).toBeNull();
-    expect(reason).toMatch(/^added new00\.[x.]+\.example\.com, .* and 5 more; removed gone00\./);
-    expect(reason).not.toContain('same.example.com');
-    // The changed domain comes after two long lists and is cut at the protocol limit here; short names keep it.
-    const short = await controller.apply(mapOf([route('same.example.com', 'svc-s:80'), route('moved.example.com', 'svc-m:82')]));
-    expect(short.routing.lastReloadReason).toMatch(/; changed moved\.example\.com$/);
+    const file = path.join(dir, 'routing-state.json');
+    await writeFile(file, '{"version":1,"reloadsTotal":');
+    const store = await RoutingStateStore.open(file, { now: () => new Date(), logger: silentLogger });
+    expect(store.status()).toMatchObject({ appliedHash: null, reloadsTotal: 0 });
+    expect((await readdir(dir)).some((f) => f.startsWith('routing-state.json.unreadable-'))).toBe(true);
+    await store.recordReload(hash, routes, 'first', 'initial', 'static-a');
+    expect(JSON.parse(await readFile(file, 'utf8'))).toMatchObject({ reloadsTotal: 1 });
   });
 });

@@ -86,7 +86,7 @@ describe('static answers', () => {
     expect(a.records).toEqual(['health A 127.0.0.1', 'a.example.test.h SRV 10 10 2 ip-127-0-0-1.e', 'ip-127-0-0-1.e A 127.0.0.1']);
   });
 
-  it('the static config names no domain of the map, only the legacy routes', () => {
+  it('the static config names no domain of the map: it is made from settings only', () => {
     const o = {
       admin: { listen: '127.0.0.1:2019' },
       httpPort: 80,
@@ -98,13 +98,11 @@ describe('static answers', () => {
       askPort: 9082,
       issuer: 'internal' as const,
     };
-    const plain = renderStaticConfig([], o);
+    const plain = renderStaticConfig(o);
     expect(plain.json).not.toContain('example.test');
     expect(plain.json).toContain('"on_demand":true');
-    expect(renderStaticConfig([], o).json).toBe(plain.json);
-    const withLegacy = renderStaticConfig([r('a.example.test', '127.0.0.1:1', '/api/v1/x/y')], o);
-    expect(withLegacy.json).toContain('a.example.test');
-    expect(withLegacy.id).not.toBe(plain.id);
+    expect(renderStaticConfig(o).json).toBe(plain.json);
+    expect(renderStaticConfig({ ...o, lookupRefreshMs: 2000 }).id).not.toBe(plain.id);
   });
 
   it('the answerer shows in the agent metrics', async () => {

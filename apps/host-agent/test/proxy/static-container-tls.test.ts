@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DOCKER_SOCKET, ensureCaddy, ensureDocker, ensureKnot, freePort } from '@tether/testkit';
 import type { Route } from '@tether/protocol';
 import { ensureNetwork } from '../../src/docker/docker-client.js';
-import { createStaticContainerRoutingController, dockerEndpoints, type KnotContainerAnswerer, type StaticRoutingController } from '../../src/proxy/index.js';
+import { createContainerRoutingController, dockerEndpoints, type KnotContainerAnswerer, type StaticRoutingController } from '../../src/proxy/index.js';
 import type { CaddyContainer } from '../../src/proxy/caddy-container.js';
 import { startAdminWitness, type AdminWitness } from './helpers/admin-witness.js';
 import { removeRun, startServiceContainer } from './helpers/container-harness.js';
@@ -41,7 +41,7 @@ describe.skipIf(!ready)('static proxy in container mode: certificates on demand'
     witness = await startAdminWitness({ socketPath: path.join(stateDir, 'caddy', 'run', 'admin.sock') });
     httpPort = await freePort();
     httpsPort = await freePort();
-    ({ controller, container, answerer } = createStaticContainerRoutingController({
+    ({ controller, container, answerer } = createContainerRoutingController({
       docker,
       network,
       node: run,

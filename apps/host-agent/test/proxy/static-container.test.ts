@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DOCKER_SOCKET, ensureCaddy, ensureDocker, ensureKnot, freePort, spawnProcess, waitFor, type ManagedProcess } from '@tether/testkit';
 import type { Route } from '@tether/protocol';
 import { LABELS, ensureNetwork } from '../../src/docker/docker-client.js';
-import { createStaticContainerRoutingController, dockerEndpoints, type KnotContainerAnswerer, type StaticRoutingController } from '../../src/proxy/index.js';
+import { createContainerRoutingController, dockerEndpoints, type KnotContainerAnswerer, type StaticRoutingController } from '../../src/proxy/index.js';
 import type { CaddyContainer } from '../../src/proxy/caddy-container.js';
 import { startAdminWitness, type AdminWitness } from './helpers/admin-witness.js';
 import { removeRun, startServiceContainer } from './helpers/container-harness.js';
@@ -93,8 +93,8 @@ describe.skipIf(!ready)('static proxy in container mode: Caddy and the answerer 
       canary: { port: 9080, upstream: `${gateway}:${servers.canary}` },
       adminUrl: witness.url,
     };
-    ({ controller, container, answerer } = createStaticContainerRoutingController({
-      ...(options as Omit<Parameters<typeof createStaticContainerRoutingController>[0], 'docker' | 'logger' | 'endpoints'>),
+    ({ controller, container, answerer } = createContainerRoutingController({
+      ...(options as Omit<Parameters<typeof createContainerRoutingController>[0], 'docker' | 'logger' | 'endpoints'>),
       docker,
       logger: silentLogger,
       endpoints: dockerEndpoints(docker, { network, node: run }),

@@ -3,11 +3,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { caddyLoadCount, ensureCaddy, ensureKnot, freePort, startCaddy, waitFor, type TestCaddy } from '@tether/testkit';
 import type { StaticRoutingController } from '../../src/proxy/index.js';
 import { startAdminWitness, type AdminWitness } from './helpers/admin-witness.js';
-import { externalController, mapOf, removeTempDirs, route, startNamedServer, tempDir } from './helpers/harness.js';
+import { mapOf, removeTempDirs, route, startNamedServer, tempDir } from './helpers/harness.js';
+import { installPerRouteState } from './helpers/per-route-fixture.js';
 import { connectThroughProxy, startEchoServer } from './helpers/ws-echo.js';
 import { getWithMarker, staticController } from './helpers/static-harness.js';
 
-// The static proxy (TETHER_PROXY_ROUTING=static) with a real Caddy 2.6 and a
+// The static proxy (the agent's only routing) with a real Caddy 2.6 and a
 // real knotd: routes by host and by first path segment, Caddy's own answers
 // marked, and not one load of Caddy after the first, whatever the maps do.
 
@@ -161,10 +162,7 @@ describe.skipIf(!ready)('static proxy: the one-time move from the per-route conf
     try {
       const routes = [route('chat.example.test', `127.0.0.1:${echo.port}`), route('shop.example.test', `127.0.0.1:${shop.port}`)];
       // The previous release: the per-route config, one reload per change.
-      const old = externalController({ adminUrl: witness.url, adminListen, stateDir, httpPort: caddy.httpPort });
-      await old.start();
-      expect(await old.apply(mapOf(routes))).toMatchObject({ reloaded: true, error: null });
-      await old.stop();
+      await installPerRouteState({ stateDir, adminUrl: caddy.adminUrl, adminListen, httpPort: caddy.httpPort, routes });
       const client = await connectThroughProxy(caddy.httpPort, 'chat.example.test');
       witness.reset();
 
@@ -201,10 +199,7 @@ describe.skipIf(!ready)('static proxy: never loaded before its answers are publi
     const adminListen = `127.0.0.1:${caddy.adminPort}`;
     let controller: StaticRoutingController | undefined;
     try {
-      const old = externalController({ adminUrl: witness.url, adminListen, stateDir, httpPort: caddy.httpPort });
-      await old.start();
-      expect(await old.apply(mapOf([route('shop.example.test', `127.0.0.1:${shop.port}`)]))).toMatchObject({ reloaded: true, error: null });
-      await old.stop();
+      await installPerRouteState({ stateDir, adminUrl: caddy.adminUrl, adminListen, httpPort: caddy.httpPort, routes: [route('shop.example.test', `127.0.0.1:${shop.port}`)] });
       witness.reset();
       // No knotd where the agent looks (an agent image without knot): nothing can answer the static config's lookups.
       controller = await staticController({ adminUrl: witness.url, adminListen, stateDir, httpPort: caddy.httpPort, knotd: path.join(stateDir, 'no-knotd') });

@@ -85,7 +85,7 @@ describe('RouteProber with a DNS check', () => {
       intervalMs: 60_000,
       timeoutMs: 1_000,
       ratePerSecond: 20,
-      target: async () => ({ host: '127.0.0.1', port, tls, marksOwnAnswers: true }),
+      target: async () => ({ host: '127.0.0.1', port, tls }),
       logger: silentLogger,
       dnsCheck: async () => verdict,
     });

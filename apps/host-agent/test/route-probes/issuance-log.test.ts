@@ -133,7 +133,7 @@ describe('IssuanceLog (a real file)', () => {
       timeoutMs: 200,
       ratePerSecond: 20,
       // Nothing listens on port 1: the handshake fails, as it does while issuance fails.
-      target: async () => ({ host: '127.0.0.1', port: 1, tls: true, marksOwnAnswers: true }),
+      target: async () => ({ host: '127.0.0.1', port: 1, tls: true }),
       logger: silentLogger,
       issuanceError: (d) => errors.errorFor(d),
     });
@@ -151,7 +151,7 @@ describe('the static config names the issuance log', () => {
     lookupRefreshMs: 1_000, answersDir: '/s/answers', askPort: 9082, issuer: 'acme' as const,
   };
   it('TLS auto with a path: one bounded JSON file log of the issuance loggers, no domain; without a path or with TLS off: none', () => {
-    const config = JSON.parse(renderStaticConfig([], { ...settings, issuanceLog: '/s/caddy-logs/issuance.log' }).json);
+    const config = JSON.parse(renderStaticConfig({ ...settings, issuanceLog: '/s/caddy-logs/issuance.log' }).json);
     expect(config.logging).toEqual({
       logs: {
         'tether-issuance': {
@@ -161,8 +161,8 @@ describe('the static config names the issuance log', () => {
         },
       },
     });
-    expect(JSON.parse(renderStaticConfig([], settings).json).logging).toBeUndefined();
-    expect(JSON.parse(renderStaticConfig([], { ...settings, tls: 'off', issuanceLog: '/s/x.log' }).json).logging).toBeUndefined();
+    expect(JSON.parse(renderStaticConfig(settings).json).logging).toBeUndefined();
+    expect(JSON.parse(renderStaticConfig({ ...settings, tls: 'off', issuanceLog: '/s/x.log' }).json).logging).toBeUndefined();
   });
 
   it('container mode: Caddy writes inside its bind-mounted data folder, the agent reads the host side of it', () => {

@@ -55,7 +55,6 @@ describe.skipIf(!ready)('route certificates from a real ACME CA (pebble, HTTP-01
       TETHER_STATE_DIR: stateDir,
       TETHER_PROXY: 'external',
       TETHER_CADDY_ADMIN_URL: caddy.adminUrl,
-      TETHER_PROXY_ROUTING: 'static',
       TETHER_PROXY_TLS: 'auto',
       TETHER_PROXY_TLS_ISSUER: 'acme',
       TETHER_PROXY_HTTP_PORT: String(caddy.httpPort),

@@ -26,7 +26,7 @@ beforeAll(async () => {
     res.writeHead(404, { 'x-tether-proxy': 'no-route' }).end('no such app\n');
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  target = { host: '127.0.0.1', port: (server.address() as AddressInfo).port, tls: false, marksOwnAnswers: true };
+  target = { host: '127.0.0.1', port: (server.address() as AddressInfo).port, tls: false };
 });
 afterAll(async () => {
   server.closeAllConnections();
@@ -35,14 +35,13 @@ afterAll(async () => {
 
 describe('judge', () => {
   it('serving only for an answer the app made below 500', () => {
-    expect(judge(200, false, true)).toEqual({ state: 'serving', madeBy: 'app' });
-    expect(judge(404, false, true)).toEqual({ state: 'serving', madeBy: 'app' });
-    expect(judge(404, true, true)).toEqual({ state: 'failing', madeBy: 'proxy' });
-    expect(judge(500, false, true)).toEqual({ state: 'failing', madeBy: 'app' });
-    // A proxy that marks its answers: an unmarked 503 is the app's; one that does not: a 502-504 is taken for the proxy's.
-    expect(judge(503, false, true)).toEqual({ state: 'failing', madeBy: 'app' });
-    expect(judge(503, false, false)).toEqual({ state: 'failing', madeBy: 'proxy' });
-    expect(judge(501, false, false)).toEqual({ state: 'failing', madeBy: 'app' });
+    expect(judge(200, false)).toEqual({ state: 'serving', madeBy: 'app' });
+    expect(judge(404, false)).toEqual({ state: 'serving', madeBy: 'app' });
+    expect(judge(404, true)).toEqual({ state: 'failing', madeBy: 'proxy' });
+    expect(judge(500, false)).toEqual({ state: 'failing', madeBy: 'app' });
+    // The proxy marks its own answers: an unmarked 502-504 is the app's.
+    expect(judge(503, false)).toEqual({ state: 'failing', madeBy: 'app' });
+    expect(judge(502, false)).toEqual({ state: 'failing', madeBy: 'app' });
   });
 });
 
@@ -55,7 +54,6 @@ describe('probeRoute', () => {
     expect(seen.at(-1)?.path).toBe('/');
     expect(await probeRoute(target, { domain: 'unknown.test', pathPrefix: null }, 2_000)).toMatchObject({ state: 'failing', status: 404, madeBy: 'proxy' });
     expect(await probeRoute(target, { domain: 'crash.test', pathPrefix: null }, 2_000)).toMatchObject({ state: 'failing', status: 500, madeBy: 'app' });
-    expect(await probeRoute({ ...target, marksOwnAnswers: false }, { domain: 'gone.test', pathPrefix: null }, 2_000)).toMatchObject({ state: 'failing', status: 502, madeBy: 'proxy' });
     expect(await probeRoute(target, { domain: 'busy.test', pathPrefix: null }, 2_000)).toMatchObject({ state: 'failing', status: 503, madeBy: 'app' });
   });
 

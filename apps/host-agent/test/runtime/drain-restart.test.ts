@@ -51,7 +51,6 @@ describe.skipIf(!ready)('drain across an agent restart', () => {
       TETHER_MIN_READY_MS: '300',
       TETHER_STOP_TIMEOUT_MS: '2000',
       TETHER_PROXY: 'external',
-      TETHER_PROXY_ROUTING: 'static',
       TETHER_PROXY_TLS: 'off',
       TETHER_CADDY_ADMIN_URL: caddy.adminUrl,
       TETHER_PROXY_HTTP_PORT: String(caddy.httpPort),

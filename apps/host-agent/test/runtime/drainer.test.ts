@@ -15,10 +15,9 @@ const workload: Workload = { serviceId: 'svc_a', serviceName: 'a', deploymentId:
 const old = [{ id: 'c1aaaaaaaaaaaaaa', name: 'tether-n-svc_a-dep_1-0' }];
 
 /** A proxy whose open count the test sets; every count it was asked, and every switch. */
-function fakeTraffic(counting: ProxyTraffic['counting'], open: { n: number | Error }) {
+function fakeTraffic(open: { n: number | Error }) {
   const asked: number[] = [];
   const traffic: ProxyTraffic & { switches: number } = {
-    counting,
     switches: 0,
     async switchAnswers() {
       traffic.switches += 1;
@@ -51,7 +50,7 @@ describe('drainer', () => {
 
   it('per container: open connections keep the old container until the deadline, then it is stopped and the count is the cut', async () => {
     const open = { n: 2 as number | Error };
-    const { traffic } = fakeTraffic('container', open);
+    const { traffic } = fakeTraffic(open);
     const { drainer, retired, reports, book } = setup(traffic);
     const record = await drainer.switchAway(workload, old, 8);
     expect(traffic.switches).toBe(1);
@@ -71,7 +70,7 @@ describe('drainer', () => {
 
   it('per container: the last connection closing ends the drain within one poll, cut 0', async () => {
     const open = { n: 1 as number | Error };
-    const { traffic } = fakeTraffic('container', open);
+    const { traffic } = fakeTraffic(open);
     const { drainer, retired, reports } = setup(traffic);
     drainer.follow(await drainer.switchAway(workload, old, 3600));
     await vi.advanceTimersByTimeAsync(3_000);
@@ -83,7 +82,7 @@ describe('drainer', () => {
   });
 
   it('drainSeconds 0: stopped at the switch, what was open is cut', async () => {
-    const { traffic } = fakeTraffic('container', { n: 3 });
+    const { traffic } = fakeTraffic({ n: 3 });
     const { drainer, retired, reports } = setup(traffic);
     drainer.follow(await drainer.switchAway(workload, old, 0));
     await vi.advanceTimersByTimeAsync(0);
@@ -91,21 +90,8 @@ describe('drainer', () => {
     expect(reports[0]).toMatchObject({ connectionsOpenAtSwitch: 3, connectionsCut: 3 });
   });
 
-  it('per service (config mode): null counts; ends early only when nothing is open to the service at all', async () => {
-    const open = { n: 4 as number | Error };
-    const { traffic } = fakeTraffic('service', open);
-    const { drainer, retired, reports } = setup(traffic);
-    drainer.follow(await drainer.switchAway(workload, old, 10));
-    await vi.advanceTimersByTimeAsync(5_000);
-    expect(retired).toEqual([]);
-    open.n = 0;
-    await vi.advanceTimersByTimeAsync(DRAIN_POLL_MS);
-    expect(retired).toHaveLength(1);
-    expect(reports[0]).toMatchObject({ connectionsOpenAtSwitch: null, connectionsCut: null });
-  });
-
   it('a proxy that cannot be read: the whole drainSeconds, cut unknown', async () => {
-    const { traffic } = fakeTraffic('container', { n: new Error('PROXY_UNREACHABLE') });
+    const { traffic } = fakeTraffic({ n: new Error('PROXY_UNREACHABLE') });
     const { drainer, retired, reports } = setup(traffic);
     drainer.follow(await drainer.switchAway(workload, old, 5));
     await vi.advanceTimersByTimeAsync(4_900);
@@ -134,7 +120,7 @@ describe('drainer', () => {
   });
 
   it('two drains of one deployment (a second rollout adopted a leftover): the first ending leaves the second draining', async () => {
-    const { traffic } = fakeTraffic('container', { n: 1 });
+    const { traffic } = fakeTraffic({ n: 1 });
     const { drainer, retired, book } = setup(traffic);
     drainer.follow(await drainer.switchAway(workload, old, 2));
     await vi.advanceTimersByTimeAsync(1_000);
@@ -154,7 +140,7 @@ describe('drainer', () => {
     try {
       const file = path.join(dir, 'drains.json');
       const open = { n: 1 as number | Error };
-      const first = setup(fakeTraffic('container', open).traffic, new DrainBook({ file, logger: silentLogger }));
+      const first = setup(fakeTraffic(open).traffic, new DrainBook({ file, logger: silentLogger }));
       first.drainer.follow(await first.drainer.switchAway(workload, old, 8));
       await vi.advanceTimersByTimeAsync(3_000);
       await first.drainer.stop();
@@ -162,7 +148,7 @@ describe('drainer', () => {
       expect(JSON.parse(await readFile(file, 'utf8')).drains).toHaveLength(1);
 
       const book = new DrainBook({ file, logger: silentLogger });
-      const second = setup(fakeTraffic('container', open).traffic, book);
+      const second = setup(fakeTraffic(open).traffic, book);
       const records = await book.load();
       expect(records).toEqual([{ deploymentId: 'dep_2', serviceId: 'svc_a', containers: old, switchedAt: 1_000_000, deadline: 1_008_000, openAtSwitch: 1 }]);
       expect(second.drainer.draining().has(old[0]!.id)).toBe(true);

@@ -5,7 +5,6 @@ import path from 'node:path';
 import { pino } from 'pino';
 import { routingHash, type Route } from '@tether/protocol';
 import type { RoutingMapInput } from '../../../src/controllers.js';
-import { createExternalRoutingController, type ExternalProxyOptions } from '../../../src/proxy/index.js';
 
 export const silentLogger = pino({ level: 'silent' });
 
@@ -59,15 +58,4 @@ export async function startNamedServerAt(host: string, name: string): Promise<{ 
     port: (server.address() as { port: number }).port,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
-}
-
-/** A controller for an operator's Caddy (external mode), plain HTTP on `httpPort`. */
-export function externalController(o: { adminUrl: string; stateDir: string; httpPort: number } & Partial<ExternalProxyOptions>) {
-  return createExternalRoutingController({
-    adminTimeoutMs: 5_000,
-    checkIntervalMs: 0,
-    logger: silentLogger,
-    serving: { tls: 'off', httpPort: o.httpPort, httpsPort: 443 },
-    ...o,
-  });
 }

@@ -1,13 +1,13 @@
 // A stand-in for the agent process in the static proxy's survival test: the
-// routing controller the agent runs for TETHER_PROXY_ROUTING=static (from the
+// routing controller the agent runs for TETHER_PROXY=external (from the
 // built dist/, the code the agent ships), applying one map and then idling
 // with its loops running, so the test can SIGKILL, freeze and restart it.
 import { pino } from 'pino';
 import { routingHash } from '@tether/protocol';
-import { createStaticExternalRoutingController } from '../../../dist/proxy/index.js';
+import { createExternalRoutingController } from '../../../dist/proxy/index.js';
 
 const o = JSON.parse(process.env.STATIC_AGENT_OPTIONS);
-const controller = createStaticExternalRoutingController({
+const controller = createExternalRoutingController({
   ...o,
   adminTimeoutMs: 5_000,
   checkIntervalMs: 1_000,

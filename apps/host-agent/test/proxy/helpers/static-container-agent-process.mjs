@@ -1,16 +1,15 @@
 // A stand-in for the agent process in static-container.test.ts: the routing
-// controller the agent runs for TETHER_PROXY=container with
-// TETHER_PROXY_ROUTING=static (from the built dist/, the code the agent
-// ships), applying one map and then idling with its loops running, so the
+// controller the agent runs for TETHER_PROXY=container (from the built
+// dist/, the code the agent ships), applying one map and then idling with its loops running, so the
 // test can SIGKILL, freeze and restart it.
 import Docker from 'dockerode';
 import { pino } from 'pino';
 import { routingHash } from '@tether/protocol';
-import { createStaticContainerRoutingController, dockerEndpoints } from '../../../dist/proxy/index.js';
+import { createContainerRoutingController, dockerEndpoints } from '../../../dist/proxy/index.js';
 
 const o = JSON.parse(process.env.STATIC_AGENT_OPTIONS);
 const docker = new Docker();
-const { controller } = createStaticContainerRoutingController({
+const { controller } = createContainerRoutingController({
   ...o,
   docker,
   logger: pino({ level: 'warn' }),

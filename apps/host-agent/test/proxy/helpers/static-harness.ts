@@ -1,15 +1,15 @@
 import http from 'node:http';
 import tls from 'node:tls';
 import { freePort } from '@tether/testkit';
-import { createStaticExternalRoutingController, type EndpointMap, type StaticProxyOptions } from '../../../src/proxy/index.js';
+import { createExternalRoutingController, type EndpointMap, type ExternalProxyOptions } from '../../../src/proxy/index.js';
 import { silentLogger, tempDir } from './harness.js';
 
 // The static proxy against a real Caddy and a real knotd: the controller the
-// agent builds for TETHER_PROXY_ROUTING=static with TETHER_PROXY=external.
+// agent builds for TETHER_PROXY=external.
 
-export async function staticController(o: { adminUrl: string; adminListen: string; stateDir: string; httpPort: number; endpoints?: () => Promise<EndpointMap> } & Partial<StaticProxyOptions>) {
+export async function staticController(o: { adminUrl: string; adminListen: string; stateDir: string; httpPort: number; endpoints?: () => Promise<EndpointMap> } & Partial<ExternalProxyOptions>) {
   const answererPort = o.answererListen?.port ?? (await freePort());
-  return createStaticExternalRoutingController({
+  return createExternalRoutingController({
     adminTimeoutMs: 5_000,
     checkIntervalMs: 0,
     logger: silentLogger,

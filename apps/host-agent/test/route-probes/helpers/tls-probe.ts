@@ -10,7 +10,7 @@ export function tlsProber(httpsPort: number, timeoutMs: number): RouteProber {
     intervalMs: 60_000,
     timeoutMs,
     ratePerSecond: 20,
-    target: async () => ({ host: '127.0.0.1', port: httpsPort, tls: true, marksOwnAnswers: true }),
+    target: async () => ({ host: '127.0.0.1', port: httpsPort, tls: true }),
     logger: silentLogger,
   });
 }
