@@ -106,16 +106,17 @@ describe.skipIf(!ready)('route health, probed through the agent\'s own Caddy', (
     const took = Date.now() - stoppedAt;
     console.log(`failing ${took} ms after the container was stopped (bound ${BOUND_MS} ms)`);
     expect(took).toBeLessThanOrEqual(BOUND_MS + 500);
-    // The per-route config resolves the service alias per dial: nothing answers it, and Caddy answers 502 itself.
-    // A probe made while Docker tears the container's network down can instead wait on a dial to its old address
-    // (no answer within the probe's time-out); the next probe, one interval later, gets Caddy's answer.
+    // The stopped container leaves the answers (the static proxy has no upstream for the name), and Caddy answers
+    // 503 itself, marked no-upstream. A probe made while Docker tears the container's network down can instead
+    // wait on a dial to its old address (no answer within the probe's time-out); the next probe, one interval
+    // later, gets Caddy's answer.
     const first = await health();
     if (first.evidence?.madeBy !== 'proxy') console.log(`first failing evidence while the container went: ${JSON.stringify(first.evidence)}`);
     const h = await waitFor(async () => {
       const now = await health();
       return now.state === 'failing' && now.evidence?.madeBy === 'proxy' ? now : null;
     }, { timeoutMs: PROBE_INTERVAL_MS + HEARTBEAT_MS + 1_000, message: 'Caddy\'s own answer as the evidence' });
-    expect(h.evidence).toMatchObject({ status: 502, madeBy: 'proxy' });
+    expect(h.evidence).toMatchObject({ status: 503, madeBy: 'proxy' });
     const metrics = await (await fetch(`${panel.url}/metrics`)).text();
     expect(metrics).toContain(`tether_route_up{node="${host.nodeName}",domain="${domain}",path_prefix=""} 0`);
     // The service's status and `tether status` say the same, with the answer under the service.
