@@ -18,7 +18,6 @@ export async function externalStaticProxyEnv(caddy: { adminUrl: string; httpPort
   return {
     TETHER_MIN_READY_MS: '200',
     TETHER_PROXY: 'external',
-    TETHER_PROXY_ROUTING: 'static',
     TETHER_CADDY_ADMIN_URL: caddy.adminUrl,
     TETHER_PROXY_HTTP_PORT: String(caddy.httpPort),
     TETHER_PROXY_ANSWERER_LISTEN: `127.0.0.1:${await freePort()}`,
