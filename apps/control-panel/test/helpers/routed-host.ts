@@ -73,20 +73,20 @@ export const routingSettled = (row: SessionRow) =>
 
 export async function reloadsOf(panel: Panel, nodeId: string): Promise<ReloadRecord[]> {
   const res = await panel.api('GET', `/v1/nodes/${nodeId}/reloads?limit=1000`);
-  if (res.status !== 200) throw new Error(`reloads of ${nodeId}: ${res.status} ${JSON.stringify(res.body)}`);
+  if (res.status !== 200) throw refused(panel, `reloads of ${nodeId}`, res);
   return res.body.reloads as ReloadRecord[];
 }
 
 export async function createTeam(panel: Panel): Promise<string> {
   const res = await panel.api('POST', '/v1/teams', { name: `team-${process.pid}-${Math.round(Math.random() * 1e9)}` });
-  if (res.status !== 201) throw new Error(`team: ${res.status} ${JSON.stringify(res.body)}`);
+  if (res.status !== 201) throw refused(panel, `team`, res);
   return res.body.id as string;
 }
 
 /** POST /v1/services/:id/deployments, then waits until the agent reports the deployment running. */
 export async function deploy(panel: Panel, serviceId: string): Promise<string> {
   const res = await panel.api('POST', `/v1/services/${serviceId}/deployments`);
-  if (res.status !== 202) throw new Error(`deploy: ${res.status} ${JSON.stringify(res.body)}`);
+  if (res.status !== 202) throw refused(panel, `deploy`, res);
   const id = res.body.id as string;
   await waitFor(
     async () => {
@@ -102,14 +102,19 @@ export async function deploy(panel: Panel, serviceId: string): Promise<string> {
 /** A service running the echo image on the host, deployed through the REST API. */
 export async function deployEchoService(panel: Panel, host: RoutedHost, teamId: string, image: string, name: string) {
   const res = await panel.api('POST', '/v1/services', { name, image, internalPort: ECHO_PORT, node: host.nodeName, teamId });
-  if (res.status !== 201) throw new Error(`service: ${res.status} ${JSON.stringify(res.body)}`);
+  if (res.status !== 201) throw refused(panel, `service`, res);
   const serviceId = res.body.id as string;
   return { serviceId, deploymentId: await deploy(panel, serviceId) };
 }
 
+/** An unexpected answer, with the panel's last warnings (a 503's cause is in its log, not in the answer). */
+function refused(panel: Panel, what: string, res: { status: number; body: unknown }): Error {
+  return new Error(`${what}: ${res.status} ${JSON.stringify(res.body)}\npanel warnings:\n${panel.recentLogs()}`);
+}
+
 export async function attachRoute(panel: Panel, serviceId: string, domain: string): Promise<void> {
   const res = await panel.api('POST', '/v1/routes', { domain, serviceId });
-  if (res.status !== 201) throw new Error(`route ${domain}: ${res.status} ${JSON.stringify(res.body)}`);
+  if (res.status !== 201) throw refused(panel, `route ${domain}`, res);
 }
 
 /** GET through the host's Caddy with a Host header (fetch cannot set Host). */
