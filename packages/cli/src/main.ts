@@ -5,6 +5,7 @@ import { deploy } from './commands/deploy.js';
 import { login } from './commands/login.js';
 import { logs } from './commands/logs.js';
 import { rollback } from './commands/rollback.js';
+import { nodes } from './commands/nodes.js';
 import { registries } from './commands/registries.js';
 import { routes } from './commands/routes.js';
 import { services } from './commands/services.js';
@@ -40,6 +41,9 @@ usage: tether <command> [options]
   registries [add <host> --username U | rm <host|id>]
                                       your team's private registries; add reads the password from
                                       stdin or a prompt, and replaces the credentials of a known host
+  node [ls | cordon <name> | uncordon <name> | label <name> KEY=VALUE... KEY-...]
+                                      nodes (operators); cordon stops new placements and moves
+                                      nothing; label merges (KEY- removes)
   audit [--since T] [--actor ID] [--action A] [--outcome O] [--target TYPE[/ID]] [--tail N]
                                       who changed what, newest first (your team's rows; an operator's: all)
 
@@ -127,6 +131,9 @@ export async function main(argv: string[], io: { stdout?: NodeJS.WritableStream;
         return await routes(ctx, args, values);
       case 'registries':
         return await registries(ctx, args, values);
+      case 'node':
+      case 'nodes':
+        return await nodes(ctx, args);
       case 'audit':
         return await audit(ctx, args, values);
       case 'volumes':

@@ -8,8 +8,8 @@ import type { Tx } from './database.js';
 // must name the node the service really ends up on).
 
 /** Locks a node against decommissioning until the transaction ends; null if it does not exist. */
-export async function lockNodeShared(tx: Tx, nodeId: string): Promise<{ decommissioned: boolean } | null> {
-  const rows = await tx.$queryRaw<{ decommissioned: boolean }[]>`SELECT decommissioned FROM nodes WHERE id = ${nodeId} FOR SHARE`;
+export async function lockNodeShared(tx: Tx, nodeId: string): Promise<{ decommissioned: boolean; cordoned: boolean } | null> {
+  const rows = await tx.$queryRaw<{ decommissioned: boolean; cordoned: boolean }[]>`SELECT decommissioned, cordoned FROM nodes WHERE id = ${nodeId} FOR SHARE`;
   return rows[0] ?? null;
 }
 

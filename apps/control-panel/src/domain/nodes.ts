@@ -11,9 +11,22 @@ import type { ApiDeps } from './api-deps.js';
 
 type NodeWithCount = Node & { _count: { services: number } };
 
+export type NodeLabels = Record<string, string>;
+
+/** The labels column as stored (a JSON object of strings; anything else reads as none). */
+export function labelsOf(value: unknown): NodeLabels {
+  if (!value || typeof value !== 'object' || Array.isArray(value)) return {};
+  return Object.fromEntries(Object.entries(value).filter((e): e is [string, string] => typeof e[1] === 'string'));
+}
+
+/** Most labels a node carries: placement matches them on every scheduling pass. */
+export const MAX_NODE_LABELS = 32;
+
 export const presentNode = (n: NodeWithCount) => ({
   id: n.id,
   name: n.name,
+  labels: labelsOf(n.labels),
+  cordoned: n.cordoned,
   decommissioned: n.decommissioned,
   decommissionedAt: toIso(n.decommissionedAt),
   createdAt: n.createdAt.toISOString(),
@@ -24,11 +37,12 @@ export const presentNode = (n: NodeWithCount) => ({
 const withCount = { _count: { select: { services: true } } } as const;
 
 /** Registers a node. The agent token is in this answer only; the database keeps its hash. */
-export async function createNode(prisma: Db, name: string, audit?: AuditContext) {
+export async function createNode(prisma: Db, input: { name: string; labels?: NodeLabels }, audit?: AuditContext) {
+  const { name } = input;
   const token = generateToken('node');
   try {
     const node = await prisma.$transaction(async (tx) => {
-      const created = await tx.node.create({ data: { name, tokenHash: hashToken(token) } });
+      const created = await tx.node.create({ data: { name, tokenHash: hashToken(token), labels: input.labels ?? {} } });
       await recordChange(tx, audit, { action: 'node.create', targetType: 'node', targetId: created.id, teamId: null });
       return created;
     });
@@ -71,4 +85,44 @@ export async function decommissionNode({ prisma, events }: ApiDeps, id: string, 
   });
   if (changed) events.emit('node.decommissioned', { nodeId: node.id });
   return getNode(prisma, node.id);
+}
+
+/**
+ * Changes a node's labels, merged as kubectl label and nomad node meta apply do: a string sets a label, null
+ * removes it, labels not named are kept. At most MAX_NODE_LABELS after the merge (400 VALIDATION_FAILED).
+ */
+export async function updateNode(prisma: Db, id: string, patch: { labels?: Record<string, string | null> }, audit?: AuditContext) {
+  await prisma.$transaction(async (tx) => {
+    const rows = await tx.$queryRaw<{ labels: unknown }[]>`SELECT labels FROM nodes WHERE id = ${id} FOR UPDATE`;
+    if (!rows[0]) throw new AppError('NOT_FOUND', 'no such node');
+    if (patch.labels === undefined) return;
+    const labels = labelsOf(rows[0].labels);
+    for (const [key, value] of Object.entries(patch.labels)) {
+      if (value === null) delete labels[key];
+      else labels[key] = value;
+    }
+    if (Object.keys(labels).length > MAX_NODE_LABELS) {
+      throw new AppError('VALIDATION_FAILED', `a node carries at most ${MAX_NODE_LABELS} labels (this change leaves ${Object.keys(labels).length})`);
+    }
+    await tx.node.update({ where: { id }, data: { labels } });
+    await recordChange(tx, audit, { action: 'node.update', targetType: 'node', targetId: id, teamId: null });
+  });
+  return getNode(prisma, id);
+}
+
+/**
+ * Cordons a node (nothing new is placed on it; what runs there keeps running and deploying) or lifts it.
+ * Idempotent: the audit records a change only. A decommissioned node is neither: 409 NODE_DECOMMISSIONED.
+ */
+export async function setCordon(prisma: Db, id: string, cordoned: boolean, audit?: AuditContext) {
+  await prisma.$transaction(async (tx) => {
+    const rows = await tx.$queryRaw<{ cordoned: boolean; decommissioned: boolean; name: string }[]>`SELECT cordoned, decommissioned, name FROM nodes WHERE id = ${id} FOR UPDATE`;
+    const current = rows[0];
+    if (!current) throw new AppError('NOT_FOUND', 'no such node');
+    if (current.decommissioned) throw new AppError('NODE_DECOMMISSIONED', `node ${current.name} is decommissioned: it is never placed on again`);
+    if (current.cordoned === cordoned) return;
+    await tx.node.update({ where: { id }, data: { cordoned } });
+    await recordChange(tx, audit, { action: cordoned ? 'node.cordon' : 'node.uncordon', targetType: 'node', targetId: id, teamId: null });
+  });
+  return getNode(prisma, id);
 }

@@ -5,13 +5,28 @@ import { auditOf } from './audit-context.js';
 import { requireOperator } from './auth.js';
 import { authErrors, IdParams, labelName, NullableTimestamp, security, Timestamp } from './schemas.js';
 import type { ApiDeps } from '../domain/api-deps.js';
-import { createNode, decommissionNode, getNode, listNodes } from '../domain/nodes.js';
+import { createNode, decommissionNode, getNode, listNodes, MAX_NODE_LABELS, setCordon, updateNode } from '../domain/nodes.js';
 
 // Only what the database knows. Reachability is not a column: it comes from
 // the live session registry, which adds its own fields to these answers.
+// Kubernetes' label syntax, so labels copied from a cluster or a Nomad node's meta mostly fit: an optional
+// DNS-subdomain prefix and "/", then a name of 1-63 letters, digits, "-", "_" and "." that starts and ends with
+// a letter or digit; a value is empty or the same as a name.
+const LABEL_NAME = '[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?';
+const LABEL_KEY = `^(?:[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?(?:\\.[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)*/)?${LABEL_NAME}$`;
+const LABEL_VALUE = `^(?:${LABEL_NAME})?$`;
+// Checked through propertyNames: a Record's key schema does not carry its pattern into the JSON Schema.
+const labelKeys = { propertyNames: { type: 'string', pattern: LABEL_KEY, maxLength: 317 } };
+const labelValue = Type.String({ pattern: LABEL_VALUE, maxLength: 63 });
+const LABELS_DESCRIPTION =
+  `at most ${MAX_NODE_LABELS}; a key is an optional DNS-subdomain prefix and "/" then a name, a name and a value 1-63 ` +
+  'letters, digits, "-", "_" and "." starting and ending with a letter or digit (a value may be empty)';
+
 export const NodeSchema = Type.Object({
   id: Type.String(),
   name: Type.String(),
+  labels: Type.Record(Type.String(), Type.String(), { description: 'what a service\'s placement may require' }),
+  cordoned: Type.Boolean({ description: 'nothing new is placed on it; what runs there keeps running and deploying' }),
   decommissioned: Type.Boolean(),
   decommissionedAt: NullableTimestamp,
   createdAt: Timestamp,
@@ -31,14 +46,17 @@ export const nodeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) 
         tags: ['nodes'],
         summary: 'Register a node; answers its agent token, shown once (operators)',
         security,
-        body: Type.Object({ name: labelName() }, { additionalProperties: false }),
+        body: Type.Object(
+          { name: labelName(), labels: Type.Optional(Type.Record(Type.String(), labelValue, { ...labelKeys, maxProperties: MAX_NODE_LABELS, description: LABELS_DESCRIPTION })) },
+          { additionalProperties: false },
+        ),
         response: {
           201: Type.Object({ id: Type.String(), name: Type.String(), token: Type.String({ description: 'the agent token (TETHER_NODE_TOKEN)' }) }),
           ...authErrors(403, 409),
         },
       },
     },
-    async (request, reply) => reply.status(201).send(await createNode(deps.prisma, request.body.name, auditOf(request))),
+    async (request, reply) => reply.status(201).send(await createNode(deps.prisma, request.body, auditOf(request))),
   );
 
   app.get(
@@ -58,6 +76,39 @@ export const nodeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) 
     },
     async (request) => getNode(deps.prisma, request.params.id),
   );
+
+  app.patch(
+    '/nodes/:id',
+    {
+      onRequest: requireOperator,
+      schema: {
+        tags: ['nodes'],
+        summary: "Change a node's labels (operators): a string sets a label, null removes it, others are kept",
+        security,
+        params: IdParams,
+        body: Type.Object(
+          { labels: Type.Optional(Type.Record(Type.String(), Type.Union([labelValue, Type.Null()]), { ...labelKeys, maxProperties: MAX_NODE_LABELS, description: LABELS_DESCRIPTION })) },
+          { additionalProperties: false },
+        ),
+        response: { 200: NodeSchema, ...authErrors(403, 404) },
+      },
+    },
+    async (request) => updateNode(deps.prisma, request.params.id, request.body, auditOf(request)),
+  );
+
+  for (const [verb, cordoned, summary] of [
+    ['cordon', true, 'Cordon a node (operators): nothing new is placed on it; what runs there keeps running and deploying'],
+    ['uncordon', false, 'Lift a cordon (operators): the node takes new placements again; nothing moves back by itself'],
+  ] as const) {
+    app.post(
+      `/nodes/:id/${verb}`,
+      {
+        onRequest: requireOperator,
+        schema: { tags: ['nodes'], summary, security, params: IdParams, response: { 200: NodeSchema, ...authErrors(403, 404, 409) } },
+      },
+      async (request) => setCordon(deps.prisma, request.params.id, cordoned, auditOf(request)),
+    );
+  }
 
   app.delete(
     '/nodes/:id',

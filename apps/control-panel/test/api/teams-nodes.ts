@@ -139,6 +139,8 @@ describe('teams, tokens and nodes API', () => {
       expect(one.body).toEqual({
         id: node.id,
         name: 'node-b',
+        labels: {},
+        cordoned: false,
         decommissioned: false,
         decommissionedAt: null,
         createdAt: expect.any(String),
@@ -151,6 +153,104 @@ describe('teams, tokens and nodes API', () => {
       for (const key of Object.keys(listed)) expect(key).not.toMatch(/online|reachable|connected|alive|state/i);
       expect(await code(p.call('GET', '/v1/nodes/nope'))).toMatchObject({ status: 404, code: 'NOT_FOUND' });
       expect(await code(p.call('GET', '/v1/nodes', { token: null }))).toMatchObject({ status: 401 });
+    });
+
+    it('labels: given at registration, merged by PATCH (a string sets, null removes, others kept), audited', async () => {
+      const res = await p.call('POST', '/v1/nodes', { body: { name: 'node-l', labels: { zone: 'a', 'tether.io/ingress': 'true', disk: '' } } });
+      expect(res.status).toBe(201);
+      expect((await p.call('GET', `/v1/nodes/${res.body.id}`)).body.labels).toEqual({ zone: 'a', 'tether.io/ingress': 'true', disk: '' });
+      const patched = await p.call('PATCH', `/v1/nodes/${res.body.id}`, { body: { labels: { zone: 'b', disk: null, 'gpu.example.com/model': 'a100' } } });
+      expect(patched.status).toBe(200);
+      expect(patched.body.labels).toEqual({ zone: 'b', 'tether.io/ingress': 'true', 'gpu.example.com/model': 'a100' });
+      expect((await p.call('GET', '/v1/nodes')).body.find((n: { id: string }) => n.id === res.body.id).labels).toEqual(patched.body.labels);
+      // No labels named: nothing changes, and an empty body is allowed.
+      expect((await p.call('PATCH', `/v1/nodes/${res.body.id}`, { body: {} })).body.labels).toEqual(patched.body.labels);
+      const rows = await p.prisma.auditEvent.findMany({ where: { targetId: res.body.id }, orderBy: { at: 'asc' } });
+      expect(rows.map((r) => `${r.action} ${r.outcome}`)).toEqual(['node.create success', 'node.update success']);
+      expect(await code(p.call('PATCH', '/v1/nodes/nope', { body: { labels: { zone: 'c' } } }))).toMatchObject({ status: 404, code: 'NOT_FOUND' });
+      const team = await p.team('labels-customer');
+      expect(await code(p.call('PATCH', `/v1/nodes/${res.body.id}`, { token: team.token, body: { labels: { zone: 'c' } } }))).toMatchObject({ status: 403 });
+    });
+
+    it.each([
+      ['a key with a space', { 'my zone': 'a' }],
+      ['an empty key', { '': 'a' }],
+      ['a key ending in "-"', { 'zone-': 'a' }],
+      ['an uppercase prefix', { 'Example.com/zone': 'a' }],
+      ['a name of 64 characters', { ['z'.repeat(64)]: 'a' }],
+      ['a value of 64 characters', { zone: 'a'.repeat(64) }],
+      ['a value with a slash', { zone: 'a/b' }],
+      ['a number for a value', { zone: 1 }],
+      ['33 labels', Object.fromEntries(Array.from({ length: 33 }, (_, i) => [`l${i}`, 'x']))],
+    ])('labels refuse %s: 400 VALIDATION_FAILED, nothing stored', async (_what, labels) => {
+      const name = `node-bad-${Math.round(Math.random() * 1e9)}`;
+      expect(await code(p.call('POST', '/v1/nodes', { body: { name, labels } }))).toMatchObject({ status: 400, code: 'VALIDATION_FAILED' });
+      expect(await p.prisma.node.count({ where: { name } })).toBe(0);
+      const node = await p.node(name);
+      expect(await code(p.call('PATCH', `/v1/nodes/${node.id}`, { body: { labels } }))).toMatchObject({ status: 400, code: 'VALIDATION_FAILED' });
+      expect((await p.call('GET', `/v1/nodes/${node.id}`)).body.labels).toEqual({});
+    });
+
+    it('PATCH refuses a merge that would leave more than 32 labels, and keeps the old ones', async () => {
+      const full = Object.fromEntries(Array.from({ length: 32 }, (_, i) => [`l${i}`, 'x']));
+      const res = await p.call('POST', '/v1/nodes', { body: { name: 'node-full', labels: full } });
+      expect(res.status).toBe(201);
+      expect(await code(p.call('PATCH', `/v1/nodes/${res.body.id}`, { body: { labels: { extra: 'y' } } }))).toMatchObject({ status: 400, code: 'VALIDATION_FAILED' });
+      // Replacing one keeps the count: allowed.
+      expect((await p.call('PATCH', `/v1/nodes/${res.body.id}`, { body: { labels: { l0: null, extra: 'y' } } })).body.labels).toMatchObject({ extra: 'y' });
+      expect((await p.call('GET', `/v1/nodes/${res.body.id}`)).body.labels).not.toHaveProperty('l0');
+    });
+
+    it('cordon: automatic placement skips the node, naming it is 409 NODE_CORDONED, what runs there still deploys; uncordon lifts it', async () => {
+      // A pool of its own: every other node of this file cordoned meanwhile would make the test depend on them.
+      const others = await p.prisma.node.findMany({ where: { decommissioned: false, cordoned: false } });
+      await p.prisma.node.updateMany({ where: { id: { in: others.map((n) => n.id) } }, data: { cordoned: true } });
+      try {
+        const a = await p.node('cordon-a');
+        const b = await p.node('cordon-b');
+        const team = await p.team('cordon');
+        const onA = await p.call('POST', '/v1/services', { token: team.token, body: { name: 'on-a', image: 'nginx', node: 'cordon-a' } });
+        expect(onA.status).toBe(201);
+
+        const cordoned = await p.call('POST', `/v1/nodes/${a.id}/cordon`);
+        expect(cordoned.status).toBe(200);
+        expect(cordoned.body).toMatchObject({ id: a.id, cordoned: true, decommissioned: false, services: 1 });
+        expect((await p.call('POST', `/v1/nodes/${a.id}/cordon`)).body.cordoned).toBe(true);
+
+        // cordon-b has more services now, and is still chosen: cordon-a is not a candidate.
+        for (const name of ['auto-1', 'auto-2']) {
+          const placed = await p.call('POST', '/v1/services', { token: team.token, body: { name, image: 'nginx' } });
+          expect(placed.status).toBe(201);
+          expect(placed.body.nodeName).toBe('cordon-b');
+        }
+        expect(await code(p.call('POST', '/v1/services', { token: team.token, body: { name: 'named', image: 'nginx', node: 'cordon-a' } }))).toMatchObject({
+          status: 409,
+          code: 'NODE_CORDONED',
+        });
+        // Moving a service onto it is a placement too; deploying one already there is not.
+        const auto1 = (await p.call('GET', '/v1/services', { token: team.token })).body.find((x: { name: string }) => x.name === 'auto-1');
+        expect(await code(p.call('PATCH', `/v1/services/${auto1.id}`, { token: team.token, body: { node: 'cordon-a' } }))).toMatchObject({ status: 409, code: 'NODE_CORDONED' });
+        expect((await p.call('POST', `/v1/services/${onA.body.id}/deployments`, { token: team.token })).body.status).toBe('pending');
+
+        await p.call('POST', `/v1/nodes/${b.id}/cordon`);
+        const none = await code(p.call('POST', '/v1/services', { token: team.token, body: { name: 'nowhere', image: 'nginx' } }));
+        expect(none).toMatchObject({ status: 409, code: 'NO_NODE_AVAILABLE' });
+        expect(none.message).toMatch(/every node is cordoned/);
+
+        const lifted = await p.call('POST', `/v1/nodes/${a.id}/uncordon`);
+        expect(lifted.body).toMatchObject({ cordoned: false, services: 1 });
+        expect((await p.call('POST', '/v1/services', { token: team.token, body: { name: 'after', image: 'nginx' } })).body.nodeName).toBe('cordon-a');
+        const rows = await p.prisma.auditEvent.findMany({ where: { targetId: a.id, action: { in: ['node.cordon', 'node.uncordon'] } }, orderBy: { at: 'asc' } });
+        // The second cordon changed nothing: one row each.
+        expect(rows.map((r) => r.action)).toEqual(['node.cordon', 'node.uncordon']);
+
+        await p.call('DELETE', `/v1/nodes/${b.id}`);
+        expect(await code(p.call('POST', `/v1/nodes/${b.id}/uncordon`))).toMatchObject({ status: 409, code: 'NODE_DECOMMISSIONED' });
+        expect(await code(p.call('POST', '/v1/nodes/nope/cordon'))).toMatchObject({ status: 404, code: 'NOT_FOUND' });
+        expect(await code(p.call('POST', `/v1/nodes/${a.id}/cordon`, { token: team.token }))).toMatchObject({ status: 403 });
+      } finally {
+        await p.prisma.node.updateMany({ where: { id: { in: others.map((n) => n.id) } }, data: { cordoned: false } });
+      }
     });
 
     it('DELETE /v1/nodes/:id decommissions: event after commit, pending deployments end failed, services stay, idempotent', async () => {

@@ -1,0 +1,72 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from './helpers/cli-process.js';
+import { startPanel, type Panel } from './helpers/panel-harness.js';
+
+// `tether node` as an operator runs it: the real binary against a real panel (real PostgreSQL).
+
+let panel: Panel;
+let configDir: string;
+
+beforeAll(async () => {
+  panel = await startPanel();
+  configDir = mkdtempSync(path.join(os.tmpdir(), 'tether-cli-nodes-'));
+}, 60_000);
+
+afterAll(async () => {
+  await panel?.close();
+  if (configDir) rmSync(configDir, { recursive: true, force: true });
+});
+
+describe('tether node', () => {
+  const cli = (...args: string[]) => runCli(args, { configDir, env: { TETHER_URL: panel.url, TETHER_TOKEN: panel.operatorToken } });
+
+  it('ls shows each node with its state and labels; label merges (KEY- removes); cordon and uncordon say what they do', async () => {
+    const a = await panel.createNode('cli-a');
+    await panel.createNode('cli-b');
+
+    const labelled = await cli('node', 'label', 'cli-a', 'zone=eu-1', 'tether.io/ingress=true');
+    expect(labelled.code).toBe(0);
+    expect(labelled.stdout).toContain('node cli-a labels: zone=eu-1, tether.io/ingress=true');
+    expect((await cli('node', 'label', 'cli-a', 'zone-')).stdout).toContain('node cli-a labels: tether.io/ingress=true');
+
+    const cordoned = await cli('node', 'cordon', 'cli-a');
+    expect(cordoned.code).toBe(0);
+    expect(cordoned.stdout).toMatch(/node cli-a cordoned: nothing new is placed on it/);
+    expect((await panel.prisma.node.findUniqueOrThrow({ where: { id: a.id } })).cordoned).toBe(true);
+
+    const listed = await cli('node', 'ls');
+    expect(listed.code).toBe(0);
+    const rows = listed.stdout.trim().split('\n');
+    expect(rows[0]).toMatch(/^NAME\s+STATE\s+SERVICES\s+LABELS$/);
+    expect(rows.find((r) => r.startsWith('cli-a'))).toMatch(/^cli-a\s+cordoned\s+0\s+tether\.io\/ingress=true$/);
+    expect(rows.find((r) => r.startsWith('cli-b'))).toMatch(/^cli-b\s+schedulable\s+0\s+-$/);
+
+    const json = await cli('node', 'ls', '--json');
+    expect(JSON.parse(json.stdout).find((n: { name: string }) => n.name === 'cli-a')).toMatchObject({ cordoned: true, labels: { 'tether.io/ingress': 'true' } });
+
+    const uncordoned = await cli('node', 'uncordon', 'cli-a');
+    expect(uncordoned.stdout).toContain('node cli-a takes new placements again; nothing moves back by itself');
+    expect((await panel.prisma.node.findUniqueOrThrow({ where: { id: a.id } })).cordoned).toBe(false);
+  });
+
+  it('usage errors exit 2 and change nothing; an invalid label is the API\'s 400 (exit 4); a customer is refused (exit 4)', async () => {
+    await panel.createNode('cli-c');
+    for (const args of [['node', 'cordon'], ['node', 'cordon', 'nope'], ['node', 'label', 'cli-c'], ['node', 'label', 'cli-c', 'novalue'], ['node', 'evict', 'cli-c']]) {
+      const run = await cli(...args);
+      expect(run.code, args.join(' ')).toBe(2);
+    }
+    const invalid = await cli('node', 'label', 'cli-c', 'bad key=x');
+    expect(invalid.code).toBe(4);
+    expect(invalid.stderr).toMatch(/VALIDATION_FAILED|invalid|must match/i);
+    expect((await panel.prisma.node.findUniqueOrThrow({ where: { name: 'cli-c' } })).labels).toEqual({});
+
+    const team = await panel.api('POST', '/v1/teams', { name: 'cli-nodes' });
+    const token = await panel.api('POST', `/v1/teams/${team.body.id}/tokens`, { name: 'cli' });
+    const customer = await runCli(['node', 'cordon', 'cli-c'], { configDir, env: { TETHER_URL: panel.url, TETHER_TOKEN: token.body.token } });
+    expect(customer.code).toBe(4);
+    expect((await panel.prisma.node.findUniqueOrThrow({ where: { name: 'cli-c' } })).cordoned).toBe(false);
+  });
+});

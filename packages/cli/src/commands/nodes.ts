@@ -1,0 +1,64 @@
+import { positional, type Context } from '../context.js';
+import { usage } from '../errors.js';
+import { table } from '../output.js';
+
+interface Node {
+  id: string;
+  name: string;
+  labels: Record<string, string>;
+  cordoned: boolean;
+  decommissioned: boolean;
+  services: number;
+}
+
+/**
+ * tether node [ls | cordon <name> | uncordon <name> | label <name> KEY=VALUE... KEY-...] (operators). Cordon
+ * stops new placements on the node and moves nothing; labels are merged as `kubectl label` does: KEY=VALUE
+ * sets, KEY- removes, others are kept.
+ */
+export async function nodes(ctx: Context, args: string[]): Promise<number> {
+  const client = ctx.client();
+  const [action, ...rest] = args;
+  const byName = async (name: string): Promise<Node> => {
+    const match = (await client.call<Node[]>('GET', '/v1/nodes')).body.find((n) => n.name === name || n.id === name);
+    if (!match) throw usage(`no node ${name} (see \`tether node ls\`)`);
+    return match;
+  };
+  if (action === undefined || action === 'ls' || action === 'list') {
+    const { body } = await client.call<Node[]>('GET', '/v1/nodes');
+    ctx.out.data(body);
+    const state = (n: Node) => (n.decommissioned ? 'decommissioned' : n.cordoned ? 'cordoned' : 'schedulable');
+    const labels = (n: Node) => Object.entries(n.labels).map(([k, v]) => `${k}=${v}`).join(',') || '-';
+    ctx.out.say(body.length === 0 ? 'no nodes' : table(['NAME', 'STATE', 'SERVICES', 'LABELS'], body.map((n) => [n.name, state(n), String(n.services), labels(n)])));
+    return 0;
+  }
+  if (action === 'cordon' || action === 'uncordon') {
+    const node = await byName(positional(rest, 0, 'node'));
+    const { body } = await client.call<Node>('POST', `/v1/nodes/${node.id}/${action}`);
+    ctx.out.data(body);
+    ctx.out.say(
+      body.cordoned
+        ? `node ${body.name} cordoned: nothing new is placed on it; its ${body.services} service(s) keep running and deploying`
+        : `node ${body.name} takes new placements again; nothing moves back by itself`,
+    );
+    return 0;
+  }
+  if (action === 'label') {
+    const node = await byName(positional(rest, 0, 'node'));
+    const changes = rest.slice(1);
+    if (changes.length === 0) throw usage('node label needs KEY=VALUE to set or KEY- to remove');
+    const labels: Record<string, string | null> = {};
+    for (const change of changes) {
+      const eq = change.indexOf('=');
+      if (eq > 0) labels[change.slice(0, eq)] = change.slice(eq + 1);
+      else if (change.endsWith('-') && change.length > 1) labels[change.slice(0, -1)] = null;
+      else throw usage(`${change}: write KEY=VALUE to set a label or KEY- to remove one`);
+    }
+    const { body } = await client.call<Node>('PATCH', `/v1/nodes/${node.id}`, { labels });
+    ctx.out.data(body);
+    const now = Object.entries(body.labels).map(([k, v]) => `${k}=${v}`).join(', ');
+    ctx.out.say(`node ${body.name} labels: ${now || 'none'}`);
+    return 0;
+  }
+  throw usage(`unknown node action ${action}: use ls, cordon, uncordon or label`);
+}
