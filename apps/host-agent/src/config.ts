@@ -3,9 +3,8 @@ import { isIP } from 'node:net';
 import path from 'node:path';
 import Type from 'typebox';
 import { answererRootUsable } from './proxy/knot-image.js';
-import { splitHostPort } from './proxy/host-port.js';
 import { LogFormatSchema, type LogFormat } from '@tether/common/logging';
-import { ConfigError, parseEnv } from '@tether/common';
+import { ConfigError, parseEnv, splitHostPort } from '@tether/common';
 import { MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, pinnedProtocolRange, type ProtocolRange } from '@tether/protocol';
 import { CONTAINER_LOG_DEFAULTS, DEFAULT_RESTART_POLICY, DEFAULT_RUNTIME_TIMING, type ContainerLogOptions, type RestartPolicy, type RuntimeTiming } from './runtime/settings.js';
 

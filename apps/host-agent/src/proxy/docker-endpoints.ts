@@ -2,7 +2,7 @@ import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import type Docker from 'dockerode';
 import { LABELS } from '../docker/docker-client.js';
-import { splitHostPort } from './host-port.js';
+import { splitHostPort } from '@tether/common';
 import type { Endpoint, EndpointMap } from './static-answers.js';
 
 // Which containers of each service Caddy may dial now: running service

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
 import { canonicalRoutes, isStaticRouteShape, normalizePathPrefix, staticPrefixSegments, staticRouteName, type Route } from '@tether/protocol';
 import { CANARY_HOST } from './render.js';
-import { splitHostPort } from './host-port.js';
+import { splitHostPort } from '@tether/common';
 import { isValidDomain, isValidUpstream } from './route-validation.js';
 
 // The static proxy's routing data (docs/architecture.md, "Static proxy"):
