@@ -1,9 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import http from 'node:http';
 import { ensureWebImage, waitFor } from '@tether/testkit';
+import WebSocket from 'ws';
 import { ComposeStack } from './fixtures/compose.js';
 import { docker, dockerLogs, testImages } from './fixtures/images.js';
 import { ensureInfraTools } from './fixtures/tools.js';
+import { ensureWsImage } from './fixtures/ws-image.js';
 
 // The shipped infra/compose/docker-compose.yml run by Debian's docker-compose
 // 1.29 on locally built images (PostgreSQL from Debian's package): the first
@@ -13,7 +15,9 @@ import { ensureInfraTools } from './fixtures/tools.js';
 // container adopted, no proxy reload), and `docker stop` of each container.
 // The stack runs the static proxy with no setting of its own: the agent
 // image carries the answerer tree (docs/install.md, step 1) and builds the
-// answerer's image from it; routes are answers, the Caddy config never changes.
+// answerer's image from it; routes are answers, the Caddy config never changes:
+// a customer's WebSocket stays open while another service's routes and
+// releases churn (the second seed incident, issue 34).
 
 const tools = await ensureInfraTools({ compose: true });
 const DOMAIN = 'app.compose.localhost';
@@ -167,6 +171,74 @@ describe.skipIf(!tools.available)('the shipped compose stack (docker-compose 1.2
     expect(s.reloads.total).toBeGreaterThanOrEqual(1);
     expect(s.routing.appliedHash).toBe(s.routing.desiredHash);
   }, 180_000);
+
+  it("a WebSocket to one service keeps every echo in order while another gets 20 routes attached, 10 detached and two redeploys; Caddy loads nothing", async () => {
+    const deployed = async (serviceId: string) => {
+      const created = await stack.api('POST', `/v1/services/${serviceId}/deployments`, {});
+      expect(created.status).toBe(202);
+      const done = await waitFor(
+        async () => {
+          const d = (await stack.api('GET', `/v1/deployments/${created.body.id}`)).body;
+          return d && !['pending', 'delivered'].includes(d.status) ? d : undefined;
+        },
+        { timeoutMs: 60_000, intervalMs: 200 },
+      );
+      expect(done.status, JSON.stringify(done)).toBe('running');
+    };
+    const make = async (name: string, image: string, message: string) => {
+      const res = await stack.api('POST', '/v1/services', { teamId: ids.team, name, image, internalPort: 8080, replicas: 1, node: stack.nodeName, env: { MESSAGE: message } });
+      expect(res.status).toBe(201);
+      return res.body.id as string;
+    };
+    const wsDomain = `ws.${DOMAIN}`;
+    const chat = await make('chat', await ensureWsImage(), 'chat');
+    expect((await stack.api('POST', '/v1/routes', { domain: wsDomain, serviceId: chat })).status).toBe(201);
+    await deployed(chat);
+    const churn = await make('churn', await ensureWebImage(), 'churn');
+    await deployed(churn);
+    await waitFor(async () => ((await throughProxy(wsDomain).catch(() => undefined))?.body.trim() === 'chat' ? true : undefined), { timeoutMs: 30_000, intervalMs: 200 });
+    const before = await connectedSession(30_000);
+
+    const socket = new WebSocket(`ws://127.0.0.1:${stack.proxyPort}/`, { headers: { host: wsDomain } });
+    await new Promise<void>((resolve, reject) => {
+      socket.once('open', resolve);
+      socket.once('error', reject);
+    });
+    const echoes: string[] = [];
+    let closed: string | undefined;
+    socket.on('message', (data) => echoes.push(data.toString()));
+    socket.on('close', (code, reason) => (closed = `${code} ${reason.toString()}`));
+    let sent = 0;
+    const pinger = setInterval(() => {
+      if (socket.readyState === WebSocket.OPEN) socket.send(String(++sent));
+    }, 50);
+
+    try {
+      const routes: string[] = [];
+      for (let i = 0; i < 20; i++) {
+        const res = await stack.api('POST', '/v1/routes', { domain: `r${i}.churn.compose.localhost`, serviceId: churn });
+        expect(res.status).toBe(201);
+        routes.push(res.body.id);
+      }
+      for (const id of routes.slice(0, 10)) expect((await stack.api('DELETE', `/v1/routes/${id}`)).status).toBe(204);
+      await deployed(churn);
+      await deployed(churn);
+      // Every change applied on the node (the map it runs is the one the panel wants) while the socket was open.
+      const after = await connectedSession(30_000);
+      expect((await throughProxy('r15.churn.compose.localhost')).body.trim()).toBe('churn');
+      expect((await throughProxy('r5.churn.compose.localhost')).marker).toBe('no-route');
+      expect(after.sessionId).toBe(before.sessionId);
+      expect(after.reloads.total).toBe(before.reloads.total);
+    } finally {
+      clearInterval(pinger);
+    }
+    await waitFor(() => (echoes.length === sent ? true : undefined), { timeoutMs: 5_000, intervalMs: 20 }).catch(() => undefined);
+    console.info(`WebSocket through the churn: ${sent} messages, ${echoes.length} echoes, closed: ${closed ?? 'no'}`);
+    expect(closed).toBeUndefined();
+    expect(sent).toBeGreaterThan(20);
+    expect(echoes).toEqual(Array.from({ length: sent }, (_, i) => `chat:${i + 1}`));
+    socket.close();
+  }, 240_000);
 
   it('docker-compose restart panel: the agent rejoins within its backoff, nothing lost, no Caddy reload', async () => {
     const before = await connectedSession(10_000);
