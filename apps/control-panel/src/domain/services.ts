@@ -8,7 +8,7 @@ import { DEFAULT_DRAIN_SECONDS, type ServiceHealthCheck, type ServiceResources, 
 import { checkHealthCheckPort, checkReplicasWithVolumes, normaliseHealthCheck, normaliseResources, normaliseVolumes, type HealthCheckInput, type VolumeInput } from './service-fields.js';
 import type { ApiDeps } from './api-deps.js';
 import { moveDomainsOf } from './domain-claims.js';
-import { placeOnNode } from './placement.js';
+import { ANYWHERE, nodeFits, placementOf, placeService, type ServicePlacement } from './placement.js';
 import { checkSecretNames, presentSecrets, secretsOfService, writeServiceSecrets, type SecretsPatch } from './service-secrets.js';
 
 export type { ServiceSpec };
@@ -19,6 +19,7 @@ export interface CreateServiceInput extends Partial<Omit<ServiceSpec, 'name' | '
   volumes?: VolumeInput[];
   healthCheck?: HealthCheckInput | null;
   node?: string;
+  placement?: Partial<ServicePlacement>;
   teamId?: string;
   secrets?: Record<string, string>;
 }
@@ -27,6 +28,8 @@ export type UpdateServiceInput = Partial<Omit<ServiceSpec, 'secrets' | 'volumes'
   volumes?: VolumeInput[];
   healthCheck?: HealthCheckInput | null;
   node?: string;
+  /** Replaces the placement whole (a field left out is empty); `node` alone keeps the labels. */
+  placement?: Partial<ServicePlacement>;
   secrets?: SecretsPatch;
   /** Moving a service with volumes leaves them on the old node (empty ones are made on the new). */
   leaveVolumes?: boolean;
@@ -61,6 +64,7 @@ export const presentService = (s: ServiceWithNode) => ({
   teamId: s.teamId,
   ...specOf(s),
   secrets: presentSecrets(s.secrets),
+  placement: placementOf(s.placement),
   nodeId: s.nodeId,
   nodeName: s.node.name,
   createdAt: s.createdAt.toISOString(),
@@ -82,6 +86,18 @@ function processColumns(input: { command?: string[] | null; args?: string[] | nu
 const withNode = { node: { select: { name: true } }, ...secretsOfService } as const;
 const nameTaken = (name: string) => new AppError('CONFLICT', `the team already has a service named ${name}`);
 const notFound = () => new AppError('NOT_FOUND', 'no such service');
+
+/**
+ * The placement a request asks for: `node` is shorthand for `placement.nodes: [node]` (both: they must agree),
+ * `placement` replaces the one before whole, `node` alone keeps its labels.
+ */
+function requestedPlacement(input: { node?: string; placement?: Partial<ServicePlacement> }, before: ServicePlacement): ServicePlacement {
+  if (input.node !== undefined && input.placement?.nodes !== undefined && (input.placement.nodes.length !== 1 || input.placement.nodes[0] !== input.node)) {
+    throw new AppError('VALIDATION_FAILED', `node ${input.node} and placement.nodes ${JSON.stringify(input.placement.nodes)} disagree: give one of them`);
+  }
+  const base = input.placement ? { nodes: input.placement.nodes ?? [], labels: input.placement.labels ?? {} } : before;
+  return { nodes: input.node !== undefined ? [input.node] : [...new Set(base.nodes)], labels: base.labels };
+}
 
 /** The team a new service belongs to: the customer's own, or the one an operator names. */
 async function owningTeam(tx: Tx, auth: AuthContext, teamId: string | undefined): Promise<string> {
@@ -106,12 +122,14 @@ export async function createService({ prisma, events, keyring }: ApiDeps, auth: 
   checkHealthCheckPort(healthCheck, input.internalPort ?? null);
   const service = await prisma.$transaction(async (tx) => {
     const teamId = await owningTeam(tx, auth, input.teamId);
-    const node = await placeOnNode(tx, input.node);
+    const placement = requestedPlacement(input, ANYWHERE);
+    const node = await placeService(tx, placement);
     try {
       const created = await tx.service.create({
         data: {
           teamId,
           nodeId: node.id,
+          placement: placement as unknown as Prisma.InputJsonValue,
           name: input.name,
           image: input.image,
           env: input.env ?? {},
@@ -186,14 +204,19 @@ export async function updateService({ prisma, events, keyring }: ApiDeps, auth: 
     if (patch.internalPort === null && current._count.routes > 0) {
       throw new AppError('SERVICE_HAS_NO_PORT', `service ${current.name} has routes: detach them before removing its internalPort`);
     }
-    // Naming the node it is on already is not a move (and allowed even if that node is decommissioned).
-    if (patch.node !== undefined && patch.node !== current.node.name) {
-      // Volumes live on the node: a move would start the service on empty ones, unless the caller says so.
-      const kept = processSpecOf(current).volumes;
-      if (kept.length > 0 && patch.leaveVolumes !== true) {
-        throw new AppError('SERVICE_HAS_VOLUMES', `service ${current.name} has volumes on node ${current.node.name} (${kept.map((v) => v.name).join(', ')}): moving it starts it on empty ones; say "leaveVolumes": true to move anyway`);
+    // A node that still fits the new placement keeps the service (naming the node it is on already is no move,
+    // even when that node is decommissioned or cordoned); otherwise it moves where the placement says.
+    if (patch.node !== undefined || patch.placement !== undefined) {
+      const placement = requestedPlacement(patch, placementOf(current.placement));
+      data.placement = placement as unknown as Prisma.InputJsonValue;
+      if (!(await nodeFits(tx, current.nodeId, placement))) {
+        // Volumes live on the node: a move would start the service on empty ones, unless the caller says so.
+        const kept = processSpecOf(current).volumes;
+        if (kept.length > 0 && patch.leaveVolumes !== true) {
+          throw new AppError('SERVICE_HAS_VOLUMES', `service ${current.name} has volumes on node ${current.node.name} (${kept.map((v) => v.name).join(', ')}): moving it starts it on empty ones; say "leaveVolumes": true to move anyway`);
+        }
+        data.nodeId = (await placeService(tx, placement)).id;
       }
-      data.nodeId = (await placeOnNode(tx, patch.node)).id;
     }
     // Its domains go with it, unless another service's route shares one (409 DOMAIN_SPLIT_ACROSS_NODES).
     if (typeof data.nodeId === 'string') await moveDomainsOf(tx, id, data.nodeId);

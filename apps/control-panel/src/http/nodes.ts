@@ -3,25 +3,12 @@ import { Nullable } from '@tether/common';
 import Type from 'typebox';
 import { auditOf } from './audit-context.js';
 import { requireOperator } from './auth.js';
-import { authErrors, IdParams, labelName, NullableTimestamp, security, Timestamp } from './schemas.js';
+import { authErrors, IdParams, labelName, NodeLabels, NodeLabelsPatch, NullableTimestamp, security, Timestamp } from './schemas.js';
 import type { ApiDeps } from '../domain/api-deps.js';
-import { createNode, decommissionNode, getNode, listNodes, MAX_NODE_LABELS, setCordon, updateNode } from '../domain/nodes.js';
+import { createNode, decommissionNode, getNode, listNodes, setCordon, updateNode } from '../domain/nodes.js';
 
 // Only what the database knows. Reachability is not a column: it comes from
 // the live session registry, which adds its own fields to these answers.
-// Kubernetes' label syntax, so labels copied from a cluster or a Nomad node's meta mostly fit: an optional
-// DNS-subdomain prefix and "/", then a name of 1-63 letters, digits, "-", "_" and "." that starts and ends with
-// a letter or digit; a value is empty or the same as a name.
-const LABEL_NAME = '[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?';
-const LABEL_KEY = `^(?:[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?(?:\\.[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)*/)?${LABEL_NAME}$`;
-const LABEL_VALUE = `^(?:${LABEL_NAME})?$`;
-// Checked through propertyNames: a Record's key schema does not carry its pattern into the JSON Schema.
-const labelKeys = { propertyNames: { type: 'string', pattern: LABEL_KEY, maxLength: 317 } };
-const labelValue = Type.String({ pattern: LABEL_VALUE, maxLength: 63 });
-const LABELS_DESCRIPTION =
-  `at most ${MAX_NODE_LABELS}; a key is an optional DNS-subdomain prefix and "/" then a name, a name and a value 1-63 ` +
-  'letters, digits, "-", "_" and "." starting and ending with a letter or digit (a value may be empty)';
-
 export const NodeSchema = Type.Object({
   id: Type.String(),
   name: Type.String(),
@@ -47,7 +34,7 @@ export const nodeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) 
         summary: 'Register a node; answers its agent token, shown once (operators)',
         security,
         body: Type.Object(
-          { name: labelName(), labels: Type.Optional(Type.Record(Type.String(), labelValue, { ...labelKeys, maxProperties: MAX_NODE_LABELS, description: LABELS_DESCRIPTION })) },
+          { name: labelName(), labels: Type.Optional(NodeLabels()) },
           { additionalProperties: false },
         ),
         response: {
@@ -87,7 +74,7 @@ export const nodeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) 
         security,
         params: IdParams,
         body: Type.Object(
-          { labels: Type.Optional(Type.Record(Type.String(), Type.Union([labelValue, Type.Null()]), { ...labelKeys, maxProperties: MAX_NODE_LABELS, description: LABELS_DESCRIPTION })) },
+          { labels: Type.Optional(NodeLabelsPatch()) },
           { additionalProperties: false },
         ),
         response: { 200: NodeSchema, ...authErrors(403, 404) },

@@ -1,5 +1,6 @@
 import { Nullable } from '@tether/common';
 import Type, { type TSchema } from 'typebox';
+import { MAX_NODE_LABELS } from '../domain/nodes.js';
 
 // Building blocks shared by the /v1 route schemas. Every object schema is
 // closed (additionalProperties: false) so a misspelt field is a 400, not a
@@ -57,3 +58,22 @@ export const authErrors = <S extends ErrorStatus = never>(...extra: S[]) => erro
 export const security = [{ bearerAuth: [] }];
 
 export const NoContent = Type.Unsafe<undefined>({ type: 'null', description: 'no content' });
+
+// Node labels, and the labels a service's placement requires: Kubernetes' syntax, so labels copied from a
+// cluster or a Nomad node's meta mostly fit. A key is an optional DNS-subdomain prefix and "/", then a name of
+// 1-63 letters, digits, "-", "_" and "." that starts and ends with a letter or digit; a value is empty or such a name.
+const LABEL_NAME = '[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?';
+const LABEL_KEY = `^(?:[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?(?:\\.[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)*/)?${LABEL_NAME}$`;
+const labelValue = Type.String({ pattern: `^(?:${LABEL_NAME})?$`, maxLength: 63 });
+// Checked through propertyNames: a Record's key schema does not carry its pattern into the JSON Schema.
+const labelKeys = { propertyNames: { type: 'string', pattern: LABEL_KEY, maxLength: 317 } };
+const LABELS_DESCRIPTION =
+  `at most ${MAX_NODE_LABELS}; a key is an optional DNS-subdomain prefix and "/" then a name, a name and a value 1-63 ` +
+  'letters, digits, "-", "_" and "." starting and ending with a letter or digit (a value may be empty)';
+
+/** A set of labels (a node's, or those a placement requires). */
+export const NodeLabels = (description = LABELS_DESCRIPTION) => Type.Record(Type.String(), labelValue, { ...labelKeys, maxProperties: MAX_NODE_LABELS, description });
+
+/** Label changes: a string sets a label, null removes it. */
+export const NodeLabelsPatch = () =>
+  Type.Record(Type.String(), Type.Union([labelValue, Type.Null()]), { ...labelKeys, maxProperties: MAX_NODE_LABELS, description: `${LABELS_DESCRIPTION}; null removes a label` });

@@ -4,7 +4,7 @@ import Type from 'typebox';
 import { auditOf } from './audit-context.js';
 import { authOf } from './auth.js';
 import { IMAGE_REFERENCE_PATTERN, MAX_IMAGE_LENGTH } from '../domain/image-reference.js';
-import { authErrors, id, IdParams, labelName, NoContent, security, Timestamp } from './schemas.js';
+import { authErrors, id, IdParams, labelName, NodeLabels, NoContent, security, Timestamp } from './schemas.js';
 import type { ApiDeps } from '../domain/api-deps.js';
 import { ServiceFieldsIn, ServiceFieldsOut } from './service-field-schemas.js';
 import { createService, deleteService, getService, listServices, updateService } from '../domain/services.js';
@@ -49,6 +49,15 @@ const InternalPort = Nullable(Type.Integer({ minimum: 1, maximum: 65_535 }), {
 });
 const Replicas = Type.Integer({ minimum: 0, maximum: 20 });
 
+const PlacementIn = Type.Object(
+  {
+    nodes: Type.Optional(Type.Array(labelName(), { minItems: 1, maxItems: 100, uniqueItems: true, description: 'names of the nodes it may run on; absent: any' })),
+    labels: Type.Optional(NodeLabels('labels a node must carry, each with this value (node labels: POST and PATCH /v1/nodes)')),
+  },
+  { additionalProperties: false, description: 'where the service may run; replaced whole by PATCH (a field left out is empty). `node` is shorthand for `nodes: [node]`' },
+);
+const PlacementOut = Type.Object({ nodes: Type.Array(Type.String()), labels: Type.Record(Type.String(), Type.String()) });
+
 const ServiceSchema = Type.Object({
   id: Type.String(),
   teamId: Type.String(),
@@ -59,6 +68,7 @@ const ServiceSchema = Type.Object({
   replicas: Type.Integer(),
   secrets: SecretsInfo,
   ...ServiceFieldsOut,
+  placement: PlacementOut,
   nodeId: Type.String(),
   nodeName: Type.String(),
   createdAt: Timestamp,
@@ -74,7 +84,8 @@ const CreateBody = Type.Object(
     internalPort: Type.Optional(InternalPort),
     replicas: Type.Optional(Replicas),
     ...ServiceFieldsIn,
-    node: Type.Optional(labelName('the node to run on; when omitted, the node with the fewest services')),
+    node: Type.Optional(labelName('the node to run on (shorthand for placement.nodes: [node]); when omitted, the eligible node with the fewest services')),
+    placement: Type.Optional(PlacementIn),
     teamId: Type.Optional(id('the owning team: required for operators, implied for customers')),
   },
   { additionalProperties: false },
@@ -89,7 +100,8 @@ const UpdateBody = Type.Object(
     internalPort: Type.Optional(InternalPort),
     replicas: Type.Optional(Replicas),
     ...ServiceFieldsIn,
-    node: Type.Optional(labelName('move the service to this node')),
+    node: Type.Optional(labelName('move the service to this node (placement.nodes becomes [node]; its labels stay)')),
+    placement: Type.Optional(PlacementIn),
     leaveVolumes: Type.Optional(Type.Boolean({ description: 'with node: move a service that has volumes, leaving them (and their data) on the old node; without it such a move is 409 SERVICE_HAS_VOLUMES' })),
   },
   { additionalProperties: false, minProperties: 1 },

@@ -45,6 +45,90 @@ describe('services API', () => {
     });
   });
 
+  describe('placement by node names and labels', () => {
+    // Nodes of their own, told apart from the other tests' nodes by labels only they carry.
+    let ids: Record<string, string>;
+    beforeAll(async () => {
+      ids = {};
+      for (const [name, zone] of [['pl-1', 'pl-x'], ['pl-2', 'pl-x'], ['pl-3', 'pl-y']] as const) {
+        const res = await p.call('POST', '/v1/nodes', { body: { name, labels: { zone, 'disk.example.com/kind': 'ssd' } } });
+        expect(res.status).toBe(201);
+        ids[name] = res.body.id;
+      }
+    });
+
+    it('labels: the eligible node that carries them with the fewest services (ties by name); the answer shows the placement', async () => {
+      const placed: string[] = [];
+      for (const name of ['lx1', 'lx2', 'lx3']) {
+        const res = await create({ name, image: 'nginx', placement: { labels: { zone: 'pl-x' } } });
+        expect(res.status).toBe(201);
+        expect(res.body.placement).toEqual({ nodes: [], labels: { zone: 'pl-x' } });
+        placed.push(res.body.nodeName);
+      }
+      expect(placed).toEqual(['pl-1', 'pl-2', 'pl-1']);
+      const both = await create({ name: 'ly1', image: 'nginx', placement: { nodes: ['pl-2', 'pl-3'], labels: { zone: 'pl-y', 'disk.example.com/kind': 'ssd' } } });
+      expect(both.body).toMatchObject({ nodeName: 'pl-3', placement: { nodes: ['pl-2', 'pl-3'], labels: { zone: 'pl-y', 'disk.example.com/kind': 'ssd' } } });
+    });
+
+    it('nothing carries the labels: 409 NO_NODE_MATCHES_LABELS, nothing stored; a named node without them too', async () => {
+      const before = await p.prisma.service.count();
+      const none = await code(create({ name: 'lz', image: 'nginx', placement: { labels: { zone: 'pl-z' } } }));
+      expect(none).toMatchObject({ status: 409, code: 'NO_NODE_MATCHES_LABELS' });
+      expect(none.message).toContain('zone=pl-z');
+      expect(await code(create({ name: 'lz', image: 'nginx', placement: { nodes: ['pl-1', 'pl-2'], labels: { zone: 'pl-y' } } }))).toMatchObject({ status: 409, code: 'NO_NODE_MATCHES_LABELS' });
+      expect(await code(create({ name: 'lz', image: 'nginx', node: 'pl-1', placement: { labels: { zone: 'pl-y' } } }))).toMatchObject({ status: 409, code: 'NO_NODE_MATCHES_LABELS' });
+      expect(await code(create({ name: 'lz', image: 'nginx', placement: { nodes: ['pl-1', 'nowhere'] } }))).toMatchObject({ status: 400, code: 'UNKNOWN_NODE' });
+      expect(await p.prisma.service.count()).toBe(before);
+    });
+
+    it.each([
+      ['node and placement.nodes that disagree', { node: 'pl-1', placement: { nodes: ['pl-2'] } }],
+      ['an empty node list', { placement: { nodes: [] } }],
+      ['a node named twice', { placement: { nodes: ['pl-1', 'pl-1'] } }],
+      ['a bad label key', { placement: { labels: { 'bad key': 'x' } } }],
+      ['a bad label value', { placement: { labels: { zone: 'a/b' } } }],
+      ['an unknown placement field', { placement: { spread: true } }],
+      ['a placement that is not an object', { placement: ['pl-1'] }],
+    ])('refuses %s: 400 VALIDATION_FAILED', async (_what, body) => {
+      expect(await code(create({ name: 'bad-placement', image: 'nginx', ...body }))).toMatchObject({ status: 400, code: 'VALIDATION_FAILED' });
+    });
+
+    it('PATCH: a node that still fits keeps the service; one that does not moves it; node alone keeps the labels', async () => {
+      const made = await create({ name: 'lm', image: 'nginx', placement: { labels: { zone: 'pl-x' } } });
+      const from = made.body.nodeName as string;
+      const patch = (body: unknown) => p.call('PATCH', `/v1/services/${made.body.id}`, { token: team.token, body });
+      p.emitted.length = 0;
+      // Still fits (the same zone, and a label every pl- node carries): stored, nothing moves.
+      const kept = await patch({ placement: { labels: { zone: 'pl-x', 'disk.example.com/kind': 'ssd' } } });
+      expect(kept.body).toMatchObject({ nodeName: from, placement: { nodes: [], labels: { zone: 'pl-x', 'disk.example.com/kind': 'ssd' } } });
+      expect(p.emitted.filter((e) => e.name === 'workloads.changed').map((e) => (e.payload as { reason: string }).reason)).toEqual(['service lm updated']);
+      // Another zone: it moves to the only node there.
+      p.emitted.length = 0;
+      const moved = await patch({ placement: { labels: { zone: 'pl-y' } } });
+      expect(moved.body).toMatchObject({ nodeName: 'pl-3', placement: { nodes: [], labels: { zone: 'pl-y' } } });
+      expect(p.emitted.filter((e) => e.name === 'workloads.changed').map((e) => (e.payload as { nodeId: string }).nodeId)).toEqual([ids[from], ids['pl-3']]);
+      // node alone: the labels stay, so a node without them is refused and nothing changes.
+      expect(await code(patch({ node: 'pl-1' }))).toMatchObject({ status: 409, code: 'NO_NODE_MATCHES_LABELS' });
+      expect((await p.call('GET', `/v1/services/${made.body.id}`, { token: team.token })).body).toMatchObject({ nodeName: 'pl-3', placement: { nodes: [], labels: { zone: 'pl-y' } } });
+      // A placement replaced whole: labels left out are gone, so pl-1 is allowed.
+      expect((await patch({ placement: { nodes: ['pl-1'] } })).body).toMatchObject({ nodeName: 'pl-1', placement: { nodes: ['pl-1'], labels: {} } });
+      expect((await patch({ node: 'pl-2' })).body).toMatchObject({ nodeName: 'pl-2', placement: { nodes: ['pl-2'], labels: {} } });
+    });
+
+    it('a cordoned node keeps what runs there when the placement still names it; a move away from it is a placement', async () => {
+      const made = await create({ name: 'lc', image: 'nginx', node: 'pl-3' });
+      await p.call('POST', `/v1/nodes/${ids['pl-3']}/cordon`);
+      try {
+        const patch = (body: unknown) => p.call('PATCH', `/v1/services/${made.body.id}`, { token: team.token, body });
+        expect((await patch({ placement: { nodes: ['pl-3', 'pl-2'] } })).body.nodeName).toBe('pl-3');
+        expect(await code(create({ name: 'lc2', image: 'nginx', placement: { labels: { zone: 'pl-y' } } }))).toMatchObject({ status: 409, code: 'NO_NODE_AVAILABLE' });
+        expect((await patch({ placement: { nodes: ['pl-2'] } })).body.nodeName).toBe('pl-2');
+      } finally {
+        await p.call('POST', `/v1/nodes/${ids['pl-3']}/uncordon`);
+      }
+    });
+  });
+
   describe('create', () => {
     it('stores the spec with defaults and answers it; emits workloads.changed for its node', async () => {
       p.emitted.length = 0;
@@ -65,6 +149,7 @@ describe('services API', () => {
         volumes: [],
         healthCheck: null,
         drainSeconds: 30,
+        placement: { nodes: ['beta'], labels: {} },
         nodeId: expect.any(String),
         nodeName: 'beta',
         createdAt: expect.any(String),
