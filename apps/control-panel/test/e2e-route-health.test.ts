@@ -135,14 +135,17 @@ describe.skipIf(!ready)('route health, probed through the agent\'s own Caddy', (
 
   it('the agent frozen: unknown within two probe intervals + a heartbeat + 1 s, never serving from an old probe; serving once it thaws', async () => {
     await until('serving', BOUND_MS);
+    const seen = await health();
     const frozenAt = Date.now();
     process.kill(host.agent.process.pid, 'SIGSTOP');
     try {
       await until('unknown', 2 * PROBE_INTERVAL_MS + HEARTBEAT_MS + 1_000 + 1_000);
       const took = Date.now() - frozenAt;
-      console.log(`unknown ${took} ms after the agent froze`);
-      // Not before its last probe could be stale (it may have been made just before the freeze).
-      expect(took).toBeGreaterThanOrEqual(2 * PROBE_INTERVAL_MS - PROBE_INTERVAL_MS - 100);
+      console.log(`unknown ${took} ms after the agent froze, ${Date.now() - Date.parse(seen.evidence!.at)} ms after the last probe seen`);
+      // Never while a probe the panel had could still count: the last one it showed before the freeze (or a later
+      // one) was under two intervals old until then. (Not "one interval before the freeze": the next probe is due an
+      // interval after the previous one ended, so under load the last one can be older than that; a CI run saw 899 ms.)
+      expect(Date.now()).toBeGreaterThanOrEqual(Date.parse(seen.evidence!.at) + 2 * PROBE_INTERVAL_MS);
       const h = await health();
       expect(h.evidence).toBeNull();
       // Stays unknown while frozen.
