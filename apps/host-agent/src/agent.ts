@@ -14,7 +14,7 @@ export interface Agent {
 
 /** Composes the agent from its config and the two controllers it drives. */
 export function createAgent(
-  config: AgentConfig & { nodeName: string },
+  config: AgentConfig,
   deps: { logger: Logger; workloads: WorkloadController; routing: RoutingController; events?: PendingEvents; logs?: LogStreams },
 ): Agent {
   const connection = new PanelConnection({

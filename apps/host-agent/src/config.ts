@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { isIP } from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import Type from 'typebox';
 import { answererRootUsable } from './proxy/knot-image.js';
@@ -151,7 +152,8 @@ export interface AgentConfig {
   /** The panel's URL, or several panels' URLs (TETHER_PANEL_URL separated by commas). */
   panelUrls: string[];
   nodeToken: string;
-  nodeName: string | undefined;
+  /** TETHER_NODE_NAME, else this host's name: sent in hello and naming the proxy containers. */
+  nodeName: string;
   stateDir: string;
   logLevel: string;
   logFormat: LogFormat;
@@ -314,7 +316,7 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
   return {
     panelUrls,
     nodeToken: e.TETHER_NODE_TOKEN,
-    nodeName: e.TETHER_NODE_NAME,
+    nodeName: e.TETHER_NODE_NAME ?? os.hostname(),
     stateDir,
     logLevel: e.TETHER_LOG_LEVEL,
     logFormat: e.TETHER_LOG_FORMAT,

@@ -1,5 +1,4 @@
 import { mkdir } from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import type Docker from 'dockerode';
 import type { Logger } from 'pino';
@@ -48,7 +47,7 @@ function controllers(
           onFailure: (report) => agent()?.connection.reportResult(report.deploymentId, { status: 'failed', code: report.code, reason: report.reason }),
         });
   const routing = (proxy.routing = createRoutingController(
-    { ...config, nodeName },
+    config,
     {
       logger,
       docker,
@@ -75,19 +74,19 @@ runMain(
   () => loadConfig(process.env),
   async (config) => {
     const logger = createLogger({ level: config.logLevel, format: config.logFormat });
-    const nodeName = config.nodeName ?? os.hostname();
+    const { nodeName } = config;
     const ref: { agent?: Agent } = {};
     const journal = config.proxy.kind === 'none' ? undefined : await EventJournal.open(path.join(config.stateDir, 'proxy-events.json'), { logger });
     // Container mode: the canary finds Caddy at its container's address, which the routing controller knows how to read.
     const proxy: { address?: () => Promise<string | null> } = {};
     const canary = await createCanary(
-      { ...config, nodeName },
+      config,
       { logger, onDrop: (event) => void journal?.record(event), ...(config.proxy.kind === 'container' ? { proxyAddress: () => proxy.address?.() ?? Promise.resolve(null) } : {}) },
     );
     // The one Docker client of the process (it connects per call: making it costs no I/O, also when unused).
     const docker = createDockerClient(config.runtime.dockerHost);
     const parts = controllers(docker, config, nodeName, logger, () => ref.agent, journal, canary, (resolve) => (proxy.address = resolve), () => proxy.address?.() ?? Promise.resolve(null));
-    const agent = createAgent({ ...config, nodeName }, { logger, ...parts, ...(journal ? { events: journal } : {}) });
+    const agent = createAgent(config, { logger, ...parts, ...(journal ? { events: journal } : {}) });
     ref.agent = agent;
     logger.info({ panels: config.panelUrls, node: nodeName, runtime: config.runtime.kind, proxy: config.proxy.kind }, 'tether agent starting');
     await mkdir(config.stateDir, { recursive: true });

@@ -1,5 +1,4 @@
 import type { Logger } from '@tether/common';
-import os from 'node:os';
 import path from 'node:path';
 import type Docker from 'dockerode';
 import type { AgentConfig } from '../config.js';
@@ -242,7 +241,7 @@ export function createRoutingController(
 ): RoutingController {
   const p = config.proxy;
   if (p.kind === 'none') return new DisabledRouting();
-  const node = config.nodeName ?? os.hostname();
+  const node = config.nodeName;
   const common: CommonOptions = {
     stateDir: config.stateDir,
     configPath: p.caddyConfigPath,
