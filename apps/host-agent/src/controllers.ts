@@ -10,6 +10,14 @@ export type DeployOutcome =
   | { status: 'running'; reason: string; imageRef?: string }
   | { status: 'failed'; reason: string; code: string };
 
+/** Drains of this agent run (metrics). */
+export interface DrainStats {
+  /** Drains that ended in this agent run. */
+  ended: number;
+  /** Requests and streams still open on old containers when their drain's deadline fell (counted ones only). */
+  connectionsCut: number;
+}
+
 export interface Observation {
   /** Every Tether container as the runtime reports it now, never as last requested. */
   containers: ContainerState[];
@@ -39,6 +47,10 @@ export interface WorkloadController {
   volumeSnapshot?(): VolumeSnapshot | null;
   /** The optional workload fields this controller carries out (capabilities announced in hello); absent: none. */
   readonly capabilities?: readonly string[];
+  /** Containers that run but are out of the proxy's picks (draining, not yet healthy): routing keeps their address only. */
+  notServing?(): ReadonlySet<string>;
+  /** Drains of this run; absent: the controller drains nothing. */
+  drainStats?(): DrainStats;
 }
 
 export interface RoutingMapInput {

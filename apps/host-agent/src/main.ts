@@ -11,7 +11,7 @@ import { startAgentMetrics } from './metrics/index.js';
 import type { RoutingController, WorkloadController } from './controllers.js';
 import { UnavailableWorkloads } from './null-controllers.js';
 import { EventJournal, createRoutingController, reloadEvent } from './proxy/index.js';
-import { createDockerWorkloadController, DockerWorkloadController } from './runtime/index.js';
+import { createDockerWorkloadController } from './runtime/index.js';
 import { createDockerClient } from './docker/docker-client.js';
 import { DockerLogSource, LogStreams } from './logs/index.js';
 import { createCanary, withCanary, type Canary } from './canary/index.js';
@@ -32,7 +32,7 @@ function controllers(
 ): { workloads: WorkloadController; routing: RoutingController; logs?: LogStreams } {
   // The routing controller is made after the workloads, which read its drain side only when a drain needs it.
   const proxy: { routing?: RoutingController } = {};
-  const workloads =
+  const workloads: WorkloadController =
     config.runtime.kind === 'none'
       ? new UnavailableWorkloads()
       : createDockerWorkloadController(docker, config.runtime, nodeName, {
@@ -58,7 +58,7 @@ function controllers(
         void journal?.record(reloadEvent(reload));
       },
       proxyAddress,
-      ...(workloads instanceof DockerWorkloadController ? { notServing: () => workloads.notServing() } : {}),
+      ...(workloads.notServing ? { notServing: workloads.notServing.bind(workloads) } : {}),
     },
   ));
   // Logs are read straight from Docker (not through the runtime seam): a long-lived stream per follower.
@@ -97,7 +97,7 @@ runMain(
     const health = () => ({ connection: agent.connection.state, sessionId: session.id, ...(parts.routing.answerer ? { answerer: parts.routing.answerer() } : {}) });
     const stopHealth = startHealthFile(config.stateDir, health);
     const { workloads } = parts;
-    const drains = workloads instanceof DockerWorkloadController ? () => workloads.drainStats() : undefined;
+    const drains = workloads.drainStats?.bind(workloads);
     const metrics = config.metrics ? await startAgentMetrics(config.metrics, agent, parts.routing, health, logger, drains) : undefined;
     await agent.start();
     return {

@@ -2,7 +2,7 @@ import { backoffDelay, errorMessage, KeyedSerialQueue, sanitizeText, silentLogge
 import { LABELS } from '../docker/docker-client.js';
 import { createLoop, type Loop } from '@tether/common';
 import { CAPABILITIES, type ContainerState, type RuntimeStatus, type Workload } from '@tether/protocol';
-import type { DeployOutcome, DrainReport, Observation, ProxyTraffic, WorkloadController } from '../controllers.js';
+import type { DeployOutcome, DrainReport, DrainStats, Observation, ProxyTraffic, WorkloadController } from '../controllers.js';
 import type { ContainerRuntime } from './container-runtime.js';
 import { ContainerReader, toContainerState, type ReadContainer } from './container-reader.js';
 import { DeploymentBook, failure, outcomeOf } from './deployment-book.js';
@@ -11,7 +11,7 @@ import { EventWatcher } from './event-watcher.js';
 import { PrivateImages } from './image-access.js';
 import { rolloutWithoutOverlap } from './exclusive-rollout.js';
 import { DrainBook } from './drain-book.js';
-import { Drainer, type DrainStats } from './drainer.js';
+import { Drainer } from './drainer.js';
 import { pinImage } from './image-pin.js';
 import { applyMaintenance, rollout, stopAndRemove, type ExecutorDeps, type ContainerFailure, type RolloutAction } from './executor.js';
 import { plan, type Action, type PlanContext } from './plan.js';

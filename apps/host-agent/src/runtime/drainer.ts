@@ -1,6 +1,6 @@
 import type { Logger } from '@tether/common';
 import type { Workload } from '@tether/protocol';
-import type { DrainReport, ProxyTraffic } from '../controllers.js';
+import type { DrainReport, DrainStats, ProxyTraffic } from '../controllers.js';
 import { BoundedMap } from './bounded-map.js';
 import type { DrainBook, DrainRecord } from './drain-book.js';
 
@@ -25,13 +25,6 @@ export interface DrainerOptions {
   logger: Logger;
   pollMs?: number;
   now?: () => number;
-}
-
-export interface DrainStats {
-  /** Drains that ended in this agent run. */
-  ended: number;
-  /** Requests and streams still open on old containers when their drain's deadline fell (counted ones only). */
-  connectionsCut: number;
 }
 
 export class Drainer {
