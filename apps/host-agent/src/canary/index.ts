@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import type { Logger } from '@tether/common';
 import type { AgentConfig } from '../config.js';
-import type { RoutingApplyResult, RoutingController, RoutingMapInput } from '../controllers.js';
+import type { RoutingController } from '../controllers.js';
+import { layered } from '../routing-layer.js';
 import type { NewJournalEvent } from '../proxy/event-journal.js';
 import type { ReloadRecord } from '../proxy/configurator.js';
 import { startCanaryEndpoint, type CanaryEndpoint } from './canary-endpoint.js';
@@ -73,21 +74,12 @@ export async function createCanary(
 /** The routing controller with the canary: started after it, stopped before it, its status in routing.canary. */
 export function withCanary(routing: RoutingController, canary: Canary | null): RoutingController {
   if (!canary) return routing;
-  return {
-    async start() {
-      await routing.start();
-      canary.monitor.start();
-    },
+  return layered(routing, {
+    start: () => canary.monitor.start(),
     async stop() {
       await canary.monitor.stop();
       await canary.endpoint.close();
-      await routing.stop();
     },
-    apply: (map: RoutingMapInput): Promise<RoutingApplyResult> =>
-      routing.apply(map).then((result) => ({ ...result, routing: { ...result.routing, canary: canary.monitor.status() } })),
-    status: () => ({ ...routing.status(), canary: canary.monitor.status() }),
-    ...(routing.answerer ? { answerer: routing.answerer.bind(routing) } : {}),
-    ...(routing.probesRoutes ? { probesRoutes: true } : {}),
-    ...(routing.traffic ? { traffic: routing.traffic } : {}),
-  };
+    status: (status) => ({ ...status, canary: canary.monitor.status() }),
+  });
 }

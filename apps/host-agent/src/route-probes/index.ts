@@ -1,6 +1,7 @@
 import type { Logger } from '@tether/common';
 import type { AgentConfig } from '../config.js';
-import type { RoutingController, RoutingMapInput } from '../controllers.js';
+import type { RoutingController } from '../controllers.js';
+import { layered } from '../routing-layer.js';
 import { CADDY_CONTAINER } from '../proxy/caddy-image.js';
 import { issuanceLogPaths } from '../proxy/issuance-logging.js';
 import { DnsCheck } from './dns-check.js';
@@ -55,26 +56,17 @@ export function withRouteProbes(routing: RoutingController, config: AgentConfig,
     ...(dns ? { dnsCheck: (domain: string) => dns.check(domain) } : {}),
     ...(issuance ? { issuanceError: (domain: string) => issuance.errorFor(domain), issuanceCatchUp: () => issuance.poll() } : {}),
   });
-  const withProbes = <T extends ReturnType<RoutingController['status']>>(status: T): T => ({ ...status, probes: prober.results(), probeIntervalMs: prober.intervalMs });
-  return {
-    async start() {
-      await routing.start();
+  return layered(routing, {
+    start() {
       issuance?.start();
       prober.start();
     },
     async stop() {
       await prober.stop();
       await issuance?.stop();
-      await routing.stop();
     },
-    async apply(map: RoutingMapInput) {
-      const result = await routing.apply(map);
-      if (result.error === null) prober.setRoutes(map.routes);
-      return { ...result, routing: withProbes(result.routing) };
-    },
-    status: () => withProbes(routing.status()),
-    probesRoutes: true,
-    ...(routing.answerer ? { answerer: routing.answerer.bind(routing) } : {}),
-    ...(routing.traffic ? { traffic: routing.traffic } : {}),
-  };
+    applied: (map) => prober.setRoutes(map.routes),
+    status: (status) => ({ ...status, probes: prober.results(), probeIntervalMs: prober.intervalMs }),
+    members: { probesRoutes: true },
+  });
 }
