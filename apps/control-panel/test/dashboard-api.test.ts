@@ -149,6 +149,30 @@ describe('fleet page API', () => {
     expect(Object.keys(last.frames)).toContain((await panel.prisma.node.findUniqueOrThrow({ where: { name: 'api-busy' } })).id);
   });
 
+  it('rows carry cordoned and labels from the database, a change within a refresh', async () => {
+    const node = await panel.createNode('api-labelled');
+    const cookie = await cookieFor(panel.operatorToken);
+    const stream = openStream(panel.url, cookie);
+    // The newest row of the node in what the stream sent (a node made just now joins at the next directory read).
+    const rowOf = () =>
+      stream.events
+        .filter((e) => e.event === 'snapshot' || e.event === 'changes')
+        .flatMap((e) => (e.data as { rows: FleetRow[] }).rows.filter((r) => r.id === node.id))
+        .at(-1);
+    expect(await waitFor(rowOf, { timeoutMs: 5_000 })).toMatchObject({ cordoned: false, labels: {} });
+    expect((await panel.api('PATCH', `/v1/nodes/${node.id}`, { labels: { zone: 'a' } })).status).toBe(200);
+    expect((await panel.api('POST', `/v1/nodes/${node.id}/cordon`)).status).toBe(200);
+    const changedAt = Date.now();
+    const change = await waitFor(
+      () => stream.events.find((e) => e.event === 'changes' && (e.data as { rows: FleetRow[] }).rows.some((r) => r.id === node.id && r.cordoned === true)),
+      { timeoutMs: 5_000 },
+    );
+    stream.stop();
+    expect(rowOf()!.labels).toEqual({ zone: 'a' });
+    // A directory refresh, then the next batch (at most a second apart).
+    expect(change.at - changedAt).toBeLessThanOrEqual(REFRESH_MS + 1_000 + 500);
+  });
+
   it('counts missed ACKs of the last 24 h from ACK-timeout session events, across a panel restart', async () => {
     const node = await panel.createNode('api-acks');
     // Never ACKs the routing map: the session is killed after the ACK timeout (300 ms).

@@ -114,6 +114,21 @@ describe.skipIf(!ready)('fleet page in chromium', () => {
     expect(await row('web-alpha').textContent()).not.toContain('drifting');
   });
 
+  it('says in words which node is cordoned, live, and shows its labels on its page', async () => {
+    const alpha = await panel.prisma.node.findUniqueOrThrow({ where: { name: 'web-alpha' } });
+    expect((await panel.api('PATCH', `/v1/nodes/${alpha.id}`, { labels: { zone: 'eu-1', 'tether.io/ingress': 'true' } })).status).toBe(200);
+    expect((await panel.api('POST', `/v1/nodes/${alpha.id}/cordon`)).status).toBe(200);
+    await expect.poll(() => row('web-alpha').locator('td.state').textContent(), { timeout: 5_000 }).toBe('● reachable ⊘ cordoned');
+    expect(await row('web-drift').locator('td.state').textContent()).toBe('● reachable');
+    await row('web-alpha').locator('th a').click();
+    await expect.poll(() => page.locator('dd.labels').textContent(), { timeout: 5_000 }).toBe('tether.io/ingress=true, zone=eu-1');
+    expect(await page.locator('dd.placement').textContent()).toMatch(/^⊘ cordoned/);
+    expect((await panel.api('POST', `/v1/nodes/${alpha.id}/uncordon`)).status).toBe(200);
+    await expect.poll(() => page.locator('dd.placement').textContent(), { timeout: 5_000 }).toBe('takes new services');
+    await page.getByRole('link', { name: '← All nodes' }).click();
+    await expect.poll(() => row('web-alpha').locator('td.state').textContent(), { timeout: 5_000 }).toBe('● reachable');
+  });
+
   it('turns a silent node unreachable with reason "idle timeout" within the deadline + 1 s, without a reload', async () => {
     agents.bravo!.goSilent();
     await row('web-bravo').and(page.locator('[data-state="unreachable"]')).waitFor({ timeout: IDLE_MS + BATCH_MS + 5_000 });

@@ -304,7 +304,9 @@ describe.skipIf(!ready)('Caddy restarted (reconcile interval 1.5 s, agent self-c
     const tookMs = Date.now() - brokenAt;
     // The answerer lives in Caddy's network namespace: a restarted or recreated Caddy answers no-upstream (503)
     // until the agent's answerer check (1 s) finds knotd gone with it and starts it in the new namespace.
+    const repairedAt = Date.now();
     await waitFor(async () => (await getThroughProxy(h, domain)).status === 200, { timeoutMs: 5_000, intervalMs: 100, message: 'answerer followed Caddy' });
+    console.info(`answered through the repaired Caddy ${Date.now() - repairedAt} ms after its repair reload was recorded`);
     await settled(panel, h);
     // The pushes after the repair compare and do nothing.
     await sleep(2 * INTERVAL_MS);

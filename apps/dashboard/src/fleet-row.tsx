@@ -45,7 +45,10 @@ export function FleetRowView(props: { row: FleetRow; index: number; now: number;
           {row.name}
         </a>
       </th>
-      <td class={`state state-${row.state}`}>{STATE_TEXT[row.state]}</td>
+      <td class={`state state-${row.state}`}>
+        {STATE_TEXT[row.state]}
+        {row.cordoned && row.state !== 'decommissioned' ? <span class="flag cordoned" title="no new services are placed here"> ⊘ cordoned</span> : null}
+      </td>
       <td class="why" title={row.reasonDetail ?? undefined}>
         {row.state === 'unreachable' ? (
           <>

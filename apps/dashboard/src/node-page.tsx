@@ -72,6 +72,10 @@ export function NodePage(props: { id: string; fleet: Fleet }) {
           desired {shortHash(row.routing.desiredHash)}, applied {shortHash(row.routing.appliedHash)}
           {row.routing.drifting && <span class="flag drift"> ⚠ drifting</span>}
         </dd>
+        <dt>Placement</dt>
+        <dd class="placement">{row.cordoned ? '⊘ cordoned: no new services are placed here; those here keep running' : 'takes new services'}</dd>
+        <dt>Labels</dt>
+        <dd class="mono labels">{labelText(row.labels)}</dd>
       </dl>
 
       <h3 id="services-title">Services</h3>
@@ -133,4 +137,10 @@ export function NodePage(props: { id: string; fleet: Fleet }) {
       </table>
     </article>
   );
+}
+
+/** `key=value, …` in key order; a dash for none (and from older panels). */
+function labelText(labels: Record<string, string> | undefined): string {
+  const entries = Object.entries(labels ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return entries.length === 0 ? '—' : entries.map(([k, v]) => `${k}=${v}`).join(', ');
 }

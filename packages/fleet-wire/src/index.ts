@@ -34,6 +34,10 @@ export interface FleetRow {
    * have a certificate error. Absent without a live session that probes, and from older panels.
    */
   routes?: { serving: number; failing: number; certificateErrors: number };
+  /** Cordoned: the node gets no new placements (absent from older panels). */
+  cordoned?: boolean;
+  /** The node's labels, which a service's placement can require (absent from older panels). */
+  labels?: Record<string, string>;
 }
 
 /** The `snapshot` event of the fleet stream: every row, as of `now`. */

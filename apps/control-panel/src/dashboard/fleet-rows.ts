@@ -73,6 +73,8 @@ export function fleetRow(node: DirectoryNode, dir: DirectorySnapshot, src: RowSo
     lastReloadReason: routing.lastReloadReason,
     routing: { desiredHash: routing.desiredHash, appliedHash: routing.appliedHash, drifting: routing.drifting },
     ...(routes ? { routes } : {}),
+    cordoned: node.cordoned ?? false,
+    labels: node.labels ?? {},
   };
 }
 

@@ -3,6 +3,7 @@ import type { Db } from '../db/database.js';
 import { AppError } from '../errors.js';
 import type { Node } from '../generated/prisma/client.js';
 import { generateToken, hashToken } from './tokens.js';
+import { stringRecordOf } from '../db/json-columns.js';
 import { mapPrismaError, toIso } from '../db/prisma-helpers.js';
 import type { ApiDeps } from './api-deps.js';
 
@@ -14,10 +15,7 @@ type NodeWithCount = Node & { _count: { services: number } };
 export type NodeLabels = Record<string, string>;
 
 /** The labels column as stored (a JSON object of strings; anything else reads as none). */
-export function labelsOf(value: unknown): NodeLabels {
-  if (!value || typeof value !== 'object' || Array.isArray(value)) return {};
-  return Object.fromEntries(Object.entries(value).filter((e): e is [string, string] => typeof e[1] === 'string'));
-}
+export const labelsOf = (value: unknown): NodeLabels => stringRecordOf(value);
 
 /** Most labels a node carries: placement matches them on every scheduling pass. */
 export const MAX_NODE_LABELS = 32;

@@ -1,5 +1,6 @@
 import { AppError } from '../errors.js';
 import type { Node } from '../generated/prisma/client.js';
+import { stringRecordOf } from '../db/json-columns.js';
 import { lockNodeShared } from '../db/prisma-helpers.js';
 import type { Tx } from '../db/database.js';
 
@@ -32,10 +33,7 @@ export function placementOf(value: unknown): ServicePlacement {
   const { nodes, labels } = value as { nodes?: unknown; labels?: unknown };
   return {
     nodes: Array.isArray(nodes) ? nodes.filter((n): n is string => typeof n === 'string') : [],
-    labels:
-      labels && typeof labels === 'object' && !Array.isArray(labels)
-        ? Object.fromEntries(Object.entries(labels).filter((e): e is [string, string] => typeof e[1] === 'string'))
-        : {},
+    labels: stringRecordOf(labels),
   };
 }
 

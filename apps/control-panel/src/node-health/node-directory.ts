@@ -3,6 +3,7 @@ import type { Loop } from '@tether/common';
 import { CLOSE_CODES } from '@tether/protocol';
 import { healthOf, sqlOf, type Db } from '../db/database.js';
 import type { Sql } from '../db/sql.js';
+import { stringRecordOf } from '../db/json-columns.js';
 import { LastGoodRead, refreshedRead } from '../db/last-good-read.js';
 import type { NodeFacts } from './node-health.js';
 
@@ -14,7 +15,8 @@ import type { NodeFacts } from './node-health.js';
 // last good read. Liveness never comes from here: the connected map says who
 // is reachable (node-health.ts); this says who exists and what the history says.
 
-export type DirectoryNode = NodeFacts;
+/** The facts node health is judged on, and what the fleet page shows beside them. */
+export type DirectoryNode = NodeFacts & { cordoned?: boolean; labels?: Record<string, string> };
 
 export interface DesiredService {
   id: string;
@@ -47,8 +49,8 @@ const whole = (v: number | null) => (v === null ? null : Math.round(v));
 
 /** Every node by name, times as epoch milliseconds (close codes are the snapshot's business: null here). */
 async function readNodes(sql: Sql): Promise<DirectoryNode[]> {
-  const rows = await sql.rows<{ id: string; name: string; decommissioned: boolean; last_seen: number | null; unreachable: number | null; teardown: number | null; teardown_reason: string | null }>(
-    `SELECT id, name, decommissioned, ${ms('last_seen_at')} AS last_seen, ${ms('unreachable_since')} AS unreachable,
+  const rows = await sql.rows<{ id: string; name: string; decommissioned: boolean; cordoned: boolean; labels: unknown; last_seen: number | null; unreachable: number | null; teardown: number | null; teardown_reason: string | null }>(
+    `SELECT id, name, decommissioned, cordoned, labels, ${ms('last_seen_at')} AS last_seen, ${ms('unreachable_since')} AS unreachable,
       ${ms('last_teardown_at')} AS teardown, last_teardown_reason AS teardown_reason
     FROM nodes ORDER BY name`,
   );
@@ -57,6 +59,8 @@ async function readNodes(sql: Sql): Promise<DirectoryNode[]> {
     id: n.id,
     name: n.name,
     decommissioned: n.decommissioned,
+    cordoned: n.cordoned,
+    labels: stringRecordOf(n.labels),
     lastSeenAt: whole(n.last_seen),
     unreachableSince: whole(n.unreachable),
     lastTeardownAt: whole(n.teardown),
