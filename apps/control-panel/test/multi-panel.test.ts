@@ -41,6 +41,10 @@ beforeAll(async () => {
   databaseUrl = await pg.createDatabase();
   const start = (id: string) => startPanel({ databaseUrl, env: { ...env, TETHER_PANEL_ID: `panel-${id}` } });
   [a, b, c] = await Promise.all([start('a'), start('b'), start('c')]);
+  // As startPanels does: a panel reaches another through the internal URL that one writes with its lease after it
+  // listens; a deploy forwarded before then is 503 OWNER_PANEL_NO_INTERNAL_URL (seen once under a loaded CI run).
+  await waitFor(async () => (await a.prisma.panel.count({ where: { internalUrl: { not: null }, internalSecretHash: { not: null } } })) === 3);
+  for (const panel of [a, b, c]) await waitFor(async () => (await fetch(`${panel.url}/readyz`)).status === 200);
 }, 60_000);
 afterAll(async () => {
   for (const f of cleanup.reverse()) await f();
@@ -66,7 +70,7 @@ describe('several panels on one database', () => {
     expect(owner).toMatchObject({ panelId: 'panel-b', sessionId: agent.welcome.sessionId });
 
     const res = await a.api('POST', `/v1/services/${service.id}/deployments`, {});
-    expect(res.status).toBe(202);
+    expect(res.status, `${JSON.stringify(res.body)}\npanel A:\n${a.recentLogs()}`).toBe(202);
     expect(res.body).toMatchObject({ status: 'delivered', sessionId: agent.welcome.sessionId });
     const sent = await agent.waitFor((m) => m.type === 'deploy');
     expect(sent).toMatchObject({ workload: { deploymentId: res.body.id } });
