@@ -107,7 +107,9 @@ export abstract class KnotSupervision implements Answerer {
       this.state.lastFailure = (error as Error).message;
       this.state.lastFailureAt = new Date().toISOString();
       if (wasUp) this.state.restarts += 1;
-      this.supervision.logger.warn({ err: error, wasUp }, 'answerer did not answer; (re)starting knotd');
+      // At an agent's start no answerer runs yet: that first miss is the normal start, not a fault worth a warning.
+      if (!wasUp && this.state.starts === 0) this.supervision.logger.info({}, 'no answerer running yet; starting the answerer');
+      else this.supervision.logger.warn({ err: error, wasUp }, 'answerer did not answer; (re)starting knotd');
     }
     await this.replace();
   }
