@@ -112,6 +112,7 @@ export class DockerWorkloadController implements WorkloadController {
       CAPABILITIES.WORKLOAD_HEALTH_CHECK,
       CAPABILITIES.WORKLOAD_DRAIN,
       CAPABILITIES.REGISTRY_AUTH,
+      CAPABILITIES.WORKLOAD_ALLOCATIONS,
       ...(this.inventory ? [CAPABILITIES.VOLUMES_INVENTORY] : []),
     ];
     this.images = new PrivateImages(options.privateImagesFile ? { file: options.privateImagesFile, logger: this.logger } : undefined);
