@@ -168,7 +168,8 @@ export class AllocationExecutor {
     await this.settle(serviceId, settled.bindings);
     await this.pin(containers);
     this.containers = [...this.containers.filter((c) => c.serviceId !== serviceId), ...containers];
-    for (const a of this.set?.allocations.filter(ofService(serviceId)) ?? []) this.report.rolling.delete(a.allocationId);
+    // Rolling ends once the bindings are settled, so no report shows an allocation back on `pending` in between.
+    for (const a of first.rollouts.flatMap((r) => r.allocations)) this.report.rolling.delete(a.allocationId);
     this.report.update();
   }
 
