@@ -1,5 +1,5 @@
 import type { VolumeSnapshot } from './volumes/index.js';
-import type { CanaryDropEvent, ContainerState, ReloadEvent, Route, RoutingStatus, RuntimeStatus, Workload } from '@tether/protocol';
+import type { Allocation, AllocationStatus, CanaryDropEvent, ContainerState, Release, ReloadEvent, Route, RoutingStatus, RuntimeStatus, Workload } from '@tether/protocol';
 
 // The seams between the agent's panel session and the two things it drives.
 // The session (connection/) only talks to these interfaces; runtime/ (Docker)
@@ -51,6 +51,23 @@ export interface WorkloadController {
   notServing?(): ReadonlySet<string>;
   /** Drains of this run; absent: the controller drains nothing. */
   drainStats?(): DrainStats;
+  /**
+   * Capability `workload.allocations`: the node's complete `allocations` set, from now on its only intent (a later
+   * `setDesired` hands the node back to replica slots). Present exactly when the controller announces the capability.
+   */
+  setAllocations?(set: AllocationSet): void;
+  /** Every allocation as `allocations.status` reports it; null before this agent run's first set. */
+  allocationStatus?(): AllocationStatus[] | null;
+  /** `listener` runs whenever the allocations' status changes and after every applied set; returns the unsubscribe. */
+  onAllocationStatus?(listener: () => void): () => void;
+}
+
+/** An `allocations` frame as the controller takes it. */
+export interface AllocationSet {
+  /** The frame's id (`allocations.status` names it in `ref`). */
+  id: string;
+  allocations: readonly Allocation[];
+  releases: readonly Release[];
 }
 
 export interface RoutingMapInput {

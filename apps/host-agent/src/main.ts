@@ -41,6 +41,8 @@ function controllers(
           pendingRemovalsFile: path.join(config.stateDir, 'volume-removals.json'),
           privateImagesFile: path.join(config.stateDir, 'private-images.json'),
           drainsFile: path.join(config.stateDir, 'drains.json'),
+          allocationsFile: path.join(config.stateDir, 'allocations.json'),
+          allocationDrainsFile: path.join(config.stateDir, 'allocation-drains.json'),
           traffic: () => proxy.routing?.traffic,
           onDrained: (report) => agent()?.connection.reportDrained(report),
           // A container that crashed past its restart budget fails its deployment, visibly, on the panel.

@@ -101,6 +101,8 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
   private confirmed: readonly string[] = [];
   /** The inventory revision this session was last sent in `volumes.report`. */
   private volumesSent: number | null = null;
+  /** The id of this session's last `allocations` frame (`allocations.status` names it); null before the first. */
+  private allocationsRef: string | null = null;
   /** The version this connection's hello says, and the one the next says when a panel refused a higher one. */
   private protocolVersion: number;
   private stepDownTo: number | null = null;
@@ -115,6 +117,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     this.events = options.events ? new EventSender(options.events, this.nextId) : null;
     this.targets = new PanelTargets(options.panelUrl, options.random);
     options.events?.onRecorded(() => this.sendEvents());
+    options.workloads.onAllocationStatus?.(() => this.sendAllocationStatus());
     this.routeFrames();
   }
 
@@ -271,11 +274,14 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
         this.attachLogs(socket, message.capabilities ?? []);
       })
       .handle('ping', (message) => void this.send({ type: 'pong', id: this.nextId(), ref: message.id }))
+      // For a session that agreed on workload.allocations, the allocations set is the one intent path.
       .handle('deploy', (message) => {
+        if (this.allocationsAgreed) return false;
         ack(message.id);
         void this.carryOut(message.workload);
       })
       .handle('workloads', (message) => {
+        if (this.allocationsAgreed) return false;
         ack(message.id);
         this.options.workloads.setDesired(message.workloads);
       })
@@ -286,6 +292,12 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
         // ACKed once recorded in the state dir, so a restart resumes it; the work itself comes after.
         const acked = () => void ack(message.id);
         this.options.workloads.removeVolumes(message.serviceId, message.names).then(acked, acked);
+      })
+      .handle('allocations', (message) => {
+        if (!this.allocationsAgreed || !this.options.workloads.setAllocations) return false;
+        ack(message.id);
+        this.allocationsRef = message.id;
+        this.options.workloads.setAllocations({ id: message.id, allocations: message.allocations, releases: message.releases });
       })
       .handle('routing.map', (message) => {
         ack(message.id);
@@ -301,6 +313,24 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
         this.options.logger.warn({ code: message.code, ref: message.ref, message: message.message }, 'panel rejected a frame');
       })
       .handle('ack', (message) => void this.events?.acknowledged(message.ref));
+  }
+
+  /** Both ends named workload.allocations on this session (and the controller carries it out). */
+  private get allocationsAgreed(): boolean {
+    return this.confirmed.includes(CAPABILITIES.WORKLOAD_ALLOCATIONS) && this.options.workloads.setAllocations !== undefined;
+  }
+
+  /**
+   * The allocations as the node runs them (`allocations.status`), complete, on a session that agreed on the
+   * capability; not ACKed and never held: the next one repeats the state, and every new session gets one.
+   * Nothing before the agent's first set (an empty list would say every allocation is gone).
+   */
+  private sendAllocationStatus(): void {
+    if (!this.socket || this.state_ !== 'ready' || !this.allocationsAgreed) return;
+    const statuses = this.options.workloads.allocationStatus?.();
+    if (!statuses) return;
+    const allocations = statuses.map((s) => ({ ...s, reason: s.reason === null ? null : freeText(s.reason) }));
+    this.send({ type: 'allocations.status', id: this.nextId(), ref: this.allocationsRef, allocations });
   }
 
   /** Sends on the current socket (frames are routed only while it is the current one). */
@@ -341,6 +371,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     // A drain's report goes only to a panel that speaks it (one that did not never sent drainSeconds).
     this.results.drain((result) => (result.type === 'deploy.drained' && !this.confirmed.includes(CAPABILITIES.WORKLOAD_DRAIN) ? undefined : this.sendOn(socket, result)));
     this.sendEvents();
+    this.sendAllocationStatus();
     this.options.logger.info({ sessionId, heartbeatMs, idleTimeoutMs: this.idleTimeoutMs, protocolVersion: this.protocolVersion }, 'session ready');
     this.emit('ready', { sessionId, timing, protocolVersion: this.protocolVersion });
   }
@@ -350,11 +381,13 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     // Events whose proxy.events went unACKed (the panel's database was down) go again, with the same keys.
     this.sendEvents();
     const observation = await this.options.workloads.observe();
+    const agreed = this.allocationsAgreed;
     this.sendOn(socket, {
       type: 'heartbeat',
       id: this.nextId(),
       seq: this.seq++,
-      containers: observation.containers,
+      // allocationId travels only on a session where both ends named workload.allocations (docs/protocol.md).
+      containers: agreed ? observation.containers : observation.containers.map(({ allocationId: _allocation, ...c }) => c),
       runtime: runtimeStatus(observation.runtime),
       routing: this.routingStatus(),
     });
@@ -432,6 +465,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     this.logsAttached = false;
     this.confirmed = [];
     this.volumesSent = null;
+    this.allocationsRef = null;
     this.options.logs?.detach();
     void this.heartbeat?.stop();
     this.heartbeat = undefined;

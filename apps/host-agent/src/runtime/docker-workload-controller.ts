@@ -1,9 +1,10 @@
 import { backoffDelay, errorMessage, KeyedSerialQueue, sanitizeText, silentLogger, type Logger } from '@tether/common';
 import { LABELS } from '../docker/docker-client.js';
 import { createLoop, type Loop } from '@tether/common';
-import { CAPABILITIES, type ContainerState, type RuntimeStatus, type Workload } from '@tether/protocol';
+import { CAPABILITIES, type AllocationStatus, type ContainerState, type RuntimeStatus, type Workload } from '@tether/protocol';
 import type { DeployOutcome, DrainReport, DrainStats, Observation, ProxyTraffic, WorkloadController } from '../controllers.js';
 import type { ContainerRuntime } from './container-runtime.js';
+import { AllocationExecutor, type AllocationSet } from './allocation-executor.js';
 import { ContainerReader, toContainerState, type ReadContainer } from './container-reader.js';
 import { DeploymentBook, failure, outcomeOf } from './deployment-book.js';
 import { RUNTIME_ERROR_CODES } from './errors.js';
@@ -47,6 +48,10 @@ export interface DockerWorkloadControllerOptions {
   traffic?: () => ProxyTraffic | undefined;
   /** A drain ended (`deploy.drained`). */
   onDrained?: (report: DrainReport) => void;
+  /** Where allocation adoptions and failures survive agent restarts (TETHER_STATE_DIR/allocations.json); default: memory only. */
+  allocationsFile?: string;
+  /** Where drains of removed allocations survive agent restarts (TETHER_STATE_DIR/allocation-drains.json); default: memory only. */
+  allocationDrainsFile?: string;
 }
 
 const NOT_STARTED = 'not started';
@@ -77,6 +82,8 @@ export class DockerWorkloadController implements WorkloadController {
   private readonly inventory: VolumeInventory | undefined;
   private readonly drains: DrainBook;
   private readonly drainer: Drainer;
+  /** The node's `allocations` set (capability workload.allocations); while it is active, plan() runs no service. */
+  private readonly allocations: AllocationExecutor;
 
   /** Desired workloads by service id; `desiredKnown` turns true with the panel's first complete set. */
   private readonly desired = new Map<string, Workload>();
@@ -105,6 +112,7 @@ export class DockerWorkloadController implements WorkloadController {
       CAPABILITIES.WORKLOAD_HEALTH_CHECK,
       CAPABILITIES.WORKLOAD_DRAIN,
       CAPABILITIES.REGISTRY_AUTH,
+      CAPABILITIES.WORKLOAD_ALLOCATIONS,
       ...(this.inventory ? [CAPABILITIES.VOLUMES_INVENTORY] : []),
     ];
     this.images = new PrivateImages(options.privateImagesFile ? { file: options.privateImagesFile, logger: this.logger } : undefined);
@@ -133,6 +141,18 @@ export class DockerWorkloadController implements WorkloadController {
         options.onFailure?.(failure);
       },
     };
+    this.allocations = new AllocationExecutor({
+      deps: this.deps,
+      reader: this.reader,
+      callTimeoutMs: this.timing.callTimeoutMs,
+      ...(options.allocationsFile ? { allocationsFile: options.allocationsFile } : {}),
+      ...(options.allocationDrainsFile ? { drainsFile: options.allocationDrainsFile } : {}),
+      traffic: () => options.traffic?.(),
+      planContext: () => this.planContext(),
+      markReported: (id) => this.ledger.markReported(id),
+      wake: (at) => this.scheduleWake(at),
+      logger: this.logger,
+    });
     this.watcher = new EventWatcher({
       runtime: options.runtime,
       labels: nodeSelector(options.node),
@@ -177,6 +197,7 @@ export class DockerWorkloadController implements WorkloadController {
       this.logger.info({ deploymentId: record.deploymentId, deadline: new Date(record.deadline).toISOString() }, 'resuming a drain from before the restart');
       this.drainer.follow(record);
     }
+    await this.allocations.start();
     this.watcher.start();
     this.sweep.start();
     await this.reconcile();
@@ -188,6 +209,7 @@ export class DockerWorkloadController implements WorkloadController {
     this.watcher.stop();
     this.health.stop();
     await this.drainer.stop();
+    await this.allocations.stop();
     if (this.wake) clearTimeout(this.wake.timer);
     this.wake = undefined;
     await this.sweep.stop();
@@ -199,6 +221,7 @@ export class DockerWorkloadController implements WorkloadController {
       const rows = await this.reader.read(this.timing.observeTimeoutMs);
       this.available();
       this.checkRunning(rows);
+      if (this.allocations.active) this.allocations.refresh(rows.map((r) => r.actual));
       return { containers: rows.map((r) => this.withCheck(toContainerState(r, this.ledger.total(r.actual.id)))), runtime: { ...this.status } };
     } catch (err) {
       // Unknown is not running: with the daemon unreachable no container is reported at all.
@@ -209,9 +232,9 @@ export class DockerWorkloadController implements WorkloadController {
 
   /** Checked containers that must take no traffic now (the static proxy leaves them out of its answers). */
   notServing(): ReadonlySet<string> {
-    const draining = this.drainer.draining();
+    const draining = [...this.drainer.draining(), ...this.allocations.draining()];
     const unchecked = this.health.notServing();
-    return draining.size === 0 ? unchecked : new Set([...unchecked, ...draining]);
+    return draining.length === 0 ? unchecked : new Set([...unchecked, ...draining]);
   }
 
   /** Drains that ended in this run and the connections they cut (agent metrics). */
@@ -223,7 +246,7 @@ export class DockerWorkloadController implements WorkloadController {
   private checkRunning(rows: ReadContainer[]): void {
     const keep = new Set<string>();
     for (const { actual, details } of rows) {
-      const workload = this.desired.get(actual.serviceId);
+      const workload = this.allocations.active ? this.allocations.releaseOf(actual) : this.desired.get(actual.serviceId);
       const check = workload?.healthCheck;
       if (!check || actual.state !== 'running' || workload.deploymentId !== actual.deploymentId) continue;
       keep.add(actual.id);
@@ -240,10 +263,28 @@ export class DockerWorkloadController implements WorkloadController {
   }
 
   setDesired(workloads: Workload[]): void {
+    // A panel without workload.allocations: the replica slots are the node's intent again.
+    this.allocations.deactivate();
     this.desired.clear();
     for (const w of workloads) this.desired.set(w.serviceId, w);
     this.desiredKnown = true;
     void this.reconcile();
+  }
+
+  /** The node's complete allocations set: from now on its only intent (allocation-executor.ts); plan() leaves every service to it. */
+  setAllocations(set: AllocationSet): void {
+    this.desired.clear();
+    this.desiredKnown = false;
+    this.allocations.apply(set);
+    void this.reconcile();
+  }
+
+  allocationStatus(): AllocationStatus[] | null {
+    return this.allocations.status();
+  }
+
+  onAllocationStatus(listener: () => void): () => void {
+    return this.allocations.report.listen(listener);
   }
 
   deploy(workload: Workload): Promise<DeployOutcome> {
@@ -348,7 +389,8 @@ export class DockerWorkloadController implements WorkloadController {
       restarts: this.ledger.spentView(),
       reported: this.ledger.reportedView(),
       held: this.book.held(),
-      draining: this.drainer.draining(),
+      // Removed allocations' drains too: after a downgrade to `workloads` they stay their drain's to stop.
+      draining: this.allocations.draining().size === 0 ? this.drainer.draining() : new Set([...this.drainer.draining(), ...this.allocations.draining()]),
     };
   }
 
@@ -374,6 +416,10 @@ export class DockerWorkloadController implements WorkloadController {
     const now = Date.now();
     this.ledger.retain(new Set(rows.map((r) => r.actual.id)));
     this.ledger.settle(rows.filter((r) => r.actual.state === 'running').map((r) => r.actual), now, this.restartPolicy.resetAfterMs);
+    if (this.allocations.active) {
+      for (const serviceId of this.allocations.servicesWithWork(rows.map((r) => r.actual))) this.schedule(serviceId, () => this.allocations.converge(serviceId));
+      return;
+    }
     const actions = plan(this.desiredKnown ? this.desired : null, rows.map((r) => r.actual), this.planContext());
     this.scheduleWaits(actions);
     const services = new Set<string>();
@@ -386,10 +432,13 @@ export class DockerWorkloadController implements WorkloadController {
       }
       services.add(a.serviceId);
     }
-    for (const serviceId of services) {
-      if (this.lanes.busy(serviceId)) this.skipped.add(serviceId);
-      else this.enqueue(serviceId, () => this.converge(serviceId));
-    }
+    for (const serviceId of services) this.schedule(serviceId, () => this.converge(serviceId));
+  }
+
+  /** Work a pass found for a service: run in its lane, or once more after the work already in it. */
+  private schedule(serviceId: string, work: () => Promise<void>): void {
+    if (this.lanes.busy(serviceId)) this.skipped.add(serviceId);
+    else this.enqueue(serviceId, work);
   }
 
   /**

@@ -1,6 +1,7 @@
 import type { DeployOutcome } from '../controllers.js';
 import { RuntimeError } from './errors.js';
-import { failed, prepare, startAndCheck, type ExecutorDeps, type RolloutAction, type RolloutResult } from './executor.js';
+import type { ContainerSpec } from './container-runtime.js';
+import { failed, prepare, slotSpecs, startAndCheck, type ExecutorDeps, type RolloutAction, type RolloutResult } from './executor.js';
 
 /**
  * Rollout of a service with a writable volume: two containers must never
@@ -10,7 +11,11 @@ import { failed, prepare, startAndCheck, type ExecutorDeps, type RolloutAction, 
  * removed only once the new ones are ready. The service is down between the
  * stop and the new container's readiness; the outcome's reason says so.
  */
-export async function rolloutWithoutOverlap(deps: ExecutorDeps, action: Extract<RolloutAction, { kind: 'replace' }>): Promise<RolloutResult> {
+export async function rolloutWithoutOverlap(
+  deps: ExecutorDeps,
+  action: Extract<RolloutAction, { kind: 'replace' }>,
+  specs: ContainerSpec[] = slotSpecs(deps, action),
+): Promise<RolloutResult> {
   const { runtime, timing } = deps;
   const { workload } = action;
   const old = action.retire;
@@ -26,7 +31,7 @@ export async function rolloutWithoutOverlap(deps: ExecutorDeps, action: Extract<
       stopped.push(c.id);
       deps.touched(c.id);
     }
-    await startAndCheck(deps, workload, action.replicas, action.keep, created);
+    await startAndCheck(deps, workload, specs, action.keep, created);
   } catch (err) {
     deps.logger.warn({ deploymentId: workload.deploymentId, err }, 'rollout without overlap failed; starting the old containers again');
     await Promise.all(created.map((id) => runtime.remove(id).then(() => deps.touched(id)).catch(() => undefined)));
@@ -43,7 +48,7 @@ export async function rolloutWithoutOverlap(deps: ExecutorDeps, action: Extract<
         .catch((err: unknown) => deps.logger.warn({ container: c.name, err }, 'removing an old container failed; the next pass retries')),
     ),
   ).then(() => undefined);
-  const count = action.replicas.length + action.keep.length;
+  const count = specs.length + action.keep.length;
   const replaced = old.length ? `, replaced ${old.length} old container(s) without overlap (writable volume: stopped the old one first)` : '';
   const outcome: DeployOutcome = { status: 'running', reason: `${count}/${workload.replicas} replicas running${replaced}` };
   deps.logger.info({ deploymentId: workload.deploymentId, retired: old.length }, 'rollout without overlap switched');

@@ -2,7 +2,7 @@ import { errorMessage, sleep, truncate, type Logger } from '@tether/common';
 import { FIELD_LIMITS } from '@tether/protocol';
 import type { Workload } from '@tether/protocol';
 import type { DeployOutcome } from '../controllers.js';
-import type { ContainerRuntime } from './container-runtime.js';
+import type { ContainerRuntime, ContainerSpec } from './container-runtime.js';
 import { RUNTIME_ERROR_CODES, RuntimeError } from './errors.js';
 import { ensureImage, type PrivateImages } from './image-access.js';
 import type { Action, ActualContainer } from './plan.js';
@@ -62,9 +62,11 @@ export const failed = (err: unknown): DeployOutcome => {
   return { status: 'failed', code, reason: truncate(errorMessage(err), FIELD_LIMITS.text) };
 };
 
+/** The containers a rollout makes: one per replica slot, unless the caller names them (an allocation's, allocation-rollout.ts). */
+export const slotSpecs = (deps: ExecutorDeps, action: RolloutAction): ContainerSpec[] => action.replicas.map((replica) => containerSpec(deps.node, deps.network, action.workload, replica));
+
 /** Creates a container; a leftover of this node under the same name (an interrupted attempt) is removed first. */
-async function createFresh(deps: ExecutorDeps, workload: Workload, replica: number): Promise<string> {
-  const spec = containerSpec(deps.node, deps.network, workload, replica);
+async function createFresh(deps: ExecutorDeps, spec: ContainerSpec): Promise<string> {
   try {
     return await deps.runtime.create(spec);
   } catch (err) {
@@ -116,7 +118,7 @@ export async function stopAndRemove(deps: ExecutorDeps, container: { id: string 
  * Caddy) reaches a new one. On failure the new containers are removed and
  * the old ones never noticed.
  */
-export async function rollout(deps: ExecutorDeps, action: RolloutAction): Promise<RolloutResult> {
+export async function rollout(deps: ExecutorDeps, action: RolloutAction, specs: ContainerSpec[] = slotSpecs(deps, action)): Promise<RolloutResult> {
   const { runtime } = deps;
   const { workload } = action;
   const keep = action.kind === 'replace' ? action.keep : [];
@@ -124,13 +126,13 @@ export async function rollout(deps: ExecutorDeps, action: RolloutAction): Promis
   const created: string[] = [];
   try {
     await prepare(deps, workload);
-    await startAndCheck(deps, workload, action.replicas, keep, created);
+    await startAndCheck(deps, workload, specs, keep, created);
   } catch (err) {
     deps.logger.warn({ deploymentId: workload.deploymentId, err }, 'rollout failed; the running containers stay');
     await Promise.all(created.map((id) => runtime.remove(id).then(() => deps.touched(id)).catch(() => undefined)));
     return { outcome: failed(err), superseded: [], cleanup: Promise.resolve() };
   }
-  const count = action.replicas.length + keep.length;
+  const count = specs.length + keep.length;
   const outcome: DeployOutcome = { status: 'running', reason: `${count}/${workload.replicas} replicas running${old.length ? `, replaced ${old.length} old container(s)` : ''}` };
   const superseded = [...new Set(old.map((c) => c.deploymentId))];
   if (workload.drainSeconds !== undefined && old.length > 0) {
@@ -155,16 +157,16 @@ export async function prepare(deps: ExecutorDeps, workload: Workload): Promise<v
 }
 
 /**
- * Creates and starts the replicas in `replicas`, brings `keep` up, and waits
+ * Creates and starts the containers of `specs`, brings `keep` up, and waits
  * until all are ready. The ids of the containers it made are pushed to
  * `created` as it goes, so a caller can remove them when it throws.
  */
-export async function startAndCheck(deps: ExecutorDeps, workload: Workload, replicas: number[], keep: ActualContainer[], created: string[]): Promise<void> {
+export async function startAndCheck(deps: ExecutorDeps, workload: Workload, specs: ContainerSpec[], keep: ActualContainer[], created: string[]): Promise<void> {
   const { runtime, timing } = deps;
   const targets: ReadinessTarget[] = [];
   const made: string[] = [];
-  for (const replica of replicas) {
-    const id = await createFresh(deps, workload, replica);
+  for (const spec of specs) {
+    const id = await createFresh(deps, spec);
     created.push(id);
     made.push(id);
     await runtime.start(id);

@@ -18,7 +18,16 @@ export function createDockerWorkloadController(
   node: string,
   options: Pick<
     DockerWorkloadControllerOptions,
-    'logger' | 'onFailure' | 'restartCountersFile' | 'pendingRemovalsFile' | 'privateImagesFile' | 'drainsFile' | 'traffic' | 'onDrained'
+    | 'logger'
+    | 'onFailure'
+    | 'restartCountersFile'
+    | 'pendingRemovalsFile'
+    | 'privateImagesFile'
+    | 'drainsFile'
+    | 'traffic'
+    | 'onDrained'
+    | 'allocationsFile'
+    | 'allocationDrainsFile'
   > = {},
 ): DockerWorkloadController {
   const runtime = new DockerContainerRuntime(docker, { callTimeoutMs: config.timing.callTimeoutMs, containerLogs: config.containerLogs });
