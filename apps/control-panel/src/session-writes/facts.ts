@@ -14,7 +14,11 @@ import type { AuditRow } from '../audit/audit-entry.js';
 export type DeploymentTerminal = 'unreachable' | 'ack_timeout' | 'failed' | 'running';
 
 export type DurableFact =
-  | { kind: 'session.opened'; nodeId: string; sessionId: string; at: string; generation?: number }
+  /**
+   * capabilities: what both ends agreed at the open (recorded on the node row, fenced like the rest of it);
+   * absent in facts spilled by an older panel: the row keeps what it had.
+   */
+  | { kind: 'session.opened'; nodeId: string; sessionId: string; at: string; generation?: number; capabilities?: string[] }
   | {
       kind: 'session.closed';
       nodeId: string;
