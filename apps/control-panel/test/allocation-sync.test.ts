@@ -203,3 +203,68 @@ describe('allocations over the session', () => {
     expect((await rowsOf(a.id)).find((r) => r.id === run2)!.status).toMatchObject({ state: 'running' });
   });
 });
+
+describe('status per replica', () => {
+  it('answers per allocation for a managed service: unknown on a node without a session, running counted on live nodes only', async () => {
+    const m = await panel.createNode('replica-m');
+    const n = await panel.createNode('replica-n');
+    const svc = await serviceWithRelease(m.name, 'replica-web');
+    await panel.prisma.service.update({ where: { id: svc.serviceId }, data: { replicas: 2 } });
+    const onM = await allocation(svc.serviceId, m.id, svc.releaseId);
+    const onN = await allocation(svc.serviceId, n.id, svc.releaseId);
+    const stoppedOnM = await allocation(svc.serviceId, m.id, svc.releaseId, 'stop');
+    const agentM = await connect(m, CAPABLE);
+    await agentM.waitFor((x) => x.type === 'allocations');
+    agentM.send({ type: 'allocations.status', id: 'rs-1', ref: null, allocations: [statusOf(onM, svc.serviceId, svc.releaseId)] });
+    await waitFor(async () => (await rowsOf(m.id)).find((r) => r.id === onM)!.status_session === agentM.welcome.sessionId);
+    // A status recorded for the replica on N by a session long gone: N has no live session now.
+    await sql().run(`UPDATE allocations SET status = $2::jsonb, status_at = now() - interval '1 hour', status_session = 'ses_gone' WHERE id = $1`, [
+      onN,
+      JSON.stringify({ state: 'running', health: 'healthy', runningDeploymentId: svc.releaseId }),
+    ]);
+    await panel.settled();
+
+    const res = await panel.api('GET', `/v1/services/${svc.serviceId}/status`);
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ desiredReplicas: 2, runningReplicas: 1, unknownReplicas: 1, state: 'degraded' });
+    const byId = new Map((res.body.allocations as { allocationId: string }[]).map((x) => [x.allocationId, x]));
+    expect(byId.size).toBe(3);
+    expect(byId.get(onM)).toMatchObject({
+      node: { id: m.id, name: m.name },
+      desired: 'run',
+      state: 'running',
+      health: 'healthy',
+      deploymentId: svc.releaseId,
+      runningDeploymentId: svc.releaseId,
+      evidence: { sessionId: agentM.welcome.sessionId },
+    });
+    expect(byId.get(onN)).toMatchObject({ node: { name: n.name }, state: 'unknown', code: 'NODE_UNREACHABLE', evidence: { sessionId: 'ses_gone' } });
+    expect((byId.get(onN) as { evidence: { statusAgeMs: number } }).evidence.statusAgeMs).toBeGreaterThan(3_500_000);
+    expect(byId.get(stoppedOnM)).toMatchObject({ desired: 'stop', state: 'removed' });
+    expect(res.body.reason).toContain(`${n.name}: unknown`);
+
+    const list = await panel.api('GET', '/v1/status');
+    const listed = (list.body.services as { serviceId: string; unknownReplicas: number; allocations: unknown[] }[]).find((s) => s.serviceId === svc.serviceId)!;
+    expect(listed).toMatchObject({ runningReplicas: 1, unknownReplicas: 1 });
+    expect(listed.allocations).toHaveLength(3);
+
+    // The live node's session goes: its replica reads unknown too, and nothing counts as running.
+    agentM.close();
+    await waitFor(async () => (await panel.api('GET', `/v1/services/${svc.serviceId}/status`)).body.unknownReplicas === 2);
+    const gone = await panel.api('GET', `/v1/services/${svc.serviceId}/status`);
+    expect(gone.body).toMatchObject({ runningReplicas: 0, unknownReplicas: 2, state: 'unknown' });
+  });
+
+  it('an unmanaged service answers as before, with no allocations', async () => {
+    const u = await panel.createNode('replica-u');
+    const agentU = await connect(u, [CAPABILITIES.SECRETS]);
+    await agentU.waitFor((x) => x.type === 'workloads');
+    const svc = await serviceWithRelease(u.name, 'replica-old');
+    await allocation(svc.serviceId, u.id, svc.releaseId);
+    await panel.settled();
+    const res = await panel.api('GET', `/v1/services/${svc.serviceId}/status`);
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ desiredReplicas: 1, runningReplicas: 0, unknownReplicas: 0, allocations: [], state: 'down' });
+    expect(res.body.evidence).toMatchObject({ sessionId: agentU.welcome.sessionId });
+  });
+});
