@@ -118,12 +118,14 @@ describe('allocations over the session', () => {
     expect(agentA.received.some((m) => m.type === 'workloads')).toBe(false);
   });
 
-  it('changed(nodeId) sends the new set', async () => {
+  it('changed(nodeId) sends the new set, once for changes that arrive together', async () => {
     const before = agentA.received.filter((m) => m.type === 'allocations').length;
     const added = await allocation(svc.serviceId, a.id, svc.releaseId);
-    panel.app.agentSide.allocations.changed(a.id, 'test: scale-up');
+    // Three changes at once: the send queued first reads the rows when it starts, so one set carries them all.
+    for (let i = 0; i < 3; i++) panel.app.agentSide.allocations.changed(a.id, `test: scale-up ${i}`);
     const frame = await agentA.waitFor<Allocations>((m) => m.type === 'allocations' && m.allocations.some((x) => x.allocationId === added));
     expect(frame.allocations).toHaveLength(3);
+    await new Promise((r) => setTimeout(r, 200));
     expect(agentA.received.filter((m) => m.type === 'allocations').length).toBe(before + 1);
   });
 
@@ -227,7 +229,7 @@ describe('status per replica', () => {
     const res = await panel.api('GET', `/v1/services/${svc.serviceId}/status`);
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ desiredReplicas: 2, runningReplicas: 1, unknownReplicas: 1, state: 'degraded' });
-    const byId = new Map((res.body.allocations as { allocationId: string }[]).map((x) => [x.allocationId, x]));
+    const byId = new Map((res.body.allocations as { allocationId: string; evidence: { statusAgeMs: number } | null }[]).map((x) => [x.allocationId, x]));
     expect(byId.size).toBe(3);
     expect(byId.get(onM)).toMatchObject({
       node: { id: m.id, name: m.name },
@@ -239,7 +241,7 @@ describe('status per replica', () => {
       evidence: { sessionId: agentM.welcome.sessionId },
     });
     expect(byId.get(onN)).toMatchObject({ node: { name: n.name }, state: 'unknown', code: 'NODE_UNREACHABLE', evidence: { sessionId: 'ses_gone' } });
-    expect((byId.get(onN) as { evidence: { statusAgeMs: number } }).evidence.statusAgeMs).toBeGreaterThan(3_500_000);
+    expect(byId.get(onN)!.evidence!.statusAgeMs).toBeGreaterThan(3_500_000);
     expect(byId.get(stoppedOnM)).toMatchObject({ desired: 'stop', state: 'removed' });
     expect(res.body.reason).toContain(`${n.name}: unknown`);
 

@@ -64,6 +64,8 @@ interface AllocationRow {
 export class AllocationSync {
   private readonly nextId = createIdGenerator('p');
   private readonly sends = new KeyedSerialQueue<AgentSession>();
+  /** Sessions with a send queued that has not started (its read is still to come). */
+  private readonly waiting = new WeakSet<AgentSession>();
   /** The node's set, read once for every open of one turn of the loop (a reconnect storm). */
   private readonly reads = new TickBatcher<string, AllocationRow[]>((nodeIds) => this.load(nodeIds), 500, 2, OPEN_READ_LINGER_MS);
   /** Per node: what the last set sent on its live session left out, by allocation id. */
@@ -141,7 +143,13 @@ export class AllocationSync {
   }
 
   private enqueue(session: AgentSession, reason: string): void {
-    void this.sends.run(session, () => this.send(session, reason));
+    // A send queued and not started yet reads the node's rows when it starts: it carries this change too.
+    if (this.waiting.has(session)) return;
+    this.waiting.add(session);
+    void this.sends.run(session, () => {
+      this.waiting.delete(session);
+      return this.send(session, reason);
+    });
   }
 
   private async send(session: AgentSession, reason: string): Promise<void> {
