@@ -16,6 +16,7 @@ import { SessionDispatcher } from './dispatch/session-dispatcher.js';
 import type { SessionFactOutbox } from './session-writes/outbox.js';
 import type { SessionStore } from './session-writes/session-store.js';
 import { WorkloadSync } from './dispatch/workload-sync.js';
+import { AllocationSync } from './dispatch/allocation-sync.js';
 import type { Keyring } from './secrets/keyring.js';
 import { SecretDelivery } from './secrets/secret-delivery.js';
 import { LogRelay } from './log-streams/log-relay.js';
@@ -34,6 +35,8 @@ export interface AgentSide {
   frames: FrameRouter;
   dispatcher: SessionDispatcher;
   workloads: WorkloadSync;
+  /** Capability workload.allocations: `allocations` sets out, `allocations.status` in (the scheduler calls changed() and sets onAllocationStatus). */
+  allocations: AllocationSync;
   routing: RoutingReconciler;
   /** Log streams relayed from sessions to HTTP clients. */
   logs: LogRelay;
@@ -122,6 +125,16 @@ export function createAgentSide(deps: {
   });
   const secrets = new SecretDelivery(deps.prisma, deps.keyring);
   const workloads = new WorkloadSync(registry, store, logger, secrets);
+  const allocations = new AllocationSync({
+    registry,
+    prisma: deps.prisma,
+    outbox: deps.outbox,
+    logger,
+    secrets,
+    ...(deps.generations ? { generationOf: (sessionId: string) => deps.generations!.get(sessionId) } : {}),
+    // No session here: `workloads.changed` reaches the panel holding it (the cluster forwards it).
+    elsewhere: (nodeId, reason) => events.emit('workloads.changed', { nodeId, reason }),
+  });
   const dispatcher = new SessionDispatcher({ registry, store, events, logger, metrics, sentDeploys: workloads, secrets });
   const recorder = countedReloads(new PrismaReloadRecorder(deps.prisma, deps.outbox), registry, metrics);
   const routing = new RoutingReconciler({
@@ -170,6 +183,11 @@ export function createAgentSide(deps: {
     frames.handle('logs.end', (session, message) => logs.endReceived(session, message)),
     listen(registry, 'closed', (session, teardown) => logs.sessionClosed(session, teardown.reason)),
     listen(events, 'workloads.changed', ({ nodeId, reason }) => workloads.changed(nodeId, reason)),
+    // Allocations (issue 36): a capable session gets `allocations` sets (WorkloadSync skips it); its statuses are recorded.
+    listen(registry, 'opened', (session) => allocations.sessionOpened(session)),
+    listen(registry, 'closed', (session) => allocations.sessionClosed(session)),
+    listen(events, 'workloads.changed', ({ nodeId, reason }) => allocations.changedHere(nodeId, reason)),
+    frames.handle('allocations.status', (session, message) => void allocations.statusReceived(session, message)),
     listen(events, 'node.decommissioned', ({ nodeId }) => {
       registry.close(nodeId, CLOSE_CODES.DECOMMISSIONED, 'node decommissioned by an operator');
     }),
@@ -200,6 +218,7 @@ export function createAgentSide(deps: {
     frames,
     dispatcher,
     workloads,
+    allocations,
     routing,
     logs,
     volumeReports,
@@ -212,6 +231,7 @@ export function createAgentSide(deps: {
       await routing.stop();
       await registry.stop();
       await workloads.stop();
+      await allocations.stop();
       await volumeReports.idle();
       off.forEach((f) => f());
     },

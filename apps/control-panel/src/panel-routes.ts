@@ -91,7 +91,13 @@ export async function registerPanelRoutes(app: FastifyInstance, { deps, parts, m
       });
       await v1.register(reloadRoutes, { prisma, routing: agents.routing });
       await v1.register(panelStatusRoutes, { status });
-      await v1.register(statusRoutes, { prisma, registry: agents.registry, ...(cluster ? { cluster } : {}) });
+      await v1.register(statusRoutes, {
+        prisma,
+        registry: agents.registry,
+        ...(cluster ? { cluster } : {}),
+        // Issue 36: what this panel's last allocations set to a node left out, shown on those replicas.
+        leftOut: (nodeId) => agents.allocations.leftOut(nodeId),
+      });
     },
     { prefix: '/v1' },
   );

@@ -44,12 +44,18 @@ describe('proxy.events', () => {
     expect(await legacy.waitFor((m) => m.type === 'error')).toMatchObject({ code: 'UNEXPECTED_MESSAGE', ref: 'e1' });
   });
 
-  it('does not confirm workload.allocations (this panel sends no allocations sets yet) and refuses allocations.status', async () => {
+  it('confirms workload.allocations to an agent that names it, and refuses allocations.status from one that did not', async () => {
     const node = await panel.createNode('caps-allocations');
     const agent = await connect(node.token, [CAPABILITIES.PROXY_EVENTS, CAPABILITIES.WORKLOAD_ALLOCATIONS]);
-    expect(agent.welcome.capabilities).toEqual([CAPABILITIES.PROXY_EVENTS]);
-    agent.send({ ...EXAMPLE_MESSAGES['allocations.status'], id: 'st1' });
-    expect(await agent.waitFor((m) => m.type === 'error' && m.ref === 'st1')).toMatchObject({ code: 'UNEXPECTED_MESSAGE' });
+    expect(agent.welcome.capabilities).toEqual([CAPABILITIES.PROXY_EVENTS, CAPABILITIES.WORKLOAD_ALLOCATIONS]);
+    // Accepted on that session: no error comes back (a ping round trip later, nothing refused it).
+    agent.send({ ...EXAMPLE_MESSAGES['allocations.status'], id: 'st0' });
+    const other = await panel.createNode('caps-no-allocations');
+    const without = await connect(other.token, [CAPABILITIES.PROXY_EVENTS]);
+    expect(without.welcome.capabilities).toEqual([CAPABILITIES.PROXY_EVENTS]);
+    without.send({ ...EXAMPLE_MESSAGES['allocations.status'], id: 'st1' });
+    expect(await without.waitFor((m) => m.type === 'error' && m.ref === 'st1')).toMatchObject({ code: 'UNEXPECTED_MESSAGE' });
+    expect(agent.received.some((m) => m.type === 'error' && m.ref === 'st0')).toBe(false);
   });
 
   it('stores every event once across resends and sessions, ACKs each message after the commit', async () => {

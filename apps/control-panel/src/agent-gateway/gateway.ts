@@ -65,9 +65,11 @@ export interface GatewayOptions {
 
 // Once a session is open: every type an agent sends (the protocol's list) but a second hello.
 const AGENT_TYPES: ReadonlySet<string> = new Set(AGENT_MESSAGE_TYPES.filter((type) => type !== 'hello'));
-/** Optional protocol features this panel speaks (docs/protocol.md, "Capabilities"). */
-// Not `workload.allocations` yet: this panel does not send `allocations` sets (issue 36's wiring is to come).
-const PANEL_CAPABILITIES: ReadonlySet<string> = new Set(Object.values(CAPABILITIES).filter((c) => c !== CAPABILITIES.WORKLOAD_ALLOCATIONS));
+/**
+ * Optional protocol features this panel speaks (docs/protocol.md, "Capabilities"); `workload.allocations`
+ * included: such a session gets `allocations` sets (dispatch/allocation-sync.ts) and may send `allocations.status`.
+ */
+const PANEL_CAPABILITIES: ReadonlySet<string> = new Set(Object.values(CAPABILITIES));
 
 declare module 'fastify' {
   interface FastifyRequest {

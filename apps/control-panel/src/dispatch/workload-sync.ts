@@ -1,5 +1,5 @@
 import { KeyedSerialQueue, type Logger } from '@tether/common';
-import { createIdGenerator, type Workload } from '@tether/protocol';
+import { CAPABILITIES, createIdGenerator, type Workload } from '@tether/protocol';
 import { needsDelivery, type PlannedWorkload, type SecretDelivery } from '../secrets/secret-delivery.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import type { AgentSession } from '../sessions/session.js';
@@ -66,6 +66,8 @@ export class WorkloadSync {
   }
 
   private enqueue(session: AgentSession, reason: string): void {
+    // An agent that speaks workload.allocations is sent `allocations` sets only (dispatch/allocation-sync.ts).
+    if (session.hasCapability(CAPABILITIES.WORKLOAD_ALLOCATIONS)) return;
     void this.sends.run(session, () => this.send(session, reason));
   }
 

@@ -97,6 +97,24 @@ const Container = Type.Object({
   ),
 });
 
+/** One replica of a service managed by allocations (issue 36), as its node last reported it (docs/api.md, "Status per replica"). */
+export const ReplicaStatusSchema = Type.Object({
+  allocationId: Type.String(),
+  node: Type.Object({ id: Type.String(), name: Type.String() }),
+  desired: Type.Union([Type.Literal('run'), Type.Literal('stop')], { description: 'run: one of the replicas; stop: drained and removed by its node, not counted' }),
+  state: Type.Union(['pending', 'starting', 'running', 'failed', 'draining', 'removed', 'unknown'].map((s) => Type.Literal(s)), {
+    description: 'unknown: no live session proves its node, or the live session has not reported it yet',
+  }),
+  deploymentId: Nullable(Type.String(), { description: 'the release the allocation must run; null: the service has none yet' }),
+  runningDeploymentId: Nullable(Type.String(), { description: 'the release its serving container runs; null: none serves, or not reported' }),
+  health: Nullable(Type.String(), { description: 'none|starting|healthy|unhealthy, as reported; null: not reported' }),
+  code: Nullable(Type.String()),
+  reason: Nullable(Type.String()),
+  evidence: Nullable(Type.Object({ sessionId: Type.String(), statusAgeMs: Type.Integer() }), {
+    description: 'the session whose allocations.status recorded this state, and how long ago it changed; null: never reported',
+  }),
+});
+
 export const ServiceStatusSchema = Type.Object({
   serviceId: Type.String(),
   name: Type.String(),
@@ -105,6 +123,8 @@ export const ServiceStatusSchema = Type.Object({
   state: Type.Union(['running', 'degraded', 'down', 'stopped', 'unknown'].map((s) => Type.Literal(s))),
   desiredReplicas: Type.Integer(),
   runningReplicas: NullableInt,
+  unknownReplicas: Type.Integer({ description: "replicas no live session proves: a managed service's run allocations on such nodes; an unmanaged one's desiredReplicas while it is unknown, else 0" }),
+  allocations: Type.Array(ReplicaStatusSchema, { description: 'one per allocation (run and stop) of a service managed by allocations (its node speaks workload.allocations); empty otherwise' }),
   reason: Type.String(),
   containers: Type.Array(Container),
   evidence: Nullable(

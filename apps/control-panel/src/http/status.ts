@@ -9,13 +9,19 @@ import { ServiceStatusSchema, StatusList } from './session-schemas.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import type { ClusterView } from '../sessions/remote-report.js';
 import { serviceStatus, STATUS_SERVICE_SELECT as serviceSelect, type StatusInput } from '../status/service-status.js';
+import type { LeftOutLookup } from '../status/replica-status.js';
 
 export interface StatusRoutesOptions {
   prisma: Db;
   registry: SessionRegistry;
   /** Several panels: other panels' reports and this panel's lease (cluster/cluster.ts). */
   cluster?: { view(nodeIds: readonly string[], options?: { containers?: boolean }): Promise<ClusterView> };
+  /** What this panel's last `allocations` set to a node left out (dispatch/allocation-sync.ts); absent: nothing. */
+  leftOut?: LeftOutLookup;
 }
+
+/** Every node a service's status reads: its home node and its allocations' nodes. */
+const nodesOf = (s: StatusInput): string[] => [s.node.id, ...(s.allocations ?? []).map((a) => a.nodeId)];
 
 /** Desired vs running replicas and the routes' health, from live sessions only, each with its evidence. */
 export const statusRoutes: FastifyPluginAsync<StatusRoutesOptions> = async (app, opts) => {
@@ -48,9 +54,9 @@ export const statusRoutes: FastifyPluginAsync<StatusRoutesOptions> = async (app,
       }
       const { data: services, fromMemoryAt } = await read.read();
       if (fromMemoryAt) void reply.header(FROM_MEMORY_HEADER, fromMemoryAt.toISOString());
-      const view = await opts.cluster?.view(services.map((s) => s.node.id).filter((id) => !opts.registry.get(id)), { containers: true });
+      const view = await opts.cluster?.view([...new Set(services.flatMap(nodesOf))].filter((id) => !opts.registry.get(id)), { containers: true });
       const now = Date.now();
-      return { services: services.map((s) => serviceStatus(s, opts.registry, now, view)) };
+      return { services: services.map((s) => serviceStatus(s, opts.registry, now, view, opts.leftOut)) };
     },
   );
 
@@ -74,8 +80,8 @@ export const statusRoutes: FastifyPluginAsync<StatusRoutesOptions> = async (app,
       if (service.node.decommissioned) {
         throw new AppError('NOT_FOUND', `service ${service.name} left status: its node ${service.node.name} is decommissioned`);
       }
-      const view = await opts.cluster?.view(opts.registry.get(service.node.id) ? [] : [service.node.id], { containers: true });
-      return serviceStatus(service, opts.registry, Date.now(), view);
+      const view = await opts.cluster?.view([...new Set(nodesOf(service))].filter((id) => !opts.registry.get(id)), { containers: true });
+      return serviceStatus(service, opts.registry, Date.now(), view, opts.leftOut);
     },
   );
 };

@@ -32,6 +32,8 @@ export class PrismaFactWriter implements FactWriter {
     // One deploy's step alone (the usual batch while deploys come one by one; its 202 waits for dispatched and
     // delivered, and for whatever batch is in flight): one statement, no BEGIN and COMMIT, no Prisma client cost.
     if (facts.length === 1 && isDeploymentStep(facts[0]!)) return [await applyDeploymentStep(sqlOf(this.prisma), facts[0])];
+    // A node's allocation statuses alone: one statement too.
+    if (facts.length === 1 && facts[0]!.kind === 'allocations.status') return [await applyAllocationStatus(sqlOf(this.prisma), facts[0])];
     return this.prisma.$transaction(async (tx) => {
       const results: FactResult[] = [];
       for (let i = 0; i < facts.length; ) {
@@ -97,6 +99,8 @@ async function applyFact(tx: Tx, fact: DurableFact): Promise<FactResult> {
     case 'deployment.finished':
     case 'deployment.drained':
       return applyDeploymentStep(prismaSql(tx), fact);
+    case 'allocations.status':
+      return applyAllocationStatus(prismaSql(tx), fact);
     case 'reload':
       await tx.$executeRaw`
         INSERT INTO reload_events (node_id, at, hash_before, hash_after, reason, fact_key)
@@ -167,6 +171,44 @@ async function applyDeploymentStep(sql: Sql, fact: DeploymentStep): Promise<Fact
       return (row?.changed ?? 0) > 0;
     }
   }
+}
+
+/**
+ * A node's complete allocations.status as one statement: the reported allocations of that node whose status
+ * differs from the row's get it (one UPDATE … FROM the frame's entries, not a statement per row), and its
+ * desired=stop allocations the frame no longer lists read `{ state: 'removed' }`; both only while the session's
+ * generation is the node's current claim (a stale session after a takeover writes nothing). `status_at` is when
+ * the status last changed as recorded; `status_session` the session whose frame carried it. True: a row changed.
+ */
+async function applyAllocationStatus(sql: Sql, fact: Extract<DurableFact, { kind: 'allocations.status' }>): Promise<boolean> {
+  const [row] = await sql.rows<{ changed: number }>(
+    `WITH v AS (
+      SELECT * FROM jsonb_to_recordset($3::jsonb) AS v(id text, service_id text, status jsonb)
+    ), fence AS (
+      SELECT 1 AS ok WHERE $4::bigint IS NULL
+        OR EXISTS (SELECT 1 FROM node_owners w WHERE w.node_id = $1::text AND w.generation = $4::bigint AND w.session_id = $2::text)
+    ), reported AS (
+      UPDATE allocations a SET status = v.status, status_at = $5::timestamptz, status_session = $2::text
+      FROM v, fence
+      WHERE a.id = v.id AND a.node_id = $1::text AND a.service_id = v.service_id AND a.status IS DISTINCT FROM v.status
+      RETURNING a.id
+    ), removed AS (
+      UPDATE allocations a SET status = '{"state":"removed"}'::jsonb, status_at = $5::timestamptz, status_session = $2::text
+      FROM fence
+      WHERE a.node_id = $1::text AND a.desired = 'stop' AND a.status IS DISTINCT FROM '{"state":"removed"}'::jsonb
+        AND NOT EXISTS (SELECT 1 FROM v WHERE v.id = a.id)
+      RETURNING a.id
+    )
+    SELECT ((SELECT count(*) FROM reported) + (SELECT count(*) FROM removed))::int AS changed`,
+    [
+      fact.nodeId,
+      fact.sessionId,
+      JSON.stringify(fact.statuses.map((s) => ({ id: s.allocationId, service_id: s.serviceId, status: s.status }))),
+      fact.generation ?? null,
+      fact.at,
+    ],
+  );
+  return (row?.changed ?? 0) > 0;
 }
 
 /**

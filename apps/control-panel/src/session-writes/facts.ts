@@ -14,7 +14,11 @@ import type { AuditRow } from '../audit/audit-entry.js';
 export type DeploymentTerminal = 'unreachable' | 'ack_timeout' | 'failed' | 'running';
 
 export type DurableFact =
-  | { kind: 'session.opened'; nodeId: string; sessionId: string; at: string; generation?: number }
+  /**
+   * capabilities: what both ends agreed at the open (recorded on the node row, fenced like the rest of it);
+   * absent in facts spilled by an older panel: the row keeps what it had.
+   */
+  | { kind: 'session.opened'; nodeId: string; sessionId: string; at: string; generation?: number; capabilities?: string[] }
   | {
       kind: 'session.closed';
       nodeId: string;
@@ -54,6 +58,12 @@ export type DurableFact =
     }
   /** The agent's deploy.drained: recorded once (the first wins), only for a deployment of that node. */
   | { kind: 'deployment.drained'; deploymentId: string; nodeId: string; connectionsOpenAtSwitch: number | null; connectionsCut: number | null; drainEndedAt: string }
+  /**
+   * A node's complete allocations.status (capability workload.allocations): each reported allocation's status,
+   * written only where it changed, and `{ state: 'removed' }` on the node's desired=stop allocations it no longer
+   * lists; fenced by the session's generation (absent: a lone panel, unfenced). Result: whether any row changed.
+   */
+  | { kind: 'allocations.status'; nodeId: string; sessionId: string; at: string; generation?: number; statuses: { allocationId: string; serviceId: string; status: Record<string, unknown> }[] }
   | { kind: 'reload'; nodeId: string; key: string | null; at: string; hashBefore: string | null; hashAfter: string; reason: string }
   /** An audit row that is not part of a change's transaction: a refusal, a fleet-page sign-in or sign-out. */
   | { kind: 'audit'; row: AuditRow };

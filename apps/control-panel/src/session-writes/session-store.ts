@@ -18,6 +18,8 @@ export interface SessionOpenedRecord {
   at: Date;
   /** The generation the session's claim took (several panels): fences the node row. */
   generation?: number;
+  /** The capabilities the session agreed (hello ∩ this panel's): written to nodes.capabilities with the open. */
+  capabilities?: string[];
 }
 
 export interface SessionClosedRecord {
@@ -104,6 +106,7 @@ export class OutboxSessionStore implements SessionStore {
       sessionId: r.sessionId,
       at: r.at.toISOString(),
       ...(r.generation === undefined ? {} : { generation: r.generation }),
+      ...(r.capabilities === undefined ? {} : { capabilities: r.capabilities }),
     });
   }
 

@@ -121,7 +121,13 @@ export class SessionRegistry extends EventEmitter<RegistryEvents> {
     this.sessions.set(session.nodeId, session);
     const generation = this.options.generations?.get(session.id);
     this.write(session.nodeId, () =>
-      this.store.sessionOpened({ nodeId: session.nodeId, sessionId: session.id, at: new Date(session.openedAt), ...(generation === undefined ? {} : { generation }) }),
+      this.store.sessionOpened({
+        nodeId: session.nodeId,
+        sessionId: session.id,
+        at: new Date(session.openedAt),
+        capabilities: session.capabilities,
+        ...(generation === undefined ? {} : { generation }),
+      }),
     );
     this.logger.info({ node: session.nodeName, nodeId: session.nodeId, sessionId: session.id, peer: session.peer }, 'session opened');
     this.emit('opened', session);

@@ -116,6 +116,11 @@ export class AgentSession {
     return this.capabilitySet.has(capability);
   }
 
+  /** The capabilities both ends named, sorted (what nodes.capabilities records at the session's open). */
+  get capabilities(): string[] {
+    return [...this.capabilitySet].sort();
+  }
+
   /** What the agent said in hello: in place until its first heartbeat. */
   recordHello(containers: ContainerState[], runtime: RuntimeStatus, routing: RoutingStatus): void {
     this.lastReport = { containers, runtime, routing, at: this.openedAt };

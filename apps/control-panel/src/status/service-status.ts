@@ -4,6 +4,7 @@ import { clusterProof, nodeHealth, type ClusterProof } from '../node-health/node
 import type { ClusterView, RemoteReport } from '../sessions/remote-report.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import { liveRoutingOf, routeCertificate, routeHealth, type RouteHealth } from './route-health.js';
+import { managedByAllocations, unmanaged, withAllocations, type LeftOutLookup, type ReplicaStatus } from './replica-status.js';
 
 // A service's status: a presenter of its node's health (node-health/
 // node-health.ts says which live session, if any, proves the node) and of
@@ -19,9 +20,23 @@ export interface StatusInput {
   name: string;
   teamId: string;
   replicas: number;
-  node: { id: string; name: string; unreachableSince: Date | null; lastTeardownReason: string | null };
+  node: { id: string; name: string; unreachableSince: Date | null; lastTeardownReason: string | null; capabilities?: string[] | null };
   /** The service's routes; absent: the status carries none. */
   routes?: { id: string; domain: string; pathPrefix: string | null }[];
+  /** Its allocations (run and stop), read when the home node speaks workload.allocations; absent: none read. */
+  allocations?: AllocationInput[];
+}
+
+/** One allocation row as status reads it (STATUS_SERVICE_SELECT). */
+export interface AllocationInput {
+  id: string;
+  nodeId: string;
+  releaseId: string | null;
+  desired: string;
+  status: unknown;
+  statusAt: Date | null;
+  statusSession: string | null;
+  node: { name: string; unreachableSince: Date | null; lastTeardownReason: string | null };
 }
 
 /** What a Prisma read of a service selects of its routes for its status (ordered as GET /v1/routes lists them). */
@@ -30,14 +45,30 @@ const STATUS_ROUTES = {
   orderBy: [{ domain: 'asc' as const }, { pathPrefix: 'asc' as const }],
 };
 
+/** What a Prisma read of a service selects of its allocations (run and stop) for status per replica. */
+const STATUS_ALLOCATIONS = {
+  select: {
+    id: true,
+    nodeId: true,
+    releaseId: true,
+    desired: true,
+    status: true,
+    statusAt: true,
+    statusSession: true,
+    node: { select: { name: true, unreachableSince: true, lastTeardownReason: true } },
+  },
+  orderBy: [{ createdAt: 'asc' as const }, { id: 'asc' as const }],
+};
+
 /** What a Prisma read of a service selects for serviceStatus (GET /v1/status and the fleet page's node view). */
 export const STATUS_SERVICE_SELECT = {
   id: true,
   name: true,
   teamId: true,
   replicas: true,
-  node: { select: { id: true, name: true, unreachableSince: true, lastTeardownReason: true } },
+  node: { select: { id: true, name: true, unreachableSince: true, lastTeardownReason: true, capabilities: true } },
   routes: STATUS_ROUTES,
+  allocations: STATUS_ALLOCATIONS,
 } as const;
 
 /** One of a service's routes with its health and certificate, as GET /v1/routes/:id answers them. */
@@ -62,17 +93,31 @@ export interface ServiceStatus {
   evidence: { sessionId: string; lastFrameAgeMs: number; reportAgeMs: number; panelId?: string; source?: 'session' | 'owner' | 'report-row' } | null;
   /** Present when the input named the service's routes. */
   routes?: ServiceRoute[];
+  /** Replicas whose node no live session proves (allocations on such nodes; an unmanaged service's all, while unknown). */
+  unknownReplicas: number;
+  /** One per allocation (run and stop) of a service managed by allocations; empty otherwise. */
+  allocations: ReplicaStatus[];
 }
 
-export function serviceStatus(service: StatusInput, registry: Pick<SessionRegistry, 'get' | 'lastTeardown'>, now = Date.now(), cluster?: ClusterView | ClusterProof): ServiceStatus {
-  const status = replicaStatus(service, registry, now, cluster);
+export function serviceStatus(
+  service: StatusInput,
+  registry: Pick<SessionRegistry, 'get' | 'lastTeardown'>,
+  now = Date.now(),
+  cluster?: ClusterView | ClusterProof,
+  leftOut?: LeftOutLookup,
+): ServiceStatus {
+  const home = replicaStatus(service, registry, now, cluster);
+  const status = managedByAllocations(service) ? withAllocations(home, service, registry, now, cluster, leftOut) : unmanaged(home);
   if (!service.routes) return status;
   const live = liveRoutingOf(service.node, registry, cluster);
   const routes = service.routes.map((r) => ({ id: r.id, domain: r.domain, pathPrefix: r.pathPrefix, health: routeHealth(r, live, now), certificate: routeCertificate(r, live) }));
   return { ...status, routes };
 }
 
-function replicaStatus(service: StatusInput, registry: Pick<SessionRegistry, 'get' | 'lastTeardown'>, now: number, cluster?: ClusterView | ClusterProof): ServiceStatus {
+/** The service's state as its home node's session reports it (today's answer, before allocations). */
+export type HomeStatus = Omit<ServiceStatus, 'unknownReplicas' | 'allocations'>;
+
+function replicaStatus(service: StatusInput, registry: Pick<SessionRegistry, 'get' | 'lastTeardown'>, now: number, cluster?: ClusterView | ClusterProof): HomeStatus {
   const base = {
     serviceId: service.id,
     name: service.name,
@@ -124,7 +169,7 @@ function replicaStatus(service: StatusInput, registry: Pick<SessionRegistry, 'ge
 
 type Base = Pick<ServiceStatus, 'serviceId' | 'name' | 'teamId' | 'node' | 'desiredReplicas'>;
 
-function counted(base: Base, service: StatusInput, all: ContainerState[], by: string, evidence: NonNullable<ServiceStatus['evidence']>): ServiceStatus {
+function counted(base: Base, service: StatusInput, all: ContainerState[], by: string, evidence: NonNullable<ServiceStatus['evidence']>): HomeStatus {
   const containers = all.filter((c) => c.serviceId === service.id);
   const running = upReplicas(containers, service.id);
   let state: ServiceState;
@@ -155,7 +200,7 @@ function oomNote(containers: ContainerState[]): string {
 }
 
 /** Status from the report row another panel (the owner, its lease live) wrote. */
-function fromReport(base: Base, service: StatusInput, r: RemoteReport, now: number): ServiceStatus {
+function fromReport(base: Base, service: StatusInput, r: RemoteReport, now: number): HomeStatus {
   const evidence = { sessionId: r.sessionId, lastFrameAgeMs: Math.max(0, now - r.lastFrameAt), reportAgeMs: Math.max(0, now - r.updatedAt), panelId: r.panelId, source: r.source };
   if (r.runtime && !r.runtime.available) {
     const reason = `container runtime unavailable on node ${service.node.name}: ${r.runtime.error ?? 'no detail'}`;

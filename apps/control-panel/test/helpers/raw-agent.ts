@@ -11,8 +11,8 @@ export interface RawAgentOptions {
   node?: string;
   /** Reply to ping with pong (default true). */
   pong?: boolean;
-  /** Which of deploy/workloads/routing.map to ACK (default all). */
-  ack?: readonly ('deploy' | 'workloads' | 'routing.map')[];
+  /** Which of deploy/workloads/routing.map/allocations to ACK (default all). */
+  ack?: readonly ('deploy' | 'workloads' | 'routing.map' | 'allocations')[];
   /** Heartbeat cadence; 0 = none (default 0). */
   heartbeatMs?: number;
   /** hello.capabilities (default: none, as an older agent). */
@@ -134,8 +134,8 @@ export class RawAgent {
   private respond(message: PanelMessage): void {
     if (this.silent) return;
     if (message.type === 'ping' && this.options.pong !== false) this.send({ type: 'pong', id: this.nextId(), ref: message.id });
-    const acked = this.options.ack ?? ['deploy', 'workloads', 'routing.map'];
-    if ((message.type === 'deploy' || message.type === 'workloads' || message.type === 'routing.map') && acked.includes(message.type)) {
+    const acked = this.options.ack ?? ['deploy', 'workloads', 'routing.map', 'allocations'];
+    if ((message.type === 'deploy' || message.type === 'workloads' || message.type === 'routing.map' || message.type === 'allocations') && acked.includes(message.type)) {
       this.send({ type: 'ack', id: this.nextId(), ref: message.id });
     }
   }

@@ -15,6 +15,35 @@ interface ServiceStatus {
   containers?: { name: string; state: string; health: string; lastProbe?: { at: string; status: number | null; error: string | null; latencyMs: number } }[];
   /** Absent from panels before route health in status. */
   routes?: RouteState[];
+  /** Replicas no live session proves; absent from panels before status per replica. */
+  unknownReplicas?: number;
+  /** One per allocation of a service managed by allocations (issue 36); empty or absent otherwise. */
+  allocations?: Replica[];
+}
+
+interface Replica {
+  allocationId: string;
+  node: { name: string };
+  desired: 'run' | 'stop';
+  state: string;
+  health: string | null;
+  code: string | null;
+  reason: string | null;
+  evidence: { sessionId: string; statusAgeMs: number } | null;
+}
+
+const serving = (r: Replica) => r.state === 'running' && (r.health === 'healthy' || r.health === 'none');
+
+/** A line for each replica that should run and does not run healthy (unknown, failed, unhealthy, pending…). */
+function replicaProblems(s: ServiceStatus): string[] {
+  return (s.allocations ?? [])
+    .filter((r) => r.desired === 'run' && !serving(r))
+    .map((r) => {
+      const state = r.state === 'running' && r.health ? `running, ${r.health}` : r.state;
+      const why = [r.code, r.reason].filter(Boolean).join(': ');
+      const seen = r.evidence ? ` (last status ${Math.round(r.evidence.statusAgeMs / 1000)} s ago, session ${r.evidence.sessionId})` : '';
+      return `replica ${r.allocationId} on ${r.node.name}: ${state}${why ? ` ${why}` : ''}${seen}`;
+    });
 }
 
 /** One container's line: its state, and its health check's verdict and last probe when it has one. */
@@ -35,6 +64,7 @@ export async function status(ctx: Context, args: string[]): Promise<number> {
     ctx.out.data(body);
     ctx.out.say(`${body.name}: ${body.state} (${replicas(body)}) on ${body.node.name}\n${body.reason}`);
     for (const c of body.containers ?? []) ctx.out.say(containerLine(c));
+    for (const line of replicaProblems(body)) ctx.out.say(`  ${line}`);
     if (body.evidence) ctx.out.say(`evidence: session ${body.evidence.sessionId}, last frame ${body.evidence.lastFrameAgeMs} ms ago`);
     const now = Date.now();
     if (body.routes && body.routes.length > 0) ctx.out.say(`routes: ${servingText(body.routes)}`);
@@ -59,6 +89,7 @@ export async function status(ctx: Context, args: string[]): Promise<number> {
   const out = [lines[0]!];
   body.services.forEach((s, i) => {
     out.push(lines[i + 1]!);
+    for (const line of replicaProblems(s)) out.push(`  ↳ ${line}`);
     for (const r of s.routes ?? []) for (const problem of routeProblems(r, now)) out.push(`  ↳ ${problem}`);
   });
   ctx.out.say(out.join('\n'));

@@ -1,0 +1,131 @@
+import { CAPABILITIES } from '@tether/protocol';
+import { clusterProof, nodeHealth, type ClusterProof } from '../node-health/node-health.js';
+import type { ClusterView } from '../sessions/remote-report.js';
+import type { SessionRegistry } from '../sessions/registry.js';
+import type { AllocationInput, HomeStatus, ServiceState, ServiceStatus, StatusInput } from './service-status.js';
+
+// Status per replica (issue 36): a service whose home node speaks
+// `workload.allocations` is "managed by allocations", and its status is read
+// from its allocations, one entry each, as their nodes last reported them in
+// allocations.status (the allocation rows every panel reads). A replica on a
+// node no live session proves is `unknown`, whatever its row says; a status
+// recorded by an earlier session of a live node is `unknown` too until the
+// current session reports (no status is older than the session that proves
+// it). runningReplicas counts the run allocations `running` and healthy (or
+// without a check) on a live node. Other services answer as before, with
+// `allocations: []`.
+
+/** What an allocation's node last reported, or what the panel knows instead. */
+export type ReplicaState = 'pending' | 'starting' | 'running' | 'failed' | 'draining' | 'removed' | 'unknown';
+
+export interface ReplicaStatus {
+  allocationId: string;
+  node: { id: string; name: string };
+  /** run: one of the service's replicas; stop: being drained and removed (not counted). */
+  desired: 'run' | 'stop';
+  state: ReplicaState;
+  /** The release (deployment id) the allocation must run; null: the service has none yet. */
+  deploymentId: string | null;
+  /** The release its serving container runs (null: none serves, or not reported). */
+  runningDeploymentId: string | null;
+  health: string | null;
+  code: string | null;
+  reason: string | null;
+  /** The session whose allocations.status recorded the state, and how long ago it was recorded; null: never reported. */
+  evidence: { sessionId: string; statusAgeMs: number } | null;
+}
+
+/** What the owning panel's last `allocations` set left out, per node (dispatch/allocation-sync.ts). */
+export type LeftOutLookup = (nodeId: string) => ReadonlyMap<string, { reason: string; missing?: readonly string[] }>;
+
+export const managedByAllocations = (service: StatusInput): boolean => service.node.capabilities?.includes(CAPABILITIES.WORKLOAD_ALLOCATIONS) === true;
+
+/** An unmanaged service: today's answer; all its replicas unknown while the service is. */
+export function unmanaged(home: HomeStatus): Omit<ServiceStatus, 'routes'> {
+  return { ...home, unknownReplicas: home.state === 'unknown' ? home.desiredReplicas : 0, allocations: [] };
+}
+
+interface Reported {
+  state?: string;
+  runningDeploymentId?: string | null;
+  health?: string;
+  code?: string | null;
+  reason?: string | null;
+}
+
+/** The service's status from its allocations; the home node's containers and evidence stay as they are. */
+export function withAllocations(
+  home: HomeStatus,
+  service: StatusInput,
+  registry: Pick<SessionRegistry, 'get' | 'lastTeardown'>,
+  now: number,
+  cluster?: ClusterView | ClusterProof,
+  leftOut?: LeftOutLookup,
+): Omit<ServiceStatus, 'routes'> {
+  const proof: ClusterProof | undefined = cluster && ('elsewhere' in cluster ? cluster : clusterProof(cluster));
+  const allocations = (service.allocations ?? []).map((a) => replica(a, registry, now, proof, leftOut));
+  const run = allocations.filter((a) => a.desired === 'run');
+  const running = run.filter((a) => a.state === 'running' && (a.health === 'healthy' || a.health === 'none')).length;
+  const unknownReplicas = run.filter((a) => a.state === 'unknown').length;
+  const desired = service.replicas;
+  let state: ServiceState;
+  if (desired === 0) state = running === 0 ? 'stopped' : 'degraded';
+  else if (running >= desired) state = 'running';
+  else if (running === 0 && run.length > 0 && unknownReplicas === run.length) state = 'unknown';
+  else state = running === 0 ? 'down' : 'degraded';
+  const notes = allocations
+    .filter((a) => a.desired === 'run' && !(a.state === 'running' && (a.health === 'healthy' || a.health === 'none')))
+    .map((a) => `${a.node.name}: ${a.state}${a.health === 'unhealthy' ? ' (unhealthy)' : ''}${a.code ? ` ${a.code}` : ''}${a.reason ? ` (${a.reason})` : ''}`);
+  const reason = `${running}/${desired} running across ${new Set(run.map((a) => a.node.id)).size} node(s) by their allocations${unknownReplicas ? `, ${unknownReplicas} unknown` : ''}${notes.length ? `; ${notes.join('; ')}` : ''}`;
+  return { ...home, state, runningReplicas: running, reason, unknownReplicas, allocations };
+}
+
+function replica(a: AllocationInput, registry: Pick<SessionRegistry, 'get' | 'lastTeardown'>, now: number, proof: ClusterProof | undefined, leftOut?: LeftOutLookup): ReplicaStatus {
+  const reported = (a.status ?? null) as Reported | null;
+  const base = {
+    allocationId: a.id,
+    node: { id: a.nodeId, name: a.node.name },
+    desired: (a.desired === 'stop' ? 'stop' : 'run') as 'run' | 'stop',
+    deploymentId: a.releaseId,
+    evidence: a.statusSession && a.statusAt ? { sessionId: a.statusSession, statusAgeMs: Math.max(0, now - a.statusAt.getTime()) } : null,
+  };
+  const recorded = {
+    runningDeploymentId: reported?.runningDeploymentId ?? null,
+    health: reported?.health ?? null,
+    code: reported?.code ?? null,
+    reason: reported?.reason ?? null,
+  };
+  // Removed is final: the agent no longer has it, whatever became of the node since.
+  if (reported?.state === 'removed') return { ...base, ...recorded, state: 'removed' };
+  const health = nodeHealth(
+    {
+      id: a.nodeId,
+      name: a.node.name,
+      decommissioned: false,
+      lastSeenAt: null,
+      unreachableSince: a.node.unreachableSince?.getTime() ?? null,
+      lastTeardownAt: null,
+      lastTeardownReason: a.node.lastTeardownReason,
+      lastCloseCode: null,
+    },
+    { registry, ...(proof ? { cluster: proof } : {}) },
+  );
+  const sessionId = health.local?.id ?? health.remote?.sessionId ?? null;
+  if (sessionId === null) {
+    const why = health.leaseLost
+      ? 'this panel does not hold its lease: the node cannot be proved from here'
+      : health.unreachableSince !== null
+        ? `node ${a.node.name} unreachable since ${new Date(health.unreachableSince).toISOString()}`
+        : `node ${a.node.name} has no live session`;
+    return { ...base, ...recorded, state: 'unknown', code: 'NODE_UNREACHABLE', reason: why };
+  }
+  if (!reported) {
+    const out = leftOut?.(a.nodeId).get(a.id);
+    if (out) return { ...base, ...recorded, state: 'pending', code: out.reason, reason: out.missing?.length ? `needs ${out.missing.join(', ')}` : null };
+    return { ...base, ...recorded, state: 'pending', reason: 'not reported by its node yet' };
+  }
+  if (a.statusSession !== sessionId) {
+    return { ...base, ...recorded, state: 'unknown', code: 'STATUS_FROM_EARLIER_SESSION', reason: `last reported by session ${a.statusSession}; session ${sessionId} has not reported it yet` };
+  }
+  return { ...base, ...recorded, state: (reported.state ?? 'unknown') as ReplicaState };
+}

@@ -1,0 +1,105 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { main } from '../src/main.js';
+import { CLI_VERSION } from '../src/version.js';
+
+// `tether status` with status per replica (issue 36): `2/3` in REPLICAS and a
+// line per replica that should run and is not running healthy (unknown,
+// unhealthy, failed), none for the healthy ones or a replica being removed.
+// The panel here is a server answering what GET /v1/status answers (the real
+// panel: apps/control-panel/test/allocation-sync.test.ts).
+
+const replica = (id: string, node: string, patch: Record<string, unknown> = {}) => ({
+  allocationId: id,
+  node: { id: `n-${node}`, name: node },
+  desired: 'run',
+  state: 'running',
+  deploymentId: 'dep_2',
+  runningDeploymentId: 'dep_2',
+  health: 'healthy',
+  code: null,
+  reason: null,
+  evidence: { sessionId: `ses_${node}`, statusAgeMs: 4_000 },
+  ...patch,
+});
+const web = {
+  serviceId: 's1',
+  name: 'web',
+  teamId: 't1',
+  node: { id: 'n-a', name: 'a' },
+  state: 'degraded',
+  desiredReplicas: 3,
+  runningReplicas: 1,
+  unknownReplicas: 1,
+  reason: '1/3 running across 3 node(s) by their allocations, 1 unknown',
+  containers: [],
+  evidence: { sessionId: 'ses_a', lastFrameAgeMs: 20, reportAgeMs: 20 },
+  routes: [],
+  allocations: [
+    replica('alc_1', 'a'),
+    replica('alc_2', 'b', { health: 'unhealthy' }),
+    replica('alc_3', 'c', { state: 'unknown', code: 'NODE_UNREACHABLE', reason: 'node c unreachable since 2026-12-04T20:00:00.000Z', evidence: { sessionId: 'ses_c', statusAgeMs: 61_000 } }),
+    replica('alc_4', 'a', { desired: 'stop', state: 'removed' }),
+  ],
+};
+const answers: Record<string, unknown> = {
+  '/v1/status': { services: [web] },
+  '/v1/services': [{ id: 's1', name: 'web' }],
+  '/v1/services/s1/status': web,
+};
+
+const dir = mkdtempSync(path.join(os.tmpdir(), 'tether-cli-replicas-'));
+const server = createServer((req, res) => {
+  const body = answers[req.url ?? ''];
+  res.writeHead(body === undefined ? 404 : 200, { 'content-type': 'application/json', 'x-tether-panel-version': CLI_VERSION });
+  res.end(JSON.stringify(body ?? { error: { code: 'NOT_FOUND', message: 'no' } }));
+});
+let url = '';
+beforeAll(async () => {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+});
+afterAll(async () => {
+  await new Promise((resolve) => server.close(resolve));
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function run(argv: string[]) {
+  let stdout = '';
+  const sink = (append: (s: string) => void) => new Writable({ write: (chunk, _e, done) => (append(chunk.toString()), done()) });
+  const saved = { ...process.env };
+  Object.assign(process.env, { TETHER_CONFIG_DIR: dir, TETHER_URL: url, TETHER_TOKEN: 'tth_op_x' });
+  try {
+    const code = await main(argv, { stdout: sink((s) => (stdout += s)), stderr: sink(() => {}) });
+    return { code, stdout };
+  } finally {
+    process.env = saved;
+  }
+}
+
+describe('replicas in tether status', () => {
+  it('shows 1/3 and a line under the service per unhealthy or unknown replica', async () => {
+    const { code, stdout } = await run(['status']);
+    expect(code).toBe(0);
+    const lines = stdout.trimEnd().split('\n');
+    expect(lines[1]).toMatch(/^web +degraded +1\/3 +a +/);
+    expect(lines.slice(2)).toEqual([
+      '  ↳ replica alc_2 on b: running, unhealthy (last status 4 s ago, session ses_b)',
+      '  ↳ replica alc_3 on c: unknown NODE_UNREACHABLE: node c unreachable since 2026-12-04T20:00:00.000Z (last status 61 s ago, session ses_c)',
+    ]);
+  });
+
+  it('tether status <service>: the same lines', async () => {
+    const { code, stdout } = await run(['status', 'web']);
+    expect(code).toBe(0);
+    expect(stdout).toContain('web: degraded (1/3) on a\n');
+    expect(stdout).toContain('  replica alc_2 on b: running, unhealthy');
+    expect(stdout).toContain('  replica alc_3 on c: unknown NODE_UNREACHABLE');
+    expect(stdout).not.toContain('alc_1');
+    expect(stdout).not.toContain('alc_4');
+  });
+});
