@@ -1,6 +1,8 @@
+import { EventEmitter } from 'node:events';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '@tether/common';
-import { Scheduler } from '../src/cluster/scheduler-loop.js';
+import { Scheduler, type SchedulerSignals } from '../src/cluster/scheduler-loop.js';
+import type { Signal } from '../src/cluster/panel-signals.js';
 import { createDeployment } from '../src/domain/deployments.js';
 import type { ApiDeps } from '../src/domain/api-deps.js';
 import { PanelEvents } from '../src/panel-events.js';
@@ -27,20 +29,33 @@ const made: Scheduler[] = [];
 const away = new Set<string>();
 const sent: { kind: string; panel: string; ids: string[] }[] = [];
 
-function scheduler(panelId: string, changed: string[][] = [], progressDeadlineMs = 60_000): Scheduler {
+/** What the panels' LISTEN/NOTIFY does for these tests: every signal sent reaches every scheduler on the bus. */
+const bus = new EventEmitter<{ signal: [Signal] }>();
+const busSignals: SchedulerSignals = {
+  send: async (kind, panel, ids) => {
+    sent.push({ kind, panel, ids: [...ids] });
+    bus.emit('signal', { kind, panel, ids: [...ids] });
+  },
+  on: (_event, listener) => bus.on('signal', listener),
+};
+
+function scheduler(
+  panelId: string,
+  changed: string[][] = [],
+  progressDeadlineMs = 60_000,
+  holds: (nodeId: string) => boolean = (id) => !away.has(id),
+  intervalMs = 100,
+): Scheduler {
   const s = new Scheduler({
-    signals: {
-      send: async (kind, panel, ids) => void sent.push({ kind, panel, ids: [...ids] }),
-      on: () => undefined,
-    },
+    signals: busSignals,
     prisma: db.prisma,
     panelId,
     logger: silentLogger,
     leaseMs: 1_000,
-    intervalMs: 100,
+    intervalMs,
     progressDeadlineMs,
     // This panel holds every node's session: told here (and the other panels signalled).
-    holdsSession: (id) => !away.has(id),
+    holdsSession: holds,
     allocationsChanged: (ids) => void changed.push([...ids].sort()),
   });
   made.push(s);
@@ -104,6 +119,7 @@ beforeAll(async () => {
 
 afterEach(async () => {
   for (const s of made.splice(0)) await s.stop();
+  bus.removeAllListeners();
   away.clear();
   await sql(`UPDATE node_reports SET state = 'connected'`);
   await sql('DELETE FROM services');
@@ -292,7 +308,13 @@ describe('scheduler on PostgreSQL', () => {
     for (let i = 0; i < 50 && (await running(svc.id)).length > 1; i++) await sleep(20);
     expect(await running(svc.id)).toHaveLength(1);
     expect(changed.length).toBeGreaterThanOrEqual(2);
+    // A deleted service takes its allocations with it (cascade): the node that ran it is told all the same.
+    const [last] = await running(svc.id);
+    changed.length = 0;
     await db.prisma.service.delete({ where: { id: svc.id } });
+    s.nudge('deleted');
+    for (let i = 0; i < 50 && changed.length === 0; i++) await sleep(20);
+    expect(changed).toEqual([[nodeIds[last!.node]]]);
     await db.prisma.service.delete({ where: { id: legacy.id } });
   });
 
@@ -315,5 +337,30 @@ describe('scheduler on PostgreSQL', () => {
     expect(all.map((x) => x.node)).toEqual(['a', 'b', 'c']);
     expect(new Set(all.map((x) => x.epoch))).toEqual(new Set([String(b.lease.held!.epoch)]));
     await db.prisma.service.delete({ where: { id: svc.id } });
+  });
+
+  it('across panels: a nudge on a panel without the lease reaches the holder; the panel holding a node\'s session is told its allocations changed', async () => {
+    const onA: string[][] = [];
+    const onB: string[][] = [];
+    // A holds the scheduler lease and node a's session; B holds the sessions of b and c.
+    // Their loops run with a long interval: only a nudge makes A evaluate within this test.
+    const a = scheduler('panel-a', onA, 60_000, (id) => id === nodeIds.a, 60_000);
+    const b = scheduler('panel-b', onB, 60_000, (id) => id === nodeIds.b || id === nodeIds.c, 60_000);
+    await a.lease.renew();
+    await b.lease.renew();
+    a.start();
+    b.start();
+    expect([a.lease.held !== null, b.lease.held !== null]).toEqual([true, false]);
+    const svc = await addService('across', 3);
+    const before = a.evaluations;
+    // B's API took the change: its nudge is signalled (schedule) and A evaluates at once, without its loop running.
+    b.nudge('service across created');
+    for (let i = 0; i < 50 && (await running(svc.id)).length < 3; i++) await sleep(20);
+    expect(a.evaluations).toBeGreaterThan(before);
+    expect(sent).toContainEqual({ kind: 'schedule', panel: 'panel-b', ids: ['service across created'] });
+    expect((await running(svc.id)).map((x) => x.node)).toEqual(['a', 'b', 'c']);
+    for (let i = 0; i < 50 && onB.length === 0; i++) await sleep(20);
+    expect(onA).toEqual([[nodeIds.a]]);
+    expect(onB).toEqual([[nodeIds.b, nodeIds.c].sort()]);
   });
 });

@@ -71,10 +71,12 @@ describe('managed by allocations', () => {
     expect(nodeViewOf(facts('x', { live: false }))).toMatchObject({ cordoned: false, state: 'unreachable' });
   });
 
-  it('a routed service stays on its home node; otherwise its placement as stored', () => {
+  it('a routed or stateful service stays on its home node; otherwise its placement as stored', () => {
     expect(effectivePlacement({ homeName: 'a', placement: { nodes: ['b', 'c'], labels: { zone: 'x' } }, routed: true })).toEqual({ nodes: ['a'] });
     expect(effectivePlacement({ homeName: 'a', placement: { nodes: ['b'], labels: { zone: 'x' } }, routed: false })).toEqual({ nodes: ['b'], labels: { zone: 'x' } });
     expect(effectivePlacement({ homeName: 'a', placement: null, routed: false })).toEqual({});
+    // A writable volume keeps the replica with its data on the home node.
+    expect(effectivePlacement({ homeName: 'a', placement: {}, routed: false, stateful: true })).toEqual({ nodes: ['a'] });
   });
 });
 

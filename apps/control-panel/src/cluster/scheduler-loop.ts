@@ -60,7 +60,12 @@ export interface EvaluationSummary {
 }
 
 /** How soon nudges from a panel that does not hold the lease are sent on to the holder (batched). */
-const NUDGE_BATCH_MS = 20;
+const NUDGE_BATCH_MS = 50;
+/**
+ * Nudged evaluations start at least this far apart (at most the interval): a reconnect storm's thousands of
+ * session opens cost a few evaluations, not one each.
+ */
+const MIN_GAP_MS = 200;
 /** The most a stop waits to give the lease up. */
 const STOP_RELEASE_MS = 1_000;
 
@@ -76,6 +81,11 @@ export class Scheduler {
   /** When each rollout last made a step (database clock, ms). */
   readonly #progressAt = new Map<string, number>();
   #forward: { ids: Set<string>; timer: NodeJS.Timeout } | undefined;
+  /**
+   * The nodes each managed service had run allocations on at the last evaluation: a service deleted since took
+   * its allocations with it (ON DELETE CASCADE), and those nodes must still be told. A new holder starts empty.
+   */
+  #nodesByService = new Map<string, Set<string>>();
   evaluations = 0;
 
   constructor(private readonly options: SchedulerOptions) {
@@ -90,6 +100,7 @@ export class Scheduler {
       // A new holder knows nothing of the old one's clocks: rollouts count from their start or from now.
       this.#movedAt.clear();
       this.#progressAt.clear();
+      this.#nodesByService.clear();
       if (held) this.nudge('scheduler lease taken');
     };
     options.signals?.on('signal', (signal) => this.#signalled(signal));
@@ -158,10 +169,14 @@ export class Scheduler {
     if (this.#running) return;
     this.#running = true;
     try {
+      const gap = Math.min(MIN_GAP_MS, this.options.intervalMs);
       do {
         this.#again = false;
         if (!this.lease.held) return;
+        const startedAt = performance.now();
         await this.evaluate();
+        const wait = startedAt + gap - performance.now();
+        if (this.#again && wait > 0) await new Promise((resolve) => setTimeout(resolve, wait).unref());
       } while (this.#again && !this.#stopped);
     } finally {
       this.#running = false;
@@ -178,8 +193,9 @@ export class Scheduler {
     this.evaluations++;
     let plan: EvaluationPlan;
     let now: number;
+    let nodesByService: Map<string, Set<string>>;
     try {
-      ({ plan, now } = await this.lease.write(held.epoch, async (tx) => {
+      ({ plan, now, nodesByService } = await this.lease.write(held.epoch, async (tx) => {
         const input = await readState(tx, this.options.holdsSession);
         const made = evaluate({
           ...input,
@@ -189,7 +205,7 @@ export class Scheduler {
           newId: () => `al_${randomUUID()}`,
         });
         if (!isEmptyPlan(made)) await writePlan(tx, made, held.epoch);
-        return { plan: made, now: input.now };
+        return { plan: made, now: input.now, nodesByService: runNodesByService(input.services, input.allocations, made) };
       }));
     } catch (err) {
       if (err instanceof StaleEpochError) {
@@ -203,6 +219,11 @@ export class Scheduler {
     for (const d of plan.deployments) if (d.kind !== 'progress') this.#progressAt.delete(d.id);
     for (const id of plan.remove) this.#movedAt.delete(id);
     for (const stop of plan.stop) this.#movedAt.delete(stop.allocationId);
+    // Services gone since the last evaluation: the nodes that ran them get their (smaller) set.
+    const gone = new Set<string>();
+    for (const [serviceId, nodes] of this.#nodesByService) if (!nodesByService.has(serviceId)) for (const n of nodes) gone.add(n);
+    this.#nodesByService = nodesByService;
+    if (gone.size > 0) plan = { ...plan, changedNodes: [...new Set([...plan.changedNodes, ...gone])].sort() };
     if (plan.changedNodes.length > 0) {
       const reason = `scheduler: ${plan.insert.length} placed, ${plan.stop.length} stopped, ${plan.moves.reduce((n, m) => n + m.allocationIds.length, 0)} moved to another release`;
       const local = plan.changedNodes.filter((id) => this.options.holdsSession(id));
@@ -220,6 +241,20 @@ export class Scheduler {
       changedNodes: plan.changedNodes,
     };
   }
+}
+
+/** Where each service runs once the plan is written (run allocations), including services with none: an empty set. */
+function runNodesByService(services: readonly ServiceRow[], allocations: readonly AllocationRow[], plan: EvaluationPlan): Map<string, Set<string>> {
+  const stopped = new Set(plan.stop.map((s) => s.allocationId));
+  const out = new Map<string, Set<string>>(services.map((s) => [s.id, new Set<string>()]));
+  const add = (serviceId: string, nodeId: string) => {
+    const set = out.get(serviceId) ?? new Set<string>();
+    set.add(nodeId);
+    out.set(serviceId, set);
+  };
+  for (const a of allocations) if (a.desired === 'run' && !stopped.has(a.id)) add(a.serviceId, a.nodeId);
+  for (const row of plan.insert) add(row.serviceId, row.nodeId);
+  return out;
 }
 
 interface ServiceSql {

@@ -9,8 +9,9 @@ import type { NodeView, Placement } from './types.js';
 // frames and the workloads set, on Service.nodeId alone; the scheduler neither
 // reads nor writes their allocations. A managed service's replicas go only to
 // nodes that speak allocations too; a routed service stays on its home node
-// until cross-node routing (DOMAIN_SPLIT_ACROSS_NODES); a placement that names
-// nodes keeps it there.
+// until cross-node routing (DOMAIN_SPLIT_ACROSS_NODES), a service with a
+// writable volume stays with its data there; a placement that names nodes
+// keeps it there.
 
 export const ALLOCATIONS_CAPABILITY = CAPABILITIES.WORKLOAD_ALLOCATIONS;
 
@@ -38,11 +39,16 @@ export interface ManagedServiceFacts {
   placement: unknown;
   /** The service has routes: its replicas stay on its home node until cross-node routing. */
   routed: boolean;
+  /** A writable volume: its data is on the home node (volumes and leaveVolumes name it), so the replica stays there. */
+  stateful?: boolean;
 }
 
-/** Where the scheduler may put the service's replicas: its own placement, or its home node alone when routed. */
+/**
+ * Where the scheduler may put the service's replicas: its own placement, or its home node alone when routed
+ * or when a writable volume pins it.
+ */
 export function effectivePlacement(service: ManagedServiceFacts): Placement {
-  if (service.routed) return { nodes: [service.homeName] };
+  if (service.routed || service.stateful) return { nodes: [service.homeName] };
   const value = service.placement;
   if (!value || typeof value !== 'object' || Array.isArray(value)) return {};
   // Read as domain/placement.ts reads the column (not imported: domain/ imports this folder).
