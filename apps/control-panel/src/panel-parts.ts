@@ -21,6 +21,7 @@ import { SessionGenerations } from './sessions/generations.js';
 import type { DeploymentDispatcher } from './dispatch/session-dispatcher.js';
 import { OutboxSessionStore, type SessionStore } from './session-writes/session-store.js';
 import { Scheduler } from './cluster/scheduler-loop.js';
+import { SchedulerLease } from './cluster/scheduler-lease.js';
 
 // The panel's parts, each made once from what it needs (no part is handed a
 // dependency after it is made): the session-fact outbox, the agent side, the
@@ -115,6 +116,8 @@ export function createPanelParts(app: FastifyInstance, deps: AppDependencies, me
     ...(databaseUrl ? { generations } : {}),
   });
   const local = deps.dispatcher ?? agents.dispatcher;
+  // Made before the cluster: a panel reaching a promoted database raises the fencing floor above the epoch it holds.
+  const schedulerLease = new SchedulerLease({ prisma, panelId: config.panel.id, leaseMs: config.scheduler.leaseMs, logger });
   const cluster = databaseUrl
     ? new PanelCluster({
         prisma,
@@ -132,6 +135,7 @@ export function createPanelParts(app: FastifyInstance, deps: AppDependencies, me
         logger,
         generations,
         dispatch: { local, store, ackTimeoutMs: config.sessions.ackTimeoutMs },
+        schedulerEpoch: () => schedulerLease.held?.epoch ?? 0,
       })
     : undefined;
   // Deployment watchers wake when their row is written (NOTIFY from a trigger), not on a timer.
@@ -175,7 +179,7 @@ export function createPanelParts(app: FastifyInstance, deps: AppDependencies, me
     run: async () => void (await pruneAudit(prisma, config.audit.retentionDays)),
     onError: (err) => logger.warn({ err }, 'could not delete old audit rows'),
   });
-  const scheduler = createScheduler(app, deps, parts);
+  const scheduler = createScheduler(app, deps, parts, schedulerLease);
   return { ...parts, auditRetention, scheduler };
 }
 
@@ -184,7 +188,7 @@ export function createPanelParts(app: FastifyInstance, deps: AppDependencies, me
  * `allocations.changed` event (the session side's AllocationSync listens), here and, signalled, on the panel
  * holding each node's session; the session side tells it of stored statuses with `allocations.reported`.
  */
-function createScheduler(app: FastifyInstance, deps: AppDependencies, parts: Pick<PanelParts, 'events' | 'agents' | 'cluster'>): Scheduler {
+function createScheduler(app: FastifyInstance, deps: AppDependencies, parts: Pick<PanelParts, 'events' | 'agents' | 'cluster'>, lease: SchedulerLease): Scheduler {
   const { config } = deps;
   const { events, agents, cluster } = parts;
   const scheduler = new Scheduler({
@@ -196,7 +200,8 @@ function createScheduler(app: FastifyInstance, deps: AppDependencies, parts: Pic
     progressDeadlineMs: config.scheduler.progressDeadlineMs,
     holdsSession: (nodeId) => agents.registry.get(nodeId) !== undefined,
     ...(cluster ? { signals: cluster.signals } : {}),
-    allocationsChanged: (nodeIds, reason) => void events.emit('allocations.changed', { nodeIds: [...nodeIds], reason }),
+    allocationsChanged: (nodeIds, reason, remote) => void events.emit('allocations.changed', { nodeIds: [...nodeIds], reason, ...(remote ? { remote } : {}) }),
+    lease,
   });
   events.on('workloads.changed', ({ nodeId, reason, remote }) => remote || scheduler.nudge(reason, nodeId));
   events.on('scheduler.nudge', ({ reason, nodeId }) => scheduler.nudge(reason, nodeId));

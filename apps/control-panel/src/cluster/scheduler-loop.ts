@@ -43,8 +43,11 @@ export interface SchedulerOptions {
   holdsSession: (nodeId: string) => boolean;
   /** The panels' signals (several panels on one database); absent: this panel alone. */
   signals?: SchedulerSignals;
-  /** These nodes' allocations changed: their sessions on this panel get their `allocations` frame again. */
-  allocationsChanged: (nodeIds: readonly string[], reason: string) => void;
+  /**
+   * These nodes' allocations changed: their sessions on this panel get their `allocations` frame again
+   * (`remote`: the scheduler on another panel changed them, this one heard its signal).
+   */
+  allocationsChanged: (nodeIds: readonly string[], reason: string, remote: boolean) => void;
   /** Tests: a lease of their own (default: one made here). */
   lease?: SchedulerLease;
 }
@@ -161,7 +164,7 @@ export class Scheduler {
     if (signal.kind === 'schedule' && this.lease.held) this.nudge(`signalled by panel ${signal.panel}`);
     if (signal.kind === 'allocations') {
       const held = signal.ids.filter((id) => this.options.holdsSession(id));
-      if (held.length > 0) this.options.allocationsChanged(held, `allocations changed by the scheduler on panel ${signal.panel}`);
+      if (held.length > 0) this.options.allocationsChanged(held, `allocations changed by the scheduler on panel ${signal.panel}`, true);
     }
   }
 
@@ -227,7 +230,7 @@ export class Scheduler {
     if (plan.changedNodes.length > 0) {
       const reason = `scheduler: ${plan.insert.length} placed, ${plan.stop.length} stopped, ${plan.moves.reduce((n, m) => n + m.allocationIds.length, 0)} moved to another release`;
       const local = plan.changedNodes.filter((id) => this.options.holdsSession(id));
-      if (local.length > 0) this.options.allocationsChanged(local, reason);
+      if (local.length > 0) this.options.allocationsChanged(local, reason, false);
       await this.options.signals?.send('allocations', this.options.panelId, plan.changedNodes);
     }
     if (plan.pending.length > 0 || plan.refused.length > 0) this.options.logger.debug({ pending: plan.pending, refused: plan.refused }, 'replicas the scheduler could not place');
