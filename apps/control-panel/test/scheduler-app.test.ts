@@ -76,5 +76,18 @@ describe('the scheduler in the app', () => {
     // Never sent as a deploy frame (no session took it); the nudges came from the API and the reported statuses.
     expect(answer?.body.sessionId).toBeNull();
     expect(nudges).toContain(`deployment ${answer?.body.id} created`);
+
+    // Scale down through the API: the update's nudge makes the scheduler stop exactly one replica, at once.
+    const patched = await p.call('PATCH', `/v1/services/${serviceId}`, { token: team.token, body: { replicas: 2 } });
+    expect(patched.status).toBe(200);
+    const patchedAt = Date.now();
+    let stopped: { desired: string }[] = [];
+    while (Date.now() - patchedAt < 5_000) {
+      stopped = await p.prisma.allocation.findMany({ where: { serviceId, desired: 'stop' } });
+      if (stopped.length > 0) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(stopped).toHaveLength(1);
+    expect(await p.prisma.allocation.count({ where: { serviceId, desired: 'run' } })).toBe(2);
   });
 });
