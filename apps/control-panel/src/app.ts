@@ -43,6 +43,7 @@ export const LIFECYCLE_ORDER = [
   'session-facts',
   'cluster',
   'agent-side',
+  'scheduler',
   'fleet',
   'deployment-changes',
   'token-last-used',
@@ -97,6 +98,8 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   if (cluster) lifecycle.provide('cluster', cluster);
   // Sessions get GOING_AWAY before the server stops accepting; their closes are written or spilled.
   lifecycle.provide('agent-side', agents);
+  // Issue 36: after the agent side (sessions say which nodes are live), stopped before it; gives its lease up.
+  lifecycle.provide('scheduler', parts.scheduler);
   lifecycle.provide('deployment-changes', changes);
   const internalListener = app.internalListener;
   if (internalListener) lifecycle.provide('internal-listener', { stop: () => internalListener.close() });

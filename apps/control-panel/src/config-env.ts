@@ -110,6 +110,13 @@ export const EnvSchema = Type.Object({
    * counts from when it was asked, so it must come well within the 2 s frame ages may differ by.
    */
   TETHER_PANEL_PEER_TIMEOUT_MS: Type.Integer({ minimum: 50, maximum: 1_500, default: 1_000 }),
+  // The scheduler (issue 36): one panel at a time places the replicas of services managed by allocations.
+  /** How often the scheduler's holder evaluates (and at once when something it places from changes). */
+  TETHER_SCHEDULER_INTERVAL_MS: Ms(2_000, 50),
+  /** The scheduler lease, renewed at a third of it; another panel takes over this long after its holder stops. */
+  TETHER_SCHEDULER_LEASE_MS: Ms(10_000, 300),
+  /** A rollout across nodes that makes no step for this long fails, naming the nodes it waited for. */
+  TETHER_PROGRESS_DEADLINE_SECONDS: Type.Integer({ minimum: 1, maximum: 86_400, default: 600 }),
 });
 
 /** Every variable this app reads (docs/operations.md lists each; a test checks). */

@@ -124,6 +124,11 @@ export function loadConfig(env: Record<string, string | undefined>) {
       sweepMs: e.TETHER_DEPLOYMENT_SWEEP_MS,
       drainReportGraceMs: e.TETHER_DRAIN_REPORT_GRACE_MS,
     },
+    scheduler: {
+      intervalMs: e.TETHER_SCHEDULER_INTERVAL_MS,
+      leaseMs: e.TETHER_SCHEDULER_LEASE_MS,
+      progressDeadlineMs: e.TETHER_PROGRESS_DEADLINE_SECONDS * 1000,
+    },
     streams: { perToken: e.TETHER_STREAMS_PER_TOKEN, perTeam: e.TETHER_STREAMS_PER_TEAM },
     logs: {
       streamsPerNode: e.TETHER_LOG_STREAMS_PER_NODE,

@@ -15,6 +15,13 @@ export interface PanelEventMap {
   'token.revoked': [{ tokenId: string; remote?: boolean }];
   /** A fleet-page cookie was signed out (here, or on another panel): no panel accepts it again. */
   'cookie.signed-out': [{ cookieId: string; expiresAtMs: number; remote?: boolean }];
+  // Scheduler (issue 36, cluster/scheduler-loop.ts).
+  /** The scheduler changed these nodes' allocations (here, or on another panel: `remote`): send their sessions on this panel their `allocations` frame. */
+  'allocations.changed': [{ nodeIds: string[]; reason: string; remote?: boolean }];
+  /** Something the scheduler places from changed (a deployment of a managed service, a cordon): evaluate soon. */
+  'scheduler.nudge': [{ reason: string; nodeId?: string }];
+  /** An allocations.status of this node was stored (the session side emits it after ingestion): a rollout may go on. */
+  'allocations.reported': [{ nodeId: string }];
 }
 
 export class PanelEvents extends EventEmitter<PanelEventMap> {}

@@ -20,6 +20,8 @@ import { SpillFile } from './session-writes/spill-file.js';
 import { SessionGenerations } from './sessions/generations.js';
 import type { DeploymentDispatcher } from './dispatch/session-dispatcher.js';
 import { OutboxSessionStore, type SessionStore } from './session-writes/session-store.js';
+import { Scheduler } from './cluster/scheduler-loop.js';
+import { SchedulerLease } from './cluster/scheduler-lease.js';
 
 // The panel's parts, each made once from what it needs (no part is handed a
 // dependency after it is made): the session-fact outbox, the agent side, the
@@ -33,6 +35,8 @@ declare module 'fastify' {
     agentSide: AgentSide;
     /** This panel among the panels sharing the database (undefined without a database URL); server.ts tells its lease where it listens. */
     cluster: PanelCluster | undefined;
+    /** The scheduler of managed services (issue 36): its lease and evaluations, for tests. */
+    scheduler: Scheduler;
   }
 }
 
@@ -40,6 +44,7 @@ declare module 'fastify' {
 export function exposeParts(app: FastifyInstance, parts: PanelParts): void {
   app.decorate('agentSide', parts.agents);
   app.decorate('cluster', parts.cluster);
+  app.decorate('scheduler', parts.scheduler);
 }
 
 /** What buildApp (app.ts) is made from. */
@@ -76,6 +81,8 @@ export interface PanelParts {
   fleet: Fleet;
   held: HeldStreams;
   auditRetention: Loop;
+  /** Places managed services' replicas while this panel holds the scheduler lease (issue 36). */
+  scheduler: Scheduler;
 }
 
 export function createPanelParts(app: FastifyInstance, deps: AppDependencies, metrics: PanelMetrics, keyring: Keyring | null): PanelParts {
@@ -109,6 +116,8 @@ export function createPanelParts(app: FastifyInstance, deps: AppDependencies, me
     ...(databaseUrl ? { generations } : {}),
   });
   const local = deps.dispatcher ?? agents.dispatcher;
+  // Made before the cluster: a panel reaching a promoted database raises the fencing floor above the epoch it holds.
+  const schedulerLease = new SchedulerLease({ prisma, panelId: config.panel.id, leaseMs: config.scheduler.leaseMs, logger });
   const cluster = databaseUrl
     ? new PanelCluster({
         prisma,
@@ -126,6 +135,7 @@ export function createPanelParts(app: FastifyInstance, deps: AppDependencies, me
         logger,
         generations,
         dispatch: { local, store, ackTimeoutMs: config.sessions.ackTimeoutMs },
+        schedulerEpoch: () => schedulerLease.held?.epoch ?? 0,
       })
     : undefined;
   // Deployment watchers wake when their row is written (NOTIFY from a trigger), not on a timer.
@@ -169,7 +179,37 @@ export function createPanelParts(app: FastifyInstance, deps: AppDependencies, me
     run: async () => void (await pruneAudit(prisma, config.audit.retentionDays)),
     onError: (err) => logger.warn({ err }, 'could not delete old audit rows'),
   });
-  return { ...parts, auditRetention };
+  const scheduler = createScheduler(app, deps, parts, schedulerLease);
+  return { ...parts, auditRetention, scheduler };
+}
+
+/**
+ * The scheduler (issue 36) and what nudges it. What it changes reaches the sessions through the
+ * `allocations.changed` event (the session side's AllocationSync listens), here and, signalled, on the panel
+ * holding each node's session; the session side tells it of stored statuses with `allocations.reported`.
+ */
+function createScheduler(app: FastifyInstance, deps: AppDependencies, parts: Pick<PanelParts, 'events' | 'agents' | 'cluster'>, lease: SchedulerLease): Scheduler {
+  const { config } = deps;
+  const { events, agents, cluster } = parts;
+  const scheduler = new Scheduler({
+    prisma: deps.prisma,
+    panelId: config.panel.id,
+    logger: app.log,
+    leaseMs: config.scheduler.leaseMs,
+    intervalMs: config.scheduler.intervalMs,
+    progressDeadlineMs: config.scheduler.progressDeadlineMs,
+    holdsSession: (nodeId) => agents.registry.get(nodeId) !== undefined,
+    ...(cluster ? { signals: cluster.signals } : {}),
+    allocationsChanged: (nodeIds, reason, remote) => void events.emit('allocations.changed', { nodeIds: [...nodeIds], reason, ...(remote ? { remote } : {}) }),
+    lease,
+  });
+  events.on('workloads.changed', ({ nodeId, reason, remote }) => remote || scheduler.nudge(reason, nodeId));
+  events.on('scheduler.nudge', ({ reason, nodeId }) => scheduler.nudge(reason, nodeId));
+  events.on('allocations.reported', ({ nodeId }) => scheduler.onAllocationStatus(nodeId));
+  events.on('node.decommissioned', ({ nodeId }) => scheduler.nudge(`node ${nodeId} decommissioned`, nodeId));
+  agents.registry.on('opened', (session) => scheduler.nudge(`session of node ${session.nodeName} opened`, session.nodeId));
+  agents.registry.on('closed', (session) => scheduler.nudge(`session of node ${session.nodeName} closed`, session.nodeId));
+  return scheduler;
 }
 
 /** A revoked token, here or (signalled) on another panel: its streams and waits end, no cache honours it. */

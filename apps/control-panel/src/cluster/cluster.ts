@@ -48,6 +48,8 @@ export interface ClusterOptions extends Omit<PanelLeaseOptions, 'servers'> {
   peerTimeoutMs: number;
   /** What the cross-panel dispatcher sends through when this panel holds the session, and where it records. */
   dispatch: { local: DeploymentDispatcher; store: SessionStore; ackTimeoutMs: number };
+  /** The scheduler epoch this panel holds (0: none), raised into the fencing floor on a new timeline (issue 36). */
+  schedulerEpoch?: () => number;
 }
 
 export class PanelCluster {
@@ -84,7 +86,15 @@ export class PanelCluster {
     this.servers = servers;
     this.lease = new PanelLease({ ...options, servers, secretHash: secret.hash });
     this.claims = new ClaimBatch(prisma, panelId);
-    this.fence = new TimelineFence({ prisma, panelId, generations: this.generations, registry: options.registry, claims: this.claims, logger });
+    this.fence = new TimelineFence({
+      prisma,
+      panelId,
+      generations: this.generations,
+      registry: options.registry,
+      claims: this.claims,
+      logger,
+      ...(options.schedulerEpoch ? { schedulerEpoch: options.schedulerEpoch } : {}),
+    });
     servers.onChange = ({ timeline }) => this.fence.reached(timeline);
     if (servers.current) this.fence.reached(servers.current.timeline);
     this.verifier = Object.assign(new PeerVerifier(prisma), { scheme: PANEL_AUTH_SCHEME });

@@ -35,7 +35,11 @@ export type SignalKind =
   /** Tokens revoked on the sending panel: `revoked:panel:tokenId[,…]` (their streams and waits end everywhere). */
   | 'revoked'
   /** Fleet-page cookies signed out on the sending panel: `signed-out:panel:cookieId/expiresAtMs[,…]`. */
-  | 'signed-out';
+  | 'signed-out'
+  /** The scheduler changed these nodes' allocations: `allocations:holder:nodeId[,…]` (the panel holding each session sends its frame). */
+  | 'allocations'
+  /** Evaluate soon (a change made on the sending panel): `schedule:panel:nodeId-or-reason[,…]`; only the scheduler's holder acts. */
+  | 'schedule';
 
 export interface Signal {
   kind: SignalKind;
@@ -57,7 +61,7 @@ export function parseSignal(payload: string): Signal | undefined {
   const second = payload.indexOf(':', first + 1);
   if (first < 0 || second < 0) return undefined;
   const kind = payload.slice(0, first) as SignalKind;
-  if (!['owner', 'deploy', 'deployed', 'routing', 'workloads', 'report', 'revoked', 'signed-out'].includes(kind)) return undefined;
+  if (!['owner', 'deploy', 'deployed', 'routing', 'workloads', 'report', 'revoked', 'signed-out', 'allocations', 'schedule'].includes(kind)) return undefined;
   const ids = payload.slice(second + 1).split(',').filter(Boolean);
   return { kind, panel: payload.slice(first + 1, second), ids };
 }

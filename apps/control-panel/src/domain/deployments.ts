@@ -9,6 +9,7 @@ import { prismaSql } from '../db/sql.js';
 import type { ApiDeps } from './api-deps.js';
 import type { ServiceSpec } from './services.js';
 import { rollbackSpec, type RollbackRequest } from './rollback.js';
+import { managedSql } from '../scheduling/managed.js';
 import { DEFAULT_DRAIN_SECONDS, workloadOf, type ServiceHealthCheck, type ServiceResources, type ServiceVolume } from '../db/deployment-spec.js';
 
 // A deployment carries out a snapshot of its service's spec on the service's
@@ -60,6 +61,8 @@ interface ServiceToDeploy {
   volumes: ServiceVolume[];
   health_check: ServiceHealthCheck | null;
   drain_seconds: number;
+  /** Its home node speaks allocations (scheduling/managed.ts): the scheduler rolls it out, no deploy frame. */
+  managed: boolean;
 }
 
 /**
@@ -71,16 +74,17 @@ interface ServiceToDeploy {
  * locked in one statement, the insert, COMMIT. (One statement would need the
  * row's id made outside Prisma, which makes the cuid.)
  */
-export async function createDeployment({ prisma, dispatcher }: ApiDeps, auth: AuthContext, serviceId: string, audit?: AuditContext, rollback?: RollbackRequest) {
+export async function createDeployment({ prisma, dispatcher, events }: ApiDeps, auth: AuthContext, serviceId: string, audit?: AuditContext, rollback?: RollbackRequest) {
   const { teamId } = teamScope(auth);
-  const { deployment, nodeName, spec } = await prisma.$transaction(async (tx) => {
+  const { deployment, nodeName, spec, managed } = await prisma.$transaction(async (tx) => {
     // FOR SHARE OF n: a decommission waiting on the lock or committed before it is seen (the locked row is re-read).
     const [service] = await prismaSql(tx).rows<ServiceToDeploy>(
       `SELECT s.node_id, s.team_id, n.name AS node_name, n.decommissioned, s.name, s.image, s.env, s.internal_port, s.replicas,
         s.command, s.args, s.resources, s.volumes, s.health_check, s.drain_seconds,
         (SELECT COALESCE(json_agg(json_build_object('name', x.name, 'version', x.version) ORDER BY x.name), '[]'::json)
           FROM service_secrets x WHERE x.service_id = s.id AND x.removed_at IS NULL) AS secrets,
-        (SELECT COALESCE(json_agg(json_build_object('id', r.id, 'host', r.host)), '[]'::json) FROM registries r WHERE r.team_id = s.team_id) AS registries
+        (SELECT COALESCE(json_agg(json_build_object('id', r.id, 'host', r.host)), '[]'::json) FROM registries r WHERE r.team_id = s.team_id) AS registries,
+        ${managedSql('n')} AS managed
       FROM services s JOIN nodes n ON n.id = s.node_id
       WHERE s.id = $1 AND ($2::text IS NULL OR s.team_id = $2)
       FOR SHARE OF n`,
@@ -109,10 +113,21 @@ export async function createDeployment({ prisma, dispatcher }: ApiDeps, auth: Au
     };
     let rollbackOf: string | null = null;
     if (rollback) ({ targetId: rollbackOf, spec } = await rollbackSpec(tx, { id: serviceId, replicas: service.replicas, internalPort: service.internal_port }, spec, rollback));
-    const deployment = await tx.deployment.create({ data: { serviceId, nodeId: service.node_id, spec: { ...spec } as unknown as Prisma.InputJsonObject, status: 'pending', rollbackOf } });
+    // A managed service's deployment is handed to the scheduler at once (dispatched_at set: no panel sends it as a deploy frame).
+    const handed = service.managed ? { dispatchedAt: new Date(), reason: 'handed to the scheduler: it rolls the release out across nodes' } : {};
+    const deployment = await tx.deployment.create({
+      data: { serviceId, nodeId: service.node_id, spec: { ...spec } as unknown as Prisma.InputJsonObject, status: 'pending', rollbackOf, ...handed },
+    });
     await recordChange(tx, audit, { action: rollback ? 'deployment.rollback' : 'deployment.create', targetType: 'deployment', targetId: deployment.id, teamId: service.team_id });
-    return { deployment, nodeName: service.node_name, spec };
+    return { deployment, nodeName: service.node_name, spec, managed: service.managed };
   });
+
+  if (managed) {
+    // Issue 36: the new deployment is the service's target release; the scheduler moves its allocations to it
+    // step by step and ends the row running or failed (cluster/scheduler-loop.ts). 201: recorded, not yet sent.
+    events.emit('scheduler.nudge', { reason: `deployment ${deployment.id} created`, nodeId: deployment.nodeId });
+    return { httpStatus: 201 as const, deployment: presentDeployment(deployment) };
+  }
 
   const workload = workloadOf(serviceId, deployment.id, spec);
   let outcome;

@@ -86,6 +86,8 @@ export const deploymentRoutes: FastifyPluginAsyncTypebox<ApiDeps & { changes: De
         summary: "Deploy the service's current spec to its node",
         description:
           'The deployment is stored (pending) before it is sent. 202: the node received it; 201: recorded, not (yet) delivered. ' +
+          'A service managed by allocations (its node announced workload.allocations) answers 201: the scheduler rolls the release out ' +
+          'across its nodes one replica at a time and ends it running, or failed naming each node (docs/api.md). ' +
           'A node without a live session answers 503 NODE_UNREACHABLE, one that does not acknowledge in time 504 ACK_TIMEOUT; ' +
           'either way the deployment ends with that status and reason. ' +
           'With `?wait=SECONDS` (1-600) the answer waits until the deployment is final (running, failed, superseded): 200 with `"final": true`; ' +

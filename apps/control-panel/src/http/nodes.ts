@@ -80,7 +80,11 @@ export const nodeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) 
         response: { 200: NodeSchema, ...authErrors(403, 404) },
       },
     },
-    async (request) => updateNode(deps.prisma, request.params.id, request.body, auditOf(request)),
+    async (request) => {
+      const node = await updateNode(deps.prisma, request.params.id, request.body, auditOf(request));
+      deps.events.emit('scheduler.nudge', { reason: `node ${node.name} updated`, nodeId: node.id });
+      return node;
+    },
   );
 
   for (const [verb, cordoned, summary] of [
@@ -93,7 +97,12 @@ export const nodeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) 
         onRequest: requireOperator,
         schema: { tags: ['nodes'], summary, security, params: IdParams, response: { 200: NodeSchema, ...authErrors(403, 404, 409) } },
       },
-      async (request) => setCordon(deps.prisma, request.params.id, cordoned, auditOf(request)),
+      async (request) => {
+        const node = await setCordon(deps.prisma, request.params.id, cordoned, auditOf(request));
+        // The scheduler places around a cordon (issue 36); labels change placements too (below).
+        deps.events.emit('scheduler.nudge', { reason: `node ${node.name} ${verb}ed`, nodeId: node.id });
+        return node;
+      },
     );
   }
 

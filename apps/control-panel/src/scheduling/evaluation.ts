@@ -1,0 +1,241 @@
+import { compareText } from './order.js';
+import { effectivePlacement, nodeViewOf, type ManagedServiceFacts, type NodeFacts } from './managed.js';
+import { decideRollout, type RolloutAllocation, type TargetRelease } from './rollout-progress.js';
+import { schedule, wantedReplicas } from './schedule.js';
+import type { Allocation, PendingChange, RefusedChange, ServiceSpec, StopChange } from './types.js';
+
+// One evaluation of the scheduler over managed services (issue 36), as a pure
+// function of rows: the loop (cluster/scheduler-loop.ts) reads them inside its
+// epoch-fenced transaction, calls this, and writes the plan in the same
+// transaction. In order:
+// 1. A managed service without any allocation adopts the replicas its home
+//    node runs now: one allocation per wanted replica there, on its running
+//    release (nothing restarts), before anything spreads.
+// 2. schedule() places and stops (scale, lost and misplaced replicas).
+// 3. Each service with a target release (its newest deployment that is not
+//    final, else its running one) rolls out step by step (rollout-progress.ts).
+// 4. Allocations marked stop that their node no longer has are deleted.
+// 5. Older deployments still in flight are superseded by the target.
+
+export interface ServiceRow extends ManagedServiceFacts {
+  id: string;
+  homeNodeId: string;
+  replicas: number;
+  /** A writable volume: one replica that never moves. */
+  stateful: boolean;
+}
+
+export interface DeploymentRow {
+  id: string;
+  serviceId: string;
+  status: 'pending' | 'delivered' | 'running';
+  createdAt: number;
+  dispatchedAt: number | null;
+  reason: string | null;
+}
+
+export interface AllocationRow extends RolloutAllocation {
+  serviceId: string;
+  desired: 'run' | 'stop';
+}
+
+export interface EvaluationInput {
+  services: readonly ServiceRow[];
+  /** The managed services' deployments in flight or running. */
+  deployments: readonly DeploymentRow[];
+  nodes: readonly NodeFacts[];
+  /** Every allocation of the managed services. */
+  allocations: readonly AllocationRow[];
+  now: number;
+  progressDeadlineMs: number;
+  movedAt: ReadonlyMap<string, number>;
+  progressAt: ReadonlyMap<string, number>;
+  newId: () => string;
+}
+
+export type AllocationCause = 'adopted' | 'scale-up' | 'node-lost' | 'placement-changed';
+
+export interface NewAllocation {
+  id: string;
+  serviceId: string;
+  nodeId: string;
+  releaseId: string | null;
+  cause: AllocationCause;
+}
+
+export interface ReleaseMove {
+  serviceId: string;
+  releaseId: string | null;
+  allocationIds: string[];
+}
+
+export type DeploymentWrite =
+  | { kind: 'progress'; id: string; reason: string }
+  | { kind: 'running'; id: string; serviceId: string; reason: string; imageRef: string | null }
+  | { kind: 'failed'; id: string; reason: string }
+  | { kind: 'superseded'; id: string; reason: string };
+
+export interface EvaluationPlan {
+  insert: NewAllocation[];
+  stop: StopChange[];
+  /** Allocations marked stop that their node reported removed: their rows go. */
+  remove: string[];
+  moves: ReleaseMove[];
+  deployments: DeploymentWrite[];
+  pending: PendingChange[];
+  refused: RefusedChange[];
+  /** Nodes whose set of run allocations changed: their sessions get a new allocations frame. */
+  changedNodes: string[];
+  /** Allocations placed on or moved to a target release now (their moved-at time is now). */
+  moved: string[];
+  /** Rollouts that made a step now. */
+  progressed: string[];
+}
+
+export function isEmptyPlan(plan: EvaluationPlan): boolean {
+  return plan.insert.length + plan.stop.length + plan.remove.length + plan.moves.length + plan.deployments.length === 0;
+}
+
+/** The service's target release and the one it runs: deployments newest first. */
+export function releasesOf(deployments: readonly DeploymentRow[]): { target: DeploymentRow | undefined; running: DeploymentRow | undefined; older: DeploymentRow[] } {
+  const sorted = [...deployments].sort((a, b) => b.createdAt - a.createdAt || compareText(b.id, a.id));
+  const target = sorted[0];
+  const running = sorted.find((d) => d.status === 'running');
+  const older = sorted.slice(1).filter((d) => d.status !== 'running');
+  return { target, running, older };
+}
+
+export function evaluate(input: EvaluationInput): EvaluationPlan {
+  const plan: EvaluationPlan = { insert: [], stop: [], remove: [], moves: [], deployments: [], pending: [], refused: [], changedNodes: [], moved: [], progressed: [] };
+  const nodeViews = input.nodes.map(nodeViewOf);
+  const nodeById = new Map(nodeViews.map((n) => [n.id, n]));
+  const deploymentsBy = groupBy(input.deployments, (d) => d.serviceId);
+  const allocationsBy = groupBy(input.allocations, (a) => a.serviceId);
+  const specs: ServiceSpec[] = [];
+  const releases = new Map<string, ReturnType<typeof releasesOf>>();
+  const forSchedule: Allocation[] = [];
+  const adopted = new Map<string, NewAllocation>();
+  const toAllocation = (a: { id: string; serviceId: string; nodeId: string; releaseId: string | null; createdAt: number }): Allocation => ({
+    id: a.id,
+    serviceId: a.serviceId,
+    nodeId: a.nodeId,
+    releaseId: a.releaseId ?? '',
+    createdAt: a.createdAt,
+    desired: 'run',
+  });
+
+  for (const service of input.services) {
+    const found = releasesOf(deploymentsBy.get(service.id) ?? []);
+    releases.set(service.id, found);
+    const spec: ServiceSpec = {
+      id: service.id,
+      releaseId: found.target?.id ?? '',
+      replicas: service.replicas,
+      placement: effectivePlacement(service),
+      stateful: service.stateful,
+    };
+    specs.push(spec);
+    const own = allocationsBy.get(service.id) ?? [];
+    for (const a of own) if (a.desired === 'run') forSchedule.push(toAllocation(a));
+    // 1. Adoption: the replicas its home node runs become its allocations, on the release they run.
+    if (own.length === 0 && found.running) {
+      for (let i = 0; i < wantedReplicas(spec); i++) {
+        const row: NewAllocation = { id: input.newId(), serviceId: service.id, nodeId: service.homeNodeId, releaseId: found.running.id, cause: 'adopted' };
+        adopted.set(row.id, row);
+        forSchedule.push(toAllocation({ ...row, createdAt: input.now }));
+      }
+    }
+    // 5. Older deployments in flight never run: the target replaces them.
+    for (const older of found.older) plan.deployments.push({ kind: 'superseded', id: older.id, reason: `replaced by deployment ${found.target!.id}` });
+  }
+
+  // 2. Places and stops.
+  const result = schedule(specs, nodeViews, forSchedule);
+  plan.pending = result.pending;
+  plan.refused = result.refused;
+  const stopped = new Set<string>();
+  for (const stop of result.stop) {
+    stopped.add(stop.allocationId);
+    if (adopted.delete(stop.allocationId)) continue;
+    plan.stop.push(stop);
+  }
+  plan.insert.push(...adopted.values());
+  const placedBy = new Map<string, RolloutAllocation[]>();
+  for (const place of result.place) {
+    const row: NewAllocation = { id: input.newId(), serviceId: place.serviceId, nodeId: place.nodeId, releaseId: place.releaseId || null, cause: place.cause };
+    plan.insert.push(row);
+    if (row.releaseId !== null) plan.moved.push(row.id);
+    const list = placedBy.get(row.serviceId) ?? [];
+    list.push({ id: row.id, nodeId: row.nodeId, releaseId: row.releaseId, createdAt: input.now, status: null, statusAt: null });
+    placedBy.set(row.serviceId, list);
+  }
+
+  // 3. Rollouts.
+  for (const [index, service] of input.services.entries()) {
+    const { target, running } = releases.get(service.id)!;
+    if (!target) continue;
+    const spec = specs[index]!;
+    const runs: RolloutAllocation[] = [
+      ...(allocationsBy.get(service.id) ?? []).filter((a) => a.desired === 'run' && !stopped.has(a.id)),
+      ...[...adopted.values()].filter((a) => a.serviceId === service.id).map((a) => ({ id: a.id, nodeId: a.nodeId, releaseId: a.releaseId, createdAt: input.now, status: null, statusAt: null })),
+      ...(placedBy.get(service.id) ?? []),
+    ];
+    const targetRelease: TargetRelease = { id: target.id, status: target.status, createdAt: target.createdAt, dispatchedAt: target.dispatchedAt, reason: target.reason };
+    const decision = decideRollout({
+      service: spec,
+      allocations: runs,
+      wanted: wantedReplicas(spec),
+      target: targetRelease,
+      previous: running && running.id !== target.id ? running.id : null,
+      nodes: nodeById,
+      now: input.now,
+      progressDeadlineMs: input.progressDeadlineMs,
+      movedAt: input.movedAt,
+      progressAt: input.progressAt.get(target.id),
+    });
+    switch (decision.kind) {
+      case 'step':
+        plan.moves.push({ serviceId: service.id, releaseId: target.id, allocationIds: decision.allocationIds });
+        plan.moved.push(...decision.allocationIds);
+        plan.progressed.push(target.id);
+        if (decision.reason !== target.reason) plan.deployments.push({ kind: 'progress', id: target.id, reason: decision.reason });
+        break;
+      case 'wait':
+        if (decision.reason !== target.reason) plan.deployments.push({ kind: 'progress', id: target.id, reason: decision.reason });
+        break;
+      case 'running':
+        plan.deployments.push({ kind: 'running', id: target.id, serviceId: service.id, reason: decision.reason, imageRef: decision.imageRef });
+        break;
+      case 'failed':
+        plan.deployments.push({ kind: 'failed', id: target.id, reason: decision.reason });
+        if (decision.revert.allocationIds.length > 0) plan.moves.push({ serviceId: service.id, releaseId: decision.revert.to, allocationIds: decision.revert.allocationIds });
+        break;
+      case 'none':
+        break;
+    }
+  }
+
+  // 4. Stopped allocations their node no longer has.
+  for (const a of input.allocations) if (a.desired === 'stop' && a.status?.state === 'removed') plan.remove.push(a.id);
+
+  const changed = new Set<string>();
+  for (const row of plan.insert) changed.add(row.nodeId);
+  for (const stop of plan.stop) changed.add(stop.nodeId);
+  const nodeOfAllocation = new Map<string, string>();
+  for (const a of input.allocations) nodeOfAllocation.set(a.id, a.nodeId);
+  for (const row of plan.insert) nodeOfAllocation.set(row.id, row.nodeId);
+  for (const move of plan.moves) for (const id of move.allocationIds) changed.add(nodeOfAllocation.get(id)!);
+  plan.changedNodes = [...changed].sort(compareText);
+  return plan;
+}
+
+function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, T[]> {
+  const out = new Map<string, T[]>();
+  for (const item of items) {
+    const k = key(item);
+    const list = out.get(k);
+    if (list) list.push(item);
+    else out.set(k, [item]);
+  }
+  return out;
+}

@@ -1,0 +1,84 @@
+import { CAPABILITIES } from '@tether/protocol';
+import { stringRecordOf } from '../db/json-columns.js';
+import type { NodeView, Placement } from './types.js';
+
+// Which services the scheduler places (issue 36), defined once here with its
+// SQL form beside it. A service is *managed by allocations* when its home node
+// (Service.nodeId) announced `workload.allocations` at its last session open
+// (nodes.capabilities). Unmanaged services keep the path of today: deploy
+// frames and the workloads set, on Service.nodeId alone; the scheduler neither
+// reads nor writes their allocations. A managed service's replicas go only to
+// nodes that speak allocations too; a routed service stays on its home node
+// until cross-node routing (DOMAIN_SPLIT_ACROSS_NODES), a service with a
+// writable volume stays with its data there; a placement that names nodes
+// keeps it there.
+
+export const ALLOCATIONS_CAPABILITY = CAPABILITIES.WORKLOAD_ALLOCATIONS;
+
+/** True when a service whose home node announced these capabilities is placed by the scheduler. */
+export function managedByAllocations(home: { capabilities: readonly string[] }): boolean {
+  return home.capabilities.includes(ALLOCATIONS_CAPABILITY);
+}
+
+/**
+ * The same test in SQL, on the home node's row under `homeAlias` (`FROM services s JOIN nodes h ON h.id =
+ * s.node_id … WHERE ${managedSql('h')}`). The capability is a constant of the protocol, never user input.
+ */
+export function managedSql(homeAlias: string): string {
+  return `('${ALLOCATIONS_CAPABILITY}' = ANY(${homeAlias}.capabilities))`;
+}
+
+/** A node takes new replicas of managed services only when its agent speaks allocations. */
+export function takesAllocations(node: { capabilities: readonly string[] }): boolean {
+  return node.capabilities.includes(ALLOCATIONS_CAPABILITY);
+}
+
+export interface ManagedServiceFacts {
+  homeName: string;
+  /** The placement column as stored. */
+  placement: unknown;
+  /** The service has routes: its replicas stay on its home node until cross-node routing. */
+  routed: boolean;
+  /** A writable volume: its data is on the home node (volumes and leaveVolumes name it), so the replica stays there. */
+  stateful?: boolean;
+}
+
+/**
+ * Where the scheduler may put the service's replicas: its own placement, or its home node alone when routed
+ * or when a writable volume pins it.
+ */
+export function effectivePlacement(service: ManagedServiceFacts): Placement {
+  if (service.routed || service.stateful) return { nodes: [service.homeName] };
+  const value = service.placement;
+  if (!value || typeof value !== 'object' || Array.isArray(value)) return {};
+  // Read as domain/placement.ts reads the column (not imported: domain/ imports this folder).
+  const { nodes, labels } = value as { nodes?: unknown; labels?: unknown };
+  return { nodes: Array.isArray(nodes) ? nodes.filter((n): n is string => typeof n === 'string') : [], labels: stringRecordOf(labels) };
+}
+
+export interface NodeFacts {
+  id: string;
+  name: string;
+  /** A session carried traffic within the deadline, on some panel. */
+  live: boolean;
+  cordoned: boolean;
+  decommissioned: boolean;
+  labels: Readonly<Record<string, string>>;
+  capabilities: readonly string[];
+}
+
+/**
+ * The scheduler's view of a node. Not live: `unreachable` (it keeps its allocations; failover, not wired yet,
+ * decides when it is lost). A node whose agent does not speak allocations is not eligible: it keeps what it has
+ * and gets nothing new, as a cordoned node does.
+ */
+export function nodeViewOf(node: NodeFacts): NodeView {
+  return {
+    id: node.id,
+    name: node.name,
+    state: node.live ? 'live' : 'unreachable',
+    cordoned: node.cordoned || !takesAllocations(node),
+    decommissioned: node.decommissioned,
+    labels: node.labels,
+  };
+}
