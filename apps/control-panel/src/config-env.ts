@@ -111,6 +111,12 @@ export const EnvSchema = Type.Object({
    */
   TETHER_PANEL_PEER_TIMEOUT_MS: Type.Integer({ minimum: 50, maximum: 1_500, default: 1_000 }),
   // The scheduler (issue 36): one panel at a time places the replicas of services managed by allocations.
+  /**
+   * on: confirm workload.allocations to agents that announce it, so services whose node runs such an agent are
+   * placed across nodes by the scheduler and rolled out through allocations. off (default, for now): every agent
+   * keeps deploy frames and the workloads set (docs/operations.md says what the allocation path does not do yet).
+   */
+  TETHER_ALLOCATIONS: Type.Union([Type.Literal('on'), Type.Literal('off')], { default: 'off' }),
   /** How often the scheduler's holder evaluates (and at once when something it places from changes). */
   TETHER_SCHEDULER_INTERVAL_MS: Ms(2_000, 50),
   /** The scheduler lease, renewed at a third of it; another panel takes over this long after its holder stops. */

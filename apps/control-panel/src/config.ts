@@ -125,6 +125,7 @@ export function loadConfig(env: Record<string, string | undefined>) {
       drainReportGraceMs: e.TETHER_DRAIN_REPORT_GRACE_MS,
     },
     scheduler: {
+      allocations: e.TETHER_ALLOCATIONS === 'on',
       intervalMs: e.TETHER_SCHEDULER_INTERVAL_MS,
       leaseMs: e.TETHER_SCHEDULER_LEASE_MS,
       progressDeadlineMs: e.TETHER_PROGRESS_DEADLINE_SECONDS * 1000,

@@ -41,6 +41,7 @@ export async function registerAgentGateway(
       sendBufferLimitBytes: s.sendBufferLimitBytes,
     },
     lifecycle,
+    allocations: config.scheduler.allocations,
   });
   return nodeAuth;
 }

@@ -206,6 +206,9 @@ function createScheduler(app: FastifyInstance, deps: AppDependencies, parts: Pic
   events.on('workloads.changed', ({ nodeId, reason, remote }) => remote || scheduler.nudge(reason, nodeId));
   events.on('scheduler.nudge', ({ reason, nodeId }) => scheduler.nudge(reason, nodeId));
   events.on('allocations.reported', ({ nodeId }) => scheduler.onAllocationStatus(nodeId));
+  // The two halves meet here: what the scheduler wrote goes out as allocations sets, what agents report moves rollouts on.
+  events.on('allocations.changed', ({ nodeIds, reason }) => nodeIds.forEach((nodeId) => agents.allocations.changed(nodeId, reason)));
+  agents.allocations.onAllocationStatus = (nodeId) => scheduler.onAllocationStatus(nodeId);
   events.on('node.decommissioned', ({ nodeId }) => scheduler.nudge(`node ${nodeId} decommissioned`, nodeId));
   agents.registry.on('opened', (session) => scheduler.nudge(`session of node ${session.nodeName} opened`, session.nodeId));
   agents.registry.on('closed', (session) => scheduler.nudge(`session of node ${session.nodeName} closed`, session.nodeId));

@@ -13,7 +13,7 @@ import { RawAgent } from './helpers/raw-agent.js';
 type Allocations = Extract<PanelMessage, { type: 'allocations' }>;
 const CAPABLE = [CAPABILITIES.WORKLOAD_ALLOCATIONS];
 
-const { panels, cleanup } = usePanels(['a', 'b'], { TETHER_PANEL_LEASE_MS: '3000', TETHER_PING_INTERVAL_MS: '1000' });
+const { panels, cleanup } = usePanels(['a', 'b'], { TETHER_PANEL_LEASE_MS: '3000', TETHER_PING_INTERVAL_MS: '1000', TETHER_ALLOCATIONS: 'on' });
 const [a, b] = panels as [(typeof panels)[0], (typeof panels)[0]];
 
 describe('allocations across panels', () => {

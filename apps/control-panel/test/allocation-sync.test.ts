@@ -26,7 +26,9 @@ let teamId: string;
 const agents: RawAgent[] = [];
 
 beforeAll(async () => {
-  panel = await startPanel({ env: { TETHER_SECRETS_KEY: KEY } });
+  panel = await startPanel({ env: { TETHER_SECRETS_KEY: KEY, TETHER_ALLOCATIONS: 'on' } });
+  // These tests write allocation rows as the scheduler would; the panel's own scheduler, stopped, places nothing over them.
+  await panel.app.scheduler.stop();
   teamId = (await panel.api('POST', '/v1/teams', { name: `alloc-${process.pid}` })).body.id;
 });
 afterAll(async () => {

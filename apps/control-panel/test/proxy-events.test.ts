@@ -12,7 +12,7 @@ let panel: Panel;
 const agents: RawAgent[] = [];
 
 beforeAll(async () => {
-  panel = await startPanel({});
+  panel = await startPanel({ env: { TETHER_ALLOCATIONS: 'on' } });
 });
 afterAll(async () => {
   for (const a of agents) a.socket.terminate();

@@ -14,7 +14,7 @@ const nodes: Record<string, string> = {};
 const sql = (text: string, ...values: unknown[]) => p.prisma.$executeRawUnsafe(text, ...values);
 
 beforeAll(async () => {
-  p = await startRestPanel({ pg: await sharedPostgres(), env: { TETHER_SCHEDULER_INTERVAL_MS: '100', TETHER_SCHEDULER_LEASE_MS: '1000' } });
+  p = await startRestPanel({ pg: await sharedPostgres(), env: { TETHER_ALLOCATIONS: 'on', TETHER_SCHEDULER_INTERVAL_MS: '100', TETHER_SCHEDULER_LEASE_MS: '1000' } });
   await sql(`INSERT INTO panels (id, lease_until, renewed_at) VALUES ('owner', now() + interval '1 hour', now())`);
   for (const name of ['a', 'b', 'c']) {
     const node = await p.node(name);

@@ -61,15 +61,20 @@ export interface GatewayOptions {
   connections?: ConnectionCap;
   /** Where the gateway's background part (upgrades still pending) takes its slot in the panel's lifecycle (lifecycle.ts). */
   lifecycle: Slots;
+  /** Confirms `workload.allocations` (TETHER_ALLOCATIONS=on); absent: not confirmed. */
+  allocations?: boolean;
 }
 
 // Once a session is open: every type an agent sends (the protocol's list) but a second hello.
 const AGENT_TYPES: ReadonlySet<string> = new Set(AGENT_MESSAGE_TYPES.filter((type) => type !== 'hello'));
 /**
- * Optional protocol features this panel speaks (docs/protocol.md, "Capabilities"); `workload.allocations`
- * included: such a session gets `allocations` sets (dispatch/allocation-sync.ts) and may send `allocations.status`.
+ * Optional protocol features this panel speaks (docs/protocol.md, "Capabilities"). `workload.allocations` only
+ * with `allocations` (TETHER_ALLOCATIONS=on): such a session gets `allocations` sets (dispatch/allocation-sync.ts)
+ * and may send `allocations.status`, and the scheduler places its node's services.
  */
-const PANEL_CAPABILITIES: ReadonlySet<string> = new Set(Object.values(CAPABILITIES));
+function panelCapabilities(allocations: boolean): ReadonlySet<string> {
+  return new Set(Object.values(CAPABILITIES).filter((c) => allocations || c !== CAPABILITIES.WORKLOAD_ALLOCATIONS));
+}
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -79,6 +84,7 @@ declare module 'fastify' {
 }
 
 export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts) => {
+  const spoken = panelCapabilities(opts.allocations === true);
   const nextId = createIdGenerator('p');
   // The frames that belong to the session itself; the agent side registers the others.
   const who = (s: AgentSession) => ({ node: s.nodeName, nodeId: s.nodeId, sessionId: s.id });
@@ -221,7 +227,7 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
         session = s;
         session.recordHello(hello.containers, hello.runtime, hello.routing);
         // Agents without the list (older ones) get none and no `capabilities` field, as before.
-        const capabilities = hello.capabilities ? [...new Set(hello.capabilities)].filter((c) => PANEL_CAPABILITIES.has(c)) : null;
+        const capabilities = hello.capabilities ? [...new Set(hello.capabilities)].filter((c) => spoken.has(c)) : null;
         session.setCapabilities(capabilities ?? []);
         session.send({
           type: 'welcome',
