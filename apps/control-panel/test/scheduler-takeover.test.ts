@@ -4,11 +4,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CAPABILITIES } from '@tether/protocol';
-import { freePort, sleep, spawnProcess, waitFor, type ManagedProcess } from '@tether/testkit';
+import { freePort, sleep, spawnProcess, startTestPostgres, waitFor, type ManagedProcess, type TestPostgres } from '@tether/testkit';
+import { createPrisma, MIGRATIONS_DIR } from '../src/db/database.js';
+import { applyMigrations } from '../src/db/migrate.js';
 import { generateToken, hashToken } from '../src/domain/tokens.js';
-import { useMigratedDatabase } from './helpers/migrated-database.js';
 import { RawAgent } from './helpers/raw-agent.js';
 
 // Issue 36, done-when: three panel processes on one PostgreSQL, TETHER_ALLOCATIONS=on, a short scheduler
@@ -52,10 +53,14 @@ const env = {
   TETHER_DB_QUERY_TIMEOUT_MS: '15000',
 };
 
-const db = useMigratedDatabase();
+let server: TestPostgres | undefined;
 const cleanup: (() => Promise<unknown> | unknown)[] = [];
+beforeAll(async () => {
+  server = await startTestPostgres();
+}, 60_000);
 afterAll(async () => {
   for (const f of cleanup.reverse()) await f();
+  await server?.stop();
 });
 
 interface PanelProc {
@@ -118,86 +123,100 @@ function logLines(panel: PanelProc): { msg?: unknown; epoch?: unknown; time?: un
     });
 }
 
-describe('scheduler takeover among three panel processes', () => {
-  it('the holder frozen past its lease: another takes over and places; the old one, thawed, writes nothing; every allocation once', async () => {
-    if (!existsSync(PANEL_MAIN)) throw new Error(`build the panel first: ${PANEL_MAIN} is missing`);
-    for (const statement of AUDIT.split(/;\n(?=CREATE)/)) await db.prisma.$executeRawUnsafe(statement);
+/**
+ * A new database with the audit triggers, three panel processes on it (scheduler lease taken by one), three
+ * capable nodes whose sessions are on the two others, and a service of two replicas the holder placed.
+ */
+async function startCluster() {
+  const databaseUrl = await server!.createDatabase();
+  await applyMigrations(databaseUrl, MIGRATIONS_DIR);
+  const db = { url: databaseUrl, prisma: createPrisma(databaseUrl) };
+  cleanup.push(() => db.prisma.$disconnect());
+  if (!existsSync(PANEL_MAIN)) throw new Error(`build the panel first: ${PANEL_MAIN} is missing`);
+  for (const statement of AUDIT.split(/;\n(?=CREATE)/)) await db.prisma.$executeRawUnsafe(statement);
 
-    // Three panel processes, each connecting to PostgreSQL as its own application_name.
-    const panels: PanelProc[] = [];
-    for (const id of ['tk-a', 'tk-b', 'tk-c']) {
-      const dataDir = await mkdtemp(path.join(os.tmpdir(), 'tether-takeover-'));
-      cleanup.push(() => rm(dataDir, { recursive: true, force: true }));
-      const port = await freePort();
-      const url = new URL(db.url);
-      url.searchParams.set('application_name', id);
-      const child = spawnProcess(process.execPath, [PANEL_MAIN], {
-        env: { ...env, DATABASE_URL: url.toString(), TETHER_DATA_DIR: dataDir, TETHER_PORT: String(port), TETHER_PANEL_ID: id },
-      });
-      panels.push({ id, url: `http://127.0.0.1:${port}`, child });
-    }
-    // A frozen child must be thawed before it can be stopped.
-    cleanup.push(() => Promise.all(panels.map((p) => (p.child.child.kill('SIGCONT'), p.child.stop(3_000)))));
-    await Promise.all(panels.map((p) => p.child.waitForOutput(/listening on /, 30_000)));
-    const byId = (id: string) => panels.find((p) => p.id === id)!;
-    const diagnostics = () => panels.map((p) => `--- ${p.id}:\n${p.child.output().slice(-3_000)}`).join('\n');
+  // Three panel processes, each connecting to PostgreSQL as its own application_name.
+  const panels: PanelProc[] = [];
+  for (const id of ['tk-a', 'tk-b', 'tk-c']) {
+    const dataDir = await mkdtemp(path.join(os.tmpdir(), 'tether-takeover-'));
+    cleanup.push(() => rm(dataDir, { recursive: true, force: true }));
+    const port = await freePort();
+    const url = new URL(db.url);
+    url.searchParams.set('application_name', id);
+    const child = spawnProcess(process.execPath, [PANEL_MAIN], {
+      env: { ...env, DATABASE_URL: url.toString(), TETHER_DATA_DIR: dataDir, TETHER_PORT: String(port), TETHER_PANEL_ID: id },
+    });
+    panels.push({ id, url: `http://127.0.0.1:${port}`, child });
+  }
+  // A frozen child must be thawed before it can be stopped.
+  cleanup.push(() => Promise.all(panels.map((p) => (p.child.child.kill('SIGCONT'), p.child.stop(3_000)))));
+  await Promise.all(panels.map((p) => p.child.waitForOutput(/listening on /, 30_000)));
+  const byId = (id: string) => panels.find((p) => p.id === id)!;
+  const diagnostics = () => panels.map((p) => `--- ${p.id}:\n${p.child.output().slice(-3_000)}`).join('\n');
 
-    const api = async (panel: PanelProc, method: string, url: string, body?: unknown) => {
-      const res = await fetch(`${panel.url}${url}`, {
-        method,
-        headers: { authorization: `Bearer ${OPERATOR}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      });
-      const text = await res.text();
-      return { status: res.status, body: (text ? JSON.parse(text) : null) as Record<string, unknown> & { id: string } };
-    };
-    const lease = async () => (await db.prisma.$queryRawUnsafe<LeaseRow[]>(`SELECT holder, epoch::text, lease_until::text, renewed_at::text FROM scheduler_lease WHERE id = 1`))[0];
-    const runAllocations = (serviceId: string) =>
-      db.prisma.$queryRawUnsafe<AllocationRow[]>(`SELECT id, service_id, node_id, desired, epoch::text FROM allocations WHERE service_id = $1 AND desired = 'run'`, serviceId);
-    const audit = async <T,>(tbl: string, level = 'row') =>
-      db.prisma.$queryRawUnsafe<Audited<T>[]>(
-        `SELECT seq::int, (extract(epoch FROM at) * 1000)::float8 AS at_ms, app, op, row FROM test_audit WHERE tbl = $1 AND level = $2 ORDER BY seq`,
-        tbl,
-        level,
-      );
-
-    // The holder: one panel takes the lease at start.
-    const first = await waitFor(lease, { timeoutMs: 10_000, message: 'a scheduler lease holder' });
-    const holder = byId(first.holder);
-    const others = panels.filter((p) => p !== holder);
-    const oldEpoch = Number(first.epoch);
-    console.log(`holder ${holder.id} under epoch ${oldEpoch}; others ${others.map((p) => p.id).join(', ')}`);
-
-    // Three capable nodes, their sessions on the two panels that will stay up.
-    const nodes: { id: string; name: string }[] = [];
-    for (let i = 0; i < 3; i++) {
-      const token = generateToken('node');
-      const node = await db.prisma.node.create({ data: { name: `tk-node-${i}`, tokenHash: hashToken(token) } });
-      nodes.push({ id: node.id, name: node.name });
-      const agent = await RawAgent.connect({ url: others[i % 2]!.url, token, node: node.name, capabilities: [CAPABILITIES.WORKLOAD_ALLOCATIONS], heartbeatMs: 1_000 });
-      cleanup.push(() => agent.close());
-    }
-    await waitFor(
-      async () =>
-        (await db.prisma.$queryRawUnsafe<{ n: number }[]>(
-          `SELECT count(*)::int AS n FROM node_reports r JOIN node_owners w ON w.node_id = r.node_id AND w.generation = r.generation
-            JOIN nodes n ON n.id = r.node_id
-          WHERE r.state = 'connected' AND $1 = ANY(n.capabilities)`,
-          CAPABILITIES.WORKLOAD_ALLOCATIONS,
-        ))[0]?.n === 3,
-      { timeoutMs: 10_000, message: 'three capable nodes connected' },
+  const api = async (panel: PanelProc, method: string, url: string, body?: unknown) => {
+    const res = await fetch(`${panel.url}${url}`, {
+      method,
+      headers: { authorization: `Bearer ${OPERATOR}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    return { status: res.status, body: (text ? JSON.parse(text) : null) as Record<string, unknown> & { id: string } };
+  };
+  const lease = async () => (await db.prisma.$queryRawUnsafe<LeaseRow[]>(`SELECT holder, epoch::text, lease_until::text, renewed_at::text FROM scheduler_lease WHERE id = 1`))[0];
+  const runAllocations = (serviceId: string) =>
+    db.prisma.$queryRawUnsafe<AllocationRow[]>(`SELECT id, service_id, node_id, desired, epoch::text FROM allocations WHERE service_id = $1 AND desired = 'run'`, serviceId);
+  const audit = async <T,>(tbl: string, level = 'row') =>
+    db.prisma.$queryRawUnsafe<Audited<T>[]>(
+      `SELECT seq::int, (extract(epoch FROM at) * 1000)::float8 AS at_ms, app, op, row FROM test_audit WHERE tbl = $1 AND level = $2 ORDER BY seq`,
+      tbl,
+      level,
     );
 
-    // Before the freeze: a service of two replicas placed by the holder under the old epoch.
-    const team = await api(others[0]!, 'POST', '/v1/teams', { name: 'takeover' });
-    expect(team.status).toBe(201);
-    const early = await api(others[0]!, 'POST', '/v1/services', { teamId: team.body.id, name: 'early', image: 'tether-test/busybox:1', internalPort: 8080, replicas: 2 });
-    expect(early.status, JSON.stringify(early.body)).toBe(201);
-    const earlyPlaced = await waitFor(async () => ((await runAllocations(early.body.id)).length === 2 ? runAllocations(early.body.id) : undefined), {
-      timeoutMs: 5_000,
-      message: `the holder placed the early service\n${diagnostics()}`,
-    });
-    expect(earlyPlaced.every((a) => Number(a.epoch) === oldEpoch)).toBe(true);
+  // The holder: one panel takes the lease at start.
+  const first = await waitFor(lease, { timeoutMs: 10_000, message: 'a scheduler lease holder' });
+  const holder = byId(first.holder);
+  const others = panels.filter((p) => p !== holder);
+  const oldEpoch = Number(first.epoch);
+  console.log(`holder ${holder.id} under epoch ${oldEpoch}; others ${others.map((p) => p.id).join(', ')}`);
+
+  // Three capable nodes, their sessions on the two panels that will stay up.
+  const nodes: { id: string; name: string }[] = [];
+  for (let i = 0; i < 3; i++) {
+    const token = generateToken('node');
+    const node = await db.prisma.node.create({ data: { name: `tk-node-${i}`, tokenHash: hashToken(token) } });
+    nodes.push({ id: node.id, name: node.name });
+    const agent = await RawAgent.connect({ url: others[i % 2]!.url, token, node: node.name, capabilities: [CAPABILITIES.WORKLOAD_ALLOCATIONS], heartbeatMs: 1_000 });
+    cleanup.push(() => agent.close());
+  }
+  await waitFor(
+    async () =>
+      (await db.prisma.$queryRawUnsafe<{ n: number }[]>(
+        `SELECT count(*)::int AS n FROM node_reports r JOIN node_owners w ON w.node_id = r.node_id AND w.generation = r.generation
+          JOIN nodes n ON n.id = r.node_id
+        WHERE r.state = 'connected' AND $1 = ANY(n.capabilities)`,
+        CAPABILITIES.WORKLOAD_ALLOCATIONS,
+      ))[0]?.n === 3,
+    { timeoutMs: 10_000, message: 'three capable nodes connected' },
+  );
+
+  // Before the freeze: a service of two replicas placed by the holder under the old epoch.
+  const team = await api(others[0]!, 'POST', '/v1/teams', { name: 'takeover' });
+  expect(team.status).toBe(201);
+  const early = await api(others[0]!, 'POST', '/v1/services', { teamId: team.body.id, name: 'early', image: 'tether-test/busybox:1', internalPort: 8080, replicas: 2 });
+  expect(early.status, JSON.stringify(early.body)).toBe(201);
+  const earlyPlaced = await waitFor(async () => ((await runAllocations(early.body.id)).length === 2 ? runAllocations(early.body.id) : undefined), {
+    timeoutMs: 5_000,
+    message: `the holder placed the early service\n${diagnostics()}`,
+  });
+  expect(earlyPlaced.every((a) => Number(a.epoch) === oldEpoch)).toBe(true);
+
+  return { db, panels, holder, others, oldEpoch, nodes, team, early, earlyPlaced, api, lease, runAllocations, audit, diagnostics };
+}
+
+describe('scheduler takeover among three panel processes', () => {
+  it('the holder frozen past its lease: another takes over and places; the old one, thawed, writes nothing; every allocation once', async () => {
+    const { db, holder, others, oldEpoch, nodes, team, early, earlyPlaced, api, lease, runAllocations, audit, diagnostics } = await startCluster();
 
     // Freeze the holder while it is between deciding to evaluate (its lease held on its own clock) and its
     // fenced write: every connection of its pool busy with a PATCH the test holds back on a row lock, so its
@@ -327,5 +346,53 @@ describe('scheduler takeover among three panel processes', () => {
         `${takenAt - frozenAt} ms after the freeze; 6 replicas placed ${placedAt - frozenAt} ms after the freeze; thawed at +${thawedAt - frozenAt} ms: ` +
         `${refusedRenewals.length} refused lease statements, ${staleWrites} refused evaluation writes logged, 0 rows written`,
     );
+  }, 90_000);
+
+  // KNOWN BUG (found writing this file; not fixed here, see cluster/scheduler-lease.ts write()): a holder frozen
+  // INSIDE its fenced write transaction keeps the lease row locked FOR SHARE while it is frozen. Nothing ends
+  // that transaction on the server (statement_timeout does not apply to an idle transaction, the transaction
+  // timeout is Prisma's, in the frozen process), so every other panel's takeover waits behind the lock and
+  // nothing is placed for as long as the holder stays frozen, however long its lease. This states what should
+  // hold (a takeover within a renewal period of the expiry) and is expected to fail until the lease bounds its
+  // fenced transaction (e.g. SET LOCAL idle_in_transaction_session_timeout); flip it to `it` then.
+  it.fails('KNOWN BUG: the holder frozen inside its fenced write: another panel still takes over within a renewal period of the expiry', async () => {
+    const { db, holder, others, team, api, lease, runAllocations, diagnostics } = await startCluster();
+    // The holder's next evaluation is held inside its fenced transaction (after the fence) by a table lock on
+    // what it reads last; frozen there, the lock is released: its transaction sits idle, lease row FOR SHARE.
+    const blocker = new pg.Client({ connectionString: db.url });
+    await blocker.connect();
+    cleanup.push(() => blocker.end());
+    await blocker.query('BEGIN');
+    await blocker.query('LOCK TABLE deployments IN ACCESS EXCLUSIVE MODE');
+    const fenceHeld = `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+      WHERE a.application_name = $1 AND l.relation = 'scheduler_lease'::regclass AND l.mode = 'RowShareLock' AND l.granted`;
+    await waitFor(async () => (await db.prisma.$queryRawUnsafe<{ n: number }[]>(fenceHeld, holder.id))[0]!.n > 0, {
+      timeoutMs: 5_000,
+      message: 'the holder inside its fenced write',
+    });
+    holder.child.child.kill('SIGSTOP');
+    await blocker.query('ROLLBACK');
+    const frozenLease = (await lease())!;
+    expect(frozenLease.holder).toBe(holder.id);
+    const late = await api(others[0]!, 'POST', '/v1/services', { teamId: team.body.id, name: 'late', image: 'tether-test/busybox:1', internalPort: 8080, replicas: 3 });
+    expect(late.status, JSON.stringify(late.body)).toBe(201);
+    const expiry = ms(frozenLease.lease_until);
+    const waiting = () =>
+      db.prisma.$queryRawUnsafe(
+        `SELECT application_name, state, wait_event_type, left(query, 60) AS query FROM pg_stat_activity
+        WHERE application_name LIKE 'tk-%' AND (wait_event_type = 'Lock' OR state LIKE 'idle in transaction%')`,
+      );
+    try {
+      await waitFor(
+        async () => {
+          const row = await lease();
+          return row && row.holder !== holder.id ? row : undefined;
+        },
+        { timeoutMs: Math.max(0, expiry - Date.now()) + RENEW_MS + 1_500, intervalMs: 20 },
+      );
+    } catch {
+      throw new Error(`no other panel took the scheduler lease ${RENEW_MS + 1_500} ms past its expiry; in the database: ${JSON.stringify(await waiting())}\n${diagnostics()}`);
+    }
+    await waitFor(async () => ((await runAllocations(late.body.id)).length === 3 ? true : undefined), { timeoutMs: 3_000, message: 'the late service placed' });
   }, 90_000);
 });
