@@ -30,6 +30,8 @@ export class SchedulerLease {
   #epoch = 0;
   /** performance.now() until which this panel holds the lease on its own clock. */
   #validUntil = 0;
+  /** What onChange last reported: a lease that ran out on this panel's clock between renewals is still reported lost. */
+  #reported: { epoch: number } | null = null;
   readonly #loop: Loop;
   /** Told when this panel starts or stops holding the lease (the scheduler runs only while it does). */
   onChange: ((held: { epoch: number } | null) => void) | undefined;
@@ -42,6 +44,11 @@ export class SchedulerLease {
       run: () => this.renew(),
       onError: (err) => options.logger.warn({ err }, 'scheduler lease renewal failed'),
     });
+  }
+
+  /** How long a scheduler write may sit idle inside its transaction before the server ends it (half a lease). */
+  get idleLimitMs(): number {
+    return Math.max(100, Math.floor(this.options.leaseMs / 2));
   }
 
   /** The epoch this panel holds the lease under, or null (not held on its own clock). */
@@ -62,6 +69,9 @@ export class SchedulerLease {
       await sqlOf(this.options.prisma)
         .rows('UPDATE scheduler_lease SET lease_until = now() WHERE id = 1 AND holder = $1 AND epoch = $2', [this.options.panelId, this.#epoch])
         .catch(() => {});
+    }
+    if (this.#reported) {
+      this.#reported = null;
       this.onChange?.(null);
     }
   }
@@ -69,7 +79,6 @@ export class SchedulerLease {
   /** One attempt now: renew (same epoch) or take the lease (the next epoch above every floor). */
   async renew(): Promise<void> {
     const sentAt = performance.now();
-    const before = this.held;
     let rows: { epoch: string }[] = [];
     try {
       rows = await sqlOf(this.options.prisma).rows<{ epoch: string }>(
@@ -90,8 +99,10 @@ export class SchedulerLease {
         this.#epoch = epoch;
         this.#validUntil = sentAt + this.options.leaseMs;
       } else if (performance.now() >= this.#validUntil) this.#validUntil = 0;
+      const before = this.#reported;
       const after = this.held;
       if ((before === null) !== (after === null) || (before && after && before.epoch !== after.epoch)) {
+        this.#reported = after;
         if (after) this.options.logger.info({ epoch: after.epoch }, 'scheduler lease held');
         else if (before) this.options.logger.warn({ epoch: before.epoch }, 'scheduler lease lost');
         this.onChange?.(after);
@@ -106,8 +117,12 @@ export class SchedulerLease {
    */
   async write<T>(epoch: number, write: (tx: Tx) => Promise<T>): Promise<T> {
     return this.options.prisma.$transaction(async (tx) => {
+      // The row lock below would outlive a holder frozen mid-write (SIGSTOP, a stalled VM): nothing on the server
+      // ends an idle transaction, and every takeover waits on the lock. The server ends it after half a lease.
+      await tx.$queryRaw`SELECT set_config('idle_in_transaction_session_timeout', ${String(this.idleLimitMs)}, true)`;
+      // statement_timestamp(), not now(): the lease must still run when the lock is taken, not when the transaction began.
       const held = await tx.$queryRaw<{ epoch: bigint }[]>`
-        SELECT epoch FROM scheduler_lease WHERE id = 1 AND holder = ${this.options.panelId} AND epoch = ${epoch} AND lease_until > now() FOR SHARE`;
+        SELECT epoch FROM scheduler_lease WHERE id = 1 AND holder = ${this.options.panelId} AND epoch = ${epoch} AND lease_until > statement_timestamp() FOR SHARE`;
       if (held.length === 0) throw new StaleEpochError(epoch);
       return write(tx);
     });
