@@ -11,6 +11,9 @@ import { connectThroughProxy } from '../proxy/helpers/ws-echo.js';
 import { useHarness } from './support/harness.js';
 import { ensureWsImage } from './support/ws-image.js';
 
+/** What this panel confirms: everything the agent names but workload.allocations (this file drives deploys, which such a session refuses). */
+const deployCapabilities = (named: string[] | undefined) => (named ?? []).filter((c) => c !== CAPABILITIES.WORKLOAD_ALLOCATIONS);
+
 // The drain survives the agent: the real agent process (dist/main.js, static
 // proxy, real Docker, Caddy and knotd) is SIGKILLed 2 s into an 8 s drain and
 // started again. The old container keeps its WebSocket, is stopped at its
@@ -75,7 +78,7 @@ describe.skipIf(!ready)('drain across an agent restart', () => {
   async function session(n: number): Promise<{ conn: PanelConn; hello: Hello }> {
     const conn = await panel.waitForConnection(n, 20_000);
     const hello = await conn.waitFor<Hello>((m) => m.type === 'hello', 20_000);
-    conn.send({ type: 'welcome', id: `w${n}`, ref: hello.id, sessionId: `ses_${n}`, nodeId: 'node_1', timing: DEFAULT_TIMING, capabilities: hello.capabilities ?? [] });
+    conn.send({ type: 'welcome', id: `w${n}`, ref: hello.id, sessionId: `ses_${n}`, nodeId: 'node_1', timing: DEFAULT_TIMING, capabilities: deployCapabilities(hello.capabilities) });
     return { conn, hello };
   }
   const routes: Route[] = [{ domain, pathPrefix: null, serviceId, upstream: serviceUpstream(serviceId, 8080) }];
