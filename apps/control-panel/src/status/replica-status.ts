@@ -2,7 +2,9 @@ import { CAPABILITIES } from '@tether/protocol';
 import { clusterProof, nodeHealth, type ClusterProof } from '../node-health/node-health.js';
 import type { ClusterView } from '../sessions/remote-report.js';
 import type { SessionRegistry } from '../sessions/registry.js';
-import type { AllocationInput, HomeStatus, ServiceState, ServiceStatus, StatusInput } from './service-status.js';
+import type { AllocationInput, HomeStatus, LeftOutLookup, ReplicaState, ReplicaStatus, ServiceState, ServiceStatus, StatusInput } from './status-types.js';
+
+export type { LeftOutLookup, ReplicaState, ReplicaStatus } from './status-types.js';
 
 // Status per replica (issue 36): a service whose home node speaks
 // `workload.allocations` is "managed by allocations", and its status is read
@@ -15,28 +17,8 @@ import type { AllocationInput, HomeStatus, ServiceState, ServiceStatus, StatusIn
 // without a check) on a live node. Other services answer as before, with
 // `allocations: []`.
 
-/** What an allocation's node last reported, or what the panel knows instead. */
-export type ReplicaState = 'pending' | 'starting' | 'running' | 'failed' | 'draining' | 'removed' | 'unknown';
 
-export interface ReplicaStatus {
-  allocationId: string;
-  node: { id: string; name: string };
-  /** run: one of the service's replicas; stop: being drained and removed (not counted). */
-  desired: 'run' | 'stop';
-  state: ReplicaState;
-  /** The release (deployment id) the allocation must run; null: the service has none yet. */
-  deploymentId: string | null;
-  /** The release its serving container runs (null: none serves, or not reported). */
-  runningDeploymentId: string | null;
-  health: string | null;
-  code: string | null;
-  reason: string | null;
-  /** The session whose allocations.status recorded the state, and how long ago it was recorded; null: never reported. */
-  evidence: { sessionId: string; statusAgeMs: number } | null;
-}
 
-/** What the owning panel's last `allocations` set left out, per node (dispatch/allocation-sync.ts). */
-export type LeftOutLookup = (nodeId: string) => ReadonlyMap<string, { reason: string; missing?: readonly string[] }>;
 
 export const managedByAllocations = (service: StatusInput): boolean => service.node.capabilities?.includes(CAPABILITIES.WORKLOAD_ALLOCATIONS) === true;
 

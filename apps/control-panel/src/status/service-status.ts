@@ -3,8 +3,11 @@ import { upReplicas } from '../node-health/container-verdict.js';
 import { clusterProof, nodeHealth, type ClusterProof } from '../node-health/node-health.js';
 import type { ClusterView, RemoteReport } from '../sessions/remote-report.js';
 import type { SessionRegistry } from '../sessions/registry.js';
-import { liveRoutingOf, routeCertificate, routeHealth, type RouteHealth } from './route-health.js';
-import { managedByAllocations, unmanaged, withAllocations, type LeftOutLookup, type ReplicaStatus } from './replica-status.js';
+import { liveRoutingOf, routeCertificate, routeHealth } from './route-health.js';
+import { managedByAllocations, unmanaged, withAllocations } from './replica-status.js';
+import type { HomeStatus, LeftOutLookup, ServiceState, ServiceStatus, StatusInput } from './status-types.js';
+
+export type { AllocationInput, HomeStatus, ServiceRoute, ServiceState, ServiceStatus, StatusInput } from './status-types.js';
 
 // A service's status: a presenter of its node's health (node-health/
 // node-health.ts says which live session, if any, proves the node) and of
@@ -13,31 +16,8 @@ import { managedByAllocations, unmanaged, withAllocations, type LeftOutLookup, t
 // makes its services `unknown`, never `running`. Its routes' health and
 // certificates are read from route-health.ts, as GET /v1/routes reads them.
 
-export type ServiceState = 'running' | 'degraded' | 'down' | 'stopped' | 'unknown';
 
-export interface StatusInput {
-  id: string;
-  name: string;
-  teamId: string;
-  replicas: number;
-  node: { id: string; name: string; unreachableSince: Date | null; lastTeardownReason: string | null; capabilities?: string[] | null };
-  /** The service's routes; absent: the status carries none. */
-  routes?: { id: string; domain: string; pathPrefix: string | null }[];
-  /** Its allocations (run and stop), read when the home node speaks workload.allocations; absent: none read. */
-  allocations?: AllocationInput[];
-}
 
-/** One allocation row as status reads it (STATUS_SERVICE_SELECT). */
-export interface AllocationInput {
-  id: string;
-  nodeId: string;
-  releaseId: string | null;
-  desired: string;
-  status: unknown;
-  statusAt: Date | null;
-  statusSession: string | null;
-  node: { name: string; unreachableSince: Date | null; lastTeardownReason: string | null };
-}
 
 /** What a Prisma read of a service selects of its routes for its status (ordered as GET /v1/routes lists them). */
 const STATUS_ROUTES = {
@@ -71,33 +51,7 @@ export const STATUS_SERVICE_SELECT = {
   allocations: STATUS_ALLOCATIONS,
 } as const;
 
-/** One of a service's routes with its health and certificate, as GET /v1/routes/:id answers them. */
-export interface ServiceRoute {
-  id: string;
-  domain: string;
-  pathPrefix: string | null;
-  health: RouteHealth;
-  certificate: ReturnType<typeof routeCertificate>;
-}
 
-export interface ServiceStatus {
-  serviceId: string;
-  name: string;
-  teamId: string;
-  node: { id: string; name: string };
-  state: ServiceState;
-  desiredReplicas: number;
-  runningReplicas: number | null;
-  reason: string;
-  containers: ContainerState[];
-  evidence: { sessionId: string; lastFrameAgeMs: number; reportAgeMs: number; panelId?: string; source?: 'session' | 'owner' | 'report-row' } | null;
-  /** Present when the input named the service's routes. */
-  routes?: ServiceRoute[];
-  /** Replicas whose node no live session proves (allocations on such nodes; an unmanaged service's all, while unknown). */
-  unknownReplicas: number;
-  /** One per allocation (run and stop) of a service managed by allocations; empty otherwise. */
-  allocations: ReplicaStatus[];
-}
 
 export function serviceStatus(
   service: StatusInput,
@@ -114,8 +68,6 @@ export function serviceStatus(
   return { ...status, routes };
 }
 
-/** The service's state as its home node's session reports it (today's answer, before allocations). */
-export type HomeStatus = Omit<ServiceStatus, 'unknownReplicas' | 'allocations'>;
 
 function replicaStatus(service: StatusInput, registry: Pick<SessionRegistry, 'get' | 'lastTeardown'>, now: number, cluster?: ClusterView | ClusterProof): HomeStatus {
   const base = {

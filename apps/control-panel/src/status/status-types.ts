@@ -1,0 +1,85 @@
+import type { ContainerState } from '@tether/protocol';
+import type { RouteHealth, routeCertificate } from './route-health.js';
+
+// The shapes of a service's status, shared by service-status.ts (the home node's answer) and replica-status.ts
+// (status per replica), which each build part of it.
+
+export type ServiceState = 'running' | 'degraded' | 'down' | 'stopped' | 'unknown';
+
+export interface StatusInput {
+  id: string;
+  name: string;
+  teamId: string;
+  replicas: number;
+  node: { id: string; name: string; unreachableSince: Date | null; lastTeardownReason: string | null; capabilities?: string[] | null };
+  /** The service's routes; absent: the status carries none. */
+  routes?: { id: string; domain: string; pathPrefix: string | null }[];
+  /** Its allocations (run and stop), read when the home node speaks workload.allocations; absent: none read. */
+  allocations?: AllocationInput[];
+}
+
+/** One allocation row as status reads it (STATUS_SERVICE_SELECT). */
+export interface AllocationInput {
+  id: string;
+  nodeId: string;
+  releaseId: string | null;
+  desired: string;
+  status: unknown;
+  statusAt: Date | null;
+  statusSession: string | null;
+  node: { name: string; unreachableSince: Date | null; lastTeardownReason: string | null };
+}
+
+/** One of a service's routes with its health and certificate, as GET /v1/routes/:id answers them. */
+export interface ServiceRoute {
+  id: string;
+  domain: string;
+  pathPrefix: string | null;
+  health: RouteHealth;
+  certificate: ReturnType<typeof routeCertificate>;
+}
+
+export interface ServiceStatus {
+  serviceId: string;
+  name: string;
+  teamId: string;
+  node: { id: string; name: string };
+  state: ServiceState;
+  desiredReplicas: number;
+  runningReplicas: number | null;
+  reason: string;
+  containers: ContainerState[];
+  evidence: { sessionId: string; lastFrameAgeMs: number; reportAgeMs: number; panelId?: string; source?: 'session' | 'owner' | 'report-row' } | null;
+  /** Present when the input named the service's routes. */
+  routes?: ServiceRoute[];
+  /** Replicas whose node no live session proves (allocations on such nodes; an unmanaged service's all, while unknown). */
+  unknownReplicas: number;
+  /** One per allocation (run and stop) of a service managed by allocations; empty otherwise. */
+  allocations: ReplicaStatus[];
+}
+
+/** The service's state as its home node's session reports it (today's answer, before allocations). */
+export type HomeStatus = Omit<ServiceStatus, 'unknownReplicas' | 'allocations'>;
+
+/** What an allocation's node last reported, or what the panel knows instead. */
+export type ReplicaState = 'pending' | 'starting' | 'running' | 'failed' | 'draining' | 'removed' | 'unknown';
+
+export interface ReplicaStatus {
+  allocationId: string;
+  node: { id: string; name: string };
+  /** run: one of the service's replicas; stop: being drained and removed (not counted). */
+  desired: 'run' | 'stop';
+  state: ReplicaState;
+  /** The release (deployment id) the allocation must run; null: the service has none yet. */
+  deploymentId: string | null;
+  /** The release its serving container runs (null: none serves, or not reported). */
+  runningDeploymentId: string | null;
+  health: string | null;
+  code: string | null;
+  reason: string | null;
+  /** The session whose allocations.status recorded the state, and how long ago it was recorded; null: never reported. */
+  evidence: { sessionId: string; statusAgeMs: number } | null;
+}
+
+/** What the owning panel's last `allocations` set left out, per node (dispatch/allocation-sync.ts). */
+export type LeftOutLookup = (nodeId: string) => ReadonlyMap<string, { reason: string; missing?: readonly string[] }>;
