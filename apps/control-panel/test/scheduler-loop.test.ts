@@ -3,7 +3,9 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '@tether/common';
 import { Scheduler, type SchedulerSignals } from '../src/cluster/scheduler-loop.js';
 import type { Signal } from '../src/cluster/panel-signals.js';
+import { evacuationAnswer } from '../src/cluster/scheduler-loop.js';
 import { createDeployment } from '../src/domain/deployments.js';
+import { evacuateNode, setCordon } from '../src/domain/nodes.js';
 import type { ApiDeps } from '../src/domain/api-deps.js';
 import { PanelEvents } from '../src/panel-events.js';
 import { ALLOCATIONS_CAPABILITY, managedByAllocations, managedSql } from '../src/scheduling/managed.js';
@@ -122,6 +124,7 @@ afterEach(async () => {
   bus.removeAllListeners();
   away.clear();
   await sql(`UPDATE node_reports SET state = 'connected'`);
+  await sql('UPDATE nodes SET cordoned = false, evacuating = false');
   await sql('DELETE FROM services');
   await sql('DELETE FROM scheduler_lease');
 });
@@ -362,5 +365,89 @@ describe('scheduler on PostgreSQL', () => {
     for (let i = 0; i < 50 && onB.length === 0; i++) await sleep(20);
     expect(onA).toEqual([[nodeIds.a]]);
     expect(onB).toEqual([[nodeIds.b, nodeIds.c].sort()]);
+  });
+});
+
+describe('evacuation on PostgreSQL', () => {
+  it('evacuate: the answer lists what moves and what refuses; one move at a time, the old replica stopped only once the new one runs healthy; uncordon moves nothing back', async () => {
+    const s = scheduler('sched-evac');
+    await s.lease.renew();
+    const svc = await addService('evac', 2);
+    const stateful = await db.prisma.service.create({
+      data: { teamId, name: 'evac-db', image: 'registry.example.com/db:1', replicas: 1, nodeId: nodeIds.a!, placement: {}, volumes: [{ name: 'data', mountPath: '/data', readOnly: false }] },
+    });
+    const pinned = await db.prisma.service.create({ data: { teamId, name: 'evac-pinned', image: 'registry.example.com/web:1', replicas: 1, nodeId: nodeIds.a!, placement: { nodes: ['a'] } } });
+    const d1 = (await createDeployment(deps(), operator, svc.id)).deployment.id;
+    await s.evaluate();
+    for (const a of await running(svc.id)) await report(a.id, healthyOn(d1));
+    await s.evaluate();
+    expect((await running(svc.id)).map((a) => a.node)).toEqual(['a', 'b']);
+    expect((await running(stateful.id)).map((a) => a.node)).toEqual(['a']);
+    expect((await running(pinned.id)).map((a) => a.node)).toEqual(['a']);
+    const onA = (await running(svc.id)).find((a) => a.node === 'a')!;
+
+    const node = await evacuateNode(db.prisma, nodeIds.a!, undefined);
+    expect(node).toMatchObject({ cordoned: true, evacuating: true });
+    const answer = await evacuationAnswer(db.prisma, nodeIds.a!, () => true);
+    expect(answer.moves).toEqual([{ serviceId: svc.id, serviceName: 'evac', allocationId: onA.id, from: 'a', to: 'c' }]);
+    expect(answer.refused.map((r) => [r.serviceName, r.code]).sort()).toEqual([
+      ['evac-db', 'STATEFUL_SERVICE_PINNED'],
+      ['evac-pinned', 'SERVICE_PINNED_TO_NODE'],
+    ]);
+    expect(answer.pending).toEqual([]);
+
+    // The replacement is placed on c, on the release a runs; a keeps running.
+    expect(await s.evaluate()).toMatchObject({ placed: 1, stopped: 0 });
+    const moving = await running(svc.id);
+    expect(moving.map((a) => [a.node, a.release_id, a.cause])).toEqual([
+      ['a', d1, onA.cause],
+      ['b', d1, expect.any(String)],
+      ['c', d1, 'evacuate'],
+    ]);
+    const onC = moving.find((a) => a.node === 'c')!;
+    // Not reported, then starting: nothing stops, nothing more is placed.
+    expect(await s.evaluate()).toMatchObject({ placed: 0, stopped: 0 });
+    await report(onC.id, { ...healthyOn(d1), health: 'starting' });
+    expect(await s.evaluate()).toMatchObject({ placed: 0, stopped: 0 });
+    // Healthy: the old one on a is marked to stop (its agent drains it); nothing else moves.
+    await report(onC.id, healthyOn(d1));
+    expect(await s.evaluate()).toMatchObject({ placed: 0, stopped: 1 });
+    expect((await allocationsOf(svc.id)).filter((a) => a.desired === 'stop').map((a) => a.id)).toEqual([onA.id]);
+    expect((await running(svc.id)).map((a) => a.node)).toEqual(['b', 'c']);
+    expect(await s.evaluate()).toMatchObject({ placed: 0, stopped: 0 });
+    // The stateful and the pinned service stayed.
+    expect((await running(stateful.id)).map((a) => a.node)).toEqual(['a']);
+    expect((await running(pinned.id)).map((a) => a.node)).toEqual(['a']);
+    // The deployment still runs (the move kept its release).
+    expect((await db.prisma.deployment.findUnique({ where: { id: d1 } }))?.status).toBe('running');
+
+    // Uncordon ends the evacuation and moves nothing back.
+    expect(await setCordon(db.prisma, nodeIds.a!, false)).toMatchObject({ cordoned: false, evacuating: false });
+    const before = await allocationsOf(svc.id);
+    expect(await s.evaluate()).toMatchObject({ placed: 0, stopped: 0, moved: 0 });
+    expect(await allocationsOf(svc.id)).toEqual(before);
+  });
+
+  it('a scale-down while a move is under way: it ends with the wanted count, none left on the evacuated node, never fewer healthy than wanted', async () => {
+    const s = scheduler('sched-evac-2');
+    await s.lease.renew();
+    const svc = await addService('evac-scale', 3);
+    const d1 = (await createDeployment(deps(), operator, svc.id)).deployment.id;
+    await s.evaluate();
+    for (const a of await running(svc.id)) await report(a.id, healthyOn(d1));
+    await s.evaluate();
+    await evacuateNode(db.prisma, nodeIds.a!, undefined);
+    expect(await s.evaluate()).toMatchObject({ placed: 1, stopped: 0 });
+    await db.prisma.service.update({ where: { id: svc.id }, data: { replicas: 2 } });
+    for (let i = 0; i < 3; i++) {
+      await s.evaluate();
+      const now = await running(svc.id);
+      // Whatever the order, the replicas reported healthy and still running never drop below the 2 wanted.
+      expect(now.length).toBeGreaterThanOrEqual(2);
+      for (const a of now) await report(a.id, healthyOn(d1));
+    }
+    const left = await running(svc.id);
+    expect(left).toHaveLength(2);
+    expect(left.some((a) => a.node === 'a')).toBe(false);
   });
 });

@@ -4,7 +4,7 @@ import { hasWritableVolume } from '@tether/protocol';
 import type { Db, Tx } from '../db/database.js';
 import { prismaSql } from '../db/sql.js';
 import { stringRecordOf } from '../db/json-columns.js';
-import { evaluate, isEmptyPlan, type AllocationRow, type DeploymentRow, type EvaluationPlan, type ServiceRow } from '../scheduling/evaluation.js';
+import { evaluate, isEmptyPlan, previewEvacuation, type AllocationRow, type DeploymentRow, type EvaluationPlan, type ServiceRow } from '../scheduling/evaluation.js';
 import { managedSql, type NodeFacts } from '../scheduling/managed.js';
 import type { ReportedStatus } from '../scheduling/rollout-progress.js';
 import { SchedulerLease, StaleEpochError } from './scheduler-lease.js';
@@ -274,6 +274,7 @@ interface NodeSql {
   id: string;
   name: string;
   cordoned: boolean;
+  evacuating: boolean;
   decommissioned: boolean;
   labels: unknown;
   capabilities: string[] | null;
@@ -321,7 +322,7 @@ export async function readState(tx: Tx, holdsSession: (nodeId: string) => boolea
     ORDER BY s.id`,
   );
   const nodes = await sql.rows<NodeSql>(
-    `SELECT n.id, n.name, n.cordoned, n.decommissioned, n.labels, n.capabilities, ${LIVE_ELSEWHERE} AS live_elsewhere FROM nodes n ORDER BY n.name`,
+    `SELECT n.id, n.name, n.cordoned, n.evacuating, n.decommissioned, n.labels, n.capabilities, ${LIVE_ELSEWHERE} AS live_elsewhere FROM nodes n ORDER BY n.name`,
   );
   const allocations = await sql.rows<AllocationSql>(
     `SELECT a.id, a.service_id, a.node_id, a.release_id, a.desired, (extract(epoch FROM a.created_at) * 1000)::float8 AS created_ms,
@@ -355,6 +356,7 @@ export async function readState(tx: Tx, holdsSession: (nodeId: string) => boolea
         name: n.name,
         live: holdsSession(n.id) || n.live_elsewhere,
         cordoned: n.cordoned,
+        evacuating: n.evacuating,
         decommissioned: n.decommissioned,
         labels: stringRecordOf(n.labels),
         capabilities: n.capabilities ?? [],
@@ -431,4 +433,45 @@ export async function writePlan(tx: Tx, plan: EvaluationPlan, epoch: number): Pr
         break;
     }
   }
+}
+
+export interface EvacuationAnswer {
+  moves: { serviceId: string; serviceName: string; allocationId: string; from: string; to: string }[];
+  refused: { serviceId: string; serviceName: string; allocationId: string | null; code: string; message: string }[];
+  pending: { serviceId: string; serviceName: string; count: number; code: string }[];
+}
+
+/**
+ * What evacuating the node moves (one at a time, by the scheduler) and what refuses, read as an evaluation reads
+ * (POST /v1/nodes/:id/evacuate). A service on it that the scheduler does not manage (its home node's agent does
+ * not speak allocations, or TETHER_ALLOCATIONS is off) refuses with NOT_MANAGED_BY_ALLOCATIONS.
+ */
+export async function evacuationAnswer(prisma: Db, nodeId: string, holdsSession: (nodeId: string) => boolean): Promise<EvacuationAnswer> {
+  return prisma.$transaction(async (tx) => {
+    const state = await readState(tx, holdsSession);
+    const preview = previewEvacuation(nodeId, state);
+    const sql = prismaSql(tx);
+    const unmanaged = await sql.rows<{ id: string; name: string }>(
+      `SELECT s.id, s.name FROM services s JOIN nodes h ON h.id = s.node_id WHERE s.node_id = $1 AND s.replicas > 0 AND NOT ${managedSql('h')} ORDER BY s.name`,
+      [nodeId],
+    );
+    const ids = [...new Set([...preview.moves, ...preview.refused, ...preview.pending].map((c) => c.serviceId))];
+    const names = new Map((await sql.rows<{ id: string; name: string }>(`SELECT id, name FROM services WHERE id = ANY($1::text[])`, [ids])).map((r) => [r.id, r.name]));
+    const nodeName = new Map(state.nodes.map((n) => [n.id, n.name]));
+    const name = (id: string) => names.get(id) ?? id;
+    return {
+      moves: preview.moves.map((m) => ({ serviceId: m.serviceId, serviceName: name(m.serviceId), allocationId: m.allocationId, from: nodeName.get(m.from) ?? m.from, to: nodeName.get(m.to) ?? m.to })),
+      refused: [
+        ...preview.refused.map((r) => ({ serviceId: r.serviceId, serviceName: name(r.serviceId), allocationId: r.allocationId, code: r.reason, message: r.message })),
+        ...unmanaged.map((s) => ({
+          serviceId: s.id,
+          serviceName: s.name,
+          allocationId: null,
+          code: 'NOT_MANAGED_BY_ALLOCATIONS',
+          message: 'the service runs by deploy frames on this node (its agent does not speak workload.allocations, or TETHER_ALLOCATIONS is off): it does not move',
+        })),
+      ],
+      pending: preview.pending.map((p) => ({ serviceId: p.serviceId, serviceName: name(p.serviceId), count: p.count, code: p.reason })),
+    };
+  });
 }

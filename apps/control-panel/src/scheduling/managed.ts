@@ -65,6 +65,8 @@ export interface NodeFacts {
   decommissioned: boolean;
   labels: Readonly<Record<string, string>>;
   capabilities: readonly string[];
+  /** Being evacuated (POST /v1/nodes/:id/evacuate; cordoned too). */
+  evacuating?: boolean;
 }
 
 /**
@@ -80,5 +82,6 @@ export function nodeViewOf(node: NodeFacts): NodeView {
     cordoned: node.cordoned || !takesAllocations(node),
     decommissioned: node.decommissioned,
     labels: node.labels,
+    ...(node.evacuating ? { evacuating: true } : {}),
   };
 }
