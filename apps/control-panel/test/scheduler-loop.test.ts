@@ -451,3 +451,138 @@ describe('evacuation on PostgreSQL', () => {
     expect(left.some((a) => a.node === 'a')).toBe(false);
   });
 });
+
+describe('failover on PostgreSQL (issue 38)', () => {
+  const GRACE = 600;
+  function failoverScheduler(panelId: string, settings: { maxUnreachableFraction?: number; perMinute?: number } = {}) {
+    const s = new Scheduler({
+      signals: busSignals,
+      prisma: db.prisma,
+      panelId,
+      logger: silentLogger,
+      leaseMs: 1_000,
+      intervalMs: 60_000,
+      progressDeadlineMs: 60_000,
+      holdsSession: (id) => !away.has(id),
+      allocationsChanged: () => undefined,
+      failover: { rescheduleAfterMs: GRACE, maxUnreachableFraction: settings.maxUnreachableFraction ?? 0.5, perMinute: settings.perMinute ?? 60 },
+    });
+    made.push(s);
+    return s;
+  }
+  /** The node's session ends now: its report row closed, its teardown recorded (as the session store writes it). */
+  async function down(name: string) {
+    away.add(nodeIds[name]!);
+    await sql(`UPDATE node_reports SET state = 'closed' WHERE node_id = $1`, nodeIds[name]);
+    await sql(`UPDATE nodes SET last_teardown_at = now() AT TIME ZONE 'UTC' WHERE id = $1`, nodeIds[name]);
+    return performance.now();
+  }
+  async function up(name: string) {
+    away.delete(nodeIds[name]!);
+    await sql(`UPDATE node_reports SET state = 'connected' WHERE node_id = $1`, nodeIds[name]);
+  }
+  /** The loop is not started here: the lease is renewed before each evaluation, as the loop does. */
+  async function ev(s: Scheduler) {
+    await s.lease.renew();
+    return s.evaluate();
+  }
+  async function ready(serviceId: string, release: string) {
+    for (const a of await running(serviceId)) await report(a.id, healthyOn(release));
+  }
+
+  it('a node without a session for the grace is lost: its stateless replica is re-placed (not before the grace), the lost one stopped without drain; a stateful one stays; the panel-start brake holds first', async () => {
+    const s = failoverScheduler('fo-1');
+    await s.lease.renew();
+    const svc = await addService('fo-web', 2);
+    const d1 = (await createDeployment(deps(), operator, svc.id)).deployment.id;
+    await ev(s);
+    await ready(svc.id, d1);
+    await ev(s);
+    const [first] = await running(svc.id);
+    const lostNode = first!.node;
+    const stateful = await db.prisma.service.create({
+      data: { teamId, name: 'fo-db', image: 'registry.example.com/db:1', replicas: 1, nodeId: nodeIds[lostNode]!, placement: {}, volumes: [{ name: 'data', mountPath: '/data', readOnly: false }] },
+    });
+    await ev(s);
+    expect((await running(stateful.id)).map((a) => a.node)).toEqual([lostNode]);
+
+    const cut = await down(lostNode);
+    // Within the grace (and within one grace of this scheduler's start: the brake says so): nothing moves.
+    const early = await ev(s);
+    expect(early).toMatchObject({ placed: 0, stopped: 0 });
+    expect(early?.failover).toMatchObject({ brake: { reason: 'PANEL_STARTED' }, unreachable: [lostNode], lost: [] });
+    await sleep(GRACE / 2);
+    expect(await ev(s)).toMatchObject({ placed: 0, stopped: 0 });
+    expect(performance.now() - cut).toBeLessThan(GRACE);
+    await sleep(GRACE / 2 + 150);
+    const moved = await ev(s);
+    const after = performance.now() - cut;
+    expect(moved).toMatchObject({ placed: 1, stopped: 1, failover: { brake: null, lost: [lostNode] } });
+    expect(after).toBeGreaterThanOrEqual(GRACE);
+    const rows = await allocationsOf(svc.id);
+    expect(rows.filter((a) => a.desired === 'stop').map((a) => [a.id, a.node])).toEqual([[first!.id, lostNode]]);
+    const runs = rows.filter((a) => a.desired === 'run');
+    expect(runs).toHaveLength(2);
+    expect(runs.every((a) => a.node !== lostNode)).toBe(true);
+    expect(runs.find((a) => a.cause === 'node-lost')?.release_id).toBe(d1);
+    // The stateful service stays on the lost node.
+    expect((await running(stateful.id)).map((a) => a.node)).toEqual([lostNode]);
+    // Nothing more moves; the node back later keeps nothing of it (its stop allocation stays stop: the replacement wins).
+    expect(await ev(s)).toMatchObject({ placed: 0, stopped: 0 });
+    await up(lostNode);
+    expect(await ev(s)).toMatchObject({ placed: 0, stopped: 0 });
+    expect((await running(svc.id)).every((a) => a.node !== lostNode)).toBe(true);
+    expect(s.failover).toMatchObject({ brake: null, lost: [], replaced: 1 });
+  });
+
+  it('a node back within the grace keeps its allocations; too many unreachable at once holds everything with the reason', async () => {
+    const s = failoverScheduler('fo-2');
+    await s.lease.renew();
+    const svc = await addService('fo-back', 2);
+    const d1 = (await createDeployment(deps(), operator, svc.id)).deployment.id;
+    await ev(s);
+    await ready(svc.id, d1);
+    await ev(s);
+    const before = await allocationsOf(svc.id);
+    const node = before[0]!.node;
+    await sleep(GRACE); // past the panel-start brake
+    await down(node);
+    await sleep(GRACE / 3);
+    expect(await ev(s)).toMatchObject({ placed: 0, stopped: 0, failover: { brake: null, unreachable: [node] } });
+    await up(node);
+    await sleep(GRACE);
+    expect(await ev(s)).toMatchObject({ placed: 0, stopped: 0 });
+    expect(await allocationsOf(svc.id)).toEqual(before);
+
+    // More than half the fleet cut at once (the allowed share here is 50 %): past the grace nothing is re-placed,
+    // the brake names why.
+    const all = await rows<{ name: string }>(`SELECT name FROM nodes WHERE NOT decommissioned ORDER BY name`);
+    const cut = all.slice(0, Math.floor(all.length / 2) + 1).map((n) => n.name);
+    for (const name of cut) await down(name);
+    await sleep(GRACE + 100);
+    const held = await ev(s);
+    expect(held).toMatchObject({ placed: 0, stopped: 0, failover: { brake: { reason: 'TOO_MANY_UNREACHABLE', unreachable: cut.length, nodes: all.length }, lost: [] } });
+    expect(await allocationsOf(svc.id)).toEqual(before);
+  });
+
+  it('the pace: at most TETHER_RESCHEDULE_PER_MINUTE re-placements, oldest services first, the rest deferred', async () => {
+    const s = failoverScheduler('fo-3', { perMinute: 1 });
+    await s.lease.renew();
+    const older = await db.prisma.service.create({ data: { teamId, name: 'fo-old', image: 'registry.example.com/web:1', replicas: 1, nodeId: nodeIds.a!, placement: { nodes: ['a'] }, createdAt: new Date(Date.now() - 60_000) } });
+    const newer = await db.prisma.service.create({ data: { teamId, name: 'fo-new', image: 'registry.example.com/web:1', replicas: 1, nodeId: nodeIds.a!, placement: { nodes: ['a'] } } });
+    await ev(s);
+    // Both may run on b as well from now on: nothing moves while a is live.
+    await sql(`UPDATE services SET placement = '{"nodes": ["a", "b"]}' WHERE id = ANY($1::text[])`, [older.id, newer.id]);
+    expect(await ev(s)).toMatchObject({ placed: 0, stopped: 0 });
+    expect((await running(older.id)).map((a) => a.node)).toEqual(['a']);
+    expect((await running(newer.id)).map((a) => a.node)).toEqual(['a']);
+    await sleep(GRACE);
+    await down('a');
+    await sleep(GRACE + 100);
+    expect(await ev(s)).toMatchObject({ placed: 1, stopped: 1, failover: { deferred: 1, lost: ['a'] } });
+    expect((await running(older.id)).map((a) => a.node)).toEqual(['b']);
+    expect((await running(newer.id)).map((a) => a.node)).toEqual(['a']);
+    // The budget of the minute is spent: the next evaluation defers it again.
+    expect(await ev(s)).toMatchObject({ placed: 0, failover: { deferred: 1 } });
+  });
+});

@@ -2,8 +2,9 @@ import { compareText } from './order.js';
 import { effectivePlacement, nodeViewOf, type ManagedServiceFacts, type NodeFacts } from './managed.js';
 import { planEvacuation, type EvacuationMove } from './evacuation-plan.js';
 import { decideRollout, runsHealthy, type RolloutAllocation, type TargetRelease } from './rollout-progress.js';
+import { paceReplacements } from './failover-policy.js';
 import { schedule, wantedReplicas } from './schedule.js';
-import type { Allocation, PendingChange, RefusedChange, ServiceSpec, StopChange } from './types.js';
+import type { Allocation, NodeState, PendingChange, RefusedChange, ServiceSpec, StopChange } from './types.js';
 
 // One evaluation of the scheduler over managed services (issue 36), as a pure
 // function of rows: the loop (cluster/scheduler-loop.ts) reads them inside its
@@ -29,6 +30,8 @@ export interface ServiceRow extends ManagedServiceFacts {
   replicas: number;
   /** A writable volume: one replica that never moves. */
   stateful: boolean;
+  /** When the service was created (epoch ms): lost replicas are re-placed oldest services first. */
+  createdAt?: number;
 }
 
 export interface DeploymentRow {
@@ -57,6 +60,11 @@ export interface EvaluationInput {
   movedAt: ReadonlyMap<string, number>;
   progressAt: ReadonlyMap<string, number>;
   newId: () => string;
+  /**
+   * Failover (issue 38, failover-policy.ts): each node's state by failoverView (absent: live or unreachable from
+   * the session alone, nothing is ever lost), and how many lost replicas may be re-placed now (paceReplacements).
+   */
+  failover?: { states: ReadonlyMap<string, NodeState>; budget: number };
 }
 
 export type AllocationCause = 'adopted' | 'scale-up' | 'node-lost' | 'placement-changed' | 'evacuate';
@@ -96,6 +104,8 @@ export interface EvaluationPlan {
   evacuations: EvacuationProgress[];
   /** Allocations placed on or moved to a target release now (their moved-at time is now). */
   moved: string[];
+  /** Re-placements of lost replicas left for a later evaluation by the pace (each keeps its lost allocation). */
+  deferred: number;
   /** Rollouts that made a step now. */
   progressed: string[];
 }
@@ -122,8 +132,13 @@ export function releasesOf(deployments: readonly DeploymentRow[]): { target: Dep
 }
 
 export function evaluate(input: EvaluationInput): EvaluationPlan {
-  const plan: EvaluationPlan = { insert: [], stop: [], remove: [], moves: [], deployments: [], pending: [], refused: [], evacuations: [], changedNodes: [], moved: [], progressed: [] };
-  const nodeViews = input.nodes.map(nodeViewOf);
+  const plan: EvaluationPlan = { insert: [], stop: [], remove: [], moves: [], deployments: [], pending: [], refused: [], evacuations: [], changedNodes: [], moved: [], progressed: [], deferred: 0 };
+  const states = input.failover?.states;
+  const nodeViews = input.nodes.map((n) => {
+    const view = nodeViewOf(n);
+    const state = states?.get(n.id);
+    return state && !n.live ? { ...view, state } : view;
+  });
   const evacuating = new Set(nodeViews.filter((n) => n.evacuating).map((n) => n.id));
   /** Replicas on an evacuating node whose replacement exists: kept out of schedule() and of rollouts. */
   const leaving = new Map<string, AllocationRow>();
@@ -175,7 +190,13 @@ export function evaluate(input: EvaluationInput): EvaluationPlan {
   }
 
   // 2. Places and stops.
-  const result = schedule(specs, nodeViews, forSchedule);
+  let result = schedule(specs, nodeViews, forSchedule);
+  if (input.failover) {
+    const createdAt = new Map(input.services.map((service) => [service.id, service.createdAt ?? 0]));
+    const paced = paceReplacements(result, input.failover.budget, createdAt);
+    result = paced.result;
+    plan.deferred = paced.deferred;
+  }
   plan.pending = result.pending;
   plan.refused = result.refused;
   const stopped = new Set<string>();
