@@ -519,12 +519,16 @@ describe('failover on PostgreSQL (issue 38)', () => {
     const after = performance.now() - cut;
     expect(moved).toMatchObject({ placed: 1, stopped: 1, failover: { brake: null, lost: [lostNode] } });
     expect(after).toBeGreaterThanOrEqual(GRACE);
-    const rows = await allocationsOf(svc.id);
-    expect(rows.filter((a) => a.desired === 'stop').map((a) => [a.id, a.node])).toEqual([[first!.id, lostNode]]);
-    const runs = rows.filter((a) => a.desired === 'run');
+    const placed = await allocationsOf(svc.id);
+    expect(placed.filter((a) => a.desired === 'stop').map((a) => [a.id, a.node])).toEqual([[first!.id, lostNode]]);
+    const runs = placed.filter((a) => a.desired === 'run');
     expect(runs).toHaveLength(2);
     expect(runs.every((a) => a.node !== lostNode)).toBe(true);
     expect(runs.find((a) => a.cause === 'node-lost')?.release_id).toBe(d1);
+    // Audited in the same transaction, the scheduler as the actor.
+    expect(
+      await rows(`SELECT action, actor_name, actor_kind, team_id, target_type, target_id, outcome, code FROM audit_events WHERE action = 'service.failover' AND target_id = $1`, svc.id),
+    ).toEqual([{ action: 'service.failover', actor_name: 'scheduler', actor_kind: 'scheduler', team_id: teamId, target_type: 'service', target_id: svc.id, outcome: 'success', code: 'NODE_LOST' }]);
     // The stateful service stays on the lost node.
     expect((await running(stateful.id)).map((a) => a.node)).toEqual([lostNode]);
     // Nothing more moves; the node back later keeps nothing of it (its stop allocation stays stop: the replacement wins).

@@ -47,5 +47,8 @@ export const ROUTE_ACTIONS: Readonly<Record<string, RouteAction>> = {
   'POST /dashboard/api/sign-out': { action: 'session.sign-out', targetType: 'dashboard' },
 };
 
-/** Every action a row can name (success rows add secret.set and secret.remove, made by service changes). */
-export const AUDIT_ACTIONS: readonly string[] = [...new Set([...Object.values(ROUTE_ACTIONS).map((a) => a.action), 'secret.set', 'secret.remove'])].sort();
+/**
+ * Every action a row can name (success rows add secret.set and secret.remove, made by service changes, and
+ * service.failover, made by the scheduler with the actor `scheduler`: issue 38).
+ */
+export const AUDIT_ACTIONS: readonly string[] = [...new Set([...Object.values(ROUTE_ACTIONS).map((a) => a.action), 'secret.set', 'secret.remove', 'service.failover'])].sort();

@@ -4,6 +4,7 @@ import { hasWritableVolume } from '@tether/protocol';
 import type { Db, Tx } from '../db/database.js';
 import { prismaSql } from '../db/sql.js';
 import { stringRecordOf } from '../db/json-columns.js';
+import { auditRow, insertAuditRows, type AuditContext } from '../audit/audit-entry.js';
 import { evaluate, isEmptyPlan, previewEvacuation, type AllocationRow, type DeploymentRow, type EvaluationPlan, type ServiceRow } from '../scheduling/evaluation.js';
 import { managedSql, type NodeFacts } from '../scheduling/managed.js';
 import type { ReportedStatus } from '../scheduling/rollout-progress.js';
@@ -244,7 +245,10 @@ export class Scheduler {
           newId: () => `al_${randomUUID()}`,
           ...(view ? { failover: { states: view.states, budget: view.budget } } : {}),
         });
-        if (!isEmptyPlan(made)) await writePlan(tx, made, held.epoch);
+        if (!isEmptyPlan(made)) {
+          await writePlan(tx, made, held.epoch);
+          await auditFailover(tx, made);
+        }
         return { plan: made, now: input.now, nodesByService: runNodesByService(input.services, input.allocations, made), failover: view?.status(made) ?? null };
       }));
       this.#reportFailover(failover, plan, now, held.epoch);
@@ -496,6 +500,23 @@ export async function readState(tx: Tx, holdsSession: (nodeId: string) => boolea
       }),
     ),
   };
+}
+
+const SCHEDULER_ACTOR: AuditContext = { actor: { tokenId: null, name: 'scheduler', kind: 'scheduler' }, teamId: null, requestId: null, sourceAddress: null };
+
+/**
+ * One audit row per lost replica re-placed (issue 38), in the fenced transaction that places it: action
+ * `service.failover`, actor `scheduler`, target the service (its team's), code `NODE_LOST`.
+ */
+async function auditFailover(tx: Tx, plan: EvaluationPlan): Promise<void> {
+  const replaced = plan.insert.filter((row) => row.cause === 'node-lost');
+  if (replaced.length === 0) return;
+  const teams = await prismaSql(tx).rows<{ id: string; team_id: string }>(`SELECT id, team_id FROM services WHERE id = ANY($1::text[])`, [[...new Set(replaced.map((r) => r.serviceId))]]);
+  const teamOf = new Map(teams.map((t) => [t.id, t.team_id]));
+  await insertAuditRows(
+    tx,
+    replaced.map((row) => auditRow(SCHEDULER_ACTOR, { action: 'service.failover', targetType: 'service', targetId: row.serviceId, teamId: teamOf.get(row.serviceId) ?? null }, 'success', 'NODE_LOST')),
+  );
 }
 
 const OPEN: ('pending' | 'delivered')[] = ['pending', 'delivered'];
