@@ -123,6 +123,13 @@ export const EnvSchema = Type.Object({
   TETHER_SCHEDULER_LEASE_MS: Ms(10_000, 300),
   /** A rollout across nodes that makes no step for this long fails, naming the nodes it waited for. */
   TETHER_PROGRESS_DEADLINE_SECONDS: Type.Integer({ minimum: 1, maximum: 86_400, default: 600 }),
+  // Failover (issue 38): a lost node's stateless replicas are re-placed, on liveness truth, never on a guess.
+  /** A node with no live session on any panel for this long (from its teardown, or its owner panel's lease expiry) is lost. */
+  TETHER_RESCHEDULE_AFTER_MS: Ms(60_000, 100),
+  /** More than this percentage of the nodes unreachable at once: nothing is re-placed (the control plane's own hiccup). */
+  TETHER_RESCHEDULE_MAX_UNREACHABLE: Type.Integer({ minimum: 0, maximum: 100, default: 30 }),
+  /** At most this many lost replicas re-placed per minute, oldest services first. */
+  TETHER_RESCHEDULE_PER_MINUTE: Type.Integer({ minimum: 1, maximum: 100_000, default: 60 }),
 });
 
 /** Every variable this app reads (docs/operations.md lists each; a test checks). */

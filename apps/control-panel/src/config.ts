@@ -129,6 +129,11 @@ export function loadConfig(env: Record<string, string | undefined>) {
       intervalMs: e.TETHER_SCHEDULER_INTERVAL_MS,
       leaseMs: e.TETHER_SCHEDULER_LEASE_MS,
       progressDeadlineMs: e.TETHER_PROGRESS_DEADLINE_SECONDS * 1000,
+      failover: {
+        rescheduleAfterMs: e.TETHER_RESCHEDULE_AFTER_MS,
+        maxUnreachableFraction: e.TETHER_RESCHEDULE_MAX_UNREACHABLE / 100,
+        perMinute: e.TETHER_RESCHEDULE_PER_MINUTE,
+      },
     },
     streams: { perToken: e.TETHER_STREAMS_PER_TOKEN, perTeam: e.TETHER_STREAMS_PER_TEAM },
     logs: {

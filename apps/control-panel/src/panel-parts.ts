@@ -198,6 +198,7 @@ function createScheduler(app: FastifyInstance, deps: AppDependencies, parts: Pic
     leaseMs: config.scheduler.leaseMs,
     intervalMs: config.scheduler.intervalMs,
     progressDeadlineMs: config.scheduler.progressDeadlineMs,
+    failover: config.scheduler.failover,
     holdsSession: (nodeId) => agents.registry.get(nodeId) !== undefined,
     ...(cluster ? { signals: cluster.signals } : {}),
     allocationsChanged: (nodeIds, reason, remote) => void events.emit('allocations.changed', { nodeIds: [...nodeIds], reason, ...(remote ? { remote } : {}) }),

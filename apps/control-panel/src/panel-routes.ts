@@ -72,7 +72,7 @@ export async function registerPanelRoutes(app: FastifyInstance, { deps, parts, m
       v1.addHook('onRequest', requireAuth);
       await v1.register(teamRoutes, api);
       await v1.register(tokenRoutes, api);
-      await v1.register(nodeRoutes, api);
+      await v1.register(nodeRoutes, { ...api, holdsSession: (nodeId: string) => agents.registry.get(nodeId) !== undefined });
       await v1.register(serviceRoutes, api);
       await v1.register(volumeRoutes, api);
       await v1.register(routeRoutes, api);

@@ -20,6 +20,34 @@ const PanelStatusBody = Type.Object({
   nodeTokenQueries: Count,
   database: Type.Object({ server: Nullable(Type.String()), timeline: Count, failovers: Count, staleRefused: Count, fencedTimeline: Count }),
   ownership: Nullable(Type.Object({ panelId: Type.String(), leaseHeld: Type.Boolean(), othersSeen: Type.Boolean(), listening: Type.Boolean() })),
+  scheduler: Nullable(
+    Type.Object({
+      leaseHeld: Type.Boolean(),
+      epoch: Nullable(Count),
+      failover: Nullable(
+        Type.Object(
+          {
+            brake: Nullable(
+              Type.Object(
+                {
+                  reason: Type.String({ description: 'TOO_MANY_UNREACHABLE, PANEL_STARTED or DATABASE_RECOVERED' }),
+                  unreachable: Type.Optional(Count),
+                  nodes: Type.Optional(Count),
+                  until: Type.Optional(Type.Number({ description: 'epoch ms (database clock) when it lifts by itself' })),
+                },
+                { description: 'why nothing is re-placed off unreachable nodes now; null: failover acts' },
+              ),
+            ),
+            lost: Type.Array(Type.String(), { description: 'nodes counted lost (names)' }),
+            unreachable: Type.Array(Type.String(), { description: 'nodes unreachable, not (yet) lost (names)' }),
+            deferred: Count,
+            replaced: Count,
+          },
+          { description: "as of the holder's last evaluation; null on a panel that has not evaluated" },
+        ),
+      ),
+    }),
+  ),
 });
 
 export function panelStatusSnapshot(status: PanelStatus) {
@@ -30,6 +58,9 @@ export function panelStatusSnapshot(status: PanelStatus) {
     deploymentWatches: { watched: deploymentWatches.watched, sweeps: deploymentWatches.sweeps },
     nodeTokenQueries: status.nodeTokenQueries,
     database: { ...status.database },
+    scheduler: status.scheduler
+      ? { leaseHeld: status.scheduler.leaseHeld, epoch: status.scheduler.epoch, failover: status.scheduler.failover ? { ...status.scheduler.failover, brake: status.scheduler.failover.brake ? { ...status.scheduler.failover.brake } : null } : null }
+      : null,
     ownership: ownership
       ? { panelId: ownership.panelId, leaseHeld: ownership.leaseHeld, othersSeen: ownership.othersSeen, listening: ownership.listening }
       : null,

@@ -3,6 +3,7 @@ import type { ConnectionCap } from './http/connection-cap.js';
 import type { HeldKind } from './http/held-streams.js';
 import type { PanelParts } from './panel-parts.js';
 import type { PrimaryLocator } from './db/primary-locator.js';
+import type { FailoverStatus } from './cluster/scheduler-loop.js';
 
 // What can be observed of this panel's background parts, in one documented
 // place (docs/architecture.md, "Panel status"): the session-fact outbox's
@@ -32,6 +33,11 @@ export interface PanelStatus {
   readonly database: { readonly server: string | null; readonly timeline: number; readonly failovers: number; readonly staleRefused: number; readonly fencedTimeline: number };
   /** Several panels: this panel's id, whether it holds its lease, whether another live panel was seen, whether LISTEN is up. */
   readonly ownership: { readonly panelId: string; readonly leaseHeld: boolean; readonly othersSeen: boolean; readonly listening: boolean } | undefined;
+  /**
+   * The scheduler (issue 36/38): whether this panel holds its lease (and the epoch), and failover as of its last
+   * evaluation: the brake and its reason, nodes lost and unreachable, re-placements deferred and made.
+   */
+  readonly scheduler: { readonly leaseHeld: boolean; readonly epoch: number | null; readonly failover: FailoverStatus | null } | undefined;
 }
 
 export function panelStatus(parts: PanelParts, connections: ConnectionCap, nodeAuth: NodeAuthenticator, servers: PrimaryLocator | undefined): PanelStatus {
@@ -78,6 +84,17 @@ export function panelStatus(parts: PanelParts, connections: ConnectionCap, nodeA
     },
     get nodeTokenQueries() {
       return nodeAuth.queries;
+    },
+    scheduler: parts.scheduler && {
+      get leaseHeld() {
+        return parts.scheduler.lease.held !== null;
+      },
+      get epoch() {
+        return parts.scheduler.lease.held?.epoch ?? null;
+      },
+      get failover() {
+        return parts.scheduler.failover;
+      },
     },
     ownership: cluster && {
       panelId: cluster.panelId,

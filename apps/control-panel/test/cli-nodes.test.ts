@@ -52,9 +52,31 @@ describe('tether node', () => {
     expect((await panel.prisma.node.findUniqueOrThrow({ where: { id: a.id } })).cordoned).toBe(false);
   });
 
+  it('evacuate cordons the node, says what moves and what stays and why; ls shows it evacuating; uncordon ends it', async () => {
+    const e = await panel.createNode('cli-e');
+    const team = await panel.api('POST', '/v1/teams', { name: 'cli-evac' });
+    const svc = await panel.api('POST', '/v1/services', { teamId: team.body.id, name: 'on-e', image: 'registry.example.com/web:1', node: 'cli-e' });
+    expect(svc.status).toBe(201);
+    const run = await cli('node', 'evacuate', 'cli-e');
+    expect(run.code).toBe(0);
+    expect(run.stdout).toContain('node cli-e cordoned and evacuating: 0 replica(s) move');
+    // No agent speaks allocations here (TETHER_ALLOCATIONS off): the service stays and says why.
+    expect(run.stdout).toMatch(/stays on-e: NOT_MANAGED_BY_ALLOCATIONS: /);
+    expect(run.stdout).toContain('`tether node uncordon cli-e` ends it; nothing moves back');
+    expect(await panel.prisma.node.findUniqueOrThrow({ where: { id: e.id } })).toMatchObject({ cordoned: true, evacuating: true });
+    const rows = (await cli('node', 'ls')).stdout.trim().split('\n');
+    expect(rows.find((r) => r.startsWith('cli-e'))).toMatch(/^cli-e\s+evacuating\s+1\s+-$/);
+    const json = await cli('node', 'evacuate', 'cli-e', '--json');
+    expect(JSON.parse(json.stdout)).toMatchObject({ node: { name: 'cli-e', evacuating: true }, moves: [], refused: [{ serviceName: 'on-e', code: 'NOT_MANAGED_BY_ALLOCATIONS' }] });
+    expect((await cli('node', 'uncordon', 'cli-e')).code).toBe(0);
+    expect(await panel.prisma.node.findUniqueOrThrow({ where: { id: e.id } })).toMatchObject({ cordoned: false, evacuating: false });
+    const audit = await panel.prisma.auditEvent.findMany({ where: { action: 'node.evacuate', targetId: e.id } });
+    expect(audit).toHaveLength(1);
+  });
+
   it('usage errors exit 2 and change nothing; an invalid label is the API\'s 400 (exit 4); a customer is refused (exit 4)', async () => {
     await panel.createNode('cli-c');
-    for (const args of [['node', 'cordon'], ['node', 'cordon', 'nope'], ['node', 'label', 'cli-c'], ['node', 'label', 'cli-c', 'novalue'], ['node', 'evict', 'cli-c']]) {
+    for (const args of [['node', 'cordon'], ['node', 'cordon', 'nope'], ['node', 'evacuate'], ['node', 'label', 'cli-c'], ['node', 'label', 'cli-c', 'novalue'], ['node', 'evict', 'cli-c']]) {
       const run = await cli(...args);
       expect(run.code, args.join(' ')).toBe(2);
     }

@@ -3,7 +3,9 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '@tether/common';
 import { Scheduler, type SchedulerSignals } from '../src/cluster/scheduler-loop.js';
 import type { Signal } from '../src/cluster/panel-signals.js';
+import { evacuationAnswer } from '../src/cluster/scheduler-loop.js';
 import { createDeployment } from '../src/domain/deployments.js';
+import { evacuateNode, setCordon } from '../src/domain/nodes.js';
 import type { ApiDeps } from '../src/domain/api-deps.js';
 import { PanelEvents } from '../src/panel-events.js';
 import { ALLOCATIONS_CAPABILITY, managedByAllocations, managedSql } from '../src/scheduling/managed.js';
@@ -122,6 +124,7 @@ afterEach(async () => {
   bus.removeAllListeners();
   away.clear();
   await sql(`UPDATE node_reports SET state = 'connected'`);
+  await sql('UPDATE nodes SET cordoned = false, evacuating = false');
   await sql('DELETE FROM services');
   await sql('DELETE FROM scheduler_lease');
 });
@@ -362,5 +365,228 @@ describe('scheduler on PostgreSQL', () => {
     for (let i = 0; i < 50 && onB.length === 0; i++) await sleep(20);
     expect(onA).toEqual([[nodeIds.a]]);
     expect(onB).toEqual([[nodeIds.b, nodeIds.c].sort()]);
+  });
+});
+
+describe('evacuation on PostgreSQL', () => {
+  it('evacuate: the answer lists what moves and what refuses; one move at a time, the old replica stopped only once the new one runs healthy; uncordon moves nothing back', async () => {
+    const s = scheduler('sched-evac');
+    await s.lease.renew();
+    const svc = await addService('evac', 2);
+    const stateful = await db.prisma.service.create({
+      data: { teamId, name: 'evac-db', image: 'registry.example.com/db:1', replicas: 1, nodeId: nodeIds.a!, placement: {}, volumes: [{ name: 'data', mountPath: '/data', readOnly: false }] },
+    });
+    const pinned = await db.prisma.service.create({ data: { teamId, name: 'evac-pinned', image: 'registry.example.com/web:1', replicas: 1, nodeId: nodeIds.a!, placement: { nodes: ['a'] } } });
+    const d1 = (await createDeployment(deps(), operator, svc.id)).deployment.id;
+    await s.evaluate();
+    for (const a of await running(svc.id)) await report(a.id, healthyOn(d1));
+    await s.evaluate();
+    expect((await running(svc.id)).map((a) => a.node)).toEqual(['a', 'b']);
+    expect((await running(stateful.id)).map((a) => a.node)).toEqual(['a']);
+    expect((await running(pinned.id)).map((a) => a.node)).toEqual(['a']);
+    const onA = (await running(svc.id)).find((a) => a.node === 'a')!;
+
+    const node = await evacuateNode(db.prisma, nodeIds.a!, undefined);
+    expect(node).toMatchObject({ cordoned: true, evacuating: true });
+    const answer = await evacuationAnswer(db.prisma, nodeIds.a!, () => true);
+    expect(answer.moves).toEqual([{ serviceId: svc.id, serviceName: 'evac', allocationId: onA.id, from: 'a', to: 'c' }]);
+    expect(answer.refused.map((r) => [r.serviceName, r.code]).sort()).toEqual([
+      ['evac-db', 'STATEFUL_SERVICE_PINNED'],
+      ['evac-pinned', 'SERVICE_PINNED_TO_NODE'],
+    ]);
+    expect(answer.pending).toEqual([]);
+
+    // The replacement is placed on c, on the release a runs; a keeps running.
+    expect(await s.evaluate()).toMatchObject({ placed: 1, stopped: 0 });
+    const moving = await running(svc.id);
+    expect(moving.map((a) => [a.node, a.release_id, a.cause])).toEqual([
+      ['a', d1, onA.cause],
+      ['b', d1, expect.any(String)],
+      ['c', d1, 'evacuate'],
+    ]);
+    const onC = moving.find((a) => a.node === 'c')!;
+    // Not reported, then starting: nothing stops, nothing more is placed.
+    expect(await s.evaluate()).toMatchObject({ placed: 0, stopped: 0 });
+    await report(onC.id, { ...healthyOn(d1), health: 'starting' });
+    expect(await s.evaluate()).toMatchObject({ placed: 0, stopped: 0 });
+    // Healthy: the old one on a is marked to stop (its agent drains it); nothing else moves.
+    await report(onC.id, healthyOn(d1));
+    expect(await s.evaluate()).toMatchObject({ placed: 0, stopped: 1 });
+    expect((await allocationsOf(svc.id)).filter((a) => a.desired === 'stop').map((a) => a.id)).toEqual([onA.id]);
+    expect((await running(svc.id)).map((a) => a.node)).toEqual(['b', 'c']);
+    expect(await s.evaluate()).toMatchObject({ placed: 0, stopped: 0 });
+    // The stateful and the pinned service stayed.
+    expect((await running(stateful.id)).map((a) => a.node)).toEqual(['a']);
+    expect((await running(pinned.id)).map((a) => a.node)).toEqual(['a']);
+    // The deployment still runs (the move kept its release).
+    expect((await db.prisma.deployment.findUnique({ where: { id: d1 } }))?.status).toBe('running');
+
+    // Uncordon ends the evacuation and moves nothing back.
+    expect(await setCordon(db.prisma, nodeIds.a!, false)).toMatchObject({ cordoned: false, evacuating: false });
+    const before = await allocationsOf(svc.id);
+    expect(await s.evaluate()).toMatchObject({ placed: 0, stopped: 0, moved: 0 });
+    expect(await allocationsOf(svc.id)).toEqual(before);
+  });
+
+  it('a scale-down while a move is under way: it ends with the wanted count, none left on the evacuated node, never fewer healthy than wanted', async () => {
+    const s = scheduler('sched-evac-2');
+    await s.lease.renew();
+    const svc = await addService('evac-scale', 3);
+    const d1 = (await createDeployment(deps(), operator, svc.id)).deployment.id;
+    await s.evaluate();
+    for (const a of await running(svc.id)) await report(a.id, healthyOn(d1));
+    await s.evaluate();
+    await evacuateNode(db.prisma, nodeIds.a!, undefined);
+    expect(await s.evaluate()).toMatchObject({ placed: 1, stopped: 0 });
+    await db.prisma.service.update({ where: { id: svc.id }, data: { replicas: 2 } });
+    for (let i = 0; i < 3; i++) {
+      await s.evaluate();
+      const now = await running(svc.id);
+      // Whatever the order, the replicas reported healthy and still running never drop below the 2 wanted.
+      expect(now.length).toBeGreaterThanOrEqual(2);
+      for (const a of now) await report(a.id, healthyOn(d1));
+    }
+    const left = await running(svc.id);
+    expect(left).toHaveLength(2);
+    expect(left.some((a) => a.node === 'a')).toBe(false);
+  });
+});
+
+describe('failover on PostgreSQL (issue 38)', () => {
+  const GRACE = 600;
+  function failoverScheduler(panelId: string, settings: { maxUnreachableFraction?: number; perMinute?: number } = {}) {
+    const s = new Scheduler({
+      signals: busSignals,
+      prisma: db.prisma,
+      panelId,
+      logger: silentLogger,
+      leaseMs: 1_000,
+      intervalMs: 60_000,
+      progressDeadlineMs: 60_000,
+      holdsSession: (id) => !away.has(id),
+      allocationsChanged: () => undefined,
+      failover: { rescheduleAfterMs: GRACE, maxUnreachableFraction: settings.maxUnreachableFraction ?? 0.5, perMinute: settings.perMinute ?? 60 },
+    });
+    made.push(s);
+    return s;
+  }
+  /** The node's session ends now: its report row closed, its teardown recorded (as the session store writes it). */
+  async function down(name: string) {
+    away.add(nodeIds[name]!);
+    await sql(`UPDATE node_reports SET state = 'closed' WHERE node_id = $1`, nodeIds[name]);
+    await sql(`UPDATE nodes SET last_teardown_at = now() AT TIME ZONE 'UTC' WHERE id = $1`, nodeIds[name]);
+    return performance.now();
+  }
+  async function up(name: string) {
+    away.delete(nodeIds[name]!);
+    await sql(`UPDATE node_reports SET state = 'connected' WHERE node_id = $1`, nodeIds[name]);
+  }
+  /** The loop is not started here: the lease is renewed before each evaluation, as the loop does. */
+  async function ev(s: Scheduler) {
+    await s.lease.renew();
+    return s.evaluate();
+  }
+  async function ready(serviceId: string, release: string) {
+    for (const a of await running(serviceId)) await report(a.id, healthyOn(release));
+  }
+
+  it('a node without a session for the grace is lost: its stateless replica is re-placed (not before the grace), the lost one stopped without drain; a stateful one stays; the panel-start brake holds first', async () => {
+    const s = failoverScheduler('fo-1');
+    await s.lease.renew();
+    const svc = await addService('fo-web', 2);
+    const d1 = (await createDeployment(deps(), operator, svc.id)).deployment.id;
+    await ev(s);
+    await ready(svc.id, d1);
+    await ev(s);
+    const [first] = await running(svc.id);
+    const lostNode = first!.node;
+    const stateful = await db.prisma.service.create({
+      data: { teamId, name: 'fo-db', image: 'registry.example.com/db:1', replicas: 1, nodeId: nodeIds[lostNode]!, placement: {}, volumes: [{ name: 'data', mountPath: '/data', readOnly: false }] },
+    });
+    await ev(s);
+    expect((await running(stateful.id)).map((a) => a.node)).toEqual([lostNode]);
+
+    const cut = await down(lostNode);
+    // Within the grace (and within one grace of this scheduler's start: the brake says so): nothing moves.
+    const early = await ev(s);
+    expect(early).toMatchObject({ placed: 0, stopped: 0 });
+    expect(early?.failover).toMatchObject({ brake: { reason: 'PANEL_STARTED' }, unreachable: [lostNode], lost: [] });
+    await sleep(GRACE / 2);
+    expect(await ev(s)).toMatchObject({ placed: 0, stopped: 0 });
+    expect(performance.now() - cut).toBeLessThan(GRACE);
+    await sleep(GRACE / 2 + 150);
+    const moved = await ev(s);
+    const after = performance.now() - cut;
+    expect(moved).toMatchObject({ placed: 1, stopped: 1, failover: { brake: null, lost: [lostNode] } });
+    expect(after).toBeGreaterThanOrEqual(GRACE);
+    const placed = await allocationsOf(svc.id);
+    expect(placed.filter((a) => a.desired === 'stop').map((a) => [a.id, a.node])).toEqual([[first!.id, lostNode]]);
+    const runs = placed.filter((a) => a.desired === 'run');
+    expect(runs).toHaveLength(2);
+    expect(runs.every((a) => a.node !== lostNode)).toBe(true);
+    expect(runs.find((a) => a.cause === 'node-lost')?.release_id).toBe(d1);
+    // Audited in the same transaction, the scheduler as the actor.
+    expect(
+      await rows(`SELECT action, actor_name, actor_kind, team_id, target_type, target_id, outcome, code FROM audit_events WHERE action = 'service.failover' AND target_id = $1`, svc.id),
+    ).toEqual([{ action: 'service.failover', actor_name: 'scheduler', actor_kind: 'scheduler', team_id: teamId, target_type: 'service', target_id: svc.id, outcome: 'success', code: 'NODE_LOST' }]);
+    // The stateful service stays on the lost node.
+    expect((await running(stateful.id)).map((a) => a.node)).toEqual([lostNode]);
+    // Nothing more moves; the node back later keeps nothing of it (its stop allocation stays stop: the replacement wins).
+    expect(await ev(s)).toMatchObject({ placed: 0, stopped: 0 });
+    await up(lostNode);
+    expect(await ev(s)).toMatchObject({ placed: 0, stopped: 0 });
+    expect((await running(svc.id)).every((a) => a.node !== lostNode)).toBe(true);
+    expect(s.failover).toMatchObject({ brake: null, lost: [], replaced: 1 });
+  });
+
+  it('a node back within the grace keeps its allocations; too many unreachable at once holds everything with the reason', async () => {
+    const s = failoverScheduler('fo-2');
+    await s.lease.renew();
+    const svc = await addService('fo-back', 2);
+    const d1 = (await createDeployment(deps(), operator, svc.id)).deployment.id;
+    await ev(s);
+    await ready(svc.id, d1);
+    await ev(s);
+    const before = await allocationsOf(svc.id);
+    const node = before[0]!.node;
+    await sleep(GRACE); // past the panel-start brake
+    await down(node);
+    await sleep(GRACE / 3);
+    expect(await ev(s)).toMatchObject({ placed: 0, stopped: 0, failover: { brake: null, unreachable: [node] } });
+    await up(node);
+    await sleep(GRACE);
+    expect(await ev(s)).toMatchObject({ placed: 0, stopped: 0 });
+    expect(await allocationsOf(svc.id)).toEqual(before);
+
+    // More than half the fleet cut at once (the allowed share here is 50 %): past the grace nothing is re-placed,
+    // the brake names why.
+    const all = await rows<{ name: string }>(`SELECT name FROM nodes WHERE NOT decommissioned ORDER BY name`);
+    const cut = all.slice(0, Math.floor(all.length / 2) + 1).map((n) => n.name);
+    for (const name of cut) await down(name);
+    await sleep(GRACE + 100);
+    const held = await ev(s);
+    expect(held).toMatchObject({ placed: 0, stopped: 0, failover: { brake: { reason: 'TOO_MANY_UNREACHABLE', unreachable: cut.length, nodes: all.length }, lost: [] } });
+    expect(await allocationsOf(svc.id)).toEqual(before);
+  });
+
+  it('the pace: at most TETHER_RESCHEDULE_PER_MINUTE re-placements, oldest services first, the rest deferred', async () => {
+    const s = failoverScheduler('fo-3', { perMinute: 1 });
+    await s.lease.renew();
+    const older = await db.prisma.service.create({ data: { teamId, name: 'fo-old', image: 'registry.example.com/web:1', replicas: 1, nodeId: nodeIds.a!, placement: { nodes: ['a'] }, createdAt: new Date(Date.now() - 60_000) } });
+    const newer = await db.prisma.service.create({ data: { teamId, name: 'fo-new', image: 'registry.example.com/web:1', replicas: 1, nodeId: nodeIds.a!, placement: { nodes: ['a'] } } });
+    await ev(s);
+    // Both may run on b as well from now on: nothing moves while a is live.
+    await sql(`UPDATE services SET placement = '{"nodes": ["a", "b"]}' WHERE id = ANY($1::text[])`, [older.id, newer.id]);
+    expect(await ev(s)).toMatchObject({ placed: 0, stopped: 0 });
+    expect((await running(older.id)).map((a) => a.node)).toEqual(['a']);
+    expect((await running(newer.id)).map((a) => a.node)).toEqual(['a']);
+    await sleep(GRACE);
+    await down('a');
+    await sleep(GRACE + 100);
+    expect(await ev(s)).toMatchObject({ placed: 1, stopped: 1, failover: { deferred: 1, lost: ['a'] } });
+    expect((await running(older.id)).map((a) => a.node)).toEqual(['b']);
+    expect((await running(newer.id)).map((a) => a.node)).toEqual(['a']);
+    // The budget of the minute is spent: the next evaluation defers it again.
+    expect(await ev(s)).toMatchObject({ placed: 0, failover: { deferred: 1 } });
   });
 });

@@ -41,9 +41,11 @@ usage: tether <command> [options]
   registries [add <host> --username U | rm <host|id>]
                                       your team's private registries; add reads the password from
                                       stdin or a prompt, and replaces the credentials of a known host
-  node [ls | cordon <name> | uncordon <name> | label <name> KEY=VALUE... KEY-...]
+  node [ls | cordon <name> | evacuate <name> | uncordon <name> | label <name> KEY=VALUE... KEY-...]
                                       nodes (operators); cordon stops new placements and moves
-                                      nothing; label merges (KEY- removes)
+                                      nothing; evacuate cordons and moves its replicas away one at
+                                      a time (says what stays and why); uncordon ends both;
+                                      label merges (KEY- removes)
   audit [--since T] [--actor ID] [--action A] [--outcome O] [--target TYPE[/ID]] [--tail N]
                                       who changed what, newest first (your team's rows; an operator's: all)
 

@@ -19,6 +19,7 @@ export const ROUTE_ACTIONS: Readonly<Record<string, RouteAction>> = {
   'PATCH /v1/nodes/:id': { action: 'node.update', targetType: 'node', idParam: 'id' },
   'POST /v1/nodes/:id/cordon': { action: 'node.cordon', targetType: 'node', idParam: 'id' },
   'POST /v1/nodes/:id/uncordon': { action: 'node.uncordon', targetType: 'node', idParam: 'id' },
+  'POST /v1/nodes/:id/evacuate': { action: 'node.evacuate', targetType: 'node', idParam: 'id' },
   'DELETE /v1/nodes/:id': { action: 'node.decommission', targetType: 'node', idParam: 'id' },
   'POST /v1/services': { action: 'service.create', targetType: 'service' },
   'PATCH /v1/services/:id': { action: 'service.update', targetType: 'service', idParam: 'id' },
@@ -46,5 +47,8 @@ export const ROUTE_ACTIONS: Readonly<Record<string, RouteAction>> = {
   'POST /dashboard/api/sign-out': { action: 'session.sign-out', targetType: 'dashboard' },
 };
 
-/** Every action a row can name (success rows add secret.set and secret.remove, made by service changes). */
-export const AUDIT_ACTIONS: readonly string[] = [...new Set([...Object.values(ROUTE_ACTIONS).map((a) => a.action), 'secret.set', 'secret.remove'])].sort();
+/**
+ * Every action a row can name (success rows add secret.set and secret.remove, made by service changes, and
+ * service.failover, made by the scheduler with the actor `scheduler`: issue 38).
+ */
+export const AUDIT_ACTIONS: readonly string[] = [...new Set([...Object.values(ROUTE_ACTIONS).map((a) => a.action), 'secret.set', 'secret.remove', 'service.failover'])].sort();

@@ -4,9 +4,11 @@ import { hasWritableVolume } from '@tether/protocol';
 import type { Db, Tx } from '../db/database.js';
 import { prismaSql } from '../db/sql.js';
 import { stringRecordOf } from '../db/json-columns.js';
-import { evaluate, isEmptyPlan, type AllocationRow, type DeploymentRow, type EvaluationPlan, type ServiceRow } from '../scheduling/evaluation.js';
+import { auditRow, insertAuditRows, type AuditContext } from '../audit/audit-entry.js';
+import { evaluate, isEmptyPlan, previewEvacuation, type AllocationRow, type DeploymentRow, type EvaluationPlan, type ServiceRow } from '../scheduling/evaluation.js';
 import { managedSql, type NodeFacts } from '../scheduling/managed.js';
 import type { ReportedStatus } from '../scheduling/rollout-progress.js';
+import { failoverView, type Brake, type FailoverSettings } from '../scheduling/failover-policy.js';
 import { SchedulerLease, StaleEpochError } from './scheduler-lease.js';
 import type { Signal, SignalKind } from './panel-signals.js';
 
@@ -50,6 +52,26 @@ export interface SchedulerOptions {
   allocationsChanged: (nodeIds: readonly string[], reason: string, remote: boolean) => void;
   /** Tests: a lease of their own (default: one made here). */
   lease?: SchedulerLease;
+  /**
+   * Failover (issue 38): when an unreachable node counts lost, the brake, and the pace of re-placements
+   * (TETHER_RESCHEDULE_AFTER_MS, TETHER_RESCHEDULE_MAX_UNREACHABLE, TETHER_RESCHEDULE_PER_MINUTE). Absent: nothing
+   * is ever re-placed off an unreachable node.
+   */
+  failover?: FailoverSettings & { perMinute: number };
+}
+
+/** What failover sees now (GET /v1/panel `scheduler.failover`), as of the holder's last evaluation. */
+export interface FailoverStatus {
+  /** Why nothing is re-placed now, or null. */
+  brake: Brake | null;
+  /** Nodes counted lost at the last evaluation (their stateless replicas re-placed). */
+  lost: string[];
+  /** Nodes unreachable, not (yet) lost. */
+  unreachable: string[];
+  /** Re-placements left for later by the pace at the last evaluation. */
+  deferred: number;
+  /** Lost replicas re-placed by this panel since it took the lease. */
+  replaced: number;
 }
 
 export interface EvaluationSummary {
@@ -60,6 +82,8 @@ export interface EvaluationSummary {
   moved: number;
   deployments: EvaluationPlan['deployments'];
   changedNodes: string[];
+  /** Failover at this evaluation (null without failover settings). */
+  failover: FailoverStatus | null;
 }
 
 /** How soon nudges from a panel that does not hold the lease are sent on to the holder (batched). */
@@ -90,6 +114,16 @@ export class Scheduler {
    */
   #nodesByService = new Map<string, Set<string>>();
   evaluations = 0;
+  /** This panel's start on its own monotonic clock: the brake holds for one grace after it. */
+  readonly #startedAt = performance.now();
+  /** The end of the last database outage an evaluation saw (monotonic ms), or null. */
+  #databaseBackAt: number | null = null;
+  #databaseDown = false;
+  /** When each lost replica was re-placed (database clock, ms), for the pace per minute. */
+  #replacedAt: number[] = [];
+  #replaced = 0;
+  /** The last failover status (null until the first evaluation with failover settings). */
+  failover: FailoverStatus | null = null;
 
   constructor(private readonly options: SchedulerOptions) {
     this.lease = options.lease ?? new SchedulerLease({ prisma: options.prisma, panelId: options.panelId, leaseMs: options.leaseMs, logger: options.logger });
@@ -104,6 +138,7 @@ export class Scheduler {
       this.#movedAt.clear();
       this.#progressAt.clear();
       this.#nodesByService.clear();
+      this.#replacedAt = [];
       if (held) this.nudge('scheduler lease taken');
     };
     options.signals?.on('signal', (signal) => this.#signalled(signal));
@@ -198,24 +233,37 @@ export class Scheduler {
     let now: number;
     let nodesByService: Map<string, Set<string>>;
     try {
-      ({ plan, now, nodesByService } = await this.lease.write(held.epoch, async (tx) => {
+      let failover: FailoverStatus | null = null;
+      ({ plan, now, nodesByService, failover } = await this.lease.write(held.epoch, async (tx) => {
         const input = await readState(tx, this.options.holdsSession);
+        const view = this.#failoverView(input.nodes, input.now);
         const made = evaluate({
           ...input,
           progressDeadlineMs: this.options.progressDeadlineMs,
           movedAt: this.#movedAt,
           progressAt: this.#progressAt,
           newId: () => `al_${randomUUID()}`,
+          ...(view ? { failover: { states: view.states, budget: view.budget } } : {}),
         });
-        if (!isEmptyPlan(made)) await writePlan(tx, made, held.epoch);
-        return { plan: made, now: input.now, nodesByService: runNodesByService(input.services, input.allocations, made) };
+        if (!isEmptyPlan(made)) {
+          await writePlan(tx, made, held.epoch);
+          await auditFailover(tx, made);
+        }
+        return { plan: made, now: input.now, nodesByService: runNodesByService(input.services, input.allocations, made), failover: view?.status(made) ?? null };
       }));
+      this.#reportFailover(failover, plan, now, held.epoch);
     } catch (err) {
       if (err instanceof StaleEpochError) {
         this.options.logger.warn({ epoch: held.epoch }, 'scheduler lease lost before the evaluation committed: nothing written');
         return null;
       }
+      // The scheduler's own view of a database outage: the first evaluation that commits after failures ends it.
+      this.#databaseDown = true;
       throw err;
+    }
+    if (this.#databaseDown) {
+      this.#databaseDown = false;
+      this.#databaseBackAt = performance.now();
     }
     for (const id of plan.moved) this.#movedAt.set(id, now);
     for (const id of plan.progressed) this.#progressAt.set(id, now);
@@ -242,7 +290,61 @@ export class Scheduler {
       moved: plan.moves.reduce((n, m) => n + m.allocationIds.length, 0),
       deployments: plan.deployments,
       changedNodes: plan.changedNodes,
+      failover: this.failover,
     };
+  }
+
+  /** failoverView over the nodes as read now (database clock), with this panel's start and outage end on that clock. */
+  #failoverView(nodes: readonly NodeFacts[], now: number) {
+    const settings = this.options.failover;
+    if (!settings) return null;
+    const local = performance.now();
+    const onDbClock = (at: number) => now - (local - at);
+    const view = failoverView(
+      nodes.map((n) => ({ id: n.id, name: n.name, live: n.live, decommissioned: n.decommissioned, lostByOperator: false, downSince: n.live ? null : (n.downSince ?? null) })),
+      now,
+      settings,
+      { panelStartedAt: onDbClock(this.#startedAt), databaseBackAt: this.#databaseBackAt === null ? null : onDbClock(this.#databaseBackAt) },
+    );
+    this.#replacedAt = this.#replacedAt.filter((at) => at > now - 60_000);
+    const budget = Math.max(0, settings.perMinute - this.#replacedAt.length);
+    const name = new Map(nodes.map((n) => [n.id, n.name]));
+    return {
+      states: view.states,
+      budget,
+      status: (plan: EvaluationPlan): FailoverStatus => {
+        const lost: string[] = [];
+        const unreachable: string[] = [];
+        for (const [id, state] of view.states) {
+          const n = nodes.find((x) => x.id === id);
+          if (!n || n.decommissioned) continue;
+          if (state === 'lost') lost.push(name.get(id) ?? id);
+          else if (state === 'unreachable') unreachable.push(name.get(id) ?? id);
+        }
+        return { brake: view.brake, lost: lost.sort(), unreachable: unreachable.sort(), deferred: plan.deferred, replaced: this.#replaced };
+      },
+    };
+  }
+
+  /** Counts re-placements for the pace, and logs what failover did and why it held (once per change). */
+  #reportFailover(status: FailoverStatus | null, plan: EvaluationPlan, now: number, epoch: number): void {
+    if (!status) return;
+    const replaced = plan.insert.filter((row) => row.cause === 'node-lost');
+    for (let i = 0; i < replaced.length; i++) this.#replacedAt.push(now);
+    this.#replaced += replaced.length;
+    status.replaced = this.#replaced;
+    const before = this.failover;
+    this.failover = status;
+    const { logger } = this.options;
+    if (JSON.stringify(before?.brake?.reason ?? null) !== JSON.stringify(status.brake?.reason ?? null)) {
+      if (status.brake) logger.warn({ brake: status.brake, unreachable: status.unreachable }, `failover held: ${status.brake.reason}: nothing is re-placed off unreachable nodes`);
+      else if (before?.brake) logger.info({ brake: before.brake }, 'failover brake released');
+    }
+    const newlyLost = status.lost.filter((n) => !(before?.lost ?? []).includes(n));
+    if (newlyLost.length > 0) logger.warn({ nodes: newlyLost, epoch }, `nodes lost (no live session for the reschedule grace): their stateless replicas are re-placed`);
+    if (replaced.length > 0 || plan.deferred > 0) {
+      logger.info({ replaced: replaced.map((r) => ({ allocation: r.id, service: r.serviceId, to: r.nodeId })), deferred: plan.deferred, epoch }, 'lost replicas re-placed');
+    }
   }
 }
 
@@ -268,16 +370,19 @@ interface ServiceSql {
   placement: unknown;
   volumes: { readOnly?: boolean }[] | null;
   routed: boolean;
+  created_ms: number;
 }
 
 interface NodeSql {
   id: string;
   name: string;
   cordoned: boolean;
+  evacuating: boolean;
   decommissioned: boolean;
   labels: unknown;
   capabilities: string[] | null;
   live_elsewhere: boolean;
+  down_ms: number | null;
 }
 
 interface AllocationSql {
@@ -309,19 +414,28 @@ const LIVE_ELSEWHERE = `EXISTS (
     JOIN panels p ON p.id = r.panel_id
   WHERE r.node_id = n.id AND r.state = 'connected' AND p.lease_until > now())`;
 
+/**
+ * Since when a node has had no live session anywhere (failover, issue 38): its recorded teardown, or the lease
+ * expiry of the panel that owns it when that panel itself died (its report may still say connected), the later.
+ */
+const DOWN_SINCE = `(SELECT max(t) FROM (VALUES
+    ((extract(epoch FROM n.last_teardown_at) * 1000)::float8),
+    ((SELECT (extract(epoch FROM p.lease_until) * 1000)::float8 FROM node_owners w JOIN panels p ON p.id = w.panel_id
+      WHERE w.node_id = n.id AND p.lease_until <= now()))) AS d(t))`;
+
 /** Everything one evaluation reads, on the transaction it writes in. Times are the database's, in ms. */
 export async function readState(tx: Tx, holdsSession: (nodeId: string) => boolean) {
   const sql = prismaSql(tx);
   const [clock] = await sql.rows<{ now_ms: number }>(`SELECT (extract(epoch FROM now()) * 1000)::float8 AS now_ms`);
   const services = await sql.rows<ServiceSql>(
-    `SELECT s.id, s.node_id, h.name AS home_name, s.replicas, s.placement, s.volumes,
+    `SELECT s.id, s.node_id, h.name AS home_name, s.replicas, s.placement, s.volumes, (extract(epoch FROM s.created_at) * 1000)::float8 AS created_ms,
       EXISTS (SELECT 1 FROM routes r WHERE r.service_id = s.id) AS routed
     FROM services s JOIN nodes h ON h.id = s.node_id
     WHERE ${managedSql('h')}
     ORDER BY s.id`,
   );
   const nodes = await sql.rows<NodeSql>(
-    `SELECT n.id, n.name, n.cordoned, n.decommissioned, n.labels, n.capabilities, ${LIVE_ELSEWHERE} AS live_elsewhere FROM nodes n ORDER BY n.name`,
+    `SELECT n.id, n.name, n.cordoned, n.evacuating, n.decommissioned, n.labels, n.capabilities, ${LIVE_ELSEWHERE} AS live_elsewhere, ${DOWN_SINCE} AS down_ms FROM nodes n ORDER BY n.name`,
   );
   const allocations = await sql.rows<AllocationSql>(
     `SELECT a.id, a.service_id, a.node_id, a.release_id, a.desired, (extract(epoch FROM a.created_at) * 1000)::float8 AS created_ms,
@@ -347,6 +461,7 @@ export async function readState(tx: Tx, holdsSession: (nodeId: string) => boolea
         placement: s.placement,
         routed: s.routed,
         stateful: hasWritableVolume({ volumes: (Array.isArray(s.volumes) ? s.volumes : []) as never }),
+        createdAt: Number(s.created_ms),
       }),
     ),
     nodes: nodes.map(
@@ -355,9 +470,11 @@ export async function readState(tx: Tx, holdsSession: (nodeId: string) => boolea
         name: n.name,
         live: holdsSession(n.id) || n.live_elsewhere,
         cordoned: n.cordoned,
+        evacuating: n.evacuating,
         decommissioned: n.decommissioned,
         labels: stringRecordOf(n.labels),
         capabilities: n.capabilities ?? [],
+        downSince: n.down_ms === null ? null : Number(n.down_ms),
       }),
     ),
     allocations: allocations.map(
@@ -383,6 +500,23 @@ export async function readState(tx: Tx, holdsSession: (nodeId: string) => boolea
       }),
     ),
   };
+}
+
+const SCHEDULER_ACTOR: AuditContext = { actor: { tokenId: null, name: 'scheduler', kind: 'scheduler' }, teamId: null, requestId: null, sourceAddress: null };
+
+/**
+ * One audit row per lost replica re-placed (issue 38), in the fenced transaction that places it: action
+ * `service.failover`, actor `scheduler`, target the service (its team's), code `NODE_LOST`.
+ */
+async function auditFailover(tx: Tx, plan: EvaluationPlan): Promise<void> {
+  const replaced = plan.insert.filter((row) => row.cause === 'node-lost');
+  if (replaced.length === 0) return;
+  const teams = await prismaSql(tx).rows<{ id: string; team_id: string }>(`SELECT id, team_id FROM services WHERE id = ANY($1::text[])`, [[...new Set(replaced.map((r) => r.serviceId))]]);
+  const teamOf = new Map(teams.map((t) => [t.id, t.team_id]));
+  await insertAuditRows(
+    tx,
+    replaced.map((row) => auditRow(SCHEDULER_ACTOR, { action: 'service.failover', targetType: 'service', targetId: row.serviceId, teamId: teamOf.get(row.serviceId) ?? null }, 'success', 'NODE_LOST')),
+  );
 }
 
 const OPEN: ('pending' | 'delivered')[] = ['pending', 'delivered'];
@@ -431,4 +565,45 @@ export async function writePlan(tx: Tx, plan: EvaluationPlan, epoch: number): Pr
         break;
     }
   }
+}
+
+export interface EvacuationAnswer {
+  moves: { serviceId: string; serviceName: string; allocationId: string; from: string; to: string }[];
+  refused: { serviceId: string; serviceName: string; allocationId: string | null; code: string; message: string }[];
+  pending: { serviceId: string; serviceName: string; count: number; code: string }[];
+}
+
+/**
+ * What evacuating the node moves (one at a time, by the scheduler) and what refuses, read as an evaluation reads
+ * (POST /v1/nodes/:id/evacuate). A service on it that the scheduler does not manage (its home node's agent does
+ * not speak allocations, or TETHER_ALLOCATIONS is off) refuses with NOT_MANAGED_BY_ALLOCATIONS.
+ */
+export async function evacuationAnswer(prisma: Db, nodeId: string, holdsSession: (nodeId: string) => boolean): Promise<EvacuationAnswer> {
+  return prisma.$transaction(async (tx) => {
+    const state = await readState(tx, holdsSession);
+    const preview = previewEvacuation(nodeId, state);
+    const sql = prismaSql(tx);
+    const unmanaged = await sql.rows<{ id: string; name: string }>(
+      `SELECT s.id, s.name FROM services s JOIN nodes h ON h.id = s.node_id WHERE s.node_id = $1 AND s.replicas > 0 AND NOT ${managedSql('h')} ORDER BY s.name`,
+      [nodeId],
+    );
+    const ids = [...new Set([...preview.moves, ...preview.refused, ...preview.pending].map((c) => c.serviceId))];
+    const names = new Map((await sql.rows<{ id: string; name: string }>(`SELECT id, name FROM services WHERE id = ANY($1::text[])`, [ids])).map((r) => [r.id, r.name]));
+    const nodeName = new Map(state.nodes.map((n) => [n.id, n.name]));
+    const name = (id: string) => names.get(id) ?? id;
+    return {
+      moves: preview.moves.map((m) => ({ serviceId: m.serviceId, serviceName: name(m.serviceId), allocationId: m.allocationId, from: nodeName.get(m.from) ?? m.from, to: nodeName.get(m.to) ?? m.to })),
+      refused: [
+        ...preview.refused.map((r) => ({ serviceId: r.serviceId, serviceName: name(r.serviceId), allocationId: r.allocationId, code: r.reason, message: r.message })),
+        ...unmanaged.map((s) => ({
+          serviceId: s.id,
+          serviceName: s.name,
+          allocationId: null,
+          code: 'NOT_MANAGED_BY_ALLOCATIONS',
+          message: 'the service runs by deploy frames on this node (its agent does not speak workload.allocations, or TETHER_ALLOCATIONS is off): it does not move',
+        })),
+      ],
+      pending: preview.pending.map((p) => ({ serviceId: p.serviceId, serviceName: name(p.serviceId), count: p.count, code: p.reason })),
+    };
+  });
 }

@@ -25,6 +25,7 @@ export const presentNode = (n: NodeWithCount) => ({
   name: n.name,
   labels: labelsOf(n.labels),
   cordoned: n.cordoned,
+  evacuating: n.evacuating,
   decommissioned: n.decommissioned,
   decommissionedAt: toIso(n.decommissionedAt),
   createdAt: n.createdAt.toISOString(),
@@ -114,13 +115,32 @@ export async function updateNode(prisma: Db, id: string, patch: { labels?: Recor
  */
 export async function setCordon(prisma: Db, id: string, cordoned: boolean, audit?: AuditContext) {
   await prisma.$transaction(async (tx) => {
-    const rows = await tx.$queryRaw<{ cordoned: boolean; decommissioned: boolean; name: string }[]>`SELECT cordoned, decommissioned, name FROM nodes WHERE id = ${id} FOR UPDATE`;
+    const rows = await tx.$queryRaw<{ cordoned: boolean; evacuating: boolean; decommissioned: boolean; name: string }[]>`SELECT cordoned, evacuating, decommissioned, name FROM nodes WHERE id = ${id} FOR UPDATE`;
     const current = rows[0];
     if (!current) throw new AppError('NOT_FOUND', 'no such node');
     if (current.decommissioned) throw new AppError('NODE_DECOMMISSIONED', `node ${current.name} is decommissioned: it is never placed on again`);
-    if (current.cordoned === cordoned) return;
-    await tx.node.update({ where: { id }, data: { cordoned } });
+    if (current.cordoned === cordoned && (cordoned || !current.evacuating)) return;
+    // Uncordon ends an evacuation too; nothing moves back.
+    await tx.node.update({ where: { id }, data: cordoned ? { cordoned } : { cordoned, evacuating: false } });
     await recordChange(tx, audit, { action: cordoned ? 'node.cordon' : 'node.uncordon', targetType: 'node', targetId: id, teamId: null });
+  });
+  return getNode(prisma, id);
+}
+
+/**
+ * Evacuates a node (issue 36): cordons it and marks it evacuating, so the scheduler moves its managed replicas
+ * to other nodes one at a time (each new one healthy before the old one drains). Idempotent: the audit records a
+ * change only. A decommissioned node: 409 NODE_DECOMMISSIONED. Uncordon ends it.
+ */
+export async function evacuateNode(prisma: Db, id: string, audit?: AuditContext) {
+  await prisma.$transaction(async (tx) => {
+    const rows = await tx.$queryRaw<{ cordoned: boolean; evacuating: boolean; decommissioned: boolean; name: string }[]>`SELECT cordoned, evacuating, decommissioned, name FROM nodes WHERE id = ${id} FOR UPDATE`;
+    const current = rows[0];
+    if (!current) throw new AppError('NOT_FOUND', 'no such node');
+    if (current.decommissioned) throw new AppError('NODE_DECOMMISSIONED', `node ${current.name} is decommissioned: it is never placed on again`);
+    if (current.cordoned && current.evacuating) return;
+    await tx.node.update({ where: { id }, data: { cordoned: true, evacuating: true } });
+    await recordChange(tx, audit, { action: 'node.evacuate', targetType: 'node', targetId: id, teamId: null });
   });
   return getNode(prisma, id);
 }

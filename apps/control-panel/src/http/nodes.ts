@@ -5,7 +5,8 @@ import { auditOf } from './audit-context.js';
 import { requireOperator } from './auth.js';
 import { authErrors, IdParams, labelName, NodeLabels, NodeLabelsPatch, NullableTimestamp, security, Timestamp } from './schemas.js';
 import type { ApiDeps } from '../domain/api-deps.js';
-import { createNode, decommissionNode, getNode, listNodes, setCordon, updateNode } from '../domain/nodes.js';
+import { createNode, decommissionNode, evacuateNode, getNode, listNodes, setCordon, updateNode } from '../domain/nodes.js';
+import { evacuationAnswer } from '../cluster/scheduler-loop.js';
 
 // Only what the database knows. Reachability is not a column: it comes from
 // the live session registry, which adds its own fields to these answers.
@@ -14,6 +15,7 @@ export const NodeSchema = Type.Object({
   name: Type.String(),
   labels: Type.Record(Type.String(), Type.String(), { description: 'what a service\'s placement may require' }),
   cordoned: Type.Boolean({ description: 'nothing new is placed on it; what runs there keeps running and deploying' }),
+  evacuating: Type.Boolean({ description: 'cordoned and being emptied: the scheduler moves its replicas away one at a time (uncordon ends it)' }),
   decommissioned: Type.Boolean(),
   decommissionedAt: NullableTimestamp,
   createdAt: Timestamp,
@@ -23,8 +25,35 @@ export const NodeSchema = Type.Object({
   services: Type.Integer({ description: 'services placed on the node' }),
 });
 
+const ServiceRef = { serviceId: Type.String(), serviceName: Type.String() };
+export const EvacuationSchema = Type.Object({
+  node: NodeSchema,
+  moves: Type.Array(
+    Type.Object({ ...ServiceRef, allocationId: Type.String(), from: Type.String(), to: Type.String({ description: 'where it would go with the loads of now' }) }),
+    { description: 'replicas that move, one at a time: each new one healthy before the old one drains' },
+  ),
+  refused: Type.Array(
+    Type.Object({
+      ...ServiceRef,
+      allocationId: Nullable(Type.String()),
+      code: Type.String({ description: 'STATEFUL_SERVICE_PINNED, SERVICE_PINNED_TO_NODE or NOT_MANAGED_BY_ALLOCATIONS' }),
+      message: Type.String(),
+    }),
+    { description: 'replicas that stay, and why' },
+  ),
+  pending: Type.Array(
+    Type.Object({ ...ServiceRef, count: Type.Integer(), code: Type.String({ description: 'NO_NODE_AVAILABLE or NO_NODE_MATCHES_LABELS' }) }),
+    { description: 'replicas with nowhere to go now: they stay until a node becomes eligible' },
+  ),
+});
+
+export interface NodeRouteDeps extends ApiDeps {
+  /** Whether this panel holds a live session of the node (the scheduler's liveness reads it too). */
+  holdsSession?: (nodeId: string) => boolean;
+}
+
 /** Nodes (app hosts): operators only. */
-export const nodeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) => {
+export const nodeRoutes: FastifyPluginAsyncTypebox<NodeRouteDeps> = async (app, deps) => {
   app.post(
     '/nodes',
     {
@@ -105,6 +134,26 @@ export const nodeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) 
       },
     );
   }
+
+  app.post(
+    '/nodes/:id/evacuate',
+    {
+      onRequest: requireOperator,
+      schema: {
+        tags: ['nodes'],
+        summary:
+          "Evacuate a node (operators): cordons it; the scheduler moves its replicas to other nodes one at a time, each new one healthy before the old one drains. Stateful and pinned services stay and say why; uncordon ends it, nothing moves back",
+        security,
+        params: IdParams,
+        response: { 200: EvacuationSchema, ...authErrors(403, 404, 409) },
+      },
+    },
+    async (request) => {
+      const node = await evacuateNode(deps.prisma, request.params.id, auditOf(request));
+      deps.events.emit('scheduler.nudge', { reason: `node ${node.name} evacuated`, nodeId: node.id });
+      return { node, ...(await evacuationAnswer(deps.prisma, node.id, deps.holdsSession ?? (() => false))) };
+    },
+  );
 
   app.delete(
     '/nodes/:id',

@@ -8,7 +8,9 @@ import { compareText } from './order.js';
 // old one drains, so the service never runs fewer replicas than it wants.
 // The node counts as cordoned while the plan is made (the caller cordons it
 // for real). Stateful services refuse to move and say why; a replica with no
-// eligible node stays where it is and is reported pending.
+// eligible node stays where it is and is reported pending. A service whose
+// placement names this node alone (or a routed one, kept on its home node)
+// refuses too (SERVICE_PINNED_TO_NODE).
 
 export interface EvacuationMove {
   allocationId: string;
@@ -58,6 +60,17 @@ export function planEvacuation(
       onNode = new Map();
       for (const a of byService.get(service.id) ?? []) onNode.set(a.nodeId, (onNode.get(a.nodeId) ?? 0) + 1);
       onNodeOf.set(service.id, onNode);
+    }
+    const named = service.placement.nodes ?? [];
+    if (named.length > 0 && named.every((name) => name === evacuated?.name)) {
+      plan.refused.push({
+        kind: 'refused',
+        serviceId: service.id,
+        allocationId: allocation.id,
+        reason: 'SERVICE_PINNED_TO_NODE',
+        message: `the service may run on node ${evacuated?.name ?? nodeId} only (its placement names it, or it is routed and stays on its home node until cross-node routing): it does not move with an evacuation`,
+      });
+      continue;
     }
     const pick = pool.pick(service.placement, onNode);
     if ('reason' in pick) {

@@ -1,8 +1,10 @@
 import { compareText } from './order.js';
 import { effectivePlacement, nodeViewOf, type ManagedServiceFacts, type NodeFacts } from './managed.js';
-import { decideRollout, type RolloutAllocation, type TargetRelease } from './rollout-progress.js';
+import { planEvacuation, type EvacuationMove } from './evacuation-plan.js';
+import { decideRollout, runsHealthy, type RolloutAllocation, type TargetRelease } from './rollout-progress.js';
+import { paceReplacements } from './failover-policy.js';
 import { schedule, wantedReplicas } from './schedule.js';
-import type { Allocation, PendingChange, RefusedChange, ServiceSpec, StopChange } from './types.js';
+import type { Allocation, NodeState, PendingChange, RefusedChange, ServiceSpec, StopChange } from './types.js';
 
 // One evaluation of the scheduler over managed services (issue 36), as a pure
 // function of rows: the loop (cluster/scheduler-loop.ts) reads them inside its
@@ -12,6 +14,11 @@ import type { Allocation, PendingChange, RefusedChange, ServiceSpec, StopChange 
 //    node runs now: one allocation per wanted replica there, on its running
 //    release (nothing restarts), before anything spreads.
 // 2. schedule() places and stops (scale, lost and misplaced replicas).
+//    An evacuating node's replica whose replacement is placed (the service runs
+//    more than it wants) is *leaving*: schedule() does not see it.
+// 2b. Evacuations, one move at a time per node: a leaving replica is stopped
+//    (drained) once the service has as many healthy replicas without it as it
+//    wants; with none under way, planEvacuation's next move places a new one.
 // 3. Each service with a target release (its newest deployment that is not
 //    final, else its running one) rolls out step by step (rollout-progress.ts).
 // 4. Allocations marked stop that their node no longer has are deleted.
@@ -23,6 +30,8 @@ export interface ServiceRow extends ManagedServiceFacts {
   replicas: number;
   /** A writable volume: one replica that never moves. */
   stateful: boolean;
+  /** When the service was created (epoch ms): lost replicas are re-placed oldest services first. */
+  createdAt?: number;
 }
 
 export interface DeploymentRow {
@@ -51,9 +60,14 @@ export interface EvaluationInput {
   movedAt: ReadonlyMap<string, number>;
   progressAt: ReadonlyMap<string, number>;
   newId: () => string;
+  /**
+   * Failover (issue 38, failover-policy.ts): each node's state by failoverView (absent: live or unreachable from
+   * the session alone, nothing is ever lost), and how many lost replicas may be re-placed now (paceReplacements).
+   */
+  failover?: { states: ReadonlyMap<string, NodeState>; budget: number };
 }
 
-export type AllocationCause = 'adopted' | 'scale-up' | 'node-lost' | 'placement-changed';
+export type AllocationCause = 'adopted' | 'scale-up' | 'node-lost' | 'placement-changed' | 'evacuate';
 
 export interface NewAllocation {
   id: string;
@@ -86,10 +100,22 @@ export interface EvaluationPlan {
   refused: RefusedChange[];
   /** Nodes whose set of run allocations changed: their sessions get a new allocations frame. */
   changedNodes: string[];
+  /** Each evacuating node: whether a move is under way, and what was found left on it. */
+  evacuations: EvacuationProgress[];
   /** Allocations placed on or moved to a target release now (their moved-at time is now). */
   moved: string[];
+  /** Re-placements of lost replicas left for a later evaluation by the pace (each keeps its lost allocation). */
+  deferred: number;
   /** Rollouts that made a step now. */
   progressed: string[];
+}
+
+export interface EvacuationProgress {
+  nodeId: string;
+  /** A replacement placed, the old replica waiting for it to be healthy (or stopped now). */
+  moving: number;
+  /** Run allocations still on the node that no move is planned for (refused or pending), and none moving: done. */
+  left: number;
 }
 
 export function isEmptyPlan(plan: EvaluationPlan): boolean {
@@ -106,8 +132,16 @@ export function releasesOf(deployments: readonly DeploymentRow[]): { target: Dep
 }
 
 export function evaluate(input: EvaluationInput): EvaluationPlan {
-  const plan: EvaluationPlan = { insert: [], stop: [], remove: [], moves: [], deployments: [], pending: [], refused: [], changedNodes: [], moved: [], progressed: [] };
-  const nodeViews = input.nodes.map(nodeViewOf);
+  const plan: EvaluationPlan = { insert: [], stop: [], remove: [], moves: [], deployments: [], pending: [], refused: [], evacuations: [], changedNodes: [], moved: [], progressed: [], deferred: 0 };
+  const states = input.failover?.states;
+  const nodeViews = input.nodes.map((n) => {
+    const view = nodeViewOf(n);
+    const state = states?.get(n.id);
+    return state && !n.live ? { ...view, state } : view;
+  });
+  const evacuating = new Set(nodeViews.filter((n) => n.evacuating).map((n) => n.id));
+  /** Replicas on an evacuating node whose replacement exists: kept out of schedule() and of rollouts. */
+  const leaving = new Map<string, AllocationRow>();
   const nodeById = new Map(nodeViews.map((n) => [n.id, n]));
   const deploymentsBy = groupBy(input.deployments, (d) => d.serviceId);
   const allocationsBy = groupBy(input.allocations, (a) => a.serviceId);
@@ -136,7 +170,13 @@ export function evaluate(input: EvaluationInput): EvaluationPlan {
     };
     specs.push(spec);
     const own = allocationsBy.get(service.id) ?? [];
-    for (const a of own) if (a.desired === 'run') forSchedule.push(toAllocation(a));
+    if (evacuating.size > 0) {
+      // More replicas than wanted while some sit on an evacuating node: those (oldest first) are the ones leaving.
+      let surplus = own.filter((a) => a.desired === 'run').length - wantedReplicas(spec);
+      const there = own.filter((a) => a.desired === 'run' && evacuating.has(a.nodeId)).sort((a, b) => a.createdAt - b.createdAt || compareText(a.id, b.id));
+      for (const a of there) if (surplus-- > 0) leaving.set(a.id, a);
+    }
+    for (const a of own) if (a.desired === 'run' && !leaving.has(a.id)) forSchedule.push(toAllocation(a));
     // 1. Adoption: the replicas its home node runs become its allocations, on the release they run.
     if (own.length === 0 && found.running) {
       for (let i = 0; i < wantedReplicas(spec); i++) {
@@ -150,7 +190,13 @@ export function evaluate(input: EvaluationInput): EvaluationPlan {
   }
 
   // 2. Places and stops.
-  const result = schedule(specs, nodeViews, forSchedule);
+  let result = schedule(specs, nodeViews, forSchedule);
+  if (input.failover) {
+    const createdAt = new Map(input.services.map((service) => [service.id, service.createdAt ?? 0]));
+    const paced = paceReplacements(result, input.failover.budget, createdAt);
+    result = paced.result;
+    plan.deferred = paced.deferred;
+  }
   plan.pending = result.pending;
   plan.refused = result.refused;
   const stopped = new Set<string>();
@@ -170,13 +216,16 @@ export function evaluate(input: EvaluationInput): EvaluationPlan {
     placedBy.set(row.serviceId, list);
   }
 
+  // 2b. Evacuations.
+  if (evacuating.size > 0) evacuate(input, plan, { specs, nodeViews, evacuating, leaving, stopped, forSchedule, placedBy, newId: input.newId });
+
   // 3. Rollouts.
   for (const [index, service] of input.services.entries()) {
     const { target, running } = releases.get(service.id)!;
     if (!target) continue;
     const spec = specs[index]!;
     const runs: RolloutAllocation[] = [
-      ...(allocationsBy.get(service.id) ?? []).filter((a) => a.desired === 'run' && !stopped.has(a.id)),
+      ...(allocationsBy.get(service.id) ?? []).filter((a) => a.desired === 'run' && !stopped.has(a.id) && !leaving.has(a.id)),
       ...[...adopted.values()].filter((a) => a.serviceId === service.id).map((a) => ({ id: a.id, nodeId: a.nodeId, releaseId: a.releaseId, createdAt: input.now, status: null, statusAt: null })),
       ...(placedBy.get(service.id) ?? []),
     ];
@@ -227,6 +276,96 @@ export function evaluate(input: EvaluationInput): EvaluationPlan {
   for (const move of plan.moves) for (const id of move.allocationIds) changed.add(nodeOfAllocation.get(id)!);
   plan.changedNodes = [...changed].sort(compareText);
   return plan;
+}
+
+export interface EvacuationPreview {
+  moves: EvacuationMove[];
+  refused: RefusedChange[];
+  pending: PendingChange[];
+}
+
+/**
+ * What an evacuation of `nodeId` would move and what refuses, from the same rows an evaluation reads (the answer
+ * of POST /v1/nodes/:id/evacuate). The scheduler makes the moves one at a time; each `to` is where the next
+ * would go with the loads of now.
+ */
+export function previewEvacuation(nodeId: string, input: Pick<EvaluationInput, 'services' | 'deployments' | 'nodes' | 'allocations'>): EvacuationPreview {
+  const deploymentsBy = groupBy(input.deployments, (d) => d.serviceId);
+  const specs: ServiceSpec[] = input.services.map((service) => ({
+    id: service.id,
+    releaseId: releasesOf(deploymentsBy.get(service.id) ?? []).target?.id ?? '',
+    replicas: service.replicas,
+    placement: effectivePlacement(service),
+    stateful: service.stateful,
+  }));
+  const allocations: Allocation[] = input.allocations
+    .filter((a) => a.desired === 'run')
+    .map((a) => ({ id: a.id, serviceId: a.serviceId, nodeId: a.nodeId, releaseId: a.releaseId ?? '', createdAt: a.createdAt, desired: 'run' }));
+  const { moves, refused, pending } = planEvacuation(nodeId, specs, input.nodes.map(nodeViewOf), allocations);
+  return { moves, refused, pending };
+}
+
+interface EvacuationContext {
+  specs: readonly ServiceSpec[];
+  nodeViews: readonly ReturnType<typeof nodeViewOf>[];
+  evacuating: ReadonlySet<string>;
+  leaving: Map<string, AllocationRow>;
+  stopped: Set<string>;
+  forSchedule: readonly Allocation[];
+  placedBy: Map<string, RolloutAllocation[]>;
+  newId: () => string;
+}
+
+/**
+ * Step 2b: each leaving replica stops (drained while its node is live) once its service has as many healthy
+ * replicas without it as it wants; an evacuating node with no move under way gets its next one placed.
+ */
+function evacuate(input: EvaluationInput, plan: EvaluationPlan, ctx: EvacuationContext): void {
+  const { specs, nodeViews, evacuating, leaving, stopped, placedBy } = ctx;
+  const specById = new Map(specs.map((s) => [s.id, s]));
+  const nodeById = new Map(nodeViews.map((n) => [n.id, n]));
+  const moving = new Map<string, number>();
+  for (const a of leaving.values()) {
+    moving.set(a.nodeId, (moving.get(a.nodeId) ?? 0) + 1);
+    const spec = specById.get(a.serviceId);
+    if (!spec) continue;
+    const wanted = wantedReplicas(spec);
+    let healthy = 0;
+    for (const o of input.allocations) {
+      if (o.serviceId !== a.serviceId || o.desired !== 'run' || stopped.has(o.id) || leaving.has(o.id)) continue;
+      if (o.releaseId !== null && runsHealthy(o.status, o.releaseId)) healthy++;
+    }
+    // No release: nothing runs anywhere, nothing to wait for.
+    if (healthy >= wanted || spec.releaseId === '') {
+      plan.stop.push({ kind: 'stop', allocationId: a.id, serviceId: a.serviceId, nodeId: a.nodeId, drain: nodeById.get(a.nodeId)?.state === 'live', cause: 'evacuate' });
+      stopped.add(a.id);
+    }
+  }
+  // What runs after this evaluation, as planEvacuation reads it.
+  const current: Allocation[] = ctx.forSchedule.filter((a) => !stopped.has(a.id));
+  for (const a of leaving.values()) if (!stopped.has(a.id)) current.push({ id: a.id, serviceId: a.serviceId, nodeId: a.nodeId, releaseId: a.releaseId ?? '', createdAt: a.createdAt, desired: 'run' });
+  for (const [serviceId, list] of placedBy) for (const p of list) current.push({ id: p.id, serviceId, nodeId: p.nodeId, releaseId: p.releaseId ?? '', createdAt: p.createdAt, desired: 'run' });
+  for (const nodeId of [...evacuating].sort(compareText)) {
+    const found = planEvacuation(nodeId, specs, nodeViews, current);
+    plan.refused.push(...found.refused);
+    plan.pending.push(...found.pending);
+    let under = moving.get(nodeId) ?? 0;
+    // One move at a time: the next only once the one under way has stopped its old replica.
+    const next = under > 0 ? undefined : found.moves.find((m) => !placedBy.has(m.serviceId) && !leaving.has(m.allocationId));
+    if (next) {
+      const row: NewAllocation = { id: ctx.newId(), serviceId: next.serviceId, nodeId: next.to, releaseId: next.releaseId || null, cause: 'evacuate' };
+      plan.insert.push(row);
+      if (row.releaseId !== null) plan.moved.push(row.id);
+      const old = input.allocations.find((a) => a.id === next.allocationId);
+      // The old replica is leaving from now on: rollouts count the new one instead.
+      if (old) leaving.set(old.id, old);
+      const list = placedBy.get(next.serviceId) ?? [];
+      list.push({ id: row.id, nodeId: row.nodeId, releaseId: row.releaseId, createdAt: input.now, status: null, statusAt: null });
+      placedBy.set(next.serviceId, list);
+      under++;
+    }
+    plan.evacuations.push({ nodeId, moving: under, left: found.refused.length + found.pending.reduce((n, p) => n + p.count, 0) });
+  }
 }
 
 function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, T[]> {

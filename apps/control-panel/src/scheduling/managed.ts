@@ -65,6 +65,13 @@ export interface NodeFacts {
   decommissioned: boolean;
   labels: Readonly<Record<string, string>>;
   capabilities: readonly string[];
+  /** Being evacuated (POST /v1/nodes/:id/evacuate; cordoned too). */
+  evacuating?: boolean;
+  /**
+   * Not live: since when it has had no live session anywhere (epoch ms), its recorded teardown or its owner
+   * panel's lease expiry, whichever is later; null when neither is known (failover-policy.ts: downSince).
+   */
+  downSince?: number | null;
 }
 
 /**
@@ -80,5 +87,6 @@ export function nodeViewOf(node: NodeFacts): NodeView {
     cordoned: node.cordoned || !takesAllocations(node),
     decommissioned: node.decommissioned,
     labels: node.labels,
+    ...(node.evacuating ? { evacuating: true } : {}),
   };
 }

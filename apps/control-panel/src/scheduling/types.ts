@@ -36,6 +36,8 @@ export interface NodeView {
   cordoned: boolean;
   decommissioned: boolean;
   labels: Readonly<Record<string, string>>;
+  /** Being evacuated (cordoned too): its allocations move away one at a time (evacuation-plan.ts). */
+  evacuating?: boolean;
 }
 
 export interface Allocation {
@@ -53,10 +55,10 @@ export interface Allocation {
 export type PendingReason = 'NO_NODE_AVAILABLE' | 'NO_NODE_MATCHES_LABELS';
 
 /** Why an allocation that should move does not. */
-export type RefusalReason = 'STATEFUL_SERVICE_PINNED';
+export type RefusalReason = 'STATEFUL_SERVICE_PINNED' | 'SERVICE_PINNED_TO_NODE';
 
-export type PlaceCause = 'scale-up' | 'node-lost' | 'placement-changed';
-export type StopCause = 'scale-down' | 'service-stopped' | 'node-lost' | 'placement-changed';
+export type PlaceCause = 'scale-up' | 'node-lost' | 'placement-changed' | 'evacuate';
+export type StopCause = 'scale-down' | 'service-stopped' | 'node-lost' | 'placement-changed' | 'evacuate';
 
 /**
  * A new allocation. With `replaces`, the old allocation is stopped (drained)

@@ -7,13 +7,23 @@ interface Node {
   name: string;
   labels: Record<string, string>;
   cordoned: boolean;
+  evacuating?: boolean;
   decommissioned: boolean;
   services: number;
 }
 
+interface Evacuation {
+  node: Node;
+  moves: { serviceName: string; from: string; to: string }[];
+  refused: { serviceName: string; code: string; message: string }[];
+  pending: { serviceName: string; count: number; code: string }[];
+}
+
 /**
- * tether node [ls | cordon <name> | uncordon <name> | label <name> KEY=VALUE... KEY-...] (operators). Cordon
- * stops new placements on the node and moves nothing; labels are merged as `kubectl label` does: KEY=VALUE
+ * tether node [ls | cordon <name> | evacuate <name> | uncordon <name> | label <name> KEY=VALUE... KEY-...]
+ * (operators). Cordon stops new placements on the node and moves nothing; evacuate cordons it and has the
+ * scheduler move its replicas away one at a time, printing what moves and what stays (with the code why);
+ * uncordon ends both and moves nothing back; labels are merged as `kubectl label` does: KEY=VALUE
  * sets, KEY- removes, others are kept.
  */
 export async function nodes(ctx: Context, args: string[]): Promise<number> {
@@ -27,7 +37,7 @@ export async function nodes(ctx: Context, args: string[]): Promise<number> {
   if (action === undefined || action === 'ls' || action === 'list') {
     const { body } = await client.call<Node[]>('GET', '/v1/nodes');
     ctx.out.data(body);
-    const state = (n: Node) => (n.decommissioned ? 'decommissioned' : n.cordoned ? 'cordoned' : 'schedulable');
+    const state = (n: Node) => (n.decommissioned ? 'decommissioned' : n.evacuating ? 'evacuating' : n.cordoned ? 'cordoned' : 'schedulable');
     const labels = (n: Node) => Object.entries(n.labels).map(([k, v]) => `${k}=${v}`).join(',') || '-';
     ctx.out.say(body.length === 0 ? 'no nodes' : table(['NAME', 'STATE', 'SERVICES', 'LABELS'], body.map((n) => [n.name, state(n), String(n.services), labels(n)])));
     return 0;
@@ -41,6 +51,18 @@ export async function nodes(ctx: Context, args: string[]): Promise<number> {
         ? `node ${body.name} cordoned: nothing new is placed on it; its ${body.services} service(s) keep running and deploying`
         : `node ${body.name} takes new placements again; nothing moves back by itself`,
     );
+    return 0;
+  }
+  if (action === 'evacuate') {
+    const node = await byName(positional(rest, 0, 'node'));
+    const { body } = await client.call<Evacuation>('POST', `/v1/nodes/${node.id}/evacuate`);
+    ctx.out.data(body);
+    const lines = [`node ${body.node.name} cordoned and evacuating: ${body.moves.length} replica(s) move, one at a time (each new one healthy before the old one drains)`];
+    for (const m of body.moves) lines.push(`  move  ${m.serviceName}: ${m.from} → ${m.to}`);
+    for (const r of body.refused) lines.push(`  stays ${r.serviceName}: ${r.code}: ${r.message}`);
+    for (const p of body.pending) lines.push(`  stays ${p.serviceName} (${p.count}): ${p.code}: no eligible node now`);
+    lines.push(`\`tether node uncordon ${body.node.name}\` ends it; nothing moves back`);
+    ctx.out.say(lines.join('\n'));
     return 0;
   }
   if (action === 'label') {
@@ -60,5 +82,5 @@ export async function nodes(ctx: Context, args: string[]): Promise<number> {
     ctx.out.say(`node ${body.name} labels: ${now || 'none'}`);
     return 0;
   }
-  throw usage(`unknown node action ${action}: use ls, cordon, uncordon or label`);
+  throw usage(`unknown node action ${action}: use ls, cordon, evacuate, uncordon or label`);
 }
