@@ -56,7 +56,9 @@ export function failoverView(nodes: readonly NodeLiveness[], now: number, settin
   const unreachable = counted.filter((n) => !n.live);
   const grace = settings.rescheduleAfterMs;
   let brake: Brake | null = null;
-  if (counted.length > 0 && unreachable.length / counted.length > settings.maxUnreachableFraction) {
+  // One node down is never a mass failure: in a small fleet it is already past any share (1 of 3 is 33 %), and
+  // failing over one lost host is the point; the brake is for several at once, as a partition makes them.
+  if (unreachable.length > 1 && unreachable.length / counted.length > settings.maxUnreachableFraction) {
     brake = { reason: 'TOO_MANY_UNREACHABLE', unreachable: unreachable.length, nodes: counted.length };
   } else if (now < plane.panelStartedAt + grace) {
     brake = { reason: 'PANEL_STARTED', until: plane.panelStartedAt + grace };
