@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
 import { testConfig } from '../../vitest.shared.mjs';
 
-export default defineConfig({ test: testConfig('host-agent', {}, { splitFast: import.meta.dirname }) });
+// Two files at a time, as the panel's: most files wait on Docker, Caddy and their own deadlines rather than compute.
+export default defineConfig({ test: testConfig('host-agent', { maxWorkers: 2 }, { splitFast: import.meta.dirname }) });
