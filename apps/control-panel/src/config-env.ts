@@ -116,7 +116,7 @@ export const EnvSchema = Type.Object({
    * placed across nodes by the scheduler and rolled out through allocations. off (default, for now): every agent
    * keeps deploy frames and the workloads set (docs/operations.md says what the allocation path does not do yet).
    */
-  TETHER_ALLOCATIONS: Type.Union([Type.Literal('on'), Type.Literal('off')], { default: 'off' }),
+  TETHER_ALLOCATIONS: Type.Union([Type.Literal('on'), Type.Literal('off')], { default: 'on' }),
   /** How often the scheduler's holder evaluates (and at once when something it places from changes). */
   TETHER_SCHEDULER_INTERVAL_MS: Ms(2_000, 50),
   /** The scheduler lease, renewed at a third of it; another panel takes over this long after its holder stops. */

@@ -202,6 +202,8 @@ function createScheduler(app: FastifyInstance, deps: AppDependencies, parts: Pic
     holdsSession: (nodeId) => agents.registry.get(nodeId) !== undefined,
     ...(cluster ? { signals: cluster.signals } : {}),
     allocationsChanged: (nodeIds, reason, remote) => void events.emit('allocations.changed', { nodeIds: [...nodeIds], reason, ...(remote ? { remote } : {}) }),
+    // As a delivered deploy does on the single-node path: a first release puts the service's routes on its node's map.
+    deploymentsRunning: (ids) => void pushRoutingOf(deps, events, ids),
     lease,
   });
   events.on('workloads.changed', ({ nodeId, reason, remote }) => remote || scheduler.nudge(reason, nodeId));
@@ -214,6 +216,18 @@ function createScheduler(app: FastifyInstance, deps: AppDependencies, parts: Pic
   agents.registry.on('opened', (session) => scheduler.nudge(`session of node ${session.nodeName} opened`, session.nodeId));
   agents.registry.on('closed', (session) => scheduler.nudge(`session of node ${session.nodeName} closed`, session.nodeId));
   return scheduler;
+}
+
+/** The routing push of managed deployments that reached running (routes stay on the service's home node, the deployment's node). */
+async function pushRoutingOf(deps: AppDependencies, events: PanelParts['events'], deploymentIds: readonly string[]): Promise<void> {
+  try {
+    const rows = await deps.prisma.deployment.findMany({ where: { id: { in: [...deploymentIds] } }, select: { nodeId: true, spec: true } });
+    const nodeIds = [...new Set(rows.map((r) => r.nodeId))].sort();
+    const names = rows.map((r) => (r.spec as { name?: string } | null)?.name ?? 'a service').join(', ');
+    if (nodeIds.length > 0) events.emit('routing.changed', { nodeIds, reason: `${names} deployed (rolled out by the scheduler)` });
+  } catch {
+    // The periodic push (TETHER_RECONCILE_INTERVAL_MS) carries the map anyway.
+  }
 }
 
 /** A revoked token, here or (signalled) on another panel: its streams and waits end, no cache honours it. */

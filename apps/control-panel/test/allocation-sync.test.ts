@@ -252,11 +252,12 @@ describe('status per replica', () => {
     expect(listed).toMatchObject({ runningReplicas: 1, unknownReplicas: 1 });
     expect(listed.allocations).toHaveLength(3);
 
-    // The live node's session goes: its replica reads unknown too, and nothing counts as running.
+    // The live node's session goes: its replica reads unknown too, and nothing is claimed: runningReplicas is
+    // null (unknown, not zero), as for any unknown service.
     agentM.close();
     await waitFor(async () => (await panel.api('GET', `/v1/services/${svc.serviceId}/status`)).body.unknownReplicas === 2);
     const gone = await panel.api('GET', `/v1/services/${svc.serviceId}/status`);
-    expect(gone.body).toMatchObject({ runningReplicas: 0, unknownReplicas: 2, state: 'unknown' });
+    expect(gone.body).toMatchObject({ runningReplicas: null, unknownReplicas: 2, state: 'unknown' });
   });
 
   it('an unmanaged service answers as before, with no allocations', async () => {

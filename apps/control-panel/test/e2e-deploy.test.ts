@@ -3,6 +3,7 @@ import { serviceUpstreamHost, type ContainerState } from '@tether/protocol';
 import { WEB_HEALTHCHECK_IMAGE_CONFIG, derivedImage, dockerApi, ensureDocker, ensureSecondDaemonSupport, ensureWebImage, runContainer, secondDaemon, sleep, waitFor } from '@tether/testkit';
 import { startAgentProcess, type AgentProcess } from './helpers/agent-process.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
+import { countedReason, expectDeployAccepted, failureReason } from './helpers/deploy-answer.js';
 
 // Issue 5 end to end: REST API → panel → WebSocket session → a real agent
 // process → the real Docker engine, and back through heartbeats to
@@ -133,8 +134,7 @@ describe.skipIf(!docker.available)('deploy end to end: REST → panel → agent 
     const serviceId = await createService(node.name, message);
     const asked = performance.now();
     const res = await panel.api('POST', `/v1/services/${serviceId}/deployments`, {});
-    expect(res.status).toBe(202);
-    expect(res.body).toMatchObject({ status: 'delivered', serviceId, sessionId: session.id });
+    expectDeployAccepted(panel, res, { serviceId, sessionId: session.id });
     const row = await settled(res.body.id, 15_000);
     const runningMs = performance.now() - asked;
     expect(row).toMatchObject({ status: 'running' });
@@ -145,7 +145,7 @@ describe.skipIf(!docker.available)('deploy end to end: REST → panel → agent 
 
   it('a service deployed through the API runs, answers HTTP through its alias, and status says 1/1 running with fresh evidence from the live session', async () => {
     const { node, agent, session, serviceId, deploymentId, message, ackMs, runningMs } = await deployed('deploy');
-    console.log(`deploy: 202 delivered after ${Math.round(ackMs)} ms, row running after ${Math.round(runningMs)} ms`);
+    console.log(`deploy: answered after ${Math.round(ackMs)} ms, row running after ${Math.round(runningMs)} ms`);
 
     // What Docker really runs: one container of this deployment, on the agent's network under the service alias.
     const filters = encodeURIComponent(JSON.stringify({ label: [`tether.service=${serviceId}`] }));
@@ -157,7 +157,7 @@ describe.skipIf(!docker.available)('deploy end to end: REST → panel → agent 
     const ages: number[] = [];
     for (let i = 0; i < 8; i += 1) {
       const s = await status(serviceId);
-      expect(s).toMatchObject({ state: 'running', desiredReplicas: 1, runningReplicas: 1, reason: `1/1 running, reported by session ${session.id}` });
+      expect(s).toMatchObject({ state: 'running', desiredReplicas: 1, runningReplicas: 1, reason: countedReason(panel, 1, 1, session.id) });
       expect(s.containers).toEqual([expect.objectContaining({ containerId: listed[0]!.Id, deploymentId, state: 'running', exitCode: null })]);
       expect(s.evidence?.sessionId).toBe(panel.app.agentSide.registry.get(node.id)?.id);
       expect(s.evidence?.sessionId).toBe(session.id);
@@ -219,7 +219,7 @@ describe.skipIf(!docker.available)('deploy end to end: REST → panel → agent 
       { timeoutMs: 10_000, intervalMs: 25, message: '1/1 running on a new session' },
     );
     console.log(`agent restart: 1/1 running on the new session ${Math.round(performance.now() - restartAt)} ms after the new process was spawned`);
-    expect(next.s).toMatchObject({ runningReplicas: 1, reason: `1/1 running, reported by session ${next.live.id}` });
+    expect(next.s).toMatchObject({ runningReplicas: 1, reason: countedReason(panel, 1, 1, next.live.id) });
     expect(next.s.containers).toEqual([expect.objectContaining({ containerId: container!.containerId, state: 'running', restartCount: 0 })]);
     // Give the new agent's reconcile passes time to do something wrong, then check Docker itself.
     await sleep(1_000);
@@ -239,7 +239,7 @@ describe.skipIf(!docker.available)('deploy end to end: REST → panel → agent 
       expect((await panel.api('PATCH', `/v1/services/${serviceId}`, patch)).status).toBe(200);
       const asked = performance.now();
       const res = await panel.api('POST', `/v1/services/${serviceId}/deployments`, {});
-      expect(res.status).toBe(202);
+      expectDeployAccepted(panel, res, { serviceId });
       const row = await settled(res.body.id, PULL_TIMEOUT_MS + 10_000);
       const ms = performance.now() - asked;
       // The previous deployment is untouched: its row still running, its container the one serving.
@@ -262,13 +262,14 @@ describe.skipIf(!docker.available)('deploy end to end: REST → panel → agent 
 
     const exits = await failedDeploy({ image, env: { MESSAGE: message, EXIT_CODE: '3' } });
     console.log(`exits at once → failed after ${Math.round(exits.ms)} ms: ${exits.row.reason}`);
-    expect(exits.row).toMatchObject({ status: 'failed', reason: 'CONTAINER_EXITED: exited with code 3; last output: failing on purpose' });
+    const where = { node: `failures-${process.pid}`, previous: deploymentId };
+    expect(exits.row).toMatchObject({ status: 'failed', reason: failureReason(panel, 'CONTAINER_EXITED: exited with code 3; last output: failing on purpose', where) });
 
     // Docker calls this container running (health: starting) for a while before its probe fails: heartbeats
     // show it running meanwhile, and that must not pass for the agent's verdict.
     const unhealthy = await failedDeploy({ image: healthcheckImage, env: { MESSAGE: message, UNHEALTHY: '1' } });
     console.log(`failing health check → failed after ${Math.round(unhealthy.ms)} ms: ${unhealthy.row.reason}`);
-    expect(unhealthy.row).toMatchObject({ status: 'failed', reason: 'HEALTHCHECK_FAILED: health check failed: exit 1: probe says unhealthy' });
+    expect(unhealthy.row).toMatchObject({ status: 'failed', reason: failureReason(panel, 'HEALTHCHECK_FAILED: health check failed: exit 1: probe says unhealthy', where) });
   });
 
   describe.skipIf(!daemonSupport.available)('the Docker daemon goes away (a private second dockerd, stopped for real)', () => {

@@ -4,6 +4,7 @@ import { ensureDocker, ensurePrinterImage, ensureWebImage, sleep, waitFor } from
 import { startAgentProcess, type AgentProcess } from './helpers/agent-process.js';
 import { readLogs, type LogReader } from './helpers/log-reader.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
+import { expectDeployAccepted } from './helpers/deploy-answer.js';
 
 // Log traffic never delays liveness: 10 followers of a service writing about
 // 5 MB/s, on a session with shortened deadlines (idle 2 s, ACK 1 s). The
@@ -82,7 +83,7 @@ describe.skipIf(!docker.available)('logs under load: 10 followers at 5 MB/s do n
       const asked = performance.now();
       const res = await panel.api('POST', `/v1/services/${ids.web}/deployments`, undefined, token);
       ackMs = performance.now() - asked;
-      expect(res.status).toBe(202);
+      expectDeployAccepted(panel, res, { serviceId: ids.web });
     })();
     while (performance.now() - started < RUN_MS) {
       await sleep(500);
@@ -106,7 +107,8 @@ describe.skipIf(!docker.available)('logs under load: 10 followers at 5 MB/s do n
     expect(teardowns).toEqual([]);
     expect(panel.app.agentSide.registry.get(nodeId)).toBe(session);
     // The deploy was ACKed within the ACK timeout: the panel answers 202 only then (else 504 ACK_TIMEOUT and the
-    // session is torn down, which `teardowns` would show). `ackMs` is the whole REST round trip, printed above;
+    // session is torn down, which `teardowns` would show); managed by allocations it answers 201 at once and the
+    // `allocations` frame that carries the release is ACKed under the same timeout (a miss tears the session down too). `ackMs` is the whole REST round trip, printed above;
     // on 2 saturated cores it has reached 1.1 s, most of it the request's own handling, not the agent's ACK.
     // The panel's clock of liveness: no gap between heartbeats reached the idle deadline (a gap that did would be
     // a false teardown). How close it came is printed above; on 2 busy cores it has reached about 1 s, half the

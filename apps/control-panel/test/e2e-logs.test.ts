@@ -5,6 +5,7 @@ import { startAgentProcess, type AgentProcess } from './helpers/agent-process.js
 import { startCli } from './helpers/cli-process.js';
 import { readLogs, type LogRecord } from './helpers/log-reader.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
+import { allocationsOn } from './helpers/deploy-answer.js';
 
 // Container logs end to end: REST → panel → the node's session → a real
 // agent process → Docker's log streams, and back as NDJSON, with credit.
@@ -69,6 +70,8 @@ describe.skipIf(!docker.available)('logs through the session, end to end', () =>
   const consecutive = (ns: number[]) => ns.every((n, i) => i === 0 || n === ns[i - 1]! + 1);
 
   it('tail=N answers the last N lines in order, each naming replica, stream and time, then an END_OF_LOGS line', async () => {
+    // The replica is its container's name: `…-<service>-<deployment>-<index>`, or, managed by allocations, the allocation's id last (docs/api.md).
+    const replicaName = allocationsOn(panel) ? /-printer-\w+-al_[0-9a-f-]{36}$/ : /-printer-\w+-0$/;
     await sleep(1_500);
     const reader = await readLogs(logsUrl('printer', 'tail=20'), token);
     expect(reader.status).toBe(200);
@@ -79,7 +82,7 @@ describe.skipIf(!docker.available)('logs through the session, end to end', () =>
     const stdout = numbers(logs);
     expect(stdout.length).toBeGreaterThanOrEqual(15);
     expect(consecutive(stdout)).toBe(true);
-    for (const r of logs) expect(r).toEqual({ type: 'log', replica: expect.stringMatching(/-printer-\w+-0$/), containerId: expect.stringMatching(/^[0-9a-f]{64}$/), stream: expect.stringMatching(/^std(out|err)$/), time: expect.stringMatching(/^\d{4}-\d\d-\d\dT[\d:.]+Z$/), text: expect.stringMatching(/^line \d+( to stderr)?$/) });
+    for (const r of logs) expect(r).toEqual({ type: 'log', replica: expect.stringMatching(replicaName), containerId: expect.stringMatching(/^[0-9a-f]{64}$/), stream: expect.stringMatching(/^std(out|err)$/), time: expect.stringMatching(/^\d{4}-\d\d-\d\dT[\d:.]+Z$/), text: expect.stringMatching(/^line \d+( to stderr)?$/) });
     const times = logs.map((r) => r.time!);
     expect([...times].sort()).toEqual(times);
     // The stderr lines come interleaved at their place: line 5k on stderr follows line 5k on stdout.

@@ -6,6 +6,7 @@ import { dockerApi, ensureDocker, ensureRegistryTools, ensureWebImage, waitFor, 
 import { generateKey } from '../src/secrets/keyring.js';
 import { startAgentProcess, type AgentProcess } from './helpers/agent-process.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
+import { expectDeployAccepted } from './helpers/deploy-answer.js';
 
 // Issue 24, private registries, against the real thing: Debian's
 // docker-registry (2.8) with htpasswd auth and TLS from a CA made here, trusted
@@ -79,7 +80,7 @@ describe.skipIf(!docker.available || !tools.available)('private registries: pull
     const service = await api('POST', '/v1/services', { teamId, name, image: imageRef, node: nodeName, internalPort: 8080 });
     expect(service.status).toBe(201);
     const res = await api('POST', `/v1/services/${service.body.id}/deployments`, {});
-    expect(res.status).toBe(202);
+    expectDeployAccepted(panel, res, { serviceId: service.body.id });
     const stream = await fetch(`${panel.url}/v1/deployments/${res.body.id}/events`, { headers: { authorization: `Bearer ${panel.operatorToken}` } });
     answers.push(await stream.text());
     const final = await api('GET', `/v1/deployments/${res.body.id}`);

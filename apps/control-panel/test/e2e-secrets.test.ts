@@ -10,6 +10,7 @@ import { generateKey } from '../src/secrets/keyring.js';
 import { rotateSecrets } from '../src/rotate-command.js';
 import { startAgentProcess, type AgentProcess } from './helpers/agent-process.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
+import { expectDeployAccepted } from './helpers/deploy-answer.js';
 
 // Issue 24's headline: a unique secret value (and a registry password) is planted, deployed, redeployed,
 // set anew (a second planted value), carried across a key rotation (run the
@@ -84,7 +85,7 @@ describe.skipIf(!docker.available)('a secret value is found only in the containe
 
   async function deployRunning(serviceId: string): Promise<string> {
     const res = await api('POST', `/v1/services/${serviceId}/deployments`, {});
-    expect(res.status).toBe(202);
+    expectDeployAccepted(panel, res, { serviceId });
     // The deployment's event stream, read to its final state.
     const stream = await fetch(`${panel.url}/v1/deployments/${res.body.id}/events`, { headers: { authorization: `Bearer ${panel.operatorToken}` } });
     const text = await stream.text();

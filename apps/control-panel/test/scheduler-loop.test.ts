@@ -249,7 +249,7 @@ describe('scheduler on PostgreSQL', () => {
     await s.evaluate();
     const row = await db.prisma.deployment.findUnique({ where: { id: d2 } });
     expect(row?.status).toBe('failed');
-    expect(row?.reason).toBe(`failed on node b: HEALTH_CHECK_FAILED: GET /healthz answered 500; every replica moved to it goes back to release ${d1}`);
+    expect(row?.reason).toBe(`HEALTH_CHECK_FAILED: GET /healthz answered 500 (on node b); every replica moved to it goes back to release ${d1}`);
     expect(row?.finishedAt).not.toBeNull();
     expect((await running(svc.id)).map((a) => a.release_id)).toEqual([d1, d1, d1]);
     // The previous release still runs; nothing more moves.

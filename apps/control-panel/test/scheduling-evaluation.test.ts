@@ -176,7 +176,7 @@ describe('decideRollout', () => {
     const decision = decideRollout(base([on('x1', 'a', 'r2', healthy('r2')), on('x2', 'b', 'r2', failed, 500), on('x3', 'c', 'r1', healthy('r1'))], { movedAt: new Map([['x2', 400]]) }));
     expect(decision).toEqual({
       kind: 'failed',
-      reason: 'failed on node b: HEALTH_CHECK_FAILED: GET / answered 500; every replica moved to it goes back to release r1',
+      reason: 'HEALTH_CHECK_FAILED: GET / answered 500 (on node b); every replica moved to it goes back to release r1',
       revert: { allocationIds: ['x1', 'x2'], to: 'r1' },
     });
     // A failure reported before the move was for the old release: not this one's.

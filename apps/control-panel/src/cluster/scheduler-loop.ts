@@ -50,6 +50,8 @@ export interface SchedulerOptions {
    * (`remote`: the scheduler on another panel changed them, this one heard its signal).
    */
   allocationsChanged: (nodeIds: readonly string[], reason: string, remote: boolean) => void;
+  /** Deployments this evaluation ended running (committed): their services' routes may now be on the map. */
+  deploymentsRunning?: (deploymentIds: readonly string[]) => void;
   /** Tests: a lease of their own (default: one made here). */
   lease?: SchedulerLease;
   /**
@@ -281,6 +283,8 @@ export class Scheduler {
       if (local.length > 0) this.options.allocationsChanged(local, reason, false);
       await this.options.signals?.send('allocations', this.options.panelId, plan.changedNodes);
     }
+    const ran = plan.deployments.filter((d) => d.kind === 'running').map((d) => d.id);
+    if (ran.length > 0) this.options.deploymentsRunning?.(ran);
     if (plan.pending.length > 0 || plan.refused.length > 0) this.options.logger.debug({ pending: plan.pending, refused: plan.refused }, 'replicas the scheduler could not place');
     return {
       epoch: held.epoch,

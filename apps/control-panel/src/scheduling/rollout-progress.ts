@@ -100,11 +100,12 @@ export function decideRollout(input: RolloutInput): RolloutDecision {
     if (failed.length > 0) {
       const why = failed
         .sort((a, b) => compareText(nodeName(nodes, a.nodeId), nodeName(nodes, b.nodeId)))
-        .map((a) => `node ${nodeName(nodes, a.nodeId)}: ${a.status?.code ? `${a.status.code}: ` : ''}${a.status?.reason ?? 'failed'}`);
+        .map((a) => `${a.status?.code ? `${a.status.code}: ` : ''}${a.status?.reason ?? 'failed'} (on node ${nodeName(nodes, a.nodeId)})`);
       const back = input.previous ? `release ${input.previous}` : 'no release (the service had none running)';
+      // The agent's "CODE: reason" first, as on the single-node path, then the node that reported it.
       return {
         kind: 'failed',
-        reason: clip(`failed on ${why.join('; ')}; every replica moved to it goes back to ${back}`),
+        reason: clip(`${why.join('; ')}; every replica moved to it goes back to ${back}`),
         revert: { allocationIds: onTarget.map((a) => a.id), to: input.previous },
       };
     }

@@ -2,6 +2,8 @@ import { CAPABILITIES } from '@tether/protocol';
 import { clusterProof, nodeHealth, type ClusterProof } from '../node-health/node-health.js';
 import type { ClusterView } from '../sessions/remote-report.js';
 import type { SessionRegistry } from '../sessions/registry.js';
+import { containerReady } from '../node-health/container-verdict.js';
+import { oomNote, unhealthyNote } from './container-notes.js';
 import type { AllocationInput, HomeStatus, LeftOutLookup, ReplicaState, ReplicaStatus, ServiceState, ServiceStatus, StatusInput } from './status-types.js';
 
 export type { LeftOutLookup, ReplicaState, ReplicaStatus } from './status-types.js';
@@ -45,9 +47,29 @@ export function withAllocations(
   leftOut?: LeftOutLookup,
 ): Omit<ServiceStatus, 'routes'> {
   const proof: ClusterProof | undefined = cluster && ('elsewhere' in cluster ? cluster : clusterProof(cluster));
-  const allocations = (service.allocations ?? []).map((a) => replica(a, registry, now, proof, leftOut));
+  // The home node's live report (its heartbeat, on the session that proves it) is the freshest word on the
+  // containers there: a replica it names reads the container's state and health from it, so the count never
+  // lags the containers[] shown beside it, and a replica whose rollout is under way counts while the
+  // container it names still serves. A home node whose runtime is unavailable makes its replicas unknown.
+  const homeLive = home.evidence !== null && home.state !== 'unknown';
+  const homeRuntimeDown = home.evidence !== null && home.state === 'unknown';
+  const homeContainers = new Map(homeLive ? home.containers.map((c) => [c.containerId, c]) : []);
+  const allocations = (service.allocations ?? []).map((a) => {
+    const r = replica(a, registry, now, proof, leftOut);
+    if (a.nodeId !== home.node.id || r.state === 'unknown' || r.state === 'removed') return r;
+    if (homeRuntimeDown) return { ...r, state: 'unknown' as const, code: 'RUNTIME_UNAVAILABLE', reason: home.reason };
+    const c = containerIdOf(a) !== null ? homeContainers.get(containerIdOf(a)!) : undefined;
+    return c ? { ...r, health: c.state === 'running' ? c.health : r.health } : r;
+  });
+  const serving = (a: ReplicaStatus, input: AllocationInput | undefined): boolean => {
+    const c = input && input.nodeId === home.node.id ? homeContainers.get(containerIdOf(input) ?? '') : undefined;
+    if (c) return a.state !== 'unknown' && a.state !== 'removed' && a.state !== 'draining' && containerReady(c);
+    return a.state === 'running' && (a.health === 'healthy' || a.health === 'none');
+  };
+  const inputs = new Map((service.allocations ?? []).map((a) => [a.id, a]));
   const run = allocations.filter((a) => a.desired === 'run');
-  const running = run.filter((a) => a.state === 'running' && (a.health === 'healthy' || a.health === 'none')).length;
+  const up = new Set(run.filter((a) => serving(a, inputs.get(a.allocationId))).map((a) => a.allocationId));
+  const running = up.size;
   const unknownReplicas = run.filter((a) => a.state === 'unknown').length;
   const desired = service.replicas;
   let state: ServiceState;
@@ -55,11 +77,22 @@ export function withAllocations(
   else if (running >= desired) state = 'running';
   else if (running === 0 && run.length > 0 && unknownReplicas === run.length) state = 'unknown';
   else state = running === 0 ? 'down' : 'degraded';
-  const notes = allocations
-    .filter((a) => a.desired === 'run' && !(a.state === 'running' && (a.health === 'healthy' || a.health === 'none')))
+  const notes = run
+    .filter((a) => !up.has(a.allocationId) && !(homeRuntimeDown && a.code === 'RUNTIME_UNAVAILABLE'))
     .map((a) => `${a.node.name}: ${a.state}${a.health === 'unhealthy' ? ' (unhealthy)' : ''}${a.code ? ` ${a.code}` : ''}${a.reason ? ` (${a.reason})` : ''}`);
-  const reason = `${running}/${desired} running across ${new Set(run.map((a) => a.node.id)).size} node(s) by their allocations${unknownReplicas ? `, ${unknownReplicas} unknown` : ''}${notes.length ? `; ${notes.join('; ')}` : ''}`;
-  return { ...home, state, runningReplicas: running, reason, unknownReplicas, allocations };
+  const counted = `${running}/${desired} running across ${new Set(run.map((a) => a.node.id)).size} node(s) by their allocations${unknownReplicas ? `, ${unknownReplicas} unknown` : ''}${notes.length ? `; ${notes.join('; ')}` : ''}`;
+  // The home node's own words first when its runtime is gone; its containers' notes (OOM kills with their restart
+  // counts, failing checks with their probe) last, as the single-node answer gives them.
+  const mine = homeLive ? home.containers.filter((c) => c.serviceId === service.id) : [];
+  const reason = homeRuntimeDown && run.some((a) => a.code === 'RUNTIME_UNAVAILABLE') ? `${home.reason}; ${counted}` : `${counted}${oomNote(mine)}${unhealthyNote(mine)}`;
+  // Unknown is not zero: no count is claimed that no live session proves (as on the single-node path).
+  return { ...home, state, runningReplicas: state === 'unknown' ? null : running, reason, unknownReplicas, allocations };
+}
+
+/** The container the allocation's node last named for it (allocations.status containerId), if any. */
+function containerIdOf(a: AllocationInput): string | null {
+  const id = (a.status as { containerId?: unknown } | null | undefined)?.containerId;
+  return typeof id === 'string' ? id : null;
 }
 
 function replica(a: AllocationInput, registry: Pick<SessionRegistry, 'get' | 'lastTeardown'>, now: number, proof: ClusterProof | undefined, leftOut?: LeftOutLookup): ReplicaStatus {

@@ -3,6 +3,7 @@ import { upReplicas } from '../node-health/container-verdict.js';
 import { clusterProof, nodeHealth, type ClusterProof } from '../node-health/node-health.js';
 import type { ClusterView, RemoteReport } from '../sessions/remote-report.js';
 import type { SessionRegistry } from '../sessions/registry.js';
+import { oomNote, unhealthyNote } from './container-notes.js';
 import { liveRoutingOf, routeCertificate, routeHealth } from './route-health.js';
 import { managedByAllocations, unmanaged, withAllocations } from './replica-status.js';
 import type { HomeStatus, LeftOutLookup, ServiceState, ServiceStatus, StatusInput } from './status-types.js';
@@ -130,25 +131,6 @@ function counted(base: Base, service: StatusInput, all: ContainerState[], by: st
   else state = running === 0 ? 'down' : 'degraded';
   const reason = `${running}/${service.replicas} running, reported by ${by}${oomNote(containers)}${unhealthyNote(containers)}`;
   return { ...base, state, runningReplicas: running, reason, containers, evidence };
-}
-
-/** Running containers whose health check fails, named with the code and their last probe (capability `workload.healthCheck`). */
-function unhealthyNote(containers: ContainerState[]): string {
-  const sick = containers.filter((c) => c.state === 'running' && c.health === 'unhealthy');
-  if (sick.length === 0) return '';
-  const probe = (c: ContainerState) => {
-    const p = c.lastProbe;
-    if (!p) return '';
-    return ` (last probe at ${p.at}: ${p.status === null ? 'no answer' : `status ${p.status}`}${p.error ? `, ${p.error}` : ''}, ${p.latencyMs} ms)`;
-  };
-  return `; HEALTHCHECK_FAILED: ${sick.map((c) => `${c.name} is unhealthy${probe(c)}`).join(', ')}`;
-}
-
-/** Containers whose last exit was an OOM kill, named in the reason with the code and their restart counts. */
-function oomNote(containers: ContainerState[]): string {
-  const killed = containers.filter((c) => c.oomKilled === true);
-  if (killed.length === 0) return '';
-  return `; OOM_KILLED: ${killed.map((c) => `${c.name} was killed for exceeding its memory limit (restartCount ${c.restartCount})`).join(', ')}`;
 }
 
 /** Status from the report row another panel (the owner, its lease live) wrote. */

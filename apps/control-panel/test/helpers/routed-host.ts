@@ -4,6 +4,7 @@ import { dockerApi, waitFor } from '@tether/testkit';
 import { startAgentProcess, type AgentProcess } from './agent-process.js';
 import { ECHO_PORT } from './echo-image.js';
 import type { Panel } from './panel-harness.js';
+import { allocationsOn } from './deploy-answer.js';
 
 // One app host for end-to-end routing tests: a real agent process running
 // service containers and its own Caddy container (on its own Docker network,
@@ -86,7 +87,8 @@ export async function createTeam(panel: Panel): Promise<string> {
 /** POST /v1/services/:id/deployments, then waits until the agent reports the deployment running. */
 export async function deploy(panel: Panel, serviceId: string): Promise<string> {
   const res = await panel.api('POST', `/v1/services/${serviceId}/deployments`);
-  if (res.status !== 202) throw refused(panel, `deploy`, res);
+  // 202 delivered, or 201 handed to the scheduler when the service is managed by allocations (helpers/deploy-answer.ts).
+  if (res.status !== (allocationsOn(panel) ? 201 : 202)) throw refused(panel, `deploy`, res);
   const id = res.body.id as string;
   await waitFor(
     async () => {
