@@ -141,6 +141,7 @@ describe('teams, tokens and nodes API', () => {
         name: 'node-b',
         labels: {},
         cordoned: false,
+        evacuating: false,
         decommissioned: false,
         decommissionedAt: null,
         createdAt: expect.any(String),
