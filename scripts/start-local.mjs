@@ -301,9 +301,11 @@ async function sampleService(url) {
   // A later start deploys nothing: the agent is sent what node "local" should run when it connects, and adopts what runs.
   const [latest] = (await api(url, 'GET', `/v1/services/${serviceId}/deployments?limit=1`)).body ?? [];
   let deploymentId = latest?.id;
-  if (!latest || !['delivered', 'running'].includes(latest.status)) {
+  // pending: recorded and handed to the scheduler (an agent that speaks allocations), or waiting for the agent.
+  if (!latest || !['pending', 'delivered', 'running'].includes(latest.status)) {
     const res = await api(url, 'POST', `/v1/services/${serviceId}/deployments`, {});
-    if (res.status !== 202) throw new Error(`deploying it failed: ${res.status} ${JSON.stringify(res.body)}`);
+    // 202: delivered to the node; 201: recorded (the scheduler rolls it out through allocations).
+    if (res.status !== 202 && res.status !== 201) throw new Error(`deploying it failed: ${res.status} ${JSON.stringify(res.body)}`);
     deploymentId = res.body.id;
     console.log(`deploying the sample service "hello" (deployment ${deploymentId})`);
   }

@@ -340,9 +340,11 @@ export class Scheduler {
     const before = this.failover;
     this.failover = status;
     const { logger } = this.options;
-    if (JSON.stringify(before?.brake?.reason ?? null) !== JSON.stringify(status.brake?.reason ?? null)) {
-      if (status.brake) logger.warn({ brake: status.brake, unreachable: status.unreachable }, `failover held: ${status.brake.reason}: nothing is re-placed off unreachable nodes`);
-      else if (before?.brake) logger.info({ brake: before.brake }, 'failover brake released');
+    // A warning only while the brake holds something back: a brake with every node live (each panel start) is no news.
+    const holding = (s: typeof status | null | undefined) => (s?.brake && s.unreachable.length > 0 ? s.brake.reason : null);
+    if (holding(before) !== holding(status)) {
+      if (status.brake && holding(status)) logger.warn({ brake: status.brake, unreachable: status.unreachable }, `failover held: ${status.brake.reason}: nothing is re-placed off unreachable nodes`);
+      else if (holding(before)) logger.info({ brake: before!.brake }, 'failover brake released');
     }
     const newlyLost = status.lost.filter((n) => !(before?.lost ?? []).includes(n));
     if (newlyLost.length > 0) logger.warn({ nodes: newlyLost, epoch }, `nodes lost (no live session for the reschedule grace): their stateless replicas are re-placed`);
