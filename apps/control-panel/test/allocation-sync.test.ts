@@ -221,6 +221,15 @@ describe('status per replica', () => {
     await agentM.waitFor((x) => x.type === 'allocations');
     agentM.send({ type: 'allocations.status', id: 'rs-1', ref: null, allocations: [statusOf(onM, svc.serviceId, svc.releaseId)] });
     await waitFor(async () => (await rowsOf(m.id)).find((r) => r.id === onM)!.status_session === agentM.welcome.sessionId);
+    // Its container as the home node's heartbeat shows it: until then the replica is not counted (the count never
+    // runs ahead of the containers[] beside it).
+    const early = (await panel.api('GET', `/v1/services/${svc.serviceId}/status`)).body;
+    expect(early).toMatchObject({ runningReplicas: 0, containers: [] });
+    const reported = statusOf(onM, svc.serviceId, svc.releaseId);
+    agentM.heartbeat([
+      { containerId: reported.containerId!, serviceId: svc.serviceId, deploymentId: svc.releaseId, name: 'replica-web-m', state: 'running', exitCode: null, health: 'healthy', restartCount: 0, since: reported.since, allocationId: onM },
+    ]);
+    await waitFor(async () => ((await panel.api('GET', `/v1/services/${svc.serviceId}/status`)).body.containers.length === 1 ? true : undefined));
     // A status recorded for the replica on N by a session long gone: N has no live session now.
     await sql().run(`UPDATE allocations SET status = $2::jsonb, status_at = now() - interval '1 hour', status_session = 'ses_gone' WHERE id = $1`, [
       onN,

@@ -62,8 +62,12 @@ export function withAllocations(
     return c ? { ...r, health: c.state === 'running' ? c.health : r.health } : r;
   });
   const serving = (a: ReplicaStatus, input: AllocationInput | undefined): boolean => {
-    const c = input && input.nodeId === home.node.id ? homeContainers.get(containerIdOf(input) ?? '') : undefined;
+    const onHome = homeLive && input !== undefined && input.nodeId === home.node.id;
+    const c = onHome ? homeContainers.get(containerIdOf(input) ?? '') : undefined;
     if (c) return a.state !== 'unknown' && a.state !== 'removed' && a.state !== 'draining' && containerReady(c);
+    // A container the home node's live heartbeat does not show yet is not counted: the count never runs ahead of the
+    // containers[] beside it (an allocations.status can arrive up to a heartbeat before the heartbeat naming it).
+    if (onHome && containerIdOf(input) !== null) return false;
     return a.state === 'running' && (a.health === 'healthy' || a.health === 'none');
   };
   const inputs = new Map((service.allocations ?? []).map((a) => [a.id, a]));
