@@ -204,7 +204,14 @@ describe('allocations over the session', () => {
     const run1Row = (await rowsOf(a.id)).find((r) => r.id === run1)!;
     expect(run1Row.status).toMatchObject({ health: 'unhealthy' });
     // run2 was left out of that complete frame but desired=run: its last status stays.
-    expect((await rowsOf(a.id)).find((r) => r.id === run2)!.status).toMatchObject({ state: 'running' });
+    const run2Row = (await rowsOf(a.id)).find((r) => r.id === run2)!;
+    expect(run2Row.status).toMatchObject({ state: 'running' });
+    // The new session repeats run2's status unchanged (as after a panel restart): the row now names the session that
+    // proves it, and keeps when the status last changed.
+    takeover.send({ type: 'allocations.status', id: 'st-5', ref: null, allocations: [{ ...(run2Row.status as AllocationStatus), allocationId: run2, serviceId: svc.serviceId }] });
+    const repeated = await waitFor(async () => (await rowsOf(a.id)).find((r) => r.id === run2 && r.status_session === takeover.welcome.sessionId));
+    expect(repeated.status).toEqual(run2Row.status);
+    expect(repeated.status_at).toEqual(run2Row.status_at);
   });
 });
 

@@ -178,7 +178,9 @@ async function applyDeploymentStep(sql: Sql, fact: DeploymentStep): Promise<Fact
  * differs from the row's get it (one UPDATE … FROM the frame's entries, not a statement per row), and its
  * desired=stop allocations the frame no longer lists read `{ state: 'removed' }`; both only while the session's
  * generation is the node's current claim (a stale session after a takeover writes nothing). `status_at` is when
- * the status last changed as recorded; `status_session` the session whose frame carried it. True: a row changed.
+ * the status last changed as recorded; `status_session` the session whose frame last carried it: a new session
+ * repeating an unchanged status (a panel restart) moves it, or the replica would read unknown as reported only by
+ * an earlier session. True: a row changed.
  */
 async function applyAllocationStatus(sql: Sql, fact: Extract<DurableFact, { kind: 'allocations.status' }>): Promise<boolean> {
   const [row] = await sql.rows<{ changed: number }>(
@@ -188,9 +190,11 @@ async function applyAllocationStatus(sql: Sql, fact: Extract<DurableFact, { kind
       SELECT 1 AS ok WHERE $4::bigint IS NULL
         OR EXISTS (SELECT 1 FROM node_owners w WHERE w.node_id = $1::text AND w.generation = $4::bigint AND w.session_id = $2::text)
     ), reported AS (
-      UPDATE allocations a SET status = v.status, status_at = $5::timestamptz, status_session = $2::text
+      UPDATE allocations a SET status = v.status, status_session = $2::text,
+        status_at = CASE WHEN a.status IS DISTINCT FROM v.status THEN $5::timestamptz ELSE a.status_at END
       FROM v, fence
-      WHERE a.id = v.id AND a.node_id = $1::text AND a.service_id = v.service_id AND a.status IS DISTINCT FROM v.status
+      WHERE a.id = v.id AND a.node_id = $1::text AND a.service_id = v.service_id
+        AND (a.status IS DISTINCT FROM v.status OR a.status_session IS DISTINCT FROM $2::text)
       RETURNING a.id
     ), removed AS (
       UPDATE allocations a SET status = '{"state":"removed"}'::jsonb, status_at = $5::timestamptz, status_session = $2::text
