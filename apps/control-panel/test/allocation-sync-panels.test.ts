@@ -36,12 +36,15 @@ describe('allocations across panels', () => {
     expect(next.allocations[0]).toEqual({ allocationId: row.id, serviceId: svc.body.id, deploymentId: release.id });
     expect(next.releases.map((r) => r.deploymentId)).toEqual([release.id]);
 
+    const since = new Date().toISOString();
     agent.send({
       type: 'allocations.status',
       id: 'st-x',
       ref: next.id,
-      allocations: [{ allocationId: row.id, serviceId: svc.body.id, deploymentId: release.id, runningDeploymentId: release.id, state: 'running', containerId: 'c1', health: 'none', code: null, reason: null, since: new Date().toISOString() }],
+      allocations: [{ allocationId: row.id, serviceId: svc.body.id, deploymentId: release.id, runningDeploymentId: release.id, state: 'running', containerId: 'c1', health: 'none', code: null, reason: null, since }],
     });
+    // The container as the node's heartbeat shows it: a replica counts only once its node's report names its container.
+    agent.heartbeat([{ containerId: 'c1', serviceId: svc.body.id, deploymentId: release.id, name: 'alloc-x-web-1', state: 'running', exitCode: null, health: 'none', restartCount: 0, since, allocationId: row.id }]);
     // Read on panel b: the node's session is panel a's (proved by its report), the replica is running.
     const status = await waitFor(
       async () => {

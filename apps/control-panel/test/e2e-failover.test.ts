@@ -1,7 +1,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { dockerApi, ensureDocker, ensureWebImage, sleep, waitFor } from '@tether/testkit';
-import { startAgentProcess, type AgentProcess } from './helpers/agent-process.js';
-import { startPanel, type Panel } from './helpers/panel-harness.js';
+import { ensureDocker, sleep, waitFor } from '@tether/testkit';
+import { byNode, startFleet, type Fleet } from './helpers/node-fleet.js';
+import type { AgentProcess } from './helpers/agent-process.js';
+import type { Panel } from './helpers/panel-harness.js';
 
 // Issue 38 end to end: three real agents, a service with 2 replicas on n1 and n2, n3 idle. n1's agent is frozen
 // (SIGSTOP: its socket stays open, no FIN, no RST), so the panel tears its session down at its read-idle deadline;
@@ -9,113 +10,29 @@ import { startPanel, type Panel } from './helpers/panel-harness.js';
 // + the scheduler interval + the container's start. n1's agent thawed: its old copy is stopped (the replacement
 // wins). What runs is read from Docker itself.
 
-const SCHEDULER_MS = 200;
 const RESCHEDULE_AFTER_MS = 3_000;
 /** The scheduler interval, the container's start and its health check, with room for a loaded machine. */
 const START_BOUND_MS = 10_000;
-const HEARTBEAT_MS = 300;
-const AGENT_ENV = {
-  TETHER_MIN_READY_MS: '300',
-  TETHER_DRAIN_MS: '200',
-  TETHER_STOP_TIMEOUT_MS: '2000',
-  TETHER_START_TIMEOUT_MS: '10000',
-  TETHER_IMAGE_PULL_TIMEOUT_MS: '3000',
-};
 
 const docker = await ensureDocker();
 
-interface Listed {
-  Id: string;
-  State: string;
-  Labels: Record<string, string>;
-  NetworkSettings: { Networks: Record<string, { IPAddress: string }> };
-}
-
 describe.skipIf(!docker.available)('failover: a frozen agent\'s replica runs elsewhere after the grace', () => {
+  let fleet: Fleet;
   let panel: Panel;
   let image: string;
   let teamId: string;
-  const agents: AgentProcess[] = [];
-  const nodes: { id: string; name: string; token: string }[] = [];
+  let agents: AgentProcess[];
+  let nodes: Fleet['nodes'];
   const tag = `fo-${process.pid}`;
 
   beforeAll(async () => {
-    image = await ensureWebImage();
-    panel = await startPanel({
-      env: {
-        TETHER_ALLOCATIONS: 'on',
-        TETHER_SCHEDULER_INTERVAL_MS: String(SCHEDULER_MS),
-        TETHER_HEARTBEAT_INTERVAL_MS: String(HEARTBEAT_MS),
-        TETHER_PING_INTERVAL_MS: '1000',
-        TETHER_SESSION_IDLE_MS: '3000',
-        TETHER_AGENT_IDLE_MS: '5000',
-        TETHER_RESCHEDULE_AFTER_MS: String(RESCHEDULE_AFTER_MS),
-        // The default share (30 %): 1 of 3 nodes is 33 %, and one node down never brakes.
-      },
-    });
-    const team = await panel.api('POST', '/v1/teams', { name: tag });
-    expect(team.status).toBe(201);
-    teamId = team.body.id;
-    for (const i of [1, 2, 3]) await addNode(`${tag}-n${i}`);
+    fleet = await startFleet({ tag, nodes: 3, panelEnv: { TETHER_RESCHEDULE_AFTER_MS: String(RESCHEDULE_AFTER_MS) } });
+    ({ panel, image, teamId, agents, nodes } = fleet);
   }, 60_000);
-  afterEach(async (context) => {
-    if (context.task.result?.state === 'fail') {
-      for (const a of agents) console.error(`--- agent ${a.nodeName}:\n${a.process.output().slice(-4_000)}`);
-      console.error(`--- panel warnings:\n${panel.recentLogs()}`);
-    }
-  });
+  afterEach((context) => fleet.explain(context));
   afterAll(async () => {
-    for (const a of agents) {
-      try {
-        process.kill(a.process.pid, 'SIGCONT');
-      } catch {
-        // already gone
-      }
-    }
-    const stopping = agents.splice(0);
-    await Promise.all(stopping.map((a) => a.stop()));
-    for (const a of stopping) await a.destroy();
-    await panel?.close();
+    await fleet?.close();
   });
-
-  async function addNode(name: string) {
-    const node = await panel.createNode(name);
-    nodes.push(node);
-    const agent = await startAgentProcess({ panelUrl: panel.url, token: node.token, nodeName: node.name, runtime: 'docker', env: AGENT_ENV });
-    agents.push(agent);
-    await waitFor(() => panel.app.agentSide.registry.get(node.id), { timeoutMs: 10_000, message: `session of ${name}` });
-    return node;
-  }
-
-  async function containers(serviceId: string): Promise<Listed[]> {
-    const filters = encodeURIComponent(JSON.stringify({ label: [`tether.service=${serviceId}`] }));
-    return JSON.parse((await dockerApi('GET', `/containers/json?all=1&filters=${filters}`)).body) as Listed[];
-  }
-  const running = async (serviceId: string) => (await containers(serviceId)).filter((c) => c.State === 'running');
-  const byNode = (list: Listed[]) => list.map((c) => c.Labels['tether.node']).sort();
-  const address = (c: Listed) => Object.values(c.NetworkSettings.Networks)[0]!.IPAddress;
-
-  async function answer(c: Listed): Promise<string | null> {
-    try {
-      const res = await fetch(`http://${address(c)}:8080/`, { signal: AbortSignal.timeout(1_000) });
-      return res.ok ? (await res.text()).trim() : null;
-    } catch {
-      return null;
-    }
-  }
-
-  async function deployment(id: string) {
-    return (await panel.api('GET', `/v1/deployments/${id}`)).body as { status: string; reason: string | null };
-  }
-  async function settled(id: string, timeoutMs: number) {
-    return waitFor(
-      async () => {
-        const d = await deployment(id);
-        return ['running', 'failed'].includes(d.status) ? d : undefined;
-      },
-      { timeoutMs, intervalMs: 50, message: `deployment ${id} settled` },
-    );
-  }
 
   it('n1 frozen: its replica runs on n3 within [teardown + grace, + bound]; thawed, its old copy is removed and 2 copies remain', async () => {
     const res = await panel.api('POST', '/v1/services', { teamId, name: 'fo', image, env: { MESSAGE: 'v1' }, internalPort: 8080, replicas: 2, healthCheck: { path: '/index.html' } });
@@ -123,8 +40,8 @@ describe.skipIf(!docker.available)('failover: a frozen agent\'s replica runs els
     const serviceId = res.body.id as string;
     const deploy = await panel.api('POST', `/v1/services/${serviceId}/deployments`, {});
     expect(deploy.status).toBe(201);
-    expect(await settled(deploy.body.id, 30_000)).toMatchObject({ status: 'running' });
-    const before = await running(serviceId);
+    expect(await fleet.settled(deploy.body.id, 30_000)).toMatchObject({ status: 'running' });
+    const before = await fleet.running(serviceId);
     expect(byNode(before)).toEqual([nodes[0]!.name, nodes[1]!.name]);
     const onN2 = before.find((c) => c.Labels['tether.node'] === nodes[1]!.name)!;
 
@@ -135,15 +52,15 @@ describe.skipIf(!docker.available)('failover: a frozen agent\'s replica runs els
     const teardown = performance.now();
     // Before the grace ends nothing runs on n3 (sampled every 100 ms up to 300 ms before it).
     while (performance.now() < teardown + RESCHEDULE_AFTER_MS - 300) {
-      expect(byNode(await containers(serviceId)).includes(nodes[2]!.name)).toBe(false);
+      expect(byNode(await fleet.containers(serviceId)).includes(nodes[2]!.name)).toBe(false);
       await sleep(100);
     }
     const replacement = await waitFor(
-      async () => (await running(serviceId)).find((c) => c.Labels['tether.node'] === nodes[2]!.name && c.State === 'running'),
+      async () => (await fleet.running(serviceId)).find((c) => c.Labels['tether.node'] === nodes[2]!.name && c.State === 'running'),
       { timeoutMs: RESCHEDULE_AFTER_MS + START_BOUND_MS + 5_000, intervalMs: 50, message: 'the replica running on n3' },
     );
     const runningAt = performance.now();
-    await waitFor(async () => ((await answer(replacement)) === 'v1' ? true : undefined), { timeoutMs: 10_000, intervalMs: 100, message: 'n3 answering' });
+    await waitFor(async () => ((await fleet.answer(replacement)) === 'v1' ? true : undefined), { timeoutMs: 10_000, intervalMs: 100, message: 'n3 answering' });
     const answeringAt = performance.now();
     // The database's own clock: the replacement allocation was made no earlier than the recorded teardown + grace.
     const [made] = await panel.prisma.$queryRawUnsafe<{ after_ms: number }[]>(
@@ -160,7 +77,7 @@ describe.skipIf(!docker.available)('failover: a frozen agent\'s replica runs els
     expect(runningAt - teardown).toBeGreaterThanOrEqual(RESCHEDULE_AFTER_MS - 100);
     expect(runningAt - teardown).toBeLessThanOrEqual(RESCHEDULE_AFTER_MS + START_BOUND_MS);
     // n2's replica never restarted.
-    expect((await running(serviceId)).map((c) => c.Id)).toContain(onN2.Id);
+    expect((await fleet.running(serviceId)).map((c) => c.Id)).toContain(onN2.Id);
     const status = await panel.api('GET', '/v1/panel');
     expect(status.body.scheduler.failover).toMatchObject({ brake: null, lost: [nodes[0]!.name], replaced: 1 });
 
@@ -169,7 +86,7 @@ describe.skipIf(!docker.available)('failover: a frozen agent\'s replica runs els
     const thawed = performance.now();
     const after = await waitFor(
       async () => {
-        const now = await containers(serviceId);
+        const now = await fleet.containers(serviceId);
         return now.length === 2 && byNode(now).join() === [nodes[1]!.name, nodes[2]!.name].join() ? now : undefined;
       },
       { timeoutMs: 30_000, intervalMs: 100, message: "n1's old copy removed" },
