@@ -343,7 +343,11 @@ export class Scheduler {
     // A warning only while the brake holds something back: a brake with every node live (each panel start) is no news.
     const holding = (s: typeof status | null | undefined) => (s?.brake && s.unreachable.length > 0 ? s.brake.reason : null);
     if (holding(before) !== holding(status)) {
-      if (status.brake && holding(status)) logger.warn({ brake: status.brake, unreachable: status.unreachable }, `failover held: ${status.brake.reason}: nothing is re-placed off unreachable nodes`);
+      // Holding back after the panel's own start is by design (its agents are still connecting): info, not a warning.
+      if (status.brake && holding(status)) {
+        const level = status.brake.reason === 'PANEL_STARTED' ? 'info' : 'warn';
+        logger[level]({ brake: status.brake, unreachable: status.unreachable }, `failover held: ${status.brake.reason}: nothing is re-placed off unreachable nodes`);
+      }
       else if (holding(before)) logger.info({ brake: before!.brake }, 'failover brake released');
     }
     const newlyLost = status.lost.filter((n) => !(before?.lost ?? []).includes(n));

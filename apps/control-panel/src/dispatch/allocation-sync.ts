@@ -159,9 +159,11 @@ export class AllocationSync {
       const { frame, leftOut } = await this.frameFor(session, rows);
       if (session.closed) return;
       this.leftOutByNode.set(session.nodeId, new Map(leftOut.map((l) => [l.allocationId, l])));
-      if (leftOut.length > 0) {
+      // A replica of a service with no release yet (created, not deployed) is left out by design: only the others warn.
+      const worth = leftOut.filter((l) => l.releaseId !== null);
+      if (worth.length > 0) {
         this.options.logger.warn(
-          { node: session.nodeName, leftOut: leftOut.map((l) => ({ allocationId: l.allocationId, releaseId: l.releaseId, reason: l.reason, ...(l.missing ? { missing: l.missing } : {}) })) },
+          { node: session.nodeName, leftOut: worth.map((l) => ({ allocationId: l.allocationId, releaseId: l.releaseId, reason: l.reason, ...(l.missing ? { missing: l.missing } : {}) })) },
           'allocations left out of the set',
         );
       }
