@@ -86,6 +86,11 @@ describe('pushed deployment watches', () => {
     await waitFor(() => panel.app.panelStatus.deploymentWatches.watched === 1);
     // The watcher's own read after it registered is done: from here only a wake makes it read again.
     await sleep(300);
+    // Start right after a sweep: while LISTEN is down every tick of the sweep loop sweeps (the fallback when signals
+    // are not heard), so a tick inside the outage would find the write first. The next tick is SWEEP_MS away; LISTEN
+    // is back within its backoff (at most 2 s), long before. (Without this the case failed 1 run in 3 of a whole CI.)
+    const ticked = panel.app.panelStatus.deploymentWatches.sweeps;
+    await waitFor(() => panel.app.panelStatus.deploymentWatches.sweeps > ticked, { timeoutMs: SWEEP_MS + 1_000, intervalMs: 5 });
     // Drop the panel's LISTEN connection, then write: that NOTIFY reaches nobody.
     await sql.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'tether-listen-%'`);
     await waitFor(() => !panel.app.panelStatus.ownership!.listening, { timeoutMs: 2_000 });
