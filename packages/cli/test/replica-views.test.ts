@@ -1,11 +1,5 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:http';
-import os from 'node:os';
-import path from 'node:path';
-import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../src/main.js';
-import { CLI_VERSION } from '../src/version.js';
+import { answeringPanel } from './helpers/answering-panel.js';
 
 // `tether status` with status per replica (issue 36): `2/3` in REPLICAS and a
 // line per replica that should run and is not running healthy (unknown,
@@ -52,34 +46,10 @@ const answers: Record<string, unknown> = {
   '/v1/services/s1/status': web,
 };
 
-const dir = mkdtempSync(path.join(os.tmpdir(), 'tether-cli-replicas-'));
-const server = createServer((req, res) => {
-  const body = answers[req.url ?? ''];
-  res.writeHead(body === undefined ? 404 : 200, { 'content-type': 'application/json', 'x-tether-panel-version': CLI_VERSION });
-  res.end(JSON.stringify(body ?? { error: { code: 'NOT_FOUND', message: 'no' } }));
-});
-let url = '';
-beforeAll(async () => {
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
-});
-afterAll(async () => {
-  await new Promise((resolve) => server.close(resolve));
-  rmSync(dir, { recursive: true, force: true });
-});
-
-async function run(argv: string[]) {
-  let stdout = '';
-  const sink = (append: (s: string) => void) => new Writable({ write: (chunk, _e, done) => (append(chunk.toString()), done()) });
-  const saved = { ...process.env };
-  Object.assign(process.env, { TETHER_CONFIG_DIR: dir, TETHER_URL: url, TETHER_TOKEN: 'tth_op_x' });
-  try {
-    const code = await main(argv, { stdout: sink((s) => (stdout += s)), stderr: sink(() => {}) });
-    return { code, stdout };
-  } finally {
-    process.env = saved;
-  }
-}
+const panel = answeringPanel(answers, 'replicas');
+beforeAll(() => panel.start());
+afterAll(() => panel.stop());
+const run = (argv: string[]) => panel.run(argv);
 
 describe('replicas in tether status', () => {
   it('shows 1/3 and a line under the service per unhealthy or unknown replica', async () => {

@@ -1,11 +1,5 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:http';
-import os from 'node:os';
-import path from 'node:path';
-import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../src/main.js';
-import { CLI_VERSION } from '../src/version.js';
+import { answeringPanel } from './helpers/answering-panel.js';
 
 // `tether status` and `tether routes` as a person reads route health: the
 // ROUTES column, the failing route and the certificate expiring soon under its
@@ -51,35 +45,10 @@ const answers: Record<string, unknown> = {
   '/v1/routes': routes,
 };
 
-const dir = mkdtempSync(path.join(os.tmpdir(), 'tether-cli-routes-'));
-const server = createServer((req, res) => {
-  const body = answers[req.url ?? ''];
-  res.writeHead(body === undefined ? 404 : 200, { 'content-type': 'application/json', 'x-tether-panel-version': CLI_VERSION });
-  res.end(JSON.stringify(body ?? { error: { code: 'NOT_FOUND', message: 'no' } }));
-});
-let url = '';
-beforeAll(async () => {
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
-});
-afterAll(async () => {
-  await new Promise((resolve) => server.close(resolve));
-  rmSync(dir, { recursive: true, force: true });
-});
-
-async function run(argv: string[]) {
-  let stdout = '';
-  let stderr = '';
-  const sink = (append: (s: string) => void) => new Writable({ write: (chunk, _e, done) => (append(chunk.toString()), done()) });
-  const saved = { ...process.env };
-  Object.assign(process.env, { TETHER_CONFIG_DIR: dir, TETHER_URL: url, TETHER_TOKEN: 'tth_op_x' });
-  try {
-    const code = await main(argv, { stdout: sink((s) => (stdout += s)), stderr: sink((s) => (stderr += s)) });
-    return { code, stdout, stderr };
-  } finally {
-    process.env = saved;
-  }
-}
+const panel = answeringPanel(answers, 'routes');
+beforeAll(() => panel.start());
+afterAll(() => panel.stop());
+const run = (argv: string[]) => panel.run(argv);
 
 describe('route health in the CLI', () => {
   it('tether status: a ROUTES column, and under a service its failing route and its certificates that expire soon or fail', async () => {
