@@ -67,7 +67,9 @@ export class SchedulerLease {
     this.#validUntil = 0;
     if (wasHeld) {
       await sqlOf(this.options.prisma)
-        .rows('UPDATE scheduler_lease SET lease_until = now() WHERE id = 1 AND holder = $1 AND epoch = $2', [this.options.panelId, this.#epoch])
+        // A millisecond back: the column keeps milliseconds and rounds, so now() itself can be stored up to half a
+        // millisecond ahead, and a takeover in that millisecond would still find the lease running.
+        .rows(`UPDATE scheduler_lease SET lease_until = now() - interval '1 millisecond' WHERE id = 1 AND holder = $1 AND epoch = $2`, [this.options.panelId, this.#epoch])
         .catch(() => {});
     }
     if (this.#reported) {
