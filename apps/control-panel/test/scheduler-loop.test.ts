@@ -100,6 +100,15 @@ const report = (id: string, status: Record<string, unknown>) =>
   sql(`UPDATE allocations SET status = $2::jsonb, status_at = now(), status_session = 'sess' WHERE id = $1`, id, JSON.stringify({ since: new Date().toISOString(), containerId: null, code: null, reason: null, ...status }));
 const healthyOn = (release: string) => ({ state: 'running', runningDeploymentId: release, health: 'healthy', imageRef: `img@${release}` });
 
+/** The service's first release deployed, placed, and reported running healthy by every replica: it runs d1. */
+async function runningFirstRelease(s: Pick<Scheduler, 'evaluate'>, serviceId: string): Promise<string> {
+  const d1 = (await createDeployment(deps(), operator, serviceId)).deployment.id;
+  await s.evaluate();
+  for (const a of await running(serviceId)) await report(a.id, healthyOn(d1));
+  await s.evaluate();
+  return d1;
+}
+
 function deps(events = new PanelEvents()): ApiDeps {
   return {
     prisma: db.prisma,
@@ -235,10 +244,7 @@ describe('scheduler on PostgreSQL', () => {
     const s = scheduler('sched-3');
     await s.lease.renew();
     const svc = await addService('fail', 3);
-    const d1 = (await createDeployment(deps(), operator, svc.id)).deployment.id;
-    await s.evaluate();
-    for (const a of await running(svc.id)) await report(a.id, healthyOn(d1));
-    await s.evaluate();
+    const d1 = await runningFirstRelease(s, svc.id);
     const d2 = (await createDeployment(deps(), operator, svc.id)).deployment.id;
     const byNode = new Map((await running(svc.id)).map((a) => [a.node, a.id]));
     await s.evaluate();
@@ -328,7 +334,9 @@ describe('scheduler on PostgreSQL', () => {
     expect(a.lease.held).not.toBeNull();
     const svc = await addService('fenced', 3);
     // A is frozen past its lease by the database's clock (it still believes it holds on its own); B takes over.
-    await sql('UPDATE scheduler_lease SET lease_until = now()');
+    // A millisecond back: lease_until keeps milliseconds and rounds, so now() could be stored half a millisecond ahead
+    // of B's renewal in the same millisecond (this case failed 1 run in 5 that way).
+    await sql(`UPDATE scheduler_lease SET lease_until = now() - interval '1 millisecond'`);
     await b.lease.renew();
     expect(b.lease.held?.epoch).toBe(a.lease.held!.epoch + 1);
     expect(await a.evaluate()).toBeNull();
@@ -377,10 +385,7 @@ describe('evacuation on PostgreSQL', () => {
       data: { teamId, name: 'evac-db', image: 'registry.example.com/db:1', replicas: 1, nodeId: nodeIds.a!, placement: {}, volumes: [{ name: 'data', mountPath: '/data', readOnly: false }] },
     });
     const pinned = await db.prisma.service.create({ data: { teamId, name: 'evac-pinned', image: 'registry.example.com/web:1', replicas: 1, nodeId: nodeIds.a!, placement: { nodes: ['a'] } } });
-    const d1 = (await createDeployment(deps(), operator, svc.id)).deployment.id;
-    await s.evaluate();
-    for (const a of await running(svc.id)) await report(a.id, healthyOn(d1));
-    await s.evaluate();
+    const d1 = await runningFirstRelease(s, svc.id);
     expect((await running(svc.id)).map((a) => a.node)).toEqual(['a', 'b']);
     expect((await running(stateful.id)).map((a) => a.node)).toEqual(['a']);
     expect((await running(pinned.id)).map((a) => a.node)).toEqual(['a']);
@@ -432,10 +437,7 @@ describe('evacuation on PostgreSQL', () => {
     const s = scheduler('sched-evac-2');
     await s.lease.renew();
     const svc = await addService('evac-scale', 3);
-    const d1 = (await createDeployment(deps(), operator, svc.id)).deployment.id;
-    await s.evaluate();
-    for (const a of await running(svc.id)) await report(a.id, healthyOn(d1));
-    await s.evaluate();
+    const d1 = await runningFirstRelease(s, svc.id);
     await evacuateNode(db.prisma, nodeIds.a!, undefined);
     expect(await s.evaluate()).toMatchObject({ placed: 1, stopped: 0 });
     await db.prisma.service.update({ where: { id: svc.id }, data: { replicas: 2 } });
