@@ -213,8 +213,9 @@ function createScheduler(app: FastifyInstance, deps: AppDependencies, parts: Pic
   events.on('allocations.changed', ({ nodeIds, reason }) => nodeIds.forEach((nodeId) => agents.allocations.changed(nodeId, reason)));
   agents.allocations.onAllocationStatus = (nodeId) => scheduler.onAllocationStatus(nodeId);
   events.on('node.decommissioned', ({ nodeId }) => scheduler.nudge(`node ${nodeId} decommissioned`, nodeId));
-  agents.registry.on('opened', (session) => scheduler.nudge(`session of node ${session.nodeName} opened`, session.nodeId));
-  agents.registry.on('closed', (session) => scheduler.nudge(`session of node ${session.nodeName} closed`, session.nodeId));
+  // Sessions opening and closing do not nudge: in a reconnect storm that is an evaluation every MIN_GAP_MS on the
+  // panel that is busiest opening sessions, and nothing about a session is urgent to the scheduler (failover waits a
+  // grace, a node joining gets replicas at the next interval; its session gets its own set when it opens).
   return scheduler;
 }
 
