@@ -115,6 +115,14 @@ export const CAPABILITIES = Object.freeze({
    * containers, `allocationId`.
    */
   WORKLOAD_ALLOCATIONS: 'workload.allocations',
+  /**
+   * Cross-node routing (issue 37; needs `workload.allocations` and `proxy.static`): the agent publishes the port
+   * of each allocation whose release has one on its private address (`hello.privateAddress`) only, reports it as
+   * `endpoint` in `allocations.status`, and reads `remote` on routing map routes: the endpoints of the service's
+   * replicas on other nodes. Its answers hold its local serving replicas while it has one and the remote endpoints
+   * that pass its own TCP probe otherwise. Without it a node's map holds its local replicas only.
+   */
+  ROUTING_REMOTE: 'routing.remote',
 } as const);
 export type Capability = (typeof CAPABILITIES)[keyof typeof CAPABILITIES];
 

@@ -48,6 +48,10 @@ const Count = Type.Integer({ minimum: 0 });
 const Timestamp = Identifier(FIELD_LIMITS.timestamp);
 const Hash = Identifier(FIELD_LIMITS.hash);
 const DurationMs = Type.Integer({ minimum: 1, maximum: 86_400_000 });
+/** `address:port` on a node's private network: IPv4, or IPv6 in brackets (routing.remote). */
+const Endpoint = Type.String({ maxLength: 64, pattern: '^(?:[0-9]{1,3}(?:\\.[0-9]{1,3}){3}|\\[[0-9a-fA-F:.]{2,45}\\]):[0-9]{1,5}$' });
+/** The most remote endpoints one route carries (the replicas of a service on other nodes). */
+const LIMITS_REMOTE = 100;
 
 /**
  * One HTTP health probe as the agent saw it (capability `workload.healthCheck`): when, the HTTP status
@@ -333,14 +337,32 @@ export const AllocationStatus = Type.Object({
   imageRef: Type.Optional(Identifier(FIELD_LIMITS.image)),
   /** When `state` last changed. */
   since: Timestamp,
+  /**
+   * Capability `routing.remote`: `address:port` where the serving container's port is published on the node's
+   * private address (IPv6 in brackets); null or absent when none is published.
+   */
+  endpoint: Type.Optional(Nullable(Endpoint)),
 });
 export type AllocationStatus = Static<typeof AllocationStatus>;
+
+/** A replica of a route's service on another node (capability `routing.remote`): its node and its published endpoint. */
+export const RemoteEndpoint = Type.Object({
+  node: Name,
+  endpoint: Endpoint,
+});
+export type RemoteEndpoint = Static<typeof RemoteEndpoint>;
 
 export const Route = Type.Object({
   domain: Name,
   pathPrefix: Nullable(Identifier(FIELD_LIMITS.pathPrefix)),
   serviceId: Id,
   upstream: Identifier(FIELD_LIMITS.upstream),
+  /**
+   * Capability `routing.remote`: the service's serving replicas on other nodes with a live session, in canonical
+   * order (by endpoint). Absent for an agent without the capability; the agent answers them only while no local
+   * replica serves.
+   */
+  remote: Type.Optional(Type.Array(RemoteEndpoint, { maxItems: LIMITS_REMOTE })),
 });
 export type Route = Static<typeof Route>;
 
@@ -366,6 +388,8 @@ export const Hello = Type.Object({
   runtime: RuntimeStatus,
   routing: RoutingStatus,
   capabilities: Type.Optional(Capabilities),
+  /** Capability `routing.remote`: the node's address on the operators' private network (TETHER_PRIVATE_ADDRESS). */
+  privateAddress: Type.Optional(Identifier(64)),
 });
 export type Hello = Static<typeof Hello>;
 

@@ -37,10 +37,20 @@ function compareRoutes(a: Route, b: Route): number {
   return a.upstream < b.upstream ? -1 : a.upstream > b.upstream ? 1 : 0;
 }
 
-/** Routes in canonical order, each with its keys in canonical order. */
+/**
+ * Routes in canonical order, each with its keys in canonical order; `remote` (routing.remote) sorted by endpoint
+ * and kept only when present, so a map without it hashes as before the capability existed.
+ */
 export function canonicalRoutes(routes: readonly Route[]): Route[] {
   return routes
-    .map((r) => ({ domain: r.domain, pathPrefix: r.pathPrefix, serviceId: r.serviceId, upstream: r.upstream }))
+    .map((r): Route => {
+      const base = { domain: r.domain, pathPrefix: r.pathPrefix, serviceId: r.serviceId, upstream: r.upstream };
+      if (r.remote === undefined) return base;
+      const remote = r.remote
+        .map((e) => ({ node: e.node, endpoint: e.endpoint }))
+        .sort((a, b) => (a.endpoint < b.endpoint ? -1 : a.endpoint > b.endpoint ? 1 : a.node < b.node ? -1 : a.node > b.node ? 1 : 0));
+      return { ...base, remote };
+    })
     .sort(compareRoutes);
 }
 

@@ -74,8 +74,9 @@ describe('the v1 contract holds', () => {
     // workload.allocations adds allocations and allocations.status (and containers' allocationId);
     // workload.drain adds deploy.drained (and the field drainSeconds); workload.volumes adds volumes.remove, volumes.inventory adds volumes.report (and volumes.remove's `names`); the other workload.* capabilities,
     // `secrets` and `registry.auth` add fields only (see the next test); proxy.static adds no message either: only the reload kind `static-move`
-    // inside proxy.events, which the agent sends only to a panel that named the capability back (apps/host-agent/src/connection/event-sender.ts).
-    expect(Object.values(CAPABILITIES).sort()).toEqual(['logs', 'proxy.events', 'proxy.static', 'registry.auth', 'routes.probe', 'secrets', 'volumes.inventory', 'workload.allocations', 'workload.command', 'workload.drain', 'workload.healthCheck', 'workload.resources', 'workload.volumes']);
+    // inside proxy.events, which the agent sends only to a panel that named the capability back (apps/host-agent/src/connection/event-sender.ts);
+    // routing.remote adds fields only (hello's privateAddress, allocations.status's endpoint, routing.map routes' remote).
+    expect(Object.values(CAPABILITIES).sort()).toEqual(['logs', 'proxy.events', 'proxy.static', 'registry.auth', 'routes.probe', 'routing.remote', 'secrets', 'volumes.inventory', 'workload.allocations', 'workload.command', 'workload.drain', 'workload.healthCheck', 'workload.resources', 'workload.volumes']);
     // A v1 peer refuses them: they may travel only on a session whose hello and welcome both named the capability.
     for (const type of added) {
       const refused = decodeV1(encode(EXAMPLE_MESSAGES[type] as Message));
@@ -102,6 +103,28 @@ describe('workload fields behind capabilities', () => {
     expect(workloadCapabilities({ ...deploy.workload, drainSeconds: 0 })).toEqual(['workload.drain']);
     expect(workloadCapabilities({ ...deploy.workload, volumes: [] })).toEqual([]);
     expect(workloadCapabilities({ ...deploy.workload, args: ['x'] })).toEqual(['workload.command']);
+  });
+});
+
+describe('remote endpoints behind routing.remote', () => {
+  it("a v1 agent would take a routing map whose routes name remote endpoints and answer its local replicas only: hence the capability", () => {
+    const map = EXAMPLE_MESSAGES['routing.map'] as MessageOf<'routing.map'>;
+    const route = { ...map.routes[0]!, remote: [{ node: 'edge-2', endpoint: '10.0.0.2:32768' }] };
+    const decoded = decodeV1(encode({ ...map, routes: [route] }));
+    expect(decoded.ok).toBe(true);
+    // Without the capability the map's hash is the one it had before the field existed.
+    expect(routingHash([map.routes[0]!])).not.toBe(routingHash([route]));
+    expect(routingHash([{ ...map.routes[0]!, remote: [{ node: 'b', endpoint: '10.0.0.3:1' }, { node: 'a', endpoint: '10.0.0.2:1' }] }])).toBe(
+      routingHash([{ ...map.routes[0]!, remote: [{ node: 'a', endpoint: '10.0.0.2:1' }, { node: 'b', endpoint: '10.0.0.3:1' }] }]),
+    );
+  });
+
+  it('an endpoint is an address and a port: a name, a missing port or a bracketless IPv6 address is refused', () => {
+    const map = EXAMPLE_MESSAGES['routing.map'] as MessageOf<'routing.map'>;
+    const withEndpoint = (endpoint: string) => encodeOrCode({ ...map, routes: [{ ...map.routes[0]!, remote: [{ node: 'edge-2', endpoint }] }] });
+    expect(withEndpoint('10.0.0.2:32768')).toBe('ok');
+    expect(withEndpoint('[fd00::2]:32768')).toBe('ok');
+    for (const bad of ['edge-2:80', '10.0.0.2', 'fd00::2:80', '10.0.0.2:80/x']) expect(withEndpoint(bad)).not.toBe('ok');
   });
 });
 
@@ -173,3 +196,13 @@ describe('version range', () => {
     expect(versionBelow({ min: 1, max: 1 }, 1)).toBeNull();
   });
 });
+
+/** 'ok' when encode() takes the message, else the code of what it threw. */
+function encodeOrCode(message: Message): string {
+  try {
+    encode(message);
+    return 'ok';
+  } catch (err) {
+    return (err as { code?: string }).code ?? String(err);
+  }
+}
