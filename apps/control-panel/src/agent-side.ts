@@ -8,6 +8,7 @@ import { RELOAD_METRIC_KIND, RELOAD_METRIC_KINDS, type PanelMetrics } from './pa
 import { PrismaReloadRecorder } from './routing/reload-store.js';
 import type { ProxyEventStore, ReloadRecorder } from './routing/routing-reconciler.js';
 import { DbRoutingMapSource, type RoutingMapSource } from './routing/routing-map.js';
+import { RoutingAudience } from './routing/routing-audience.js';
 import { RoutingReconciler } from './routing/routing-reconciler.js';
 import { FrameRouter } from './sessions/frame-router.js';
 import type { SessionGenerations } from './sessions/generations.js';
@@ -35,7 +36,7 @@ export interface AgentSide {
   frames: FrameRouter;
   dispatcher: SessionDispatcher;
   workloads: WorkloadSync;
-  /** Capability workload.allocations: `allocations` sets out, `allocations.status` in (the scheduler calls changed() and sets onAllocationStatus). */
+  /** Capability workload.allocations: `allocations` sets out, `allocations.status` in (the scheduler calls changed() and listens with onStatusStored). */
   allocations: AllocationSync;
   routing: RoutingReconciler;
   /** Log streams relayed from sessions to HTTP clients. */
@@ -148,6 +149,13 @@ export function createAgentSide(deps: {
     debounceMs: config.routing.debounceMs,
   });
 
+  // Cross-node routing (issue 37): a replica that starts, stops or loses its session changes the maps of every node serving its service.
+  const audience = new RoutingAudience({
+    prisma: deps.prisma,
+    changed: (nodeIds, reason) => events.emit('routing.changed', { nodeIds, reason }),
+    logger,
+  });
+
   const logs = new LogRelay(config.logs, logger);
   const volumeReports = new VolumeReports(deps.prisma, registry, logger);
   const frames = new FrameRouter();
@@ -188,6 +196,10 @@ export function createAgentSide(deps: {
     listen(registry, 'closed', (session) => allocations.sessionClosed(session)),
     listen(events, 'workloads.changed', ({ nodeId, reason }) => allocations.changedHere(nodeId, reason)),
     frames.handle('allocations.status', (session, message) => void allocations.statusReceived(session, message)),
+    allocations.onStatusStored((nodeId) => audience.nodeChanged(nodeId, 'a replica reported')),
+    // Once the open or close is written: the maps are read from the database, so before it they would say the same.
+    listen(registry, 'recorded', ({ nodeId, kind }) => audience.nodeChanged(nodeId, `a node's session ${kind}`)),
+    listen(events, 'allocations.changed', ({ nodeIds }) => nodeIds.forEach((nodeId: string) => audience.nodeChanged(nodeId, 'replicas placed or stopped'))),
     listen(events, 'node.decommissioned', ({ nodeId }) => {
       registry.close(nodeId, CLOSE_CODES.DECOMMISSIONED, 'node decommissioned by an operator');
     }),
@@ -228,6 +240,7 @@ export function createAgentSide(deps: {
     },
     async stop() {
       // REST changes stop reaching this side first; the registry's own events still run while sessions close.
+      await audience.stop();
       await routing.stop();
       await registry.stop();
       await workloads.stop();

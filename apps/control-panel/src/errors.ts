@@ -32,7 +32,6 @@ export const ERROR_CATALOG = defineErrorCatalog({
   REQUEST_TIMEOUT: { status: 408, message: 'the request was not received in time' },
   CONFLICT: { status: 409, message: 'the resource already exists' },
   DOMAIN_TAKEN: { status: 409, message: 'the domain is already attached to a service' },
-  DOMAIN_SPLIT_ACROSS_NODES: { status: 409, message: "the domain's routes would be on two nodes: every route of a domain goes to services on one node" },
   NODE_DECOMMISSIONED: { status: 409, message: 'the node is decommissioned' },
   NODE_CORDONED: { status: 409, message: 'the node is cordoned: nothing new is placed on it' },
   NO_NODE_AVAILABLE: { status: 409, message: 'no node is available to place the service on' },

@@ -149,7 +149,7 @@ describe('allocations over the session', () => {
 
   it('records allocations.status only where it changed, removed for a dropped stop allocation, then calls the hook', async () => {
     const hooked: string[] = [];
-    panel.app.agentSide.allocations.onAllocationStatus = (nodeId) => hooked.push(nodeId);
+    panel.app.agentSide.allocations.onStatusStored((nodeId) => hooked.push(nodeId));
     const sessionId = agentA.welcome.sessionId;
     const statuses = [
       statusOf(run1, svc.serviceId, svc.releaseId),

@@ -1,4 +1,4 @@
-import type { Socket } from 'node:net';
+import { isIP, type Socket } from 'node:net';
 import type { FastifyBaseLogger, FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { sanitizeText, truncate } from '@tether/common';
 import type { RawData, WebSocket } from 'ws';
@@ -73,7 +73,9 @@ const AGENT_TYPES: ReadonlySet<string> = new Set(AGENT_MESSAGE_TYPES.filter((typ
  * and may send `allocations.status`, and the scheduler places its node's services.
  */
 function panelCapabilities(allocations: boolean): ReadonlySet<string> {
-  return new Set(Object.values(CAPABILITIES).filter((c) => allocations || c !== CAPABILITIES.WORKLOAD_ALLOCATIONS));
+  // Cross-node routing serves replicas of allocations: without them it has nothing to route to.
+  const allocationsOnly: string[] = [CAPABILITIES.WORKLOAD_ALLOCATIONS, CAPABILITIES.ROUTING_REMOTE];
+  return new Set(Object.values(CAPABILITIES).filter((c) => allocations || !allocationsOnly.includes(c)));
 }
 
 declare module 'fastify' {
@@ -228,7 +230,8 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
         session.recordHello(hello.containers, hello.runtime, hello.routing);
         // Agents without the list (older ones) get none and no `capabilities` field, as before.
         const capabilities = hello.capabilities ? [...new Set(hello.capabilities)].filter((c) => spoken.has(c)) : null;
-        session.setCapabilities(capabilities ?? []);
+        // A private address that is not an address is not one: the node is then served by its own replicas only.
+        session.setCapabilities(capabilities ?? [], hello.privateAddress && isIP(hello.privateAddress) !== 0 ? hello.privateAddress : null);
         session.send({
           type: 'welcome',
           id: nextId(),

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createLoop, type Logger, type Loop } from '@tether/common';
-import { hasWritableVolume } from '@tether/protocol';
+import { CAPABILITIES, hasWritableVolume } from '@tether/protocol';
 import type { Db, Tx } from '../db/database.js';
 import { prismaSql } from '../db/sql.js';
 import { stringRecordOf } from '../db/json-columns.js';
@@ -439,7 +439,7 @@ export async function readState(tx: Tx, holdsSession: (nodeId: string) => boolea
   const [clock] = await sql.rows<{ now_ms: number }>(`SELECT (extract(epoch FROM now()) * 1000)::float8 AS now_ms`);
   const services = await sql.rows<ServiceSql>(
     `SELECT s.id, s.node_id, h.name AS home_name, s.replicas, s.placement, s.volumes, (extract(epoch FROM s.created_at) * 1000)::float8 AS created_ms,
-      EXISTS (SELECT 1 FROM routes r WHERE r.service_id = s.id) AS routed
+      (EXISTS (SELECT 1 FROM routes r WHERE r.service_id = s.id) AND NOT '${CAPABILITIES.ROUTING_REMOTE}' = ANY(h.capabilities)) AS routed
     FROM services s JOIN nodes h ON h.id = s.node_id
     WHERE ${managedSql('h')}
     ORDER BY s.id`,

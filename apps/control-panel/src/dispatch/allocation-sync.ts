@@ -26,8 +26,9 @@ import type { AgentSession } from '../sessions/session.js';
 // In: the agent's `allocations.status` (complete each time, not ACKed) is
 // recorded on the node's allocation rows through the session-fact outbox
 // (fact `allocations.status`: one statement, only rows whose status changed,
-// fenced by the session's generation); then `onAllocationStatus(nodeId)` is
-// called (the scheduler's hook; a no-op until it is set).
+// fenced by the session's generation); then every listener given to
+// `onStatusStored` hears the node's id (the scheduler's rollouts, the routing
+// audience of cross-node routing).
 
 export const allocationsCapable = (session: Pick<AgentSession, 'hasCapability'>): boolean => session.hasCapability(CAPABILITIES.WORKLOAD_ALLOCATIONS);
 
@@ -75,7 +76,13 @@ export class AllocationSync {
    * The scheduler's hook, called after a node's statuses were recorded and a row changed (the rollout reads
    * them). Set it once at wiring; the default does nothing.
    */
-  onAllocationStatus: (nodeId: string) => void = () => {};
+  private readonly statusListeners = new Set<(nodeId: string) => void>();
+
+  /** Called with the node's id each time its statuses changed rows; returns what removes the listener. */
+  onStatusStored(listener: (nodeId: string) => void): () => void {
+    this.statusListeners.add(listener);
+    return () => void this.statusListeners.delete(listener);
+  }
 
   constructor(private readonly options: AllocationSyncOptions) {}
 
@@ -127,10 +134,12 @@ export class AllocationSync {
         ...(generation === undefined ? {} : { generation }),
       });
       if (changed !== true) return;
-      try {
-        this.onAllocationStatus(session.nodeId);
-      } catch (err) {
-        this.options.logger.error({ err, node: session.nodeName }, 'onAllocationStatus hook failed');
+      for (const listener of this.statusListeners) {
+        try {
+          listener(session.nodeId);
+        } catch (err) {
+          this.options.logger.error({ err, node: session.nodeName }, 'allocation status listener failed');
+        }
       }
     } catch (err) {
       this.options.logger.error({ err, node: session.nodeName }, 'allocation statuses not recorded');

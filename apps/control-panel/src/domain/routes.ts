@@ -7,11 +7,15 @@ import { assertDomain } from './host-names.js';
 import { lockService, mapPrismaError } from '../db/prisma-helpers.js';
 import type { ApiDeps } from './api-deps.js';
 import { claimDomain, releaseDomainIfUnused } from './domain-claims.js';
-import { routeCertificate, routeHealth, type RouteNode } from '../status/route-health.js';
+import type { RouteNode } from '../status/route-health.js';
+import { routeServing } from '../status/route-serving.js';
+import { routingNodeIds, servingNodes, type ServingNodeRow } from '../routing/serving-nodes.js';
+import { sqlOf } from '../db/database.js';
 
 // Routes attach a domain (optionally narrowed to a path prefix) to a service:
-// one route per (domain, path prefix), and a domain belongs to one team and one
-// node (domain-claims.ts). Routes have the shape the static proxy serves without
+// one route per (domain, path prefix), and a domain belongs to one team
+// (domain-claims.ts); every node serving the service serves the route
+// (routing/serving-nodes.ts). Routes have the shape the static proxy serves without
 // a config change (docs/api.md, "Routes"); older stored forms are migrated
 // (prisma/migrations/20261203070000_route_shapes).
 
@@ -72,22 +76,22 @@ export async function attachRoute(
     if (internalPort === null) throw noPort(name);
     return { route, nodeId };
   });
-  events.emit('routing.changed', { nodeIds: [nodeId], reason: `attached ${domain}${route.pathPrefix ?? ''}` });
+  events.emit('routing.changed', { nodeIds: await routingNodeIds(sqlOf(prisma), route.serviceId, nodeId), reason: `attached ${domain}${route.pathPrefix ?? ''}` });
   return presentRoute(route);
 }
 
 const withNode = { service: { select: { node: { select: { id: true, name: true } } } } } as const;
 type RouteWithNode = Route & { service: { node: RouteNode } };
 
-/** Routes as read, each with its health from the live session of its node (status/route-health.ts). */
+/** Routes as read, each with the nodes serving it and its health from their live sessions (status/route-serving.ts). */
 async function presentWithHealth(deps: ApiDeps, rows: RouteWithNode[]) {
-  const nodes = [...new Map(rows.map((r) => [r.service.node.id, r.service.node])).values()];
+  const serving = await servingNodes(sqlOf(deps.prisma), [...new Set(rows.map((r) => r.serviceId))]);
+  const byService = new Map<string, ServingNodeRow[]>();
+  for (const s of serving) byService.set(s.service_id, [...(byService.get(s.service_id) ?? []), s]);
+  const nodes = [...new Map([...rows.map((r) => [r.service.node.id, r.service.node] as const), ...serving.map((s) => [s.node_id, { id: s.node_id, name: s.node_name }] as const)]).values()];
   const live = deps.liveRouting ? await deps.liveRouting(nodes) : () => ({ why: 'route health is not read by this panel' });
   const now = Date.now();
-  return rows.map((r) => {
-    const nodeLive = live(r.service.node);
-    return { ...presentRoute(r), health: routeHealth(r, nodeLive, now), certificate: routeCertificate(r, nodeLive) };
-  });
+  return rows.map((r) => ({ ...presentRoute(r), ...routeServing(r, r.service.node, byService.get(r.serviceId) ?? [], live, now) }));
 }
 
 export async function listRoutes(deps: ApiDeps, auth: AuthContext, filter: { serviceId?: string }) {
@@ -120,5 +124,5 @@ export async function detachRoute({ prisma, events }: ApiDeps, auth: AuthContext
     await recordChange(tx, audit, { action: 'route.delete', targetType: 'route', targetId: id, teamId });
     return { route: found, nodeId };
   });
-  events.emit('routing.changed', { nodeIds: [nodeId], reason: `detached ${route.domain}${route.pathPrefix ?? ''}` });
+  events.emit('routing.changed', { nodeIds: await routingNodeIds(sqlOf(prisma), route.serviceId, nodeId), reason: `detached ${route.domain}${route.pathPrefix ?? ''}` });
 }

@@ -8,6 +8,9 @@ import { DEFAULT_DRAIN_SECONDS, type ServiceHealthCheck, type ServiceResources, 
 import { checkHealthCheckPort, checkReplicasWithVolumes, normaliseHealthCheck, normaliseResources, normaliseVolumes, type HealthCheckInput, type VolumeInput } from './service-fields.js';
 import type { ApiDeps } from './api-deps.js';
 import { moveDomainsOf } from './domain-claims.js';
+import { routingNodeIds } from '../routing/serving-nodes.js';
+import { sqlOf } from '../db/database.js';
+import { prismaSql } from '../db/sql.js';
 import { ANYWHERE, nodeFits, placementOf, placeService, type ServicePlacement } from './placement.js';
 import { checkSecretNames, presentSecrets, secretsOfService, writeServiceSecrets, type SecretsPatch } from './service-secrets.js';
 
@@ -218,7 +221,7 @@ export async function updateService({ prisma, events, keyring }: ApiDeps, auth: 
         data.nodeId = (await placeService(tx, placement)).id;
       }
     }
-    // Its domains go with it, unless another service's route shares one (409 DOMAIN_SPLIT_ACROSS_NODES).
+    // The domains only its routes use go with it.
     if (typeof data.nodeId === 'string') await moveDomainsOf(tx, id, data.nodeId);
     try {
       const updated = await tx.service.update({ where: { id }, data, include: withNode });
@@ -235,7 +238,7 @@ export async function updateService({ prisma, events, keyring }: ApiDeps, auth: 
   // Upstreams are derived from the service's node, name and port.
   const upstreamChanged = moved || before.internalPort !== after.internalPort || before.name !== after.name;
   if (routes > 0 && upstreamChanged) {
-    const nodeIds = [...new Set([before.nodeId, after.nodeId])];
+    const nodeIds = [...new Set([before.nodeId, ...(await routingNodeIds(sqlOf(prisma), id, after.nodeId))])];
     const why = moved ? 'moved' : before.internalPort !== after.internalPort ? `port ${after.internalPort ?? 'none'}` : `renamed from ${before.name}`;
     events.emit('routing.changed', { nodeIds, reason: `service ${after.name} ${why}` });
   }
@@ -250,13 +253,15 @@ export async function deleteService({ prisma, events, volumes }: ApiDeps, auth: 
       if (!volumes) throw new AppError('NODE_UNREACHABLE', 'this panel cannot reach nodes: volumes cannot be removed; nothing was deleted');
       volumes.check({ id: current.nodeId, name: current.node.name });
     }
+    // Before the delete takes its allocations along: every node serving its routes drops them.
+    const routingNodes = current._count.routes > 0 ? await routingNodeIds(prismaSql(tx), id, current.nodeId) : [];
     await tx.service.delete({ where: { id } });
     await recordChange(tx, options.audit, { action: 'service.delete', targetType: 'service', targetId: id, teamId: current.teamId });
-    return current;
+    return { ...current, routingNodes };
   });
   events.emit('workloads.changed', { nodeId: deleted.nodeId, reason: `service ${deleted.name} deleted` });
   if (deleted._count.routes > 0) {
-    events.emit('routing.changed', { nodeIds: [deleted.nodeId], reason: `service ${deleted.name} deleted with its routes` });
+    events.emit('routing.changed', { nodeIds: deleted.routingNodes, reason: `service ${deleted.name} deleted with its routes` });
   }
   // After the commit: the agent removes the containers, then the volumes. Not delivered, the volumes stay.
   if (options.deleteVolumes) await volumes!.remove({ id: deleted.nodeId, name: deleted.node.name }, deleted.id);

@@ -54,7 +54,24 @@ export const RouteCertificateSchema = Nullable(
     lastError: Nullable(Type.String({ description: "why no certificate is (or can be) presented: the CA's issuance error, the last probe's handshake failure, or that none is requested because DNS points elsewhere" })),
   }),
 );
-const RouteRead = Type.Object({ ...RouteSchema.properties, health: RouteHealthSchema, certificate: RouteCertificateSchema });
+const ServedBySchema = Type.Object(
+  {
+    node: Type.Object({ id: Type.String(), name: Type.String() }),
+    privateAddress: Nullable(Type.String({ description: "the node's address on the operators' private network, as its agent announced it (TETHER_PRIVATE_ADDRESS)" })),
+    role: Type.Union([Type.Literal('replica'), Type.Literal('ingress'), Type.Literal('home')], {
+      description: 'replica: a replica of the service runs there; ingress: an entry point (label tether.io/ingress=true); home: the node of a service placed on one node',
+    }),
+    health: RouteHealthSchema,
+    certificate: RouteCertificateSchema,
+  },
+  { description: 'a node serving the route: DNS may name its address' },
+);
+const RouteRead = Type.Object({
+  ...RouteSchema.properties,
+  health: RouteHealthSchema,
+  certificate: RouteCertificateSchema,
+  servedBy: Type.Array(ServedBySchema, { description: 'every node serving the route, by name; the route is serving while any of them serves it' }),
+});
 
 const AttachBody = Type.Object(
   {

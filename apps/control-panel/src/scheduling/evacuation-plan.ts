@@ -68,7 +68,7 @@ export function planEvacuation(
         serviceId: service.id,
         allocationId: allocation.id,
         reason: 'SERVICE_PINNED_TO_NODE',
-        message: `the service may run on node ${evacuated?.name ?? nodeId} only (its placement names it, or it is routed and stays on its home node until cross-node routing): it does not move with an evacuation`,
+        message: `the service may run on node ${evacuated?.name ?? nodeId} only (its placement names it, or it is routed and its home node's agent does not speak cross-node routing (routing.remote)): it does not move with an evacuation`,
       });
       continue;
     }

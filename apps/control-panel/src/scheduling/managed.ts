@@ -8,10 +8,10 @@ import type { NodeView, Placement } from './types.js';
 // (nodes.capabilities). Unmanaged services keep the path of today: deploy
 // frames and the workloads set, on Service.nodeId alone; the scheduler neither
 // reads nor writes their allocations. A managed service's replicas go only to
-// nodes that speak allocations too; a routed service stays on its home node
-// until cross-node routing (DOMAIN_SPLIT_ACROSS_NODES), a service with a
-// writable volume stays with its data there; a placement that names nodes
-// keeps it there.
+// nodes that speak allocations too; a routed service whose home node's agent
+// does not speak cross-node routing (routing.remote) stays on its home node,
+// where its domains are served; a service with a writable volume stays with
+// its data there; a placement that names nodes keeps it there.
 
 export const ALLOCATIONS_CAPABILITY = CAPABILITIES.WORKLOAD_ALLOCATIONS;
 
@@ -37,7 +37,7 @@ export interface ManagedServiceFacts {
   homeName: string;
   /** The placement column as stored. */
   placement: unknown;
-  /** The service has routes: its replicas stay on its home node until cross-node routing. */
+  /** The service has routes and its home node's agent does not speak routing.remote: its replicas stay on its home node. */
   routed: boolean;
   /** A writable volume: its data is on the home node (volumes and leaveVolumes name it), so the replica stays there. */
   stateful?: boolean;

@@ -20,6 +20,8 @@ export interface SessionOpenedRecord {
   generation?: number;
   /** The capabilities the session agreed (hello ∩ this panel's): written to nodes.capabilities with the open. */
   capabilities?: string[];
+  /** The private address the session announced under routing.remote (null: none): nodes.private_address. */
+  privateAddress?: string | null;
 }
 
 export interface SessionClosedRecord {
@@ -107,6 +109,7 @@ export class OutboxSessionStore implements SessionStore {
       at: r.at.toISOString(),
       ...(r.generation === undefined ? {} : { generation: r.generation }),
       ...(r.capabilities === undefined ? {} : { capabilities: r.capabilities }),
+      ...(r.privateAddress === undefined ? {} : { privateAddress: r.privateAddress }),
     });
   }
 

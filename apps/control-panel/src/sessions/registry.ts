@@ -34,6 +34,8 @@ export interface Teardown {
 export interface RegistryEvents {
   opened: [AgentSession];
   closed: [AgentSession, Teardown];
+  /** A session's open or close is in the database (or spilled to the outbox's file, to be written in order). */
+  recorded: [{ nodeId: string; kind: 'opened' | 'closed' }];
 }
 
 export class SessionRegistry extends EventEmitter<RegistryEvents> {
@@ -126,8 +128,10 @@ export class SessionRegistry extends EventEmitter<RegistryEvents> {
         sessionId: session.id,
         at: new Date(session.openedAt),
         capabilities: session.capabilities,
+        privateAddress: session.privateAddress,
         ...(generation === undefined ? {} : { generation }),
       }),
+      'opened',
     );
     this.logger.info({ node: session.nodeName, nodeId: session.nodeId, sessionId: session.id, peer: session.peer }, 'session opened');
     this.emit('opened', session);
@@ -152,6 +156,7 @@ export class SessionRegistry extends EventEmitter<RegistryEvents> {
         superseded,
         ...(generation === undefined ? {} : { generation }),
       }),
+      'closed',
     );
     this.logger.warn({ node: session.nodeName, nodeId: session.nodeId, sessionId: session.id, code, reason }, 'session closed');
     this.emit('closed', session, teardown);
@@ -170,8 +175,11 @@ export class SessionRegistry extends EventEmitter<RegistryEvents> {
    * order and retries through outages; only a fact the database rejects for
    * good (a bug) ends up here.
    */
-  private write(nodeId: string, op: () => Promise<void>): void {
-    op().catch((err: unknown) => this.logger.error({ err, nodeId }, 'session store write failed'));
+  private write(nodeId: string, op: () => Promise<void>, kind: 'opened' | 'closed'): void {
+    op().then(
+      () => this.emit('recorded', { nodeId, kind }),
+      (err: unknown) => this.logger.error({ err, nodeId }, 'session store write failed'),
+    );
   }
 
   private pingDue(): void {

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { WebSocket } from 'ws';
 import { Deadline, truncate, type DeadlineClock } from '@tether/common';
-import { CLOSE_CODES, encode, type ContainerState, type PanelMessage, type RoutingStatus, type RuntimeStatus } from '@tether/protocol';
+import { CAPABILITIES, CLOSE_CODES, encode, type ContainerState, type PanelMessage, type RoutingStatus, type RuntimeStatus } from '@tether/protocol';
 import { PanelError } from '../errors.js';
 import { nextReport, type NodeReport } from './report.js';
 
@@ -77,6 +77,8 @@ export class AgentSession {
   private lastReport: NodeReport | null = null;
   /** Optional protocol features both ends named (hello ∩ what this panel speaks), sent back in welcome. */
   private capabilitySet: ReadonlySet<string> = new Set();
+  /** hello.privateAddress when the session agreed routing.remote (nodes.private_address); null otherwise. */
+  privateAddress: string | null = null;
   closed: { code: number; reason: string; at: number } | null = null;
 
   private readonly idle: Deadline;
@@ -107,9 +109,10 @@ export class AgentSession {
     return ++this.invalidStreak;
   }
 
-  /** Fixes the capabilities of this session (at hello, before welcome). */
-  setCapabilities(capabilities: readonly string[]): void {
+  /** Fixes the capabilities of this session (at hello, before welcome), and the private address under routing.remote. */
+  setCapabilities(capabilities: readonly string[], privateAddress: string | null = null): void {
     this.capabilitySet = new Set(capabilities);
+    this.privateAddress = this.capabilitySet.has(CAPABILITIES.ROUTING_REMOTE) ? privateAddress : null;
   }
 
   hasCapability(capability: string): boolean {
