@@ -19,3 +19,4 @@ export * from './pebble.js';
 export * from './node-image.js';
 export * from './certificates.js';
 export * from './postgres-standby.js';
+export * from './netns.js';
