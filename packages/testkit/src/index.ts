@@ -20,3 +20,4 @@ export * from './node-image.js';
 export * from './certificates.js';
 export * from './postgres-standby.js';
 export * from './netns.js';
+export * from './netns-client.js';
