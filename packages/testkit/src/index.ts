@@ -21,3 +21,4 @@ export * from './certificates.js';
 export * from './postgres-standby.js';
 export * from './netns.js';
 export * from './netns-client.js';
+export * from './netns-hosts.js';

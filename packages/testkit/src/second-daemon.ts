@@ -75,8 +75,11 @@ function copyImages(images: string[], from: string, to: string): Promise<void> {
   });
 }
 
+/** The folder of a second daemon (data, exec root, socket) started by test process `pid`. */
+export const secondDaemonRoot = (name: string, pid = process.pid) => `/tmp/trd-${name}-${pid}`;
+
 export function secondDaemon(name: string, options: { netns?: string } = {}): SecondDaemon {
-  const root = `/tmp/trd-${name}-${process.pid}`;
+  const root = secondDaemonRoot(name);
   const socket = `${root}/docker.sock`;
   mkdirSync(root, { recursive: true });
   writeFileSync(`${root}/daemon.json`, '{}');
