@@ -19,3 +19,6 @@ export * from './pebble.js';
 export * from './node-image.js';
 export * from './certificates.js';
 export * from './postgres-standby.js';
+export * from './netns.js';
+export * from './netns-client.js';
+export * from './netns-hosts.js';

@@ -1,6 +1,7 @@
 import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { DOCKER_SOCKET, dockerApi, ensureDocker } from './docker.js';
+import { inNetns } from './netns.js';
 import { spawnProcess, type ManagedProcess } from './process.js';
 import { recordSkip, type Requirement } from './system.js';
 import { waitFor } from './wait.js';
@@ -14,6 +15,10 @@ import { waitFor } from './wait.js';
 // breaks the shared engine's default network.) Its own --data-root,
 // --exec-root (with its own containerd), --pidfile and socket keep it apart
 // from the shared engine on disk. Starting it takes root.
+//
+// With `netns` it runs in that named namespace instead (one "host" of
+// createHostNetwork): docker0, the NAT rules of published ports and
+// ip_forward are per namespace, so every host can have its own.
 
 export interface SecondDaemon {
   dockerHost: string;
@@ -70,17 +75,18 @@ function copyImages(images: string[], from: string, to: string): Promise<void> {
   });
 }
 
-export function secondDaemon(name: string): SecondDaemon {
-  const root = `/tmp/trd-${name}-${process.pid}`;
+/** The folder of a second daemon (data, exec root, socket) started by test process `pid`. */
+export const secondDaemonRoot = (name: string, pid = process.pid) => `/tmp/trd-${name}-${pid}`;
+
+export function secondDaemon(name: string, options: { netns?: string } = {}): SecondDaemon {
+  const root = secondDaemonRoot(name);
   const socket = `${root}/docker.sock`;
   mkdirSync(root, { recursive: true });
   writeFileSync(`${root}/daemon.json`, '{}');
   let proc: ManagedProcess | undefined;
   let output = '';
 
-  const args = [
-    '--net',
-    'dockerd',
+  const dockerd = [
     `--data-root=${root}/data`,
     `--exec-root=${root}/exec`,
     `--pidfile=${root}/docker.pid`,
@@ -88,12 +94,13 @@ export function secondDaemon(name: string): SecondDaemon {
     `--config-file=${root}/daemon.json`,
     '--shutdown-timeout=2',
   ];
+  const [command, args] = options.netns ? inNetns(options.netns, 'dockerd', dockerd) : ['unshare', ['--net', 'dockerd', ...dockerd]];
 
   const self: SecondDaemon = {
     dockerHost: `unix://${socket}`,
     socket,
     async start() {
-      proc = spawnProcess('unshare', args);
+      proc = spawnProcess(command, args);
       await waitFor(() => ping(socket), { timeoutMs: 30_000, intervalMs: 100, message: `second dockerd on ${socket}` }).catch((err: Error) => {
         throw new Error(`${err.message}\n${proc?.output().slice(-3000)}`);
       });
