@@ -53,7 +53,9 @@ function scheduler(
     prisma: db.prisma,
     panelId,
     logger: silentLogger,
-    leaseMs: 1_000,
+    // Held through a whole case: a case renews once and then evaluates for seconds under a loaded CI (a 1 s lease ran
+    // out on the holder's own clock there, and evaluate() answered null). Takeovers expire it in SQL instead.
+    leaseMs: 30_000,
     intervalMs,
     progressDeadlineMs,
     // This panel holds every node's session: told here (and the other panels signalled).
