@@ -112,6 +112,8 @@ export const nodeRoutes: FastifyPluginAsyncTypebox<NodeRouteDeps> = async (app, 
     async (request) => {
       const node = await updateNode(deps.prisma, request.params.id, request.body, auditOf(request));
       deps.events.emit('scheduler.nudge', { reason: `node ${node.name} updated`, nodeId: node.id });
+      // tether.io/ingress makes a node serve every routed service managed by allocations (issue 37).
+      deps.events.emit('routing.changed', { nodeIds: [node.id], reason: `node ${node.name} labels changed` });
       return node;
     },
   );

@@ -115,6 +115,15 @@ describe.skipIf(!ready)('static proxy: routes keep answering while the agent die
 
   for (const fault of ['SIGKILL', 'SIGSTOP'] as const) {
     it(`the answerer ${fault === 'SIGKILL' ? 'killed' : 'frozen'}: detected and replaced within ${RESTART_BOUND_MS} ms`, async () => {
+      // A fault lands on a settled answerer: the same serial served across two checks (no publish in flight). A zone
+      // reload in flight to a frozen knotd holds the agent's next check for knotc's own timeout (5 s), beyond this bound.
+      let serial = await answerer.probe();
+      for (let settled = 0; settled < 2; ) {
+        await new Promise((r) => setTimeout(r, CHECK_MS));
+        const now = await answerer.probe();
+        settled = now === serial ? settled + 1 : 0;
+        serial = now;
+      }
       const pid = await answerer.pid();
       expect(pid).not.toBeNull();
       const faultAt = performance.now();
@@ -131,8 +140,9 @@ describe.skipIf(!ready)('static proxy: routes keep answering while the agent die
       console.log(`answerer ${fault}: answering again after ${outageMs.toFixed(0)} ms (bound ${RESTART_BOUND_MS} ms; last failed probe at ${down.toFixed(0)} ms)`);
       expect(await answerer.pid()).not.toBe(pid);
       expect(outageMs).toBeLessThan(RESTART_BOUND_MS);
-      // Detection needs at least one failed probe: never "restarted" before the fault could be seen.
-      expect(outageMs).toBeGreaterThan(PROBE_MS / 2);
+      // A frozen knotd is seen only when a probe times out: never "restarted" before that. A killed one refuses at
+      // once (ICMP), and its replacement can answer within tens of ms when a check falls right after the kill.
+      if (fault === 'SIGSTOP') expect(outageMs).toBeGreaterThanOrEqual(PROBE_MS);
       for (const r of routes) expect((await getWithMarker(caddy.httpPort, r.domain)).status).toBe(200);
       await agent!.waitForOutput(new RegExp(`"restarts":${fault === 'SIGKILL' ? 1 : 2}`), 5_000);
     }, 30_000);
