@@ -43,6 +43,7 @@ function controllers(
           drainsFile: path.join(config.stateDir, 'drains.json'),
           allocationsFile: path.join(config.stateDir, 'allocations.json'),
           allocationDrainsFile: path.join(config.stateDir, 'allocation-drains.json'),
+          privateAddress: config.remote.privateAddress,
           traffic: () => proxy.routing?.traffic,
           onDrained: (report) => agent()?.connection.reportDrained(report),
           // A container that crashed past its restart budget fails its deployment, visibly, on the panel.

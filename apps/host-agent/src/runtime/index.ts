@@ -28,6 +28,7 @@ export function createDockerWorkloadController(
     | 'onDrained'
     | 'allocationsFile'
     | 'allocationDrainsFile'
+    | 'privateAddress'
   > = {},
 ): DockerWorkloadController {
   const runtime = new DockerContainerRuntime(docker, { callTimeoutMs: config.timing.callTimeoutMs, containerLogs: config.containerLogs });
