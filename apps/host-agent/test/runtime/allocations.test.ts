@@ -228,7 +228,9 @@ describe.skipIf(!docker.available)('runtime: allocations on a real engine', () =
     expect(info.NetworkSettings.Ports['8080/tcp']).toEqual([{ HostIp: '127.0.0.1', HostPort: String(port) }]);
     expect((await (await fetch(`http://${published.endpoint}/`, { signal: AbortSignal.timeout(2_000) })).text()).trim()).toBe('ok-2');
     // Another address of this host (Tether's network's gateway) has nothing on that port.
-    const gateway = (await h.docker.getNetwork(h.network).inspect()).IPAM.Config[0].Gateway as string;
+    const network = (await h.docker.getNetwork(h.network).inspect()) as { IPAM?: { Config?: { Gateway?: string }[] } };
+    const gateway = network.IPAM?.Config?.[0]?.Gateway;
+    expect(gateway).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
     const elsewhere = await fetch(`http://${gateway}:${port}/`, { signal: AbortSignal.timeout(2_000) }).then(() => 'answered', (e: Error & { cause?: { code?: string } }) => e.cause?.code ?? e.message);
     expect(elsewhere).toBe('ECONNREFUSED');
     // Made before the address was set: bound again as they are, reported unpublished, never restarted.
