@@ -54,6 +54,8 @@ export interface DockerWorkloadControllerOptions {
   allocationDrainsFile?: string;
   /** TETHER_PRIVATE_ADDRESS (routing.remote): allocation containers publish their port there; absent: nowhere. */
   privateAddress?: string | null;
+  /** Docker's event stream opened: at start and after every loss (a restarted daemon may have rebuilt its firewall chains). */
+  onRuntimeReconnect?: () => void;
 }
 
 const NOT_STARTED = 'not started';
@@ -170,7 +172,9 @@ export class DockerWorkloadController implements WorkloadController {
       },
       onState: (open) => {
         this.reader.setTrusted(open);
-        if (open) void this.reconcile();
+        if (!open) return;
+        void this.reconcile();
+        options.onRuntimeReconnect?.();
       },
     });
     this.sweep = createLoop({

@@ -29,6 +29,7 @@ export function createDockerWorkloadController(
     | 'allocationsFile'
     | 'allocationDrainsFile'
     | 'privateAddress'
+    | 'onRuntimeReconnect'
   > = {},
 ): DockerWorkloadController {
   const runtime = new DockerContainerRuntime(docker, { callTimeoutMs: config.timing.callTimeoutMs, containerLogs: config.containerLogs });
