@@ -147,6 +147,23 @@ describe('static answers', () => {
     expect(renderStaticConfig({ ...o, lookupRefreshMs: 2000 }).id).not.toBe(plain.id);
   });
 
+  it('one lookup spreads round robin and retries a failed dial on the next target; the case-blind multi lookups keep first, without retries', () => {
+    const o = { admin: { listen: '127.0.0.1:2019' }, httpPort: 80, httpsPort: 443, tls: 'off' as const, answerer: 'udp/127.0.0.1:5399', lookupRefreshMs: 1000, answersDir: '/state/answers', askPort: 9082, issuer: 'internal' as const };
+    type Proxy = { handler: string; dynamic_upstreams: { source: string }; load_balancing: Record<string, unknown>; transport: Record<string, unknown> };
+    const proxies: Proxy[] = [];
+    JSON.stringify(JSON.parse(renderStaticConfig(o).json), (_key, value: unknown) => {
+      if ((value as Proxy | null)?.handler === 'reverse_proxy') proxies.push(value as Proxy);
+      return value;
+    });
+    const single = proxies.filter((p) => p.dynamic_upstreams.source === 'srv');
+    const multi = proxies.filter((p) => p.dynamic_upstreams.source === 'multi');
+    expect(single.length).toBeGreaterThanOrEqual(4);
+    expect(multi.length).toBe(3);
+    for (const p of single) expect(p.load_balancing).toEqual({ selection_policy: { policy: 'round_robin' }, try_duration: '1500ms', try_interval: '250ms' });
+    for (const p of multi) expect(p.load_balancing).toEqual({ selection_policy: { policy: 'first' } });
+    for (const p of proxies) expect(p.transport).toMatchObject({ protocol: 'http', dial_timeout: '1000ms' });
+  });
+
   it('the answerer shows in the agent metrics', async () => {
     const health = { up: false, starts: 2, restarts: 1, lastFailure: 'x', lastFailureAt: null, unserved: 3, legacy: 0 };
     const registry = createAgentMetrics({ connection: { state: 'ready', on: () => undefined } as never, routing: () => ({ appliedHash: null, reloadsTotal: 0, reloadsToday: 0, lastReloadAt: null, lastReloadReason: null }), answerer: () => health });
