@@ -1,3 +1,5 @@
+import { readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { caddyLoadCount, ensureCaddy, ensureKnot, startCaddy, waitFor, type TestCaddy } from '@tether/testkit';
 import { routingHash, serviceUpstream, type Route } from '@tether/protocol';
@@ -150,5 +152,47 @@ describe.skipIf(!ready)('static proxy: other nodes\' replicas (routing.remote)',
     expect(answer.status).toBeGreaterThanOrEqual(500);
     expect(unservedMs).toBeLessThan(PROBE_INTERVAL_MS + PROBE_TIMEOUT_MS + 200);
     expect(await caddyLoadCount(caddy.adminUrl)).toBe(loads);
+  });
+});
+
+describe.skipIf(!ready)('static proxy: the upgrade to round robin and retries', () => {
+  it('a Caddy still holding the previous release\'s static config (first, no dial timeout, no retries) is loaded once, recorded as kind change', async () => {
+    const caddy = await startCaddy();
+    const stateDir = await tempDir();
+    const shop = await startNamedServer('shop');
+    const options = { adminUrl: caddy.adminUrl, adminListen: `127.0.0.1:${caddy.adminPort}`, stateDir, httpPort: caddy.httpPort };
+    const routes: Route[] = [{ domain: 'shop.example.test', pathPrefix: null, serviceId: 'svc_shop', upstream: `127.0.0.1:${shop.port}` }];
+    let controller = await staticController(options);
+    try {
+      await controller.start();
+      await controller.apply({ version: 1, hash: routingHash(routes), routes });
+      await controller.stop();
+      // The previous release's config and state: its proxies as they were rendered, its own @id and render digest.
+      const running = await (await fetch(`${caddy.adminUrl}/config/`)).text();
+      const previous = JSON.parse(running, (key, value: unknown) => {
+        if (key === 'load_balancing') return { selection_policy: { policy: 'first' } };
+        if (key === 'transport') return { protocol: 'http', resolver: (value as { resolver: unknown }).resolver };
+        if (key === '@id') return `tether-static-${'0'.repeat(32)}`;
+        return value;
+      }) as unknown;
+      expect((await fetch(`${caddy.adminUrl}/load`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(previous) })).status).toBe(200);
+      const statePath = path.join(stateDir, 'routing-state.json');
+      const state = JSON.parse(await readFile(statePath, 'utf8')) as { renderDigest?: string };
+      await writeFile(statePath, JSON.stringify({ ...state, renderDigest: `static-${'0'.repeat(24)}` }));
+      const loads = await caddyLoadCount(caddy.adminUrl);
+
+      controller = await staticController(options);
+      await controller.start();
+      expect(await caddyLoadCount(caddy.adminUrl)).toBe(loads + 1);
+      expect(controller.status()).toMatchObject({ lastReloadReason: 'proxy settings changed (agent configuration or version)' });
+      expect(controller.status().reloadKinds).toMatchObject({ initial: 1, change: 1, repairDrift: 0 });
+      expect(await (await fetch(`${caddy.adminUrl}/config/`)).text()).toContain('round_robin');
+      expect((await getWithMarker(caddy.httpPort, 'shop.example.test')).body).toBe('shop /');
+    } finally {
+      await controller.stop();
+      await controller.knot.destroy();
+      await shop.close();
+      await caddy.stop();
+    }
   });
 });
