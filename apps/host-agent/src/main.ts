@@ -13,7 +13,7 @@ import { UnavailableWorkloads } from './null-controllers.js';
 import { EventJournal, createRoutingController, reloadEvent } from './proxy/index.js';
 import { createDockerWorkloadController } from './runtime/index.js';
 import { createDockerClient } from './docker/docker-client.js';
-import { NetworkIsolation, hostCommands } from './docker/isolation.js';
+import { NetworkIsolation, elsewhere, hostCommands } from './docker/isolation.js';
 import { DockerLogSource, LogStreams } from './logs/index.js';
 import { createCanary, withCanary, type Canary } from './canary/index.js';
 import { probeTarget, withRouteProbes } from './route-probes/index.js';
@@ -94,7 +94,13 @@ runMain(
     // Cross-node routing publishes allocation ports on the private address: containers' own addresses stay unreachable from other hosts.
     const isolation =
       config.remote.privateAddress !== null && config.runtime.kind === 'docker'
-        ? new NetworkIsolation({ docker, network: config.runtime.network, run: hostCommands(config.runtime.timing.callTimeoutMs), intervalMs: config.runtime.timing.sweepIntervalMs, logger })
+        ? new NetworkIsolation({
+            docker,
+            network: config.runtime.network,
+            run: config.runtime.dockerHost?.startsWith('tcp:') ? elsewhere(config.runtime.dockerHost) : hostCommands(config.runtime.timing.callTimeoutMs),
+            intervalMs: config.runtime.timing.sweepIntervalMs,
+            logger,
+          })
         : null;
     const parts = controllers(docker, config, nodeName, logger, () => ref.agent, journal, canary, (resolve) => (proxy.address = resolve), () => proxy.address?.() ?? Promise.resolve(null), isolation);
     const agent = createAgent(config, { logger, ...parts, ...(journal ? { events: journal } : {}) });

@@ -114,6 +114,11 @@ export function hostCommands(timeoutMs: number): CommandRunner {
     });
 }
 
+/** For an engine on another machine (DOCKER_HOST=tcp://…): this host's iptables would guard the wrong kernel. */
+export function elsewhere(dockerHost: string): CommandRunner {
+  return () => Promise.reject(new Error(`the Docker engine is on another machine (DOCKER_HOST=${dockerHost}); its firewall is not this host's`));
+}
+
 export interface NetworkIsolationOptions {
   docker: Docker;
   network: string;

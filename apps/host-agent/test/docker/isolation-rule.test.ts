@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { pino } from 'pino';
-import { NetworkIsolation, ensureIsolation, isolationRule, type CommandRunner } from '../../src/docker/isolation.js';
+import { NetworkIsolation, elsewhere, ensureIsolation, isolationRule, type CommandRunner } from '../../src/docker/isolation.js';
 
 // The isolation rule as text, with a scripted iptables: what is checked, inserted and removed, that a second pass
 // changes nothing, and that a missing iptables is one error log with its code, not one per check.
@@ -79,5 +79,19 @@ describe('network isolation rule', () => {
     expect(isolation.enforced).toBe(true);
     expect(ipt.chain).toEqual([expect.stringContaining('--ctorigdst 172.18.0.0/16')]);
     expect(lines.filter((l) => l.level === 50)).toHaveLength(1);
+  });
+
+  it('an engine on another machine (DOCKER_HOST=tcp://…) is never guarded with this host\'s iptables: not enforced, said once', async () => {
+    const lines: { level: number; code?: string; err?: { message: string } }[] = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as never) });
+    const docker = {
+      listNetworks: async () => [{ Name: 'tether' }],
+      getNetwork: () => ({ inspect: async () => ({ Id: '0123456789abcdef', Options: {}, IPAM: { Config: [{ Subnet: '172.18.0.0/16' }] } }) }),
+    };
+    const isolation = new NetworkIsolation({ docker: docker as never, network: 'tether', run: elsewhere('tcp://10.0.0.9:2375'), intervalMs: 60_000, logger });
+    await isolation.check();
+    await isolation.check();
+    expect(isolation.enforced).toBe(false);
+    expect(lines.filter((l) => l.level === 50)).toEqual([expect.objectContaining({ code: 'ISOLATION_NOT_ENFORCED', err: expect.objectContaining({ message: expect.stringContaining('another machine') }) })]);
   });
 });
