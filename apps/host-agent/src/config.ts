@@ -7,6 +7,7 @@ import { answererRootUsable } from './proxy/knot-image.js';
 import { LogFormatSchema, type LogFormat } from '@tether/common/logging';
 import { ConfigError, parseEnv, splitHostPort } from '@tether/common';
 import { MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, pinnedProtocolRange, type ProtocolRange } from '@tether/protocol';
+import { canonicalIp } from './runtime/published-port.js';
 import { CONTAINER_LOG_DEFAULTS, DEFAULT_RESTART_POLICY, DEFAULT_RUNTIME_TIMING, type ContainerLogOptions, type RestartPolicy, type RuntimeTiming } from './runtime/settings.js';
 
 // The one place the agent reads process.env. Every variable is listed, with
@@ -140,6 +141,11 @@ const EnvSchema = Type.Object({
   TETHER_CANARY_UPSTREAM: Type.Optional(Type.String({ pattern: HOST_PORT, maxLength: 300 })),
   /** Canary: http://host:port where the agent reaches Caddy's canary server; default: 127.0.0.1 (external) or the proxy container's address on Tether's network (container), at TETHER_CANARY_PROXY_PORT. */
   TETHER_CANARY_PROXY_URL: Type.Optional(Type.String({ pattern: '^http://' })),
+  /** Cross-node routing (routing.remote): this node's IP on the operators' private network; allocation ports are published there only. */
+  TETHER_PRIVATE_ADDRESS: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+  /** Cross-node routing: how often every remote endpoint of the applied map is TCP-probed, and how long one connect may take. */
+  TETHER_REMOTE_PROBE_INTERVAL_MS: Ms(1_000, 50),
+  TETHER_REMOTE_PROBE_TIMEOUT_MS: Ms(500, 10),
   /** Prometheus metrics and /healthz over HTTP: off when unset (0 = a free port, logged). */
   TETHER_AGENT_METRICS_PORT: Type.Optional(Type.Integer({ minimum: 0, maximum: 65_535 })),
   TETHER_AGENT_METRICS_HOST: Type.String({ minLength: 1, maxLength: 253, default: '127.0.0.1' }),
@@ -213,6 +219,12 @@ export interface AgentConfig {
     dnsServer: string | null;
     dnsCacheMs: number;
   };
+  /** Cross-node routing (capability routing.remote); `privateAddress` null: off (nothing published, no capability). */
+  remote: {
+    privateAddress: string | null;
+    probeIntervalMs: number;
+    probeTimeoutMs: number;
+  };
   canary: {
     intervalMs: number;
     proxyPort: number;
@@ -266,6 +278,24 @@ function parseDnsServer(value: string | undefined, problems: string[]): string |
   return value;
 }
 
+/**
+ * TETHER_PRIVATE_ADDRESS: one IP literal, IPv4 or IPv6 without brackets or zone; null when unset. Never a wildcard:
+ * Docker would publish allocation ports on every interface, the public ones included.
+ */
+function parsePrivateAddress(value: string | undefined, problems: string[]): string | null {
+  if (value === undefined) return null;
+  const shown = JSON.stringify(value.slice(0, 100));
+  if (isIP(value) === 0 || value.includes('%')) {
+    problems.push(`TETHER_PRIVATE_ADDRESS: ${shown} is not an IP address (IPv4, or IPv6 without brackets)`);
+    return null;
+  }
+  if (isIP(value) === 4 ? value === '0.0.0.0' : /^[0:]+$/.test(value)) {
+    problems.push(`TETHER_PRIVATE_ADDRESS: ${shown} is the wildcard address; name this node's address on the private network`);
+    return null;
+  }
+  return canonicalIp(value);
+}
+
 /** Only the state folder (the HEALTHCHECK needs no more, and must not fail on the rest). */
 export function loadStateDir(env: Record<string, string | undefined>): string {
   return path.resolve(env.TETHER_STATE_DIR || DEFAULT_STATE_DIR);
@@ -312,6 +342,7 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
   const panelUrls = parsePanelUrls(e.TETHER_PANEL_URL, problems);
   const publicAddresses = parseAddresses(e.TETHER_PUBLIC_ADDRESSES, problems);
   const dnsServer = parseDnsServer(e.TETHER_ROUTE_PROBE_DNS_SERVER, problems);
+  const privateAddress = parsePrivateAddress(e.TETHER_PRIVATE_ADDRESS, problems);
   if (problems.length > 0) throw new ConfigError(problems);
   return {
     panelUrls,
@@ -391,6 +422,11 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
       publicAddresses,
       dnsServer,
       dnsCacheMs: e.TETHER_ROUTE_PROBE_DNS_CACHE_MS,
+    },
+    remote: {
+      privateAddress,
+      probeIntervalMs: e.TETHER_REMOTE_PROBE_INTERVAL_MS,
+      probeTimeoutMs: e.TETHER_REMOTE_PROBE_TIMEOUT_MS,
     },
     canary: {
       intervalMs: e.TETHER_CANARY_INTERVAL_MS,

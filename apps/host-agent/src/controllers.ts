@@ -56,6 +56,11 @@ export interface WorkloadController {
    * `setDesired` hands the node back to replica slots). Present exactly when the controller announces the capability.
    */
   setAllocations?(set: AllocationSet): void;
+  /**
+   * TETHER_PRIVATE_ADDRESS: allocation containers publish their port there and `allocations.status` carries each
+   * one's `endpoint` (routing.remote); absent: nothing is published.
+   */
+  readonly privateAddress?: string;
   /** Every allocation as `allocations.status` reports it; null before this agent run's first set. */
   allocationStatus?(): AllocationStatus[] | null;
   /** `listener` runs whenever the allocations' status changes and after every applied set; returns the unsubscribe. */

@@ -8,6 +8,8 @@ import { RUNTIME_ERROR_CATALOG } from './runtime/errors.js';
 
 export const AGENT_OWN_ERROR_CATALOG = defineErrorCatalog({
   AGENT_ERROR: 'the agent itself failed while carrying out a deployment (a bug, not the workload); the message says what',
+  ISOLATION_NOT_ENFORCED:
+    "cross-node routing: the agent could not keep its rule in Docker's DOCKER-USER chain (iptables missing or refused, the chain absent): other hosts may reach containers' own addresses on Tether's network; published ports work either way",
 });
 
 export const AGENT_ERROR_CATALOG = mergeErrorCatalogs(RUNTIME_ERROR_CATALOG, PROXY_ERROR_CATALOG, CONFIG_ERROR_CATALOG, AGENT_OWN_ERROR_CATALOG);

@@ -13,6 +13,7 @@ import { UnavailableWorkloads } from './null-controllers.js';
 import { EventJournal, createRoutingController, reloadEvent } from './proxy/index.js';
 import { createDockerWorkloadController } from './runtime/index.js';
 import { createDockerClient } from './docker/docker-client.js';
+import { NetworkIsolation, elsewhere, hostCommands } from './docker/isolation.js';
 import { DockerLogSource, LogStreams } from './logs/index.js';
 import { createCanary, withCanary, type Canary } from './canary/index.js';
 import { probeTarget, withRouteProbes } from './route-probes/index.js';
@@ -29,6 +30,7 @@ function controllers(
   canary: Canary | null,
   proxyAddress: (resolve: () => Promise<string | null>) => void,
   proxyAddressOf: () => Promise<string | null>,
+  isolation: NetworkIsolation | null,
 ): { workloads: WorkloadController; routing: RoutingController; logs?: LogStreams } {
   // The routing controller is made after the workloads, which read its drain side only when a drain needs it.
   const proxy: { routing?: RoutingController } = {};
@@ -43,6 +45,8 @@ function controllers(
           drainsFile: path.join(config.stateDir, 'drains.json'),
           allocationsFile: path.join(config.stateDir, 'allocations.json'),
           allocationDrainsFile: path.join(config.stateDir, 'allocation-drains.json'),
+          privateAddress: config.remote.privateAddress,
+          ...(isolation ? { onRuntimeReconnect: () => void isolation.trigger() } : {}),
           traffic: () => proxy.routing?.traffic,
           onDrained: (report) => agent()?.connection.reportDrained(report),
           // A container that crashed past its restart budget fails its deployment, visibly, on the panel.
@@ -87,7 +91,18 @@ runMain(
     );
     // The one Docker client of the process (it connects per call: making it costs no I/O, also when unused).
     const docker = createDockerClient(config.runtime.dockerHost);
-    const parts = controllers(docker, config, nodeName, logger, () => ref.agent, journal, canary, (resolve) => (proxy.address = resolve), () => proxy.address?.() ?? Promise.resolve(null));
+    // Cross-node routing publishes allocation ports on the private address: containers' own addresses stay unreachable from other hosts.
+    const isolation =
+      config.remote.privateAddress !== null && config.runtime.kind === 'docker'
+        ? new NetworkIsolation({
+            docker,
+            network: config.runtime.network,
+            run: config.runtime.dockerHost?.startsWith('tcp:') ? elsewhere(config.runtime.dockerHost) : hostCommands(config.runtime.timing.callTimeoutMs),
+            intervalMs: config.runtime.timing.sweepIntervalMs,
+            logger,
+          })
+        : null;
+    const parts = controllers(docker, config, nodeName, logger, () => ref.agent, journal, canary, (resolve) => (proxy.address = resolve), () => proxy.address?.() ?? Promise.resolve(null), isolation);
     const agent = createAgent(config, { logger, ...parts, ...(journal ? { events: journal } : {}) });
     ref.agent = agent;
     logger.info({ panels: config.panelUrls, node: nodeName, runtime: config.runtime.kind, proxy: config.proxy.kind }, 'tether agent starting');
@@ -101,12 +116,14 @@ runMain(
     const { workloads } = parts;
     const drains = workloads.drainStats?.bind(workloads);
     const metrics = config.metrics ? await startAgentMetrics(config.metrics, agent, parts.routing, health, logger, drains) : undefined;
+    isolation?.start();
     await agent.start();
     return {
       async stop(signal) {
         logger.info({ signal }, 'agent stopping');
         stopHealth();
         await metrics?.close();
+        await isolation?.stop();
         await agent.stop();
       },
     };

@@ -113,6 +113,27 @@ describe('route probes under the ACME issuer: DNS check and issuance log setting
   });
 });
 
+describe('cross-node routing (routing.remote)', () => {
+  it('off by default: no private address, probes every second bounded by 500 ms', () => {
+    expect(loadConfig(base).remote).toEqual({ privateAddress: null, probeIntervalMs: 1_000, probeTimeoutMs: 500 });
+    expect(loadConfig({ ...base, TETHER_REMOTE_PROBE_INTERVAL_MS: '250', TETHER_REMOTE_PROBE_TIMEOUT_MS: '100' }).remote).toMatchObject({ probeIntervalMs: 250, probeTimeoutMs: 100 });
+    expect(() => loadConfig({ ...base, TETHER_REMOTE_PROBE_INTERVAL_MS: '0' })).toThrow(/TETHER_REMOTE_PROBE_INTERVAL_MS/);
+  });
+
+  it('TETHER_PRIVATE_ADDRESS: one IPv4 or IPv6 literal, IPv6 in one spelling; names, brackets, zones, lists and wildcards refused by name', () => {
+    expect(loadConfig({ ...base, TETHER_PRIVATE_ADDRESS: '10.20.0.7' }).remote.privateAddress).toBe('10.20.0.7');
+    expect(loadConfig({ ...base, TETHER_PRIVATE_ADDRESS: 'FD00:0:0::7' }).remote.privateAddress).toBe('fd00::7');
+    for (const bad of ['node-1.internal', '[fd00::7]', 'fe80::1%eth0', '10.0.0.1,10.0.0.2', '10.0.0.256', '0.0.0.0', '::', '0::0']) {
+      expect(() => loadConfig({ ...base, TETHER_PRIVATE_ADDRESS: bad }), bad).toThrow(/TETHER_PRIVATE_ADDRESS/);
+    }
+    try {
+      loadConfig({ ...base, TETHER_PRIVATE_ADDRESS: '0.0.0.0' });
+    } catch (err) {
+      expect((err as ConfigError).problems).toEqual([expect.stringContaining('wildcard')]);
+    }
+  });
+});
+
 describe('docs/operations.md', () => {
   it('lists every environment variable this app reads', () => {
     expect(undocumentedEnvVars(ENV_VARS)).toEqual([]);

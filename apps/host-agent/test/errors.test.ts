@@ -7,7 +7,7 @@ import { RUNTIME_ERROR_CATALOG, RuntimeError } from '../src/runtime/errors.js';
 describe('agent error catalog', () => {
   it('holds every code of the runtime, the proxy, the configuration and the agent itself, each once', () => {
     const areas = [RUNTIME_ERROR_CATALOG, PROXY_ERROR_CATALOG, CONFIG_ERROR_CATALOG];
-    const expected = [...areas.flatMap((c) => Object.keys(c)), 'AGENT_ERROR'].sort();
+    const expected = [...areas.flatMap((c) => Object.keys(c)), 'AGENT_ERROR', 'ISOLATION_NOT_ENFORCED'].sort();
     expect(Object.keys(AGENT_ERROR_CATALOG).sort()).toEqual(expected);
     expect(AGENT_ERROR_CODES.AGENT_ERROR).toBe('AGENT_ERROR');
     for (const meaning of Object.values(AGENT_ERROR_CATALOG)) expect(meaning.length).toBeGreaterThan(10);

@@ -29,8 +29,20 @@ export const routingStatus = (status: RoutingStatus): RoutingStatus => ({
   ...(status.probes ? { probes: status.probes.map(probeText) } : {}),
 });
 
+type Parts = { events?: PendingEvents; logs?: LogStreams; routing: RoutingController; workloads: WorkloadController };
+
+/**
+ * The private address hello names with `routing.remote`, or null when the agent does not announce it: cross-node
+ * routing takes all three, ports published on that address (allocations: nothing else publishes) and answers that
+ * can name them (the static proxy, whose answerer is what other nodes' endpoints go into).
+ */
+export function remoteRoutingAddress(parts: Pick<Parts, 'routing' | 'workloads'>): string | null {
+  const { privateAddress, capabilities } = parts.workloads;
+  return privateAddress && capabilities?.includes(CAPABILITIES.WORKLOAD_ALLOCATIONS) && parts.routing.answerer ? privateAddress : null;
+}
+
 /** The optional features this agent was built with, as hello announces them. */
-export function agentCapabilities(parts: { events?: PendingEvents; logs?: LogStreams; routing: RoutingController; workloads: WorkloadController }): string[] {
+export function agentCapabilities(parts: Parts): string[] {
   return [
     ...(parts.events ? [CAPABILITIES.PROXY_EVENTS] : []),
     ...(parts.logs ? [CAPABILITIES.LOGS] : []),
@@ -38,6 +50,7 @@ export function agentCapabilities(parts: { events?: PendingEvents; logs?: LogStr
     ...(parts.routing.answerer ? [CAPABILITIES.PROXY_STATIC] : []),
     ...(parts.routing.probesRoutes ? [CAPABILITIES.ROUTES_PROBE] : []),
     ...(parts.workloads.capabilities ?? []),
+    ...(remoteRoutingAddress(parts) ? [CAPABILITIES.ROUTING_REMOTE] : []),
     // Built in: every workload's secrets become its container's environment (runtime/workload-spec.ts).
     CAPABILITIES.SECRETS,
   ];

@@ -29,7 +29,7 @@ import type { LogStreams } from '../logs/index.js';
 import { DeployResultQueue } from './deploy-results.js';
 import { EventSender } from './event-sender.js';
 import { PanelFrameRouter } from './frame-router.js';
-import { agentCapabilities, freeText, routingStatus, runtimeStatus } from './handshake.js';
+import { agentCapabilities, freeText, remoteRoutingAddress, routingStatus, runtimeStatus } from './handshake.js';
 import { PanelTargets, agentConnectUrl } from './panel-targets.js';
 
 export { agentConnectUrl } from './panel-targets.js';
@@ -204,6 +204,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       containers: [],
       runtime: { available: false, error: errorMessage(err) },
     }));
+    const privateAddress = remoteRoutingAddress(this.options);
     this.sendOn(socket, {
       type: 'hello',
       id: this.nextId(),
@@ -214,6 +215,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       runtime: runtimeStatus(observation.runtime),
       routing: this.routingStatus(),
       capabilities: agentCapabilities(this.options),
+      ...(privateAddress ? { privateAddress } : {}),
     });
   }
 
@@ -329,7 +331,9 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     if (!this.socket || this.state_ !== 'ready' || !this.allocationsAgreed) return;
     const statuses = this.options.workloads.allocationStatus?.();
     if (!statuses) return;
-    const allocations = statuses.map((s) => ({ ...s, reason: s.reason === null ? null : freeText(s.reason) }));
+    // An endpoint only to a panel that named routing.remote back: another never routes to it.
+    const remote = this.confirmed.includes(CAPABILITIES.ROUTING_REMOTE);
+    const allocations = statuses.map(({ endpoint, ...s }) => ({ ...s, reason: s.reason === null ? null : freeText(s.reason), ...(remote && endpoint !== undefined ? { endpoint } : {}) }));
     this.send({ type: 'allocations.status', id: this.nextId(), ref: this.allocationsRef, allocations });
   }
 

@@ -61,6 +61,8 @@ export interface CommonOptions {
   /** TLS auto: the issuance log as Caddy writes it (issuance-logging.ts); null: none. */
   issuanceLog?: string | null;
   endpoints: EndpointSource;
+  /** routing.remote: how other nodes' endpoints in the map are probed (TETHER_REMOTE_PROBE_*); absent: not probed. */
+  remoteProbes?: { intervalMs: number; timeoutMs: number };
 }
 
 export interface ExternalProxyOptions extends CommonOptions {
@@ -118,6 +120,7 @@ function controllerOptions(o: CommonOptions) {
     endpoints: o.endpoints,
     checkIntervalMs: o.checkIntervalMs,
     answersIntervalMs: o.answersIntervalMs,
+    ...(o.remoteProbes ? { remoteProbes: o.remoteProbes } : {}),
     ...(o.onReload ? { onReload: o.onReload } : {}),
     logger: o.logger,
     ...(o.now ? { now: o.now } : {}),
@@ -259,6 +262,8 @@ export function createRoutingController(
     askPort: p.askPort,
     issuer: p.tlsIssuer,
     issuanceLog: p.tls === 'auto' ? issuanceLogPaths(p, config.stateDir).caddyPath : null,
+    // Only a panel that heard routing.remote sends remote endpoints: with none in the map nothing is probed.
+    remoteProbes: { intervalMs: config.remote.probeIntervalMs, timeoutMs: config.remote.probeTimeoutMs },
     endpoints:
       config.runtime.kind === 'docker'
         ? dockerEndpoints(dockerOf(deps), { network: config.runtime.network, node, ...(deps.notServing ? { notServing: deps.notServing } : {}) })

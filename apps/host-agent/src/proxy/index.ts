@@ -14,4 +14,5 @@ export { KnotContainerAnswerer } from './knot-container-answerer.js';
 export type { Answerer, AnswererStatus } from './answerer.js';
 export { dockerEndpoints, type EndpointSource } from './docker-endpoints.js';
 export { computeAnswers, isStaticShape, ANSWER_ZONE, type Endpoint, type EndpointMap } from './static-answers.js';
-export { renderStaticConfig, PROXY_HEADER } from './static-render.js';
+export { renderStaticConfig, PROXY_HEADER, UPSTREAM_RETRY } from './static-render.js';
+export { RemoteProbes, connectProbe } from './remote-probes.js';

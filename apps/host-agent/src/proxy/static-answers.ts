@@ -16,7 +16,7 @@ import { isValidDomain, isValidUpstream } from './route-validation.js';
 export const ANSWER_ZONE = 'rt.tether.internal';
 /** SRV names of routes: `<domain>.h.<zone>` for a whole domain, `_<segN>.…._<seg1>.<domain>.h.<zone>` for a prefix (protocol's staticRouteName). */
 export const HOSTS_LABEL = 'h';
-/** A/AAAA names of upstream targets: `<target>.e.<zone>` (SRV targets must be names, never IPs). */
+/** A/AAAA names of upstream targets: `<target>.e.<zone>` (SRV targets must be names, never IPs): `c-<container>`, `ip-<address>`, `r-<address>-<port>` (another node's replica). */
 export const TARGETS_LABEL = 'e';
 /** Answered by the answerer whatever the map: what its health probe asks. */
 export const HEALTH_NAME = `health.${ANSWER_ZONE}`;
@@ -83,13 +83,30 @@ function targetFor(upstreamHost: string, endpoint: Endpoint | null): { name: str
   return { name: `${label}.${TARGETS_LABEL}`, type: family === 4 ? 'A' : 'AAAA', ip };
 }
 
+/** Another node's replica (routing.remote `address:port`, IPv6 in brackets) as an SRV target: its name carries the port too. */
+function remoteTarget(endpoint: string): { name: string; type: 'A' | 'AAAA'; ip: string; port: number } | null {
+  const { host, port } = splitHostPort(endpoint);
+  const family = isIP(host);
+  const label = `r-${host.toLowerCase().replace(/[.:]/g, '-')}-${port}`;
+  if (family === 0 || !/^[a-z0-9-]{1,63}$/.test(label)) return null;
+  return { name: `${label}.${TARGETS_LABEL}`, type: family === 4 ? 'A' : 'AAAA', ip: host, port };
+}
+
+export interface AnswerOptions {
+  canaryUpstream?: string | null;
+  /** Remote endpoints failing this agent's own probe (remote-probes.ts): never answered. */
+  failingRemote?: ReadonlySet<string>;
+}
+
 /**
  * Records for `routes`. An upstream that names a service alias (`svc-<id>:port`)
- * points at every ready container of the route's service; an upstream that is an
- * IP literal points at that address; anything else (a name the answerer cannot
- * resolve) has no record and answers `no-upstream`.
+ * points at every ready container of the route's service, and while none is
+ * ready at the route's `remote` endpoints (routing.remote: the service's replicas
+ * on other nodes) that pass the agent's probe; an upstream that is an IP literal
+ * points at that address; anything else (a name the answerer cannot resolve) has
+ * no record and answers `no-upstream`.
  */
-export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap, options: { canaryUpstream?: string | null } = {}): Answers {
+export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap, options: AnswerOptions = {}): Answers {
   const srv = new Set<string>();
   const targets = new Set<string>();
   const domains = new Set<string>();
@@ -114,6 +131,17 @@ export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap,
       targets.add(`${target.name} ${target.type} ${target.ip}`);
       if (endpoint?.serving === false) continue;
       srv.add(`${owner} SRV 10 10 ${port} ${target.name}`);
+      served += 1;
+    }
+    // Local first: another node costs a hop on the private network. A passing remote target keeps its A record
+    // while local replicas serve, as a leaving container does: a lookup Caddy cached before they came still names it.
+    const local = served > 0;
+    for (const { endpoint } of isIP(host) ? [] : (route.remote ?? [])) {
+      const target = options.failingRemote?.has(endpoint) ? null : remoteTarget(endpoint);
+      if (!target) continue;
+      targets.add(`${target.name} ${target.type} ${target.ip}`);
+      if (local) continue;
+      srv.add(`${owner} SRV 10 10 ${target.port} ${target.name}`);
       served += 1;
     }
     if (served === 0) unserved += 1;

@@ -54,15 +54,30 @@ function routeName(depth: number): string {
   return `${segments}{http.request.host}`;
 }
 
-/** Upstreams of the route named at `depths` (tried in order: the `first` policy takes the first that answered). */
+/**
+ * A dial that fails (a replica gone since Caddy's lookup: a crashed container, another node's endpoint that stopped
+ * answering before the probe noticed) is given up after DIAL_TIMEOUT and tried again on the next target within the
+ * same request, for TRY_DURATION at most (more than one dial timeout and one interval, so a dead target costs one
+ * retry). Caddy 2.6.2 keeps no health of dynamic upstreams: the answers (local first, probed remote endpoints) are
+ * the health mechanism, this is what covers their refresh window.
+ */
+export const UPSTREAM_RETRY = Object.freeze({ dialTimeoutMs: 1_000, tryIntervalMs: 250, tryDurationMs: 1_500 });
+
+/** Upstreams of the route named at `depths`: one source spread round robin, several tried in order (`first`). */
 function dynamicProxy(o: StaticRenderOptions, depths: readonly number[]) {
   const source = (depth: number) => srvSource(`${routeName(depth)}.${HOSTS_LABEL}.${ANSWER_ZONE}`, o);
+  const single = depths.length === 1;
+  const r = UPSTREAM_RETRY;
   return {
     handler: 'reverse_proxy',
-    dynamic_upstreams: depths.length === 1 ? source(depths[0]!) : { source: 'multi', sources: depths.map(source) },
-    load_balancing: { selection_policy: { policy: 'first' } },
+    dynamic_upstreams: single ? source(depths[0]!) : { source: 'multi', sources: depths.map(source) },
+    // The case-blind fallbacks need `first` (the deepest source that answered), which retries only the same target,
+    // and each retry would repeat their uncached misses: no retries there.
+    load_balancing: single
+      ? { selection_policy: { policy: 'round_robin' }, try_duration: `${r.tryDurationMs}ms`, try_interval: `${r.tryIntervalMs}ms` }
+      : { selection_policy: { policy: 'first' } },
     // SRV targets are names of the answerer's zone: Caddy resolves them through it too, not the system resolver.
-    transport: { protocol: 'http', resolver: { addresses: [o.answerer] } },
+    transport: { protocol: 'http', resolver: { addresses: [o.answerer] }, dial_timeout: `${r.dialTimeoutMs}ms` },
   };
 }
 

@@ -13,6 +13,7 @@ import { syncNameFiles } from './domain-files.js';
 import { ProxyError } from './errors.js';
 import type { Answerer } from './answerer.js';
 import { classifyReload } from './reload-kind.js';
+import { RemoteProbes } from './remote-probes.js';
 import { RoutingLane } from './routing-lane.js';
 import { NAME_LISTS, computeAnswers, type Answers, type NameList } from './static-answers.js';
 import { STATIC_ID_PREFIX, renderStaticConfig, type StaticRenderOptions, type StaticRendered } from './static-render.js';
@@ -43,6 +44,8 @@ export interface StaticRoutingControllerOptions {
   supervisor?: ProxySupervisor;
   /** Caddy's upstreams in use: a drain counts what is open on each container (proxy-traffic.ts). */
   upstreams?: Pick<CaddyAdmin, 'upstreams'>;
+  /** routing.remote: how the remote endpoints of the applied map are probed (remote-probes.ts); absent: not probed, all answered. */
+  remoteProbes?: { intervalMs: number; timeoutMs: number };
   onReload?: (reload: ReloadRecord) => void;
   logger: Logger;
   now?: () => Date;
@@ -75,6 +78,8 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
   readonly stats: StaticProxyStats = { answerWrites: 0, unserved: 0, legacy: 0, lastAnswersAt: null };
   readonly traffic: ProxyTraffic | undefined;
   private readonly answersDir: string;
+  /** Other nodes' endpoints of the applied map, probed by this agent: failing ones leave the answers. */
+  readonly remote: RemoteProbes | null;
 
   constructor(private readonly options: StaticRoutingControllerOptions) {
     super(options, options.now ?? (() => new Date()));
@@ -91,6 +96,15 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
       options.answersIntervalMs > 0
         ? createLoop({ name: 'proxy-answers', intervalMs: options.answersIntervalMs, run: () => this.refreshAnswers(), onError: onError('answerer check') })
         : null;
+    // A probe verdict changes the answers at once, without waiting for the answers loop's next tick.
+    const onRemoteChange = () => void (this.answersLoop ? this.answersLoop.trigger() : this.refreshAnswers().catch(onError('answers refresh')));
+    this.remote = options.remoteProbes ? new RemoteProbes({ ...options.remoteProbes, onChange: onRemoteChange, logger: options.logger }) : null;
+  }
+
+  /** The map to serve from now on; its remote endpoints are the ones probed. */
+  private setDesired(routes: Route[], hash: string): void {
+    this.desired = { routes, hash };
+    this.remote?.track(routes.flatMap((r) => r.remote?.map((e) => e.endpoint) ?? []));
   }
 
   get knot(): Answerer {
@@ -108,7 +122,8 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
     // Answers first (so the static config never serves a domain the answerer cannot name), then the config.
     await this.options.answerer.ensure().catch((error: unknown) => this.options.logger.error({ err: error }, 'answerer not running at start'));
     if (store.appliedHash !== null) {
-      this.desired = { routes: [...store.appliedRoutes], hash: store.appliedHash };
+      // The last applied map, remote endpoints included: probing needs no panel.
+      this.setDesired([...store.appliedRoutes], store.appliedHash);
       const result = await this.serialize(() => this.reconcile(this.desired!.routes, this.desired!.hash, true));
       if (result.error) this.options.logger.warn({ error: result.error }, 'static proxy start: routes in place not fully restored');
     } else {
@@ -117,11 +132,13 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
     }
     this.checkLoop?.start();
     this.answersLoop?.start();
+    this.remote?.start();
   }
 
   /** Caddy and the answerer are left running: both must outlive the agent. */
   stop(): Promise<void> {
     this.closed ??= (async () => {
+      await this.remote?.stop();
       await this.checkLoop?.stop();
       await this.answersLoop?.stop();
       await this.idle();
@@ -138,7 +155,7 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
         if (hash !== map.hash) {
           return this.answer(map.hash, false, false, new ProxyError('PROXY_HASH_MISMATCH', `map hash ${map.hash} is not the hash of its routes (${hash})`));
         }
-        this.desired = { routes: ordered, hash };
+        this.setDesired(ordered, hash);
         return await this.reconcile(ordered, hash, false);
       } catch (error) {
         return this.answer(map.hash, false, false, error);
@@ -217,7 +234,7 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
   /** Writes the answers for `routes` when they differ from those in place. */
   private async publish(routes: readonly Route[]): Promise<{ answers: Answers; changed: boolean }> {
     const canary = this.options.render.canary ? await upstreamByAddress(this.options.render.canary.upstream) : null;
-    const answers = computeAnswers(routes, await this.options.endpoints(), { canaryUpstream: canary });
+    const answers = computeAnswers(routes, await this.options.endpoints(), { canaryUpstream: canary, ...(this.remote ? { failingRemote: this.remote.failingEndpoints } : {}) });
     this.stats.unserved = answers.unserved;
     if (answers.legacy.length !== this.stats.legacy && answers.legacy.length > 0) {
       this.options.logger.warn({ routes: answers.legacy.map((r) => `${r.domain}${r.pathPrefix ?? ''}`).slice(0, 20), count: answers.legacy.length }, 'routes outside the static shape are not served');

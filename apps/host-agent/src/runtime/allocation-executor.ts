@@ -12,6 +12,7 @@ import { Drainer } from './drainer.js';
 import { isDeploymentFault } from './errors.js';
 import { applyMaintenance, retire, stopAndRemove, type ContainerFailure, type ExecutorDeps } from './executor.js';
 import { pinImage } from './image-pin.js';
+import { publishedEndpoint } from './published-port.js';
 import { plan, type Action, type PlanContext } from './plan.js';
 
 // The node's `allocations` set (capability workload.allocations) carried out
@@ -85,6 +86,7 @@ export class AllocationExecutor {
             bindings: this.bindings,
             failure: (allocationId, deploymentId) => this.book.failure(allocationId, deploymentId),
             health: (c) => this.deps.health.view(c.id)?.verdict ?? c.health,
+            ...(this.deps.privateAddress ? { endpoint: (c: AllocatedContainer) => this.endpointOf(c, this.deps.privateAddress!) } : {}),
           }
         : null,
     );
@@ -281,6 +283,12 @@ export class AllocationExecutor {
     }
     this.bindings = merged;
     await this.book.settle(merged, new Map(set.allocations.map((a) => [a.allocationId, a.deploymentId])));
+  }
+
+  /** Where the container publishes its release's port on the private address; null for one made without it (adopted, older agent). */
+  private endpointOf(c: AllocatedContainer, privateAddress: string): string | null {
+    const port = this.known.get(c.deploymentId)?.port;
+    return port ? publishedEndpoint(c.ports, privateAddress, port) : null;
   }
 
   /** The image each serving release runs, pinned once per release. */

@@ -15,6 +15,8 @@ export interface ReportView {
   bindings: ReadonlyMap<string, string>;
   failure: (allocationId: string, deploymentId: string) => AllocationFailure | undefined;
   health: (container: AllocatedContainer) => AllocationStatus['health'];
+  /** routing.remote: where a container's port is published on the private address; absent: nothing is published. */
+  endpoint?: (container: AllocatedContainer) => string | null;
 }
 
 export class AllocationReport {

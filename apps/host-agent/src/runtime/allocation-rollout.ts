@@ -13,7 +13,7 @@ import { allocationContainerSpec } from './workload-spec.js';
 export async function rollAllocations(deps: ExecutorDeps, plan: AllocationRollout, onStarting: () => void): Promise<RolloutResult> {
   const workload: Workload = { ...plan.release, replicas: plan.allocations.length };
   const old = plan.allocations.flatMap((a) => (a.retire ? [a.retire] : []));
-  const specs = plan.allocations.map((a) => allocationContainerSpec(deps.node, deps.network, plan.release, a.allocationId));
+  const specs = plan.allocations.map((a) => allocationContainerSpec(deps.node, deps.network, plan.release, a.allocationId, deps.privateAddress ?? null));
   try {
     // The image first (`pending` while it is pulled); rollout() finds it present then.
     await prepare(deps, workload);

@@ -19,6 +19,11 @@ export interface AllocationStatusInput {
   health: (container: AllocatedContainer) => AllocationStatus['health'];
   /** Pinned image per release, once known. */
   imageRefs: ReadonlyMap<string, string>;
+  /**
+   * Where a running container's port is published on the node's private address (routing.remote), null when it is
+   * not; absent: the node publishes nothing and no entry carries `endpoint`.
+   */
+  endpoint?: (container: AllocatedContainer) => string | null;
   /** The last report, so `since` moves only when the state does. */
   previous: ReadonlyMap<string, AllocationStatus>;
   now: string;
@@ -41,6 +46,8 @@ export function allocationStatuses(input: AllocationStatusInput): AllocationStat
       code: fail?.code ?? null,
       reason: fail?.reason ?? null,
       ...(imageRef ? { imageRef } : {}),
+      // A draining container takes no new requests: other nodes must not be sent to it either.
+      ...(input.endpoint ? { endpoint: c && c.state === 'running' && state !== 'draining' ? input.endpoint(c) : null } : {}),
       since: prev && prev.state === state && prev.deploymentId === deploymentId ? prev.since : input.now,
     };
   };

@@ -76,6 +76,7 @@ export class ContainerReader {
           startedAt: ms(details.startedAt),
           finishedAt: ms(details.finishedAt),
           oomKilled: details.oomKilled,
+          ...(details.ports && details.ports.length > 0 ? { ports: details.ports } : {}),
         };
         return { actual, details };
       }),

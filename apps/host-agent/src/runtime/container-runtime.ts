@@ -1,3 +1,5 @@
+import type { PortBinding } from './published-port.js';
+
 // The seam between reconciliation and the container engine. The controller
 // only talks to this interface; DockerContainerRuntime implements it with
 // dockerode. Every method rejects with a RuntimeError (see errors.ts).
@@ -37,6 +39,8 @@ export interface ContainerDetails {
   hasHealthcheck: boolean;
   /** The container's address on each network it joined (the canary reaches Caddy by it). */
   ipAddresses?: Record<string, string>;
+  /** Ports published on the host now (NetworkSettings.Ports: empty while the container is stopped). */
+  ports?: PortBinding[];
 }
 
 export interface ContainerSpec {
@@ -58,10 +62,13 @@ export interface ContainerSpec {
   memoryBytes?: number;
   /** Named volumes (never host paths) to mount. */
   volumes?: VolumeMount[];
-  /** Only the proxy container uses the fields below (service containers never publish ports). */
+  /**
+   * Host ports to publish, by container port ("80/tcp"): the proxy's, and an allocation's on the node's private
+   * address (routing.remote). No `hostPort`: Docker picks a free one.
+   */
+  publish?: Record<string, { hostIp: string; hostPort?: number }>;
+  /** Only the proxy containers use the fields below. */
   user?: string;
-  /** Host ports to publish, by container port ("80/tcp"). */
-  publish?: Record<string, { hostIp: string; hostPort: number }>;
   /** Host folders to mount ("host:container"). */
   binds?: string[];
   /** Docker's restart policy; default "no": the agent owns service restarts. */

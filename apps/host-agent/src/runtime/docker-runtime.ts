@@ -15,6 +15,7 @@ import type {
 } from './container-runtime.js';
 import { RUNTIME_ERROR_CODES, RuntimeError, toRuntimeError, type RuntimeSubject } from './errors.js';
 import { demuxLogs, parseJsonLines } from '../docker/docker-streams.js';
+import type { PortBinding } from './published-port.js';
 import { CONTAINER_LOG_DEFAULTS, type ContainerLogOptions } from './settings.js';
 
 export interface DockerRuntimeOptions {
@@ -36,6 +37,13 @@ const labelFilter = (labels: Record<string, string>) => Object.entries(labels).m
 function exposedPorts(spec: ContainerSpec): Record<string, object> | undefined {
   const ports = [...(spec.exposedPort === null ? [] : [`${spec.exposedPort}/tcp`]), ...Object.keys(spec.publish ?? {})];
   return ports.length === 0 ? undefined : Object.fromEntries(ports.map((port) => [port, {}]));
+}
+
+/** Docker's `{ "8080/tcp": [{ HostIp, HostPort }] }` (null for a port exposed but not published) as rows. */
+function portBindings(ports: Record<string, { HostIp: string; HostPort: string }[] | null> | undefined): PortBinding[] {
+  return Object.entries(ports ?? {}).flatMap(([containerPort, bindings]) =>
+    (bindings ?? []).map((b) => ({ containerPort, hostIp: b.HostIp, hostPort: Number(b.HostPort) })).filter((b) => Number.isInteger(b.hostPort) && b.hostPort > 0),
+  );
 }
 
 const logConfig = (o: ContainerLogOptions) => ({ 'max-size': o.maxSize, 'max-file': String(o.maxFile) });
@@ -100,6 +108,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
           .filter(([, n]) => Boolean(n?.IPAddress))
           .map(([name, n]) => [name, n.IPAddress]),
       ),
+      ports: portBindings(info.NetworkSettings?.Ports),
     };
   }
 
@@ -135,7 +144,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
           LogConfig: { Type: 'json-file', Config: logConfig(this.options.containerLogs ?? CONTAINER_LOG_DEFAULTS) },
           ...(spec.publish === undefined
             ? {}
-            : { PortBindings: Object.fromEntries(Object.entries(spec.publish).map(([port, p]) => [port, [{ HostIp: p.hostIp, HostPort: String(p.hostPort) }]])) }),
+            : { PortBindings: Object.fromEntries(Object.entries(spec.publish).map(([port, p]) => [port, [{ HostIp: p.hostIp, HostPort: p.hostPort === undefined ? '' : String(p.hostPort) }]])) }),
           ...(spec.binds === undefined ? {} : { Binds: spec.binds }),
           ...(spec.sysctls === undefined ? {} : { Sysctls: spec.sysctls }),
           ...(spec.nanoCpus === undefined ? {} : { NanoCpus: spec.nanoCpus }),

@@ -52,6 +52,10 @@ export interface DockerWorkloadControllerOptions {
   allocationsFile?: string;
   /** Where drains of removed allocations survive agent restarts (TETHER_STATE_DIR/allocation-drains.json); default: memory only. */
   allocationDrainsFile?: string;
+  /** TETHER_PRIVATE_ADDRESS (routing.remote): allocation containers publish their port there; absent: nowhere. */
+  privateAddress?: string | null;
+  /** Docker's event stream opened: at start and after every loss (a restarted daemon may have rebuilt its firewall chains). */
+  onRuntimeReconnect?: () => void;
 }
 
 const NOT_STARTED = 'not started';
@@ -66,6 +70,8 @@ const isRollout = (a: Action): a is RolloutAction => a.kind === 'create' || a.ki
 export class DockerWorkloadController implements WorkloadController {
   /** Every optional workload field is carried out here (workload-spec.ts, exclusive-rollout.ts). */
   readonly capabilities: readonly string[];
+  /** Where allocation containers publish their port (hello's privateAddress); undefined: nowhere. */
+  readonly privateAddress: string | undefined;
   /** HTTP health checks of the running containers whose workload has one (health-monitor.ts). */
   private readonly health: HealthMonitor;
   private readonly timing: RuntimeTiming;
@@ -115,6 +121,7 @@ export class DockerWorkloadController implements WorkloadController {
       CAPABILITIES.WORKLOAD_ALLOCATIONS,
       ...(this.inventory ? [CAPABILITIES.VOLUMES_INVENTORY] : []),
     ];
+    this.privateAddress = options.privateAddress ?? undefined;
     this.images = new PrivateImages(options.privateImagesFile ? { file: options.privateImagesFile, logger: this.logger } : undefined);
     this.drains = new DrainBook(options.drainsFile ? { file: options.drainsFile, logger: this.logger } : undefined);
     this.drainer = new Drainer({
@@ -130,6 +137,7 @@ export class DockerWorkloadController implements WorkloadController {
       images: this.images,
       node: options.node,
       network: options.network,
+      privateAddress: this.privateAddress ?? null,
       timing: this.timing,
       logger: this.logger,
       health: this.health,
@@ -164,7 +172,9 @@ export class DockerWorkloadController implements WorkloadController {
       },
       onState: (open) => {
         this.reader.setTrusted(open);
-        if (open) void this.reconcile();
+        if (!open) return;
+        void this.reconcile();
+        options.onRuntimeReconnect?.();
       },
     });
     this.sweep = createLoop({

@@ -30,6 +30,8 @@ export interface ExecutorDeps {
   runtime: ContainerRuntime;
   node: string;
   network: string;
+  /** Where allocation containers publish their port (TETHER_PRIVATE_ADDRESS, routing.remote); absent or null: nowhere. */
+  privateAddress?: string | null;
   timing: RuntimeTiming;
   logger: Logger;
   /** The HTTP health checks of running containers (capability `workload.healthCheck`). */

@@ -28,6 +28,8 @@ export function createDockerWorkloadController(
     | 'onDrained'
     | 'allocationsFile'
     | 'allocationDrainsFile'
+    | 'privateAddress'
+    | 'onRuntimeReconnect'
   > = {},
 ): DockerWorkloadController {
   const runtime = new DockerContainerRuntime(docker, { callTimeoutMs: config.timing.callTimeoutMs, containerLogs: config.containerLogs });

@@ -2,6 +2,7 @@ import { backoffDelay } from '@tether/common';
 import { hasWritableVolume, type Workload } from '@tether/protocol';
 import type { EngineState, HealthState } from './container-runtime.js';
 import { RUNTIME_ERROR_CODES } from './errors.js';
+import type { PortBinding } from './published-port.js';
 
 // Reconciliation as a pure function: what the panel wants (desired) and what
 // Docker has (actual) in, the steps that close the gap out. No I/O, no clock:
@@ -25,6 +26,8 @@ export interface ActualContainer {
   oomKilled?: boolean;
   /** Its `tether.allocation` label (capability workload.allocations); absent on containers placed by deploy/workloads. */
   allocationId?: string;
+  /** Ports it publishes on the host now (routing.remote); absent when none. */
+  ports?: readonly PortBinding[];
 }
 
 export type RemoveReason = 'not-desired' | 'duplicate' | 'scale-down' | 'orphan';

@@ -118,9 +118,14 @@ export function volumeLabels(node: string, serviceId: string, name: string): Rec
   return { [LABELS.managed]: 'true', [LABELS.node]: node, [LABELS.service]: serviceId, [LABELS.volume]: name };
 }
 
-/** The container of one allocation on `release`: labelled with the allocation instead of a replica slot. */
-export function allocationContainerSpec(node: string, network: string, release: Release, allocationId: string): ContainerSpec {
+/**
+ * The container of one allocation on `release`: labelled with the allocation instead of a replica slot. With the
+ * node's private address (routing.remote) the release's port is published there and nowhere else, on a free host
+ * port Docker picks: other nodes' proxies dial it, the public interfaces never carry it.
+ */
+export function allocationContainerSpec(node: string, network: string, release: Release, allocationId: string, privateAddress: string | null = null): ContainerSpec {
   const spec = containerSpec(node, network, release, 0);
   const { [LABELS.replica]: _slot, ...labels } = spec.labels;
-  return { ...spec, name: allocationContainerName(node, release, allocationId), labels: { ...labels, [LABELS.allocation]: allocationId } };
+  const publish = privateAddress !== null && release.port !== null ? { publish: { [`${release.port}/tcp`]: { hostIp: privateAddress } } } : {};
+  return { ...spec, name: allocationContainerName(node, release, allocationId), labels: { ...labels, [LABELS.allocation]: allocationId }, ...publish };
 }

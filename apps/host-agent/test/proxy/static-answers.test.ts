@@ -67,6 +67,48 @@ describe('static answers', () => {
     expect(onlyLeaving.unserved).toBe(1);
   });
 
+  describe('routing.remote: other nodes\' replicas', () => {
+    const remote = [{ node: 'edge-2', endpoint: '10.0.0.2:32768' }, { node: 'edge-3', endpoint: '[fd00::3]:32769' }];
+    const shop = { ...r('shop.example.test', serviceUpstream('shop', 8080)), remote };
+    const local = new Map([['svc_shop', [{ id: 'aaaaaaaaaaaa0000', ip: '172.18.0.5' }]]]);
+    const remoteRecords = ['r-10-0-0-2-32768.e A 10.0.0.2', 'r-fd00--3-32769.e AAAA fd00::3'];
+
+    it('local first: while a local replica serves, SRV names it alone (the remote targets keep their address records)', () => {
+      const a = computeAnswers([shop], local);
+      expect(a.records).toEqual(['health A 127.0.0.1', 'shop.example.test.h SRV 10 10 8080 c-aaaaaaaaaaaa.e', 'c-aaaaaaaaaaaa.e A 172.18.0.5', ...remoteRecords]);
+      expect(a.unserved).toBe(0);
+    });
+
+    it('no local replica serving (none, or only a leaving one): the remote endpoints, each on its own port', () => {
+      const expected = [
+        'health A 127.0.0.1',
+        'shop.example.test.h SRV 10 10 32768 r-10-0-0-2-32768.e',
+        'shop.example.test.h SRV 10 10 32769 r-fd00--3-32769.e',
+        ...remoteRecords,
+      ];
+      expect(computeAnswers([shop], new Map()).records).toEqual(expected);
+      const leaving = computeAnswers([shop], new Map([['svc_shop', [{ id: 'aaaaaaaaaaaa0000', ip: '172.18.0.5', serving: false }]]]));
+      expect(leaving.records).toEqual([...expected.slice(0, 3), 'c-aaaaaaaaaaaa.e A 172.18.0.5', ...remoteRecords]);
+      expect(leaving.unserved).toBe(0);
+    });
+
+    it('an endpoint failing the probe is dropped, records and all; every one failing leaves the route unserved', () => {
+      const one = computeAnswers([shop], new Map(), { failingRemote: new Set(['10.0.0.2:32768']) });
+      expect(one.records).toEqual(['health A 127.0.0.1', 'shop.example.test.h SRV 10 10 32769 r-fd00--3-32769.e', 'r-fd00--3-32769.e AAAA fd00::3']);
+      const none = computeAnswers([shop], new Map(), { failingRemote: new Set(remote.map((e) => e.endpoint)) });
+      expect(none.records).toEqual(['health A 127.0.0.1']);
+      expect(none.unserved).toBe(1);
+      expect(new Set([one.digest, none.digest, computeAnswers([shop], new Map()).digest]).size).toBe(3);
+    });
+
+    it('deterministic: the remote list in any order, a failing set naming endpoints of no route, same digest; an IP upstream ignores remote', () => {
+      const a = computeAnswers([shop], new Map());
+      expect(computeAnswers([{ ...shop, remote: [...remote].reverse() }], new Map(), { failingRemote: new Set(['10.9.9.9:1']) }).digest).toBe(a.digest);
+      const ip = { ...r('ip.example.test', '127.0.0.1:9000'), remote };
+      expect(computeAnswers([ip], new Map()).records).toEqual(['health A 127.0.0.1', 'ip.example.test.h SRV 10 10 9000 ip-127-0-0-1.e', 'ip-127-0-0-1.e A 127.0.0.1']);
+    });
+  });
+
   it('keeps routes outside the shape for the reload-costing path', () => {
     for (const prefix of [null, '/', '/api', '/api/', '/API', '/api/v1', '/a_b-c', '/a/b/c', `/${'s'.repeat(62)}`]) {
       expect(isStaticShape({ domain: 'a.example.test', pathPrefix: prefix }), String(prefix)).toBe(true);
@@ -103,6 +145,23 @@ describe('static answers', () => {
     expect(plain.json).toContain('"on_demand":true');
     expect(renderStaticConfig(o).json).toBe(plain.json);
     expect(renderStaticConfig({ ...o, lookupRefreshMs: 2000 }).id).not.toBe(plain.id);
+  });
+
+  it('one lookup spreads round robin and retries a failed dial on the next target; the case-blind multi lookups keep first, without retries', () => {
+    const o = { admin: { listen: '127.0.0.1:2019' }, httpPort: 80, httpsPort: 443, tls: 'off' as const, answerer: 'udp/127.0.0.1:5399', lookupRefreshMs: 1000, answersDir: '/state/answers', askPort: 9082, issuer: 'internal' as const };
+    type Proxy = { handler: string; dynamic_upstreams: { source: string }; load_balancing: Record<string, unknown>; transport: Record<string, unknown> };
+    const proxies: Proxy[] = [];
+    JSON.stringify(JSON.parse(renderStaticConfig(o).json), (_key, value: unknown) => {
+      if ((value as Proxy | null)?.handler === 'reverse_proxy') proxies.push(value as Proxy);
+      return value;
+    });
+    const single = proxies.filter((p) => p.dynamic_upstreams.source === 'srv');
+    const multi = proxies.filter((p) => p.dynamic_upstreams.source === 'multi');
+    expect(single.length).toBeGreaterThanOrEqual(4);
+    expect(multi.length).toBe(3);
+    for (const p of single) expect(p.load_balancing).toEqual({ selection_policy: { policy: 'round_robin' }, try_duration: '1500ms', try_interval: '250ms' });
+    for (const p of multi) expect(p.load_balancing).toEqual({ selection_policy: { policy: 'first' } });
+    for (const p of proxies) expect(p.transport).toMatchObject({ protocol: 'http', dial_timeout: '1000ms' });
   });
 
   it('the answerer shows in the agent metrics', async () => {

@@ -18,6 +18,14 @@ describe('allocationContainerSpec', () => {
     expect(rest).toEqual(slotRest);
   });
 
+  it('with a private address (routing.remote) the release\'s port is published there only, on a port Docker picks; without one, or without a port, nothing', () => {
+    const spec = allocationContainerSpec('edge-1', 'tether', v7!, 'alc_01', '10.20.0.7');
+    expect(spec.publish).toEqual({ [`${v7!.port}/tcp`]: { hostIp: '10.20.0.7' } });
+    expect(spec.exposedPort).toBe(v7!.port);
+    expect(allocationContainerSpec('edge-1', 'tether', v7!, 'alc_01').publish).toBeUndefined();
+    expect(allocationContainerSpec('edge-1', 'tether', { ...v7!, port: null }, 'alc_01', '10.20.0.7').publish).toBeUndefined();
+  });
+
   it('one allocation on two releases (mid-rollout) gets two names; a container without the label has no allocation', () => {
     expect(allocationContainerSpec('edge-1', 'tether', v7!, 'alc_01').name).toBe('tether-edge-1-web-dep_07-alc_01');
     expect(allocationContainerSpec('edge-1', 'tether', v8!, 'alc_01').name).toBe('tether-edge-1-web-dep_08-alc_01');

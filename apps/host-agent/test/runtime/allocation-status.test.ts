@@ -36,6 +36,22 @@ describe('allocationStatuses', () => {
     expect(() => encode({ type: 'allocations.status', id: 'a-1', ref: 'p-1', allocations: statuses })).not.toThrow();
   });
 
+  it('routing.remote: a running container\'s published endpoint, null when unpublished, stopped or draining; no field when nothing is published', () => {
+    const stopped = { ...box('c3', 'dep_07', 'a3'), state: 'exited' as const };
+    const containers = [box('c1', 'dep_07', 'a1'), box('c2', 'dep_07', 'a2'), stopped, box('c9', 'dep_07', 'a9')];
+    const published = new Map([['c1', '10.0.0.7:32768'], ['c3', '10.0.0.7:32769'], ['c9', '10.0.0.7:32770']]);
+    const input = base({
+      allocations: [alloc('a1', 'dep_07'), alloc('a2', 'dep_07'), alloc('a3', 'dep_07')],
+      containers,
+      bindings: new Map([['a1', 'c1'], ['a2', 'c2'], ['a3', 'c3']]),
+      draining: [{ allocationId: 'a9', container: containers[3]! }],
+    });
+    const statuses = allocationStatuses({ ...input, endpoint: (c) => published.get(c.id) ?? null });
+    expect(statuses.map((s) => [s.allocationId, s.endpoint])).toEqual([['a1', '10.0.0.7:32768'], ['a2', null], ['a3', null], ['a9', null]]);
+    expect(() => encode({ type: 'allocations.status', id: 'a-1', ref: 'p-1', allocations: statuses })).not.toThrow();
+    expect(allocationStatuses(input).some((s) => 'endpoint' in s)).toBe(false);
+  });
+
   it('`since` moves only when the state does', () => {
     const input = base({ allocations: [alloc('a1', 'dep_07')], containers: [box('c1', 'dep_07', 'a1')], bindings: new Map([['a1', 'c1']]) });
     const [first] = allocationStatuses(input);

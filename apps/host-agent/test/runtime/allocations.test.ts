@@ -44,9 +44,9 @@ describe.skipIf(!docker.available)('runtime: allocations on a real engine', () =
     return spec;
   };
   const alloc = (allocationId: string, deploymentId: string, serviceId = 'web'): Allocation => ({ allocationId, serviceId, deploymentId });
-  const start = async () => {
+  const start = async (privateAddress?: string) => {
     stateDir ||= await mkdtemp(path.join(os.tmpdir(), 'tether-alloc-'));
-    const c = h.controller({ logger: silentLogger, allocationsFile: path.join(stateDir, 'allocations.json'), allocationDrainsFile: path.join(stateDir, 'allocation-drains.json') });
+    const c = h.controller({ logger: silentLogger, ...(privateAddress ? { privateAddress } : {}), allocationsFile: path.join(stateDir, 'allocations.json'), allocationDrainsFile: path.join(stateDir, 'allocation-drains.json') });
     c.onAllocationStatus(() => heard.push({ at: Date.now(), statuses: c.allocationStatus() ?? [] }));
     await c.start();
     return c;
@@ -202,5 +202,41 @@ describe.skipIf(!docker.available)('runtime: allocations on a real engine', () =
     expect(adoptMs).toBeLessThan(5_000);
     expect(restartMs).toBeLessThan(5_000);
     expect(await h.viaAlias('legacy')).toBe('ok-legacy');
+  });
+
+  it('routing.remote: with a private address (127.0.0.1) a new allocation publishes its port there only and reports it as its endpoint; containers made before keep running unpublished (endpoint null)', async () => {
+    const before = byId(controller.allocationStatus());
+    await h.stopControllers();
+    const old = new Set((await h.containers()).map((c) => c.id));
+    expect(old.size).toBe(3);
+    const since = Math.floor(Date.now() / 1000) - 1;
+    const sinceMs = Date.now();
+    controller = await start('127.0.0.1');
+    const set: AllocationSet = {
+      id: 'set-7',
+      releases: [release('web-d2', { MESSAGE: 'ok-2' }), release('leg-d1', { MESSAGE: 'ok-legacy' }, 'legacy')],
+      allocations: [alloc('alc-a', 'web-d2'), alloc('alc-p', 'web-d2'), alloc('alc-l1', 'leg-d1', 'legacy'), alloc('alc-l2', 'leg-d1', 'legacy')],
+    };
+    const ms = await applyUntil(set, (s) => s.state === 'running' && (s.allocationId !== 'alc-p' || s.endpoint !== null));
+    const status = byId(controller.allocationStatus());
+    const published = status.get('alc-p')!;
+    expect(published.endpoint).toMatch(/^127\.0\.0\.1:\d+$/);
+    const port = Number(published.endpoint!.split(':')[1]);
+    const info = await h.docker.getContainer(published.containerId!).inspect();
+    // Docker picks the port (HostPort ""), on the private address and nowhere else.
+    expect(info.HostConfig.PortBindings).toEqual({ '8080/tcp': [{ HostIp: '127.0.0.1', HostPort: '' }] });
+    expect(info.NetworkSettings.Ports['8080/tcp']).toEqual([{ HostIp: '127.0.0.1', HostPort: String(port) }]);
+    expect((await (await fetch(`http://${published.endpoint}/`, { signal: AbortSignal.timeout(2_000) })).text()).trim()).toBe('ok-2');
+    // Another address of this host (Tether's network's gateway) has nothing on that port.
+    const network = (await h.docker.getNetwork(h.network).inspect()) as { IPAM?: { Config?: { Gateway?: string }[] } };
+    const gateway = network.IPAM?.Config?.[0]?.Gateway;
+    expect(gateway).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
+    const elsewhere = await fetch(`http://${gateway}:${port}/`, { signal: AbortSignal.timeout(2_000) }).then(() => 'answered', (e: Error & { cause?: { code?: string } }) => e.cause?.code ?? e.message);
+    expect(elsewhere).toBe('ECONNREFUSED');
+    // Made before the address was set: bound again as they are, reported unpublished, never restarted.
+    for (const allocationId of ['alc-a', 'alc-l1', 'alc-l2']) expect(status.get(allocationId)).toMatchObject({ state: 'running', endpoint: null, containerId: before.get(allocationId)!.containerId });
+    const touched = (await dockerEvents(h, since)).filter((e) => e.timeNano / 1e6 >= sinceMs && old.has(e.Actor.ID) && ['start', 'die', 'kill', 'stop', 'destroy'].includes(e.Action));
+    expect(touched).toEqual([]);
+    console.log(`allocations: published allocation running with endpoint ${published.endpoint} after ${ms} ms`);
   });
 });
