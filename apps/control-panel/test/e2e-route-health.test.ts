@@ -40,7 +40,8 @@ beforeAll(async () => {
   host = await startRoutedHost(panel, `rh-${tag}`, {
     TETHER_CANARY_INTERVAL_MS: '0',
     TETHER_ROUTE_PROBE_INTERVAL_MS: String(PROBE_INTERVAL_MS),
-    TETHER_ROUTE_PROBE_TIMEOUT_MS: '500',
+    // Above the proxy's retry window (UPSTREAM_RETRY.tryDurationMs, 700 ms): a route with no upstream answers after it.
+    TETHER_ROUTE_PROBE_TIMEOUT_MS: '1000',
     // A container stopped from outside stays stopped for the test (the agent restarts it only after this).
     TETHER_RESTART_BACKOFF_MIN_MS: '120000',
     TETHER_RESTART_BACKOFF_MAX_MS: '120000',
@@ -108,14 +109,15 @@ describe.skipIf(!ready)('route health, probed through the agent\'s own Caddy', (
     expect(took).toBeLessThanOrEqual(BOUND_MS + 500);
     // The stopped container leaves the answers (the static proxy has no upstream for the name), and Caddy answers
     // 503 itself, marked no-upstream. A probe made while Docker tears the container's network down can instead
-    // wait on a dial to its old address (no answer within the probe's time-out); the next probe, one interval
-    // later, gets Caddy's answer.
+    // wait on a dial to its old address (no answer within the probe's time-out), and one made while Caddy's cached
+    // lookup still names it gets 502 (every dial refused through the retry window); the next probe, one interval
+    // later, gets Caddy's no-upstream answer.
     const first = await health();
-    if (first.evidence?.madeBy !== 'proxy') console.log(`first failing evidence while the container went: ${JSON.stringify(first.evidence)}`);
+    if (first.evidence?.status !== 503) console.log(`first failing evidence while the container went: ${JSON.stringify(first.evidence)}`);
     const h = await waitFor(async () => {
       const now = await health();
-      return now.state === 'failing' && now.evidence?.madeBy === 'proxy' ? now : null;
-    }, { timeoutMs: PROBE_INTERVAL_MS + HEARTBEAT_MS + 1_000, message: 'Caddy\'s own answer as the evidence' });
+      return now.state === 'failing' && now.evidence?.madeBy === 'proxy' && now.evidence.status === 503 ? now : null;
+    }, { timeoutMs: 2 * PROBE_INTERVAL_MS + HEARTBEAT_MS + 1_000, message: 'Caddy\'s own no-upstream answer as the evidence' });
     expect(h.evidence).toMatchObject({ status: 503, madeBy: 'proxy' });
     const metrics = await (await fetch(`${panel.url}/metrics`)).text();
     expect(metrics).toContain(`tether_route_up{node="${host.nodeName}",domain="${domain}",path_prefix=""} 0`);

@@ -73,6 +73,9 @@ export async function startFleet(options: { tag: string; nodes: number; panelEnv
     nodes.push(node);
     agents.push(await startAgentProcess({ panelUrl: panel.url, token: node.token, nodeName: node.name, runtime: 'docker', env: AGENT_ENV }));
     await waitFor(() => panel.app.agentSide.registry.get(node.id), { timeoutMs: 10_000, message: `session of ${name}` });
+    // The open, with the capabilities the scheduler places by, written: before it the node reads as not speaking
+    // allocations (an evacuation answer once named another node than the idle third one for that reason).
+    await panel.settled();
     return node;
   };
   const containers = async (serviceId: string) => {

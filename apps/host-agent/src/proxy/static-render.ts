@@ -59,9 +59,11 @@ function routeName(depth: number): string {
  * answering before the probe noticed) is given up after DIAL_TIMEOUT and tried again on the next target within the
  * same request, for TRY_DURATION at most (more than one dial timeout and one interval, so a dead target costs one
  * retry). Caddy 2.6.2 keeps no health of dynamic upstreams: the answers (local first, probed remote endpoints) are
- * the health mechanism, this is what covers their refresh window.
+ * the health mechanism, this is what covers their refresh window. Short on purpose: a route with no upstream at all
+ * is retried for the whole duration too before its 502 (1.5 s made the route probes of a stopped service, and its
+ * visitors, wait that long); a TCP connect on a private network takes well under a millisecond, so 500 ms is a dead peer.
  */
-export const UPSTREAM_RETRY = Object.freeze({ dialTimeoutMs: 1_000, tryIntervalMs: 250, tryDurationMs: 1_500 });
+export const UPSTREAM_RETRY = Object.freeze({ dialTimeoutMs: 500, tryIntervalMs: 100, tryDurationMs: 700 });
 
 /** Upstreams of the route named at `depths`: one source spread round robin, several tried in order (`first`). */
 function dynamicProxy(o: StaticRenderOptions, depths: readonly number[]) {

@@ -159,9 +159,9 @@ describe('static answers', () => {
     const multi = proxies.filter((p) => p.dynamic_upstreams.source === 'multi');
     expect(single.length).toBeGreaterThanOrEqual(4);
     expect(multi.length).toBe(3);
-    for (const p of single) expect(p.load_balancing).toEqual({ selection_policy: { policy: 'round_robin' }, try_duration: '1500ms', try_interval: '250ms' });
+    for (const p of single) expect(p.load_balancing).toEqual({ selection_policy: { policy: 'round_robin' }, try_duration: '700ms', try_interval: '100ms' });
     for (const p of multi) expect(p.load_balancing).toEqual({ selection_policy: { policy: 'first' } });
-    for (const p of proxies) expect(p.transport).toMatchObject({ protocol: 'http', dial_timeout: '1000ms' });
+    for (const p of proxies) expect(p.transport).toMatchObject({ protocol: 'http', dial_timeout: '500ms' });
   });
 
   it('the answerer shows in the agent metrics', async () => {
