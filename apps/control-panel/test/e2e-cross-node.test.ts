@@ -228,6 +228,9 @@ describe.skipIf(!support.available)('cross-node routing on three hosts', () => {
       throw new Error(`${err.message}: ${JSON.stringify(await perNode())}`);
     });
     expect(seen.route).toBe('serving');
+    // The service's status reads its route as the route answer does (A's replica unknown, B's serving).
+    const status = (await panel.api('GET', `/v1/services/${serviceId}/status`)).body as { routes: { health: { state: string } }[] };
+    expect(status.routes.map((r) => r.health.state)).toEqual(['serving']);
     await net.heal(a.host);
     // B and C never loaded Caddy; A's own count is read once its session is back.
     await waitFor(() => panel.app.agentSide.registry.get(a.id) !== undefined, { timeoutMs: 20_000, message: 'A back' });

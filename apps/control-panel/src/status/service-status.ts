@@ -4,7 +4,9 @@ import { clusterProof, nodeHealth, type ClusterProof } from '../node-health/node
 import type { ClusterView, RemoteReport } from '../sessions/remote-report.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import { oomNote, unhealthyNote } from './container-notes.js';
-import { liveRoutingOf, routeCertificate, routeHealth } from './route-health.js';
+import { liveRoutingOf } from './route-health.js';
+import { routeServing } from './route-serving.js';
+import type { ServingNodeRow } from '../routing/serving-nodes.js';
 import { managedByAllocations, unmanaged, withAllocations } from './replica-status.js';
 import type { HomeStatus, LeftOutLookup, ServiceState, ServiceStatus, StatusInput } from './status-types.js';
 
@@ -64,11 +66,27 @@ export function serviceStatus(
   const home = replicaStatus(service, registry, now, cluster);
   const status = managedByAllocations(service) ? withAllocations(home, service, registry, now, cluster, leftOut) : unmanaged(home);
   if (!service.routes) return status;
-  const live = liveRoutingOf(service.node, registry, cluster);
-  const routes = service.routes.map((r) => ({ id: r.id, domain: r.domain, pathPrefix: r.pathPrefix, health: routeHealth(r, live, now), certificate: routeCertificate(r, live) }));
+  // A managed service's routes are served by every node with a replica (issue 37): their health is read as GET
+  // /v1/routes reads it (status/route-serving.ts). Entry points (the ingress label) are not in this read: that answer lists them.
+  const serving = managedByAllocations(service) ? replicaNodes(service) : [];
+  const live = (node: { id: string; name: string }) => liveRoutingOf(node, registry, cluster);
+  const routes = service.routes.map((r) => {
+    const { health, certificate } = routeServing(r, service.node, serving, live, now);
+    return { id: r.id, domain: r.domain, pathPrefix: r.pathPrefix, health, certificate };
+  });
   return { ...status, routes };
 }
 
+
+/** The nodes with a replica the scheduler wants (a `run` allocation with a release), by name, as serving-nodes.ts reads them. */
+function replicaNodes(service: StatusInput): ServingNodeRow[] {
+  const byNode = new Map<string, ServingNodeRow>();
+  for (const a of service.allocations ?? []) {
+    if (a.desired !== 'run' || a.releaseId === null) continue;
+    byNode.set(a.nodeId, { service_id: service.id, node_id: a.nodeId, node_name: a.node.name, private_address: null, role: 'replica' });
+  }
+  return [...byNode.values()].sort((x, y) => (x.node_name < y.node_name ? -1 : x.node_name > y.node_name ? 1 : 0));
+}
 
 function replicaStatus(service: StatusInput, registry: Pick<SessionRegistry, 'get' | 'lastTeardown'>, now: number, cluster?: ClusterView | ClusterProof): HomeStatus {
   const base = {
