@@ -186,8 +186,13 @@ describe.skipIf(!docker.available)('runtime: allocations on a real engine', () =
     expect(await ids()).toEqual(expected);
     const status = byId(controller.allocationStatus());
     expect(new Set([status.get('alc-l1')?.containerId, status.get('alc-l2')?.containerId])).toEqual(new Set(placed.map((c) => c.id)));
-    const book = JSON.parse(await readFile(path.join(stateDir, 'allocations.json'), 'utf8')) as { bindings: Record<string, string> };
-    expect(book.bindings).toMatchObject({ 'alc-l1': status.get('alc-l1')!.containerId, 'alc-l2': status.get('alc-l2')!.containerId });
+    // The book is written after the status reads running (a whole CI run once read it a moment too early).
+    const bound = { 'alc-l1': status.get('alc-l1')!.containerId, 'alc-l2': status.get('alc-l2')!.containerId };
+    const bookHolds = async () => {
+      const book = JSON.parse(await readFile(path.join(stateDir, 'allocations.json'), 'utf8')) as { bindings: Record<string, string> };
+      return Object.entries(bound).every(([id, container]) => book.bindings[id] === container);
+    };
+    await waitFor(bookHolds, { timeoutMs: 2_000, intervalMs: 20, message: 'allocations.json binds alc-l1 and alc-l2 to the adopted containers' });
 
     // The agent restarts: the same set binds the same containers again (the labels and allocations.json).
     await h.stopControllers();
