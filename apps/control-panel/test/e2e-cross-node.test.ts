@@ -128,6 +128,10 @@ describe.skipIf(!support.available)('cross-node routing on three hosts', () => {
     await waitFor(async () => (await get(c)).status === 200, { timeoutMs: 20_000, message: 'C answers the domain' });
     const before = await loads();
     for (const n of [a, b]) {
+      // The deployment reads running once both replicas report it; until a node's answers hold its own replica (the
+      // next answers pass) and Caddy looks again (its refresh), it is served from the other node's.
+      await waitFor(async () => nodeOf((await get(n)).body) === n.name, { timeoutMs: 5_000, intervalMs: 50, message: `${n.name} answers from its own replica` });
+      await new Promise((r) => setTimeout(r, REFRESH_MS));
       const seen = new Set<string>();
       for (let i = 0; i < 10; i++) seen.add(nodeOf((await get(n)).body));
       // Local first: a node with a replica of its own answers from it alone.
