@@ -36,6 +36,8 @@ export interface ServingOptions {
   /** The ACME CA's directory URL and the root its HTTPS certificate is signed by (TETHER_PROXY_ACME_CA, _CA_ROOT). */
   acmeCa?: string | null;
   acmeCaRoot?: string | null;
+  /** certificates.share: forward other issuers' HTTP-01 challenges, HTTP-01 only (static-render.ts). */
+  shareCertificates?: boolean;
 }
 
 export interface CommonOptions {
@@ -63,6 +65,11 @@ export interface CommonOptions {
   endpoints: EndpointSource;
   /** routing.remote: how other nodes' endpoints in the map are probed (TETHER_REMOTE_PROBE_*); absent: not probed. */
   remoteProbes?: { intervalMs: number; timeoutMs: number };
+  /**
+   * certificates.share (serving.shareCertificates), external mode: Caddy's certificate storage folder as the agent
+   * sees it (the operator's Caddy's data folder + `/caddy`); without it nothing is shared. Container mode: its data mount.
+   */
+  certificateStorage?: string | null;
 }
 
 export interface ExternalProxyOptions extends CommonOptions {
@@ -122,6 +129,7 @@ function controllerOptions(o: CommonOptions) {
     answersIntervalMs: o.answersIntervalMs,
     ...(o.remoteProbes ? { remoteProbes: o.remoteProbes } : {}),
     ...(o.onReload ? { onReload: o.onReload } : {}),
+    ...(o.certificateStorage ? { certificateStorage: o.certificateStorage } : {}),
     logger: o.logger,
     ...(o.now ? { now: o.now } : {}),
   };
@@ -208,6 +216,8 @@ export function createContainerRoutingController(o: ContainerProxyOptions): {
       ...answerSettings(o, answerer.caddyAddress, path.posix.join(CADDY_CONTAINER.dataDir, CONTAINER_ANSWERS)),
     },
     answersDir: path.resolve(caddyHostPaths(hostDir).dataDir, CONTAINER_ANSWERS),
+    // The image sets XDG_DATA_HOME to its data mount: certmagic's storage is its `caddy` folder.
+    certificateStorage: path.resolve(caddyHostPaths(hostDir).dataDir, 'caddy'),
     answerer,
     supervisor: container,
   });
