@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createHostNetwork, ensureHostNetworkSupport, waitFor, type Host, type HostNetwork, type ManagedProcess, type NetnsClient } from '@tether/testkit';
+import { createHostNetwork, ensureHostNetworkSupport, hostAgentEnv, waitFor, type Host, type HostNetwork, type ManagedProcess, type NetnsClient } from '@tether/testkit';
 import { ECHO_PORT, ensureEchoImage } from './helpers/echo-image.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
 import { reloadsOf } from './helpers/routed-host.js';
@@ -68,32 +68,7 @@ describe.skipIf(!support.available)('cross-node routing on three hosts', () => {
       const node = await panel.createNode(name);
       const stateDir = mkdtempSync(path.join(os.tmpdir(), `tether-xnode-${name}-`));
       const agent = net.spawnIn(host, process.execPath, [agentMain], {
-        env: {
-          ...process.env,
-          DOCKER_HOST: host.daemon!.dockerHost,
-          TETHER_PANEL_URL: panelUrl,
-          TETHER_NODE_TOKEN: node.token,
-          TETHER_NODE_NAME: name,
-          TETHER_RUNTIME: 'docker',
-          TETHER_PROXY: 'container',
-          TETHER_PROXY_TLS: 'off',
-          TETHER_PROXY_HTTP_PORT: '80',
-          TETHER_PROXY_BIND_ADDRESS: host.address,
-          TETHER_PROXY_LOOKUP_REFRESH_MS: String(REFRESH_MS),
-          TETHER_PRIVATE_ADDRESS: host.address,
-          TETHER_REMOTE_PROBE_INTERVAL_MS: String(PROBE_MS),
-          TETHER_REMOTE_PROBE_TIMEOUT_MS: '250',
-          TETHER_STATE_DIR: stateDir,
-          TETHER_DOCKER_NETWORK: 'tether',
-          TETHER_RECONNECT_MIN_MS: '100',
-          TETHER_RECONNECT_MAX_MS: '500',
-          TETHER_CONNECT_TIMEOUT_MS: '1000',
-          TETHER_MIN_READY_MS: '200',
-          TETHER_DRAIN_MS: '200',
-          TETHER_STOP_TIMEOUT_MS: '2000',
-          TETHER_CANARY_INTERVAL_MS: '0',
-          TETHER_LOG_LEVEL: 'info',
-        },
+        env: hostAgentEnv(host, { panelUrl, token: node.token, nodeName: name, stateDir, lookupRefreshMs: REFRESH_MS, remoteProbeMs: PROBE_MS }),
       });
       nodes.push({ host, id: node.id, name, agent, stateDir });
     }

@@ -22,3 +22,4 @@ export * from './postgres-standby.js';
 export * from './netns.js';
 export * from './netns-client.js';
 export * from './netns-hosts.js';
+export * from './netns-agents.js';
