@@ -68,7 +68,7 @@ describe.skipIf(!support.available)('cross-node routing on three hosts', () => {
       const node = await panel.createNode(name);
       const stateDir = mkdtempSync(path.join(os.tmpdir(), `tether-xnode-${name}-`));
       const agent = net.spawnIn(host, process.execPath, [agentMain], {
-        env: hostAgentEnv(host, { panelUrl, token: node.token, nodeName: name, stateDir, lookupRefreshMs: REFRESH_MS, remoteProbeMs: PROBE_MS }),
+        env: hostAgentEnv(host, { panelUrl, token: node.token, nodeName: name, stateDir, lookupRefreshMs: REFRESH_MS, remoteProbeMs: PROBE_MS, extra: { TETHER_ROUTE_PROBE_INTERVAL_MS: '500' } }),
       });
       nodes.push({ host, id: node.id, name, agent, stateDir });
     }
@@ -215,6 +215,19 @@ describe.skipIf(!support.available)('cross-node routing on three hosts', () => {
     console.log(`cut: ${results.length} requests through B and C, ${bad.length} not answered by B's replica, the last at ${lastBad} ms (bound ${bound} ms): ${kinds.slice(0, 10).join('; ')}`);
     expect(results.filter((r) => r.at > bound).every((r) => r.status === 200 && r.node === 'x2')).toBe(true);
     expect(results.filter((r) => r.at > bound).length).toBeGreaterThan(10);
+    // The route's status per serving node: A unknown (no live session), B and C serving; the route serving.
+    const routeId = (await panel.api('GET', `/v1/routes?serviceId=${serviceId}`)).body[0].id as string;
+    const perNode = async () => {
+      const route = (await panel.api('GET', `/v1/routes/${routeId}`)).body as { health: { state: string }; servedBy: { node: { name: string }; health: { state: string } }[] };
+      return { route: route.health.state, nodes: route.servedBy.map((s) => [s.node.name, s.health.state]) };
+    };
+    const seen = await waitFor(async () => {
+      const now = await perNode();
+      return JSON.stringify(now.nodes) === JSON.stringify([['x1', 'unknown'], ['x2', 'serving'], ['x3', 'serving']]) ? now : undefined;
+    }, { timeoutMs: 10_000, message: 'route status per node during the cut' }).catch(async (err: Error) => {
+      throw new Error(`${err.message}: ${JSON.stringify(await perNode())}`);
+    });
+    expect(seen.route).toBe('serving');
     await net.heal(a.host);
     // B and C never loaded Caddy; A's own count is read once its session is back.
     await waitFor(() => panel.app.agentSide.registry.get(a.id) !== undefined, { timeoutMs: 20_000, message: 'A back' });

@@ -46,6 +46,9 @@ export function routeServing(
     return { health: { ...chosen.health, reason: `${chosen.health.reason}${where}` }, certificate: chosen.certificate, servedBy };
   }
   const first = servedBy[0]!;
-  const reason = servedBy.length === 1 ? first.health.reason : `no serving node proves it: ${servedBy.map((s) => `${s.node.name}: ${s.health.reason}`).join('; ')}`;
-  return { health: { state: 'unknown', reason, evidence: null }, certificate: servedBy.find((s) => s.certificate)?.certificate ?? null, servedBy };
+  // One node: its verdict as it is (a route not probed on purpose keeps its evidence and certificate's reason).
+  if (servedBy.length === 1) return { health: first.health, certificate: first.certificate, servedBy };
+  const reason = `no serving node proves it: ${servedBy.map((s) => `${s.node.name}: ${s.health.reason}`).join('; ')}`;
+  const evidence = servedBy.find((s) => s.health.evidence)?.health.evidence ?? null;
+  return { health: { state: 'unknown', reason, evidence }, certificate: servedBy.find((s) => s.certificate)?.certificate ?? null, servedBy };
 }
