@@ -16,11 +16,8 @@ export interface CertificateShareOptions {
   logger: Logger;
 }
 
-/** A certificate of a domain this node issues, with the stamp of its file (a renewal changes it). */
-export interface IssuedCertificate {
-  certificate: SharedCertificate;
-  stamp: string;
-}
+export type { IssuedCertificate } from '../controllers.js';
+import type { IssuedCertificate } from '../controllers.js';
 
 /** The domains of `routes` whose certificate this node obtains itself (no route names another issuer). */
 export function issuedHere(routes: readonly Route[]): string[] {
@@ -67,6 +64,8 @@ export class CertificateShare {
   /** Certificates Caddy holds for `domains` (those this node issues) that the panel has not ACKed in this form. */
   async unreported(domains: readonly string[]): Promise<IssuedCertificate[]> {
     const found: IssuedCertificate[] = [];
+    // A domain this node no longer issues is reported again if it becomes this node's once more.
+    for (const domain of [...this.reported.keys()]) if (!domains.includes(domain)) this.reported.delete(domain);
     for (const domain of domains) {
       const stored = await readStoredCertificate(this.options.storageRoot, this.options.issuerKey, domain);
       if (stored !== null && this.reported.get(domain) !== stored.stamp) found.push(stored);

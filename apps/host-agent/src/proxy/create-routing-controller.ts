@@ -130,6 +130,8 @@ function controllerOptions(o: CommonOptions) {
     ...(o.remoteProbes ? { remoteProbes: o.remoteProbes } : {}),
     ...(o.onReload ? { onReload: o.onReload } : {}),
     ...(o.certificateStorage ? { certificateStorage: o.certificateStorage } : {}),
+    // The host's HTTP port: in container mode Docker publishes Caddy's 80 there, on the private address too.
+    challengePort: o.serving.httpPort,
     logger: o.logger,
     ...(o.now ? { now: o.now } : {}),
   };
@@ -260,7 +262,16 @@ export function createRoutingController(
     configPath: p.caddyConfigPath,
     adminTimeoutMs: p.adminTimeoutMs,
     checkIntervalMs: p.checkIntervalMs,
-    serving: { tls: p.tls, httpPort: p.httpPort, httpsPort: p.httpsPort, acmeEmail: p.acmeEmail ?? null, acmeCa: p.acmeCa ?? null, acmeCaRoot: p.acmeCaRoot ?? null },
+    serving: {
+      tls: p.tls,
+      httpPort: p.httpPort,
+      httpsPort: p.httpsPort,
+      acmeEmail: p.acmeEmail ?? null,
+      acmeCa: p.acmeCa ?? null,
+      acmeCaRoot: p.acmeCaRoot ?? null,
+      // One issuer per domain needs certificates ordered from an ACME CA and a private address to forward challenges to.
+      shareCertificates: p.tls === 'auto' && p.tlsIssuer === 'acme' && config.remote.privateAddress !== null,
+    },
     logger: deps.logger,
     ...(deps.onReload ? { onReload: deps.onReload } : {}),
     canary: config.canary.intervalMs > 0 ? { port: config.canary.proxyPort, upstream: config.canary.upstream } : null,
@@ -286,6 +297,7 @@ export function createRoutingController(
       adminUrl: p.caddyAdminUrl as string,
       ...(p.caddyAdminListen ? { adminListen: p.caddyAdminListen } : {}),
       answererListen: p.answererListen,
+      certificateStorage: p.caddyStorageDir,
     });
   }
   const { controller, container } = createContainerRoutingController({

@@ -14,6 +14,7 @@ import { ProxyError } from './errors.js';
 import type { Answerer } from './answerer.js';
 import { classifyReload } from './reload-kind.js';
 import { CertificateShare, issuedHere, type IssuedCertificate } from './certificate-share.js';
+import type { CertificateSharing } from '../controllers.js';
 import { caddyIssuerKey } from './certificate-storage.js';
 import type { SharedCertificate } from '@tether/protocol';
 import { RemoteProbes } from './remote-probes.js';
@@ -52,6 +53,8 @@ export interface StaticRoutingControllerOptions {
   onReload?: (reload: ReloadRecord) => void;
   /** certificates.share (render.shareCertificates): Caddy's certificate storage folder as the agent sees it. */
   certificateStorage?: string;
+  /** certificates.share: the port Caddy's plain HTTP is reached at on the node's private address (hello.challengePort). */
+  challengePort?: number;
   logger: Logger;
   now?: () => Date;
 }
@@ -110,6 +113,19 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
       options.render.shareCertificates && options.certificateStorage
         ? new CertificateShare({ storageRoot: options.certificateStorage, issuerKey: caddyIssuerKey(options.render), logger: options.logger })
         : null;
+  }
+
+  /** certificates.share as the session drives it; absent when this proxy does not share (or has no storage to share from). */
+  get certificateSharing(): CertificateSharing | undefined {
+    const share = this.certificates;
+    if (!share || this.options.challengePort === undefined) return undefined;
+    return {
+      challengePort: this.options.challengePort,
+      install: (certificates) => this.installCertificates(certificates),
+      unreported: () => this.unreportedCertificates(),
+      markReported: (issued) => share.markReported(issued),
+      forgetReported: () => share.forgetReported(),
+    };
   }
 
   /**
