@@ -154,3 +154,31 @@ describe('certificates.share on the panel', () => {
     expect(leaks(row[0]!.key_ciphertext.toString('latin1'))).toEqual([]);
   });
 });
+
+describe('certificates.share on a panel without a secrets key', () => {
+  it('is not confirmed, and the panel says why once at start; a report is refused, not a crash', async () => {
+    let log = '';
+    const sink = new Writable({
+      write(chunk: Buffer, _enc, done) {
+        log += chunk.toString('utf8');
+        done();
+      },
+    });
+    const panel = await startPanel({ logger: pino({ level: 'info' }, sink) });
+    try {
+      const node = await panel.createNode('lone');
+      const agent = await RawAgent.connect({ url: panel.url, token: node.token, node: 'lone', capabilities: SHARING, privateAddress: '10.9.0.9', challengePort: 8080 });
+      expect(agent.welcome.capabilities).toContain(CAPABILITIES.ROUTING_REMOTE);
+      expect(agent.welcome.capabilities).not.toContain(CAPABILITIES.CERTIFICATES_SHARE);
+      expect(log.match(/CERTIFICATES_NOT_SHARED/g)).toHaveLength(1);
+      expect(log).toContain('certificates are not shared between nodes: this panel has no secrets key');
+      agent.send({ type: 'certificates.report', id: 'rep-x', certificates: [report(planted)] });
+      const refused = await agent.waitFor<Extract<PanelMessage, { type: 'error' }>>((m) => m.type === 'error' && m.ref === 'rep-x');
+      expect(refused.code).toBe('UNEXPECTED_MESSAGE');
+      expect(agent.closed).toBeNull();
+      agent.close();
+    } finally {
+      await panel.close();
+    }
+  });
+});
