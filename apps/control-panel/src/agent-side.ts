@@ -22,6 +22,7 @@ import type { Keyring } from './secrets/keyring.js';
 import { SecretDelivery } from './secrets/secret-delivery.js';
 import { LogRelay } from './log-streams/log-relay.js';
 import { VolumeReports } from './sessions/volume-reports.js';
+import { CertificateRelay } from './routing/certificate-relay.js';
 
 // The agent side of the panel, wired in one place: the connected map, deploy
 // dispatch, workload sync, routing push, decommission and session metrics.
@@ -43,6 +44,8 @@ export interface AgentSide {
   logs: LogRelay;
   /** Nodes' volume reports, stored for GET /v1/volumes. */
   volumeReports: VolumeReports;
+  /** certificates.share: issuers' reports stored, other serving nodes sent their domains' certificates. */
+  certificates: CertificateRelay;
   start(): void;
   stop(): Promise<void>;
 }
@@ -138,8 +141,10 @@ export function createAgentSide(deps: {
   });
   const dispatcher = new SessionDispatcher({ registry, store, events, logger, metrics, sentDeploys: workloads, secrets });
   const recorder = countedReloads(new PrismaReloadRecorder(deps.prisma, deps.outbox), registry, metrics);
+  const certificates = new CertificateRelay({ prisma: deps.prisma, keyring: deps.keyring, events, logger });
   const routing = new RoutingReconciler({
     sessions: registry,
+    certificates,
     maps: deps.maps ?? new DbRoutingMapSource(deps.prisma),
     reloads: recorder,
     events: recorder,
@@ -186,6 +191,7 @@ export function createAgentSide(deps: {
     frames.handle('deploy.drained', (session, message) => void dispatcher.drainedReceived(session, message)),
     wireRouting(registry, frames, events, routing),
     frames.handle('volumes.report', (session, message) => volumeReports.received(session, message)),
+    frames.handle('certificates.report', (session, message) => certificates.received(session, message)),
     listen(registry, 'closed', (session) => volumeReports.sessionClosed(session)),
     frames.handle('logs.chunk', (session, message) => logs.chunkReceived(session, message)),
     frames.handle('logs.end', (session, message) => logs.endReceived(session, message)),
@@ -234,6 +240,7 @@ export function createAgentSide(deps: {
     routing,
     logs,
     volumeReports,
+    certificates,
     start() {
       registry.start();
       routing.start();
@@ -246,6 +253,7 @@ export function createAgentSide(deps: {
       await workloads.stop();
       await allocations.stop();
       await volumeReports.idle();
+      await certificates.idle();
       off.forEach((f) => f());
     },
   };

@@ -100,6 +100,12 @@ export const PANEL_ERROR_CATALOG = defineErrorCatalog({
   SECRET_UNREADABLE: 'a stored secret does not decrypt',
   /** StaleEpochError: a scheduler write under an epoch that is no longer the lease's; nothing was written. */
   SCHEDULER_EPOCH_STALE: 'this panel no longer holds the scheduler lease under the epoch it wrote with',
+  /** certificates.report (certificates.share): a node reported a certificate of a domain another node issues; refused (an error frame), not stored. */
+  CERTIFICATE_NOT_ISSUER: 'the reporting node is not the issuer of the domain it reported a certificate for',
+  /** certificates.report: the chain does not name the domain, the key is not its leaf's, or it has expired; refused, not stored. */
+  CERTIFICATE_INVALID: 'the reported certificate does not name its domain, does not match its key, or has expired',
+  /** certificates.report on a panel without a secrets key (then it does not confirm certificates.share): refused. */
+  CERTIFICATES_NOT_SHARED: 'this panel has no secrets key, so it cannot store or share certificate keys',
   /** ConfigError (common): the panel does not start; every bad variable is named. */
   INVALID_CONFIG: 'an environment variable is missing or invalid',
 });

@@ -42,6 +42,7 @@ export async function registerAgentGateway(
     },
     lifecycle,
     allocations: config.scheduler.allocations,
+    certificates: parts.agents.certificates.enabled,
   });
   return nodeAuth;
 }

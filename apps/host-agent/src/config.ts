@@ -78,6 +78,11 @@ const EnvSchema = Type.Object({
   /** External mode: the admin listen address kept in every config; default: from TETHER_CADDY_ADMIN_URL. */
   TETHER_CADDY_ADMIN_LISTEN: Type.Optional(Type.String({ minLength: 1, maxLength: 300 })),
   TETHER_CADDY_ADMIN_TIMEOUT_MS: Ms(30_000, 100),
+  /**
+   * External mode, certificates.share: the operator's Caddy's certificate storage folder as the agent sees it (its
+   * data folder + `/caddy`, e.g. /var/lib/caddy/.local/share/caddy); unset: certificates are not shared.
+   */
+  TETHER_CADDY_STORAGE_DIR: Type.Optional(Type.String({ pattern: '^/', maxLength: 4096 })),
   /** Container mode: an image to run instead of building one from TETHER_CADDY_BINARY. */
   TETHER_CADDY_IMAGE: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
   TETHER_CADDY_BINARY: Type.String({ minLength: 1, default: '/usr/bin/caddy' }),
@@ -185,6 +190,8 @@ export interface AgentConfig {
     caddyConfigPath: string;
     caddyAdminListen: string | undefined;
     adminTimeoutMs: number;
+    /** External mode: Caddy's certificate storage folder (TETHER_CADDY_STORAGE_DIR); null: not shared. */
+    caddyStorageDir: string | null;
     caddyImage: string | undefined;
     caddyBinary: string;
     tls: 'auto' | 'off';
@@ -393,6 +400,7 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
       caddyConfigPath: e.TETHER_CADDY_CONFIG_PATH ? path.resolve(e.TETHER_CADDY_CONFIG_PATH) : path.join(stateDir, 'caddy.json'),
       caddyAdminListen: e.TETHER_CADDY_ADMIN_LISTEN,
       adminTimeoutMs: e.TETHER_CADDY_ADMIN_TIMEOUT_MS,
+      caddyStorageDir: e.TETHER_CADDY_STORAGE_DIR ?? null,
       caddyImage: e.TETHER_CADDY_IMAGE,
       caddyBinary: e.TETHER_CADDY_BINARY,
       tls: e.TETHER_PROXY_TLS,

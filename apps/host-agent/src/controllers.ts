@@ -1,5 +1,5 @@
 import type { VolumeSnapshot } from './volumes/index.js';
-import type { Allocation, AllocationStatus, CanaryDropEvent, ContainerState, Release, ReloadEvent, Route, RoutingStatus, RuntimeStatus, Workload } from '@tether/protocol';
+import type { Allocation, AllocationStatus, CanaryDropEvent, ContainerState, Release, ReloadEvent, Route, RoutingStatus, RuntimeStatus, SharedCertificate, Workload } from '@tether/protocol';
 
 // The seams between the agent's panel session and the two things it drives.
 // The session (connection/) only talks to these interfaces; runtime/ (Docker)
@@ -107,6 +107,31 @@ export interface RoutingController {
   readonly probesRoutes?: boolean;
   /** What a drain needs from the proxy (capability `workload.drain`); absent: nothing is proxied (TETHER_PROXY=none). */
   readonly traffic?: ProxyTraffic;
+  /**
+   * One certificate issuer per domain (capability `certificates.share`): present when the proxy orders its
+   * certificates from an ACME CA and can share them (proxy/certificate-share.ts).
+   */
+  readonly certificateSharing?: CertificateSharing;
+}
+
+/** A certificate this node's proxy obtained for a domain it issues, with the stamp that tells a renewal. */
+export interface IssuedCertificate {
+  certificate: SharedCertificate;
+  stamp: string;
+}
+
+/** The proxy's side of certificates.share. */
+export interface CertificateSharing {
+  /** hello.challengePort: the port the proxy serves plain HTTP on at the node's private address. */
+  readonly challengePort: number;
+  /** The complete set the panel sent (`certificates`): written into the proxy's storage; the domains not written. */
+  install(certificates: readonly SharedCertificate[]): Promise<{ failed: string[] }>;
+  /** What the proxy holds for domains this node issues that the panel has not stored in that form. */
+  unreported(): Promise<IssuedCertificate[]>;
+  /** The panel stored (or refused) these: not reported again until they change or a new session begins. */
+  markReported(issued: readonly IssuedCertificate[]): void;
+  /** A new session: everything is reported again. */
+  forgetReported(): void;
 }
 
 /**

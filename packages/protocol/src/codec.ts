@@ -145,7 +145,7 @@ export function maxFrameBytes(type: MessageType): number {
   return STATE_FRAME_TYPES.has(type) ? MAX_STATE_FRAME_BYTES : MAX_FRAME_BYTES;
 }
 
-const STATE_FRAME_TYPES: ReadonlySet<MessageType> = new Set(['routing.map', 'workloads', 'allocations']);
+const STATE_FRAME_TYPES: ReadonlySet<MessageType> = new Set(['routing.map', 'workloads', 'allocations', 'certificates']);
 
 /** Narrows a decoded message to one type. */
 export function isMessage<T extends MessageType>(message: Message, type: T): message is Extract<Message, { type: T }> {

@@ -58,7 +58,7 @@ export const MAX_INVALID_BYTES_PER_SECOND = 1024 * 1024;
  * Panel → agent messages the agent ACKs at once, before the work. No ACK
  * within `ackTimeoutMs` kills the session with ACK_TIMEOUT, whichever it was.
  */
-export const ACKED_MESSAGE_TYPES = Object.freeze(['deploy', 'workloads', 'allocations', 'routing.map', 'volumes.remove'] as const);
+export const ACKED_MESSAGE_TYPES = Object.freeze(['deploy', 'workloads', 'allocations', 'routing.map', 'volumes.remove', 'certificates'] as const);
 
 /**
  * Optional protocol features, announced by the agent in `hello.capabilities`
@@ -123,6 +123,13 @@ export const CAPABILITIES = Object.freeze({
    * that pass its own TCP probe otherwise. Without it a node's map holds its local replicas only.
    */
   ROUTING_REMOTE: 'routing.remote',
+  /**
+   * One certificate issuer per domain (needs `routing.remote`): routing map routes of a node that is not the
+   * domain's issuer carry `certificate: { issuer, challengeVia }`; such an agent never asks the CA for that domain,
+   * serves the certificate the panel sends in `certificates` and forwards the CA's HTTP-01 challenges to
+   * `challengeVia`. The issuer reports what its proxy obtained in `certificates.report` (ACKed once stored).
+   */
+  CERTIFICATES_SHARE: 'certificates.share',
 } as const);
 export type Capability = (typeof CAPABILITIES)[keyof typeof CAPABILITIES];
 

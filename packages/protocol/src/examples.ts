@@ -17,6 +17,14 @@ const container: ContainerState = {
   since: '2026-11-29T10:00:00.000Z',
 };
 
+/** A shared certificate (capability certificates.share); PEM bodies shortened: the schema checks the armour only. */
+const sharedCertificate = {
+  domain: 'shop.example.com',
+  certificatePem: '-----BEGIN CERTIFICATE-----\nMIIB…\n-----END CERTIFICATE-----\n',
+  keyPem: '-----BEGIN EC PRIVATE KEY-----\nMHcC…\n-----END EC PRIVATE KEY-----\n',
+  notAfter: '2027-02-27T10:00:00.000Z',
+};
+
 const routing: RoutingStatus = {
   appliedHash: 'a3c9e0f4',
   reloadsTotal: 3,
@@ -97,6 +105,8 @@ export const EXAMPLE_MESSAGES: { [K in MessageType]: Extract<Message, { type: K 
     ],
   },
   workloads: { type: 'workloads', id: 'p-4', workloads: [workload] },
+  'certificates.report': { type: 'certificates.report', id: 'a-10', certificates: [sharedCertificate] },
+  certificates: { type: 'certificates', id: 'p-11', certificates: [sharedCertificate] },
   // Mid-rollout: one replica of web already on release dep_08, one still on dep_07.
   allocations: {
     type: 'allocations',

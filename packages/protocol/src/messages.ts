@@ -352,6 +352,17 @@ export const RemoteEndpoint = Type.Object({
 });
 export type RemoteEndpoint = Static<typeof RemoteEndpoint>;
 
+/**
+ * Capability `certificates.share`: the node that issues the domain's certificate, when it is another one. The
+ * agent never asks the CA for it, serves what `certificates` brings, and forwards HTTP-01 challenges for it to
+ * `challengeVia` (the issuer's HTTP port on its private address).
+ */
+export const CertificateIssuer = Type.Object({
+  node: Name,
+  challengeVia: Endpoint,
+});
+export type CertificateIssuer = Static<typeof CertificateIssuer>;
+
 export const Route = Type.Object({
   domain: Name,
   pathPrefix: Nullable(Identifier(FIELD_LIMITS.pathPrefix)),
@@ -363,6 +374,8 @@ export const Route = Type.Object({
    * replica serves.
    */
   remote: Type.Optional(Type.Array(RemoteEndpoint, { maxItems: LIMITS_REMOTE })),
+  /** Capability `certificates.share`: present only when another node issues this domain's certificate. */
+  certificateIssuer: Type.Optional(CertificateIssuer),
 });
 export type Route = Static<typeof Route>;
 
@@ -390,6 +403,8 @@ export const Hello = Type.Object({
   capabilities: Type.Optional(Capabilities),
   /** Capability `routing.remote`: the node's address on the operators' private network (TETHER_PRIVATE_ADDRESS). */
   privateAddress: Type.Optional(Identifier(64)),
+  /** Capability `certificates.share`: the port the node's proxy serves plain HTTP on at `privateAddress` (forwarded ACME challenges). */
+  challengePort: Type.Optional(Type.Integer({ minimum: 1, maximum: 65_535 })),
 });
 export type Hello = Static<typeof Hello>;
 
@@ -704,6 +719,44 @@ export const VolumesReport = Type.Object({
 });
 export type VolumesReport = Static<typeof VolumesReport>;
 
+/** A PEM text: a certificate chain or a private key (bounded: a chain of a few certificates, a key). */
+const Pem = Type.String({ minLength: 1, maxLength: 65_536, pattern: '^-----BEGIN [A-Z0-9 ]+-----\\n' });
+
+/** One domain's certificate as its issuer's proxy stored it (capability `certificates.share`). */
+export const SharedCertificate = Type.Object({
+  domain: Name,
+  /** The chain, leaf first, PEM. */
+  certificatePem: Pem,
+  /** The leaf's private key, PEM: a secret (never logged, never in an API answer). */
+  keyPem: Pem,
+  /** The leaf's notAfter (ISO 8601). */
+  notAfter: Timestamp,
+});
+export type SharedCertificate = Static<typeof SharedCertificate>;
+
+/**
+ * agent → panel, capability `certificates.share`: certificates this node's proxy obtained for domains it issues
+ * (every one at session open, then each new or renewed one). ACKed once stored; sent again until ACKed.
+ */
+export const CertificatesReport = Type.Object({
+  type: Type.Literal('certificates.report'),
+  id: Id,
+  certificates: Type.Array(SharedCertificate, { minItems: 1, maxItems: 10 }),
+});
+export type CertificatesReport = Static<typeof CertificatesReport>;
+
+/**
+ * panel → agent, capability `certificates.share`: the complete set of certificates this node serves for domains
+ * another node issues (one left out is no longer this node's to serve). ACKed at once.
+ */
+export const Certificates = Type.Object({
+  type: Type.Literal('certificates'),
+  id: Id,
+  // A state frame (up to MAX_STATE_FRAME_BYTES): 2,000 chains with their keys fit.
+  certificates: Type.Array(SharedCertificate, { maxItems: 2_000 }),
+});
+export type Certificates = Static<typeof Certificates>;
+
 export const ErrorMessage = Type.Object({
   type: Type.Literal('error'),
   id: Id,
@@ -737,6 +790,8 @@ export const MESSAGE_SCHEMAS = {
   'logs.end': LogsEnd,
   'volumes.remove': VolumesRemove,
   'volumes.report': VolumesReport,
+  'certificates.report': CertificatesReport,
+  certificates: Certificates,
   error: ErrorMessage,
 } as const;
 
@@ -749,11 +804,11 @@ export type MessageOf<T extends MessageType> = Extract<Message, { type: T }>;
 
 /** The types an agent sends and a panel receives, declared once: the panel's gateway accepts these (after `hello`). */
 export const AGENT_MESSAGE_TYPES = Object.freeze([
-  'hello', 'heartbeat', 'pong', 'ack', 'deploy.result', 'deploy.drained', 'routing.applied', 'proxy.events', 'logs.chunk', 'logs.end', 'volumes.report', 'allocations.status', 'error',
+  'hello', 'heartbeat', 'pong', 'ack', 'deploy.result', 'deploy.drained', 'routing.applied', 'proxy.events', 'logs.chunk', 'logs.end', 'volumes.report', 'allocations.status', 'certificates.report', 'error',
 ] as const satisfies readonly MessageType[]);
 /** The types a panel sends and an agent receives. */
 export const PANEL_MESSAGE_TYPES = Object.freeze([
-  'welcome', 'ping', 'deploy', 'workloads', 'routing.map', 'logs.open', 'logs.credit', 'logs.close', 'volumes.remove', 'allocations', 'ack', 'error',
+  'welcome', 'ping', 'deploy', 'workloads', 'routing.map', 'logs.open', 'logs.credit', 'logs.close', 'volumes.remove', 'allocations', 'certificates', 'ack', 'error',
 ] as const satisfies readonly MessageType[]);
 
 /** Messages the agent sends and the panel receives. */

@@ -39,17 +39,20 @@ function compareRoutes(a: Route, b: Route): number {
 
 /**
  * Routes in canonical order, each with its keys in canonical order; `remote` (routing.remote) sorted by endpoint
- * and kept only when present, so a map without it hashes as before the capability existed.
+ * and `certificateIssuer` (certificates.share) kept only when present, so a map without them hashes as before the
+ * capabilities existed.
  */
 export function canonicalRoutes(routes: readonly Route[]): Route[] {
   return routes
     .map((r): Route => {
-      const base = { domain: r.domain, pathPrefix: r.pathPrefix, serviceId: r.serviceId, upstream: r.upstream };
-      if (r.remote === undefined) return base;
-      const remote = r.remote
-        .map((e) => ({ node: e.node, endpoint: e.endpoint }))
-        .sort((a, b) => (a.endpoint < b.endpoint ? -1 : a.endpoint > b.endpoint ? 1 : a.node < b.node ? -1 : a.node > b.node ? 1 : 0));
-      return { ...base, remote };
+      const base: Route = { domain: r.domain, pathPrefix: r.pathPrefix, serviceId: r.serviceId, upstream: r.upstream };
+      if (r.remote !== undefined) {
+        base.remote = r.remote
+          .map((e) => ({ node: e.node, endpoint: e.endpoint }))
+          .sort((a, b) => (a.endpoint < b.endpoint ? -1 : a.endpoint > b.endpoint ? 1 : a.node < b.node ? -1 : a.node > b.node ? 1 : 0));
+      }
+      if (r.certificateIssuer !== undefined) base.certificateIssuer = { node: r.certificateIssuer.node, challengeVia: r.certificateIssuer.challengeVia };
+      return base;
     })
     .sort(compareRoutes);
 }

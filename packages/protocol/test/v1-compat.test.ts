@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { V1_EXAMPLES, V1_MESSAGE_TYPES, V1_SCHEMAS, decodeV1 } from '@tether/testkit';
 import {
   CAPABILITIES,
+  canonicalRoutes,
   EXAMPLE_MESSAGES,
   FRAME_ERROR_CODES,
   MESSAGE_SCHEMAS,
@@ -70,13 +71,14 @@ describe('the v1 contract holds', () => {
 
   it('messages added since v1 are exactly those a capability announces', () => {
     const added = MESSAGE_TYPES.filter((type) => !V1_MESSAGE_TYPES.includes(type)).sort();
-    expect(added).toEqual(['allocations', 'allocations.status', 'deploy.drained', 'logs.chunk', 'logs.close', 'logs.credit', 'logs.end', 'logs.open', 'proxy.events', 'volumes.remove', 'volumes.report']);
+    expect(added).toEqual(['allocations', 'allocations.status', 'certificates', 'certificates.report', 'deploy.drained', 'logs.chunk', 'logs.close', 'logs.credit', 'logs.end', 'logs.open', 'proxy.events', 'volumes.remove', 'volumes.report']);
     // workload.allocations adds allocations and allocations.status (and containers' allocationId);
     // workload.drain adds deploy.drained (and the field drainSeconds); workload.volumes adds volumes.remove, volumes.inventory adds volumes.report (and volumes.remove's `names`); the other workload.* capabilities,
     // `secrets` and `registry.auth` add fields only (see the next test); proxy.static adds no message either: only the reload kind `static-move`
     // inside proxy.events, which the agent sends only to a panel that named the capability back (apps/host-agent/src/connection/event-sender.ts);
-    // routing.remote adds fields only (hello's privateAddress, allocations.status's endpoint, routing.map routes' remote).
-    expect(Object.values(CAPABILITIES).sort()).toEqual(['logs', 'proxy.events', 'proxy.static', 'registry.auth', 'routes.probe', 'routing.remote', 'secrets', 'volumes.inventory', 'workload.allocations', 'workload.command', 'workload.drain', 'workload.healthCheck', 'workload.resources', 'workload.volumes']);
+    // routing.remote adds fields only (hello's privateAddress, allocations.status's endpoint, routing.map routes' remote);
+    // certificates.share adds certificates and certificates.report (and hello's challengePort, routes' certificateIssuer).
+    expect(Object.values(CAPABILITIES).sort()).toEqual(['certificates.share', 'logs', 'proxy.events', 'proxy.static', 'registry.auth', 'routes.probe', 'routing.remote', 'secrets', 'volumes.inventory', 'workload.allocations', 'workload.command', 'workload.drain', 'workload.healthCheck', 'workload.resources', 'workload.volumes']);
     // A v1 peer refuses them: they may travel only on a session whose hello and welcome both named the capability.
     for (const type of added) {
       const refused = decodeV1(encode(EXAMPLE_MESSAGES[type] as Message));
@@ -125,6 +127,33 @@ describe('remote endpoints behind routing.remote', () => {
     expect(withEndpoint('10.0.0.2:32768')).toBe('ok');
     expect(withEndpoint('[fd00::2]:32768')).toBe('ok');
     for (const bad of ['edge-2:80', '10.0.0.2', 'fd00::2:80', '10.0.0.2:80/x']) expect(withEndpoint(bad)).not.toBe('ok');
+  });
+});
+
+describe('shared certificates behind certificates.share', () => {
+  const map = EXAMPLE_MESSAGES['routing.map'] as MessageOf<'routing.map'>;
+  const certificateIssuer = { node: 'edge-1', challengeVia: '10.0.0.1:80' };
+
+  it('a v1 agent would take a route naming another issuer and ask the CA itself: hence the capability; without the field the hash is unchanged', () => {
+    const route = { ...map.routes[0]!, certificateIssuer };
+    expect(decodeV1(encode({ ...map, routes: [route] })).ok).toBe(true);
+    expect(routingHash([map.routes[0]!])).toBe(routingHash([{ ...map.routes[0]! }]));
+    expect(routingHash([route])).not.toBe(routingHash([map.routes[0]!]));
+    expect(canonicalRoutes([{ ...route, certificateIssuer: { challengeVia: '10.0.0.1:80', node: 'edge-1' } }])).toEqual([route]);
+  });
+
+  it('challengeVia is an address and a port; a certificate frame holds PEM texts and at least the armour', () => {
+    const withVia = (challengeVia: string) => encodeOrCode({ ...map, routes: [{ ...map.routes[0]!, certificateIssuer: { ...certificateIssuer, challengeVia } }] });
+    expect(withVia('[fd00::1]:8080')).toBe('ok');
+    for (const bad of ['edge-1:80', '10.0.0.1', '']) expect(withVia(bad)).not.toBe('ok');
+    const report = EXAMPLE_MESSAGES['certificates.report'] as MessageOf<'certificates.report'>;
+    const one = report.certificates[0]!;
+    expect(encodeOrCode(report)).toBe('ok');
+    expect(encodeOrCode({ ...report, certificates: [] })).not.toBe('ok');
+    expect(encodeOrCode({ ...report, certificates: [{ ...one, keyPem: 'not a key' }] })).not.toBe('ok');
+    expect(encodeOrCode({ ...report, certificates: [{ ...one, domain: '' }] })).not.toBe('ok');
+    // The panel's complete set may be empty (nothing left to serve for another issuer).
+    expect(encodeOrCode({ ...(EXAMPLE_MESSAGES.certificates as MessageOf<'certificates'>), certificates: [] })).toBe('ok');
   });
 });
 

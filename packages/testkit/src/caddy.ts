@@ -24,6 +24,8 @@ export interface TestCaddy {
   adminPort: number;
   /** A free port reserved for the HTTP server the test configures. */
   httpPort: number;
+  /** Caddy's XDG data folder: its certificate storage is `<dataDir>/caddy`. */
+  dataDir: string;
   /** Stops Caddy and starts it again with only its admin API (an empty config), like a crash and restart. */
   restartEmpty(): Promise<void>;
   stop(): Promise<void>;
@@ -68,6 +70,7 @@ export async function startCaddy(): Promise<TestCaddy> {
     adminUrl,
     adminPort,
     httpPort,
+    dataDir: path.join(dir, 'data'),
     get process() {
       return child;
     },

@@ -63,6 +63,8 @@ export interface GatewayOptions {
   lifecycle: Slots;
   /** Confirms `workload.allocations` (TETHER_ALLOCATIONS=on); absent: not confirmed. */
   allocations?: boolean;
+  /** Confirms `certificates.share`: this panel has a secrets key to seal certificate keys with; absent: not confirmed. */
+  certificates?: boolean;
 }
 
 // Once a session is open: every type an agent sends (the protocol's list) but a second hello.
@@ -72,10 +74,12 @@ const AGENT_TYPES: ReadonlySet<string> = new Set(AGENT_MESSAGE_TYPES.filter((typ
  * with `allocations` (TETHER_ALLOCATIONS=on): such a session gets `allocations` sets (dispatch/allocation-sync.ts)
  * and may send `allocations.status`, and the scheduler places its node's services.
  */
-function panelCapabilities(allocations: boolean): ReadonlySet<string> {
+function panelCapabilities(allocations: boolean, certificates: boolean): ReadonlySet<string> {
   // Cross-node routing serves replicas of allocations: without them it has nothing to route to.
-  const allocationsOnly: string[] = [CAPABILITIES.WORKLOAD_ALLOCATIONS, CAPABILITIES.ROUTING_REMOTE];
-  return new Set(Object.values(CAPABILITIES).filter((c) => allocations || !allocationsOnly.includes(c)));
+  const allocationsOnly: string[] = [CAPABILITIES.WORKLOAD_ALLOCATIONS, CAPABILITIES.ROUTING_REMOTE, CAPABILITIES.CERTIFICATES_SHARE];
+  // A certificate's key is stored sealed like a secret: without a key to seal it with, every node orders its own.
+  const keyed = (c: string) => certificates || c !== CAPABILITIES.CERTIFICATES_SHARE;
+  return new Set(Object.values(CAPABILITIES).filter((c) => (allocations || !allocationsOnly.includes(c)) && keyed(c)));
 }
 
 declare module 'fastify' {
@@ -86,7 +90,7 @@ declare module 'fastify' {
 }
 
 export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts) => {
-  const spoken = panelCapabilities(opts.allocations === true);
+  const spoken = panelCapabilities(opts.allocations === true, opts.certificates === true);
   const nextId = createIdGenerator('p');
   // The frames that belong to the session itself; the agent side registers the others.
   const who = (s: AgentSession) => ({ node: s.nodeName, nodeId: s.nodeId, sessionId: s.id });
@@ -231,7 +235,7 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
         // Agents without the list (older ones) get none and no `capabilities` field, as before.
         const capabilities = hello.capabilities ? [...new Set(hello.capabilities)].filter((c) => spoken.has(c)) : null;
         // A private address that is not an address is not one: the node is then served by its own replicas only.
-        session.setCapabilities(capabilities ?? [], hello.privateAddress && isIP(hello.privateAddress) !== 0 ? hello.privateAddress : null);
+        session.setCapabilities(capabilities ?? [], hello.privateAddress && isIP(hello.privateAddress) !== 0 ? hello.privateAddress : null, hello.challengePort ?? null);
         session.send({
           type: 'welcome',
           id: nextId(),
@@ -273,7 +277,8 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
           (message.type === 'proxy.events' && !session.hasCapability(CAPABILITIES.PROXY_EVENTS)) ||
           (message.type === 'volumes.report' && !session.hasCapability(CAPABILITIES.VOLUMES_INVENTORY)) ||
           (message.type === 'deploy.drained' && !session.hasCapability(CAPABILITIES.WORKLOAD_DRAIN)) ||
-          (message.type === 'allocations.status' && !session.hasCapability(CAPABILITIES.WORKLOAD_ALLOCATIONS))
+          (message.type === 'allocations.status' && !session.hasCapability(CAPABILITIES.WORKLOAD_ALLOCATIONS)) ||
+          (message.type === 'certificates.report' && !session.hasCapability(CAPABILITIES.CERTIFICATES_SHARE))
         ) {
           const streak = session.recordInvalid();
           reject({ code: FRAME_ERROR_CODES.UNEXPECTED_MESSAGE, message: `${message.type} is not accepted from an agent here`, ref: message.id }, frameBytes(data));

@@ -1,9 +1,11 @@
-import { canonicalRoutes, routingHash, serviceUpstream, type RemoteEndpoint, type Route } from '@tether/protocol';
+import { CAPABILITIES, canonicalRoutes, routingHash, serviceUpstream, type RemoteEndpoint, type Route } from '@tether/protocol';
 import { TickBatcher } from '@tether/common';
 import { sqlOf, type Db } from '../db/database.js';
 import { OPEN_READ_LINGER_MS } from '../session-writes/session-store.js';
 import { managedSql } from '../scheduling/managed.js';
 import { INGRESS_LABEL, REMOTE_CAPABILITY, remoteEndpointsSql, type EndpointRow } from './serving-nodes.js';
+import { certificateIssuerFor } from './certificate-issuers.js';
+import { domainIssuers } from './domain-issuers.js';
 
 // The routing map of a host: every route it serves, pointing at the service's
 // stable upstream, in canonical order, with the content hash of that form.
@@ -14,7 +16,9 @@ import { INGRESS_LABEL, REMOTE_CAPABILITY, remoteEndpointsSql, type EndpointRow 
 // point (tether.io/ingress=true); such a node's routes carry `remote`: the
 // endpoints of the service's serving replicas on other live nodes. A node
 // without the capability gets its local replicas only (no `remote`), so its
-// map hashes as it always did.
+// map hashes as it always did. One certificate issuer per domain: a route of
+// such a node for a domain another node issues carries `certificateIssuer`
+// when the node speaks certificates.share (domain-issuers.ts).
 
 export interface RoutingMapContent {
   routes: Route[];
@@ -35,9 +39,12 @@ interface RouteRow {
   path_prefix: string | null;
   service_id: string;
   node_id: string;
+  node_name: string;
   internal_port: number;
   /** The node speaks routing.remote: its route carries the remote endpoints. */
   remote: boolean;
+  /** The node speaks certificates.share: its route may name another node as the domain's issuer. */
+  shares: boolean;
 }
 
 /** The most remote endpoints one route carries (the protocol's bound). */
@@ -69,20 +76,20 @@ export class DbRoutingMapSource implements RoutingMapSource {
     const sql = sqlOf(this.prisma);
     const rows = await sql.rows<RouteRow>(
       `WITH t AS (
-        SELECT n.id, ('${REMOTE_CAPABILITY}' = ANY(n.capabilities)) AS remote, (n.labels ->> '${INGRESS_LABEL}') = 'true' AS ingress
+        SELECT n.id, n.name, ('${REMOTE_CAPABILITY}' = ANY(n.capabilities)) AS remote, ('${CAPABILITIES.CERTIFICATES_SHARE}' = ANY(n.capabilities)) AS shares, (n.labels ->> '${INGRESS_LABEL}') = 'true' AS ingress
         FROM nodes n WHERE n.id = ANY($1::text[])
       )
-      SELECT r.domain, r.path_prefix, r.service_id, t.id AS node_id, s.internal_port, false AS remote
+      SELECT r.domain, r.path_prefix, r.service_id, t.id AS node_id, t.name AS node_name, s.internal_port, false AS remote, false AS shares
       FROM t JOIN services s ON s.node_id = t.id JOIN nodes h ON h.id = s.node_id JOIN routes r ON r.service_id = s.id
       WHERE s.internal_port IS NOT NULL AND NOT ${managedSql('h')}
         AND EXISTS (SELECT 1 FROM deployments d WHERE d.service_id = s.id AND d.node_id = s.node_id AND d.status IN ('delivered', 'running'))
       UNION
-      SELECT r.domain, r.path_prefix, r.service_id, t.id, s.internal_port, t.remote
+      SELECT r.domain, r.path_prefix, r.service_id, t.id, t.name, s.internal_port, t.remote, t.shares
       FROM t JOIN allocations a ON a.node_id = t.id AND a.desired = 'run' AND a.release_id IS NOT NULL
         JOIN services s ON s.id = a.service_id JOIN nodes h ON h.id = s.node_id JOIN routes r ON r.service_id = s.id
       WHERE s.internal_port IS NOT NULL AND ${managedSql('h')}
       UNION
-      SELECT r.domain, r.path_prefix, r.service_id, t.id, s.internal_port, true
+      SELECT r.domain, r.path_prefix, r.service_id, t.id, t.name, s.internal_port, true, t.shares
       FROM t JOIN services s ON t.ingress AND t.remote JOIN nodes h ON h.id = s.node_id JOIN routes r ON r.service_id = s.id
       WHERE s.internal_port IS NOT NULL AND ${managedSql('h')}
         AND EXISTS (SELECT 1 FROM allocations a WHERE a.service_id = s.id AND a.desired = 'run' AND a.release_id IS NOT NULL)`,
@@ -97,11 +104,21 @@ export class DbRoutingMapSource implements RoutingMapSource {
         endpoints.set(e.service_id, list);
       }
     }
+    // Only the domains of nodes that share: without one, nothing is chosen and no query is made.
+    const issuers = await domainIssuers(sql, [...new Set(rows.filter((r) => r.remote && r.shares).map((r) => r.domain))]);
     const maps = new Map<string, Route[]>();
     for (const r of rows) {
       const routes = maps.get(r.node_id) ?? [];
       const route: Route = { domain: r.domain, pathPrefix: r.path_prefix, serviceId: r.service_id, upstream: serviceUpstream(r.service_id, r.internal_port) };
-      routes.push(r.remote ? { ...route, remote: remoteFor(r.node_id, endpoints.get(r.service_id) ?? []) } : route);
+      if (!r.remote) {
+        routes.push(route);
+        maps.set(r.node_id, routes);
+        continue;
+      }
+      const issuer = issuers.get(r.domain);
+      const self = issuer?.serving.find((c) => c.name === r.node_name);
+      const certificateIssuer = issuer && self ? certificateIssuerFor(self, issuer.issuer, issuer.serving) : undefined;
+      routes.push({ ...route, remote: remoteFor(r.node_id, endpoints.get(r.service_id) ?? []), ...(certificateIssuer ? { certificateIssuer } : {}) });
       maps.set(r.node_id, routes);
     }
     return maps;

@@ -1,5 +1,5 @@
 import { createLoop, KeyedSerialQueue, type Loop, type Logger } from '@tether/common';
-import { createIdGenerator, type Heartbeat, type ProxyEvents, type RoutingApplied } from '@tether/protocol';
+import { createIdGenerator, type Heartbeat, type ProxyEvents, type Route, type RoutingApplied } from '@tether/protocol';
 import type { SessionRegistry } from '../sessions/registry.js';
 import type { AgentSession } from '../sessions/session.js';
 import { NodeRoutingBook, type RoutingView } from './node-routing-book.js';
@@ -25,6 +25,8 @@ export interface RoutingReconcilerOptions {
   reloads: ReloadRecorder;
   /** Default: no store, so `proxy.events` are never ACKed (the agent keeps them). */
   events?: ProxyEventStore;
+  /** certificates.share: after each push, the certificates the map names another issuer for (certificate-relay.ts). */
+  certificates?: { push(session: AgentSession, routes: readonly Route[]): Promise<void> };
   /** Told of every push's outcome (metrics). */
   onPush?: (node: string, outcome: 'sent' | 'applied' | 'failed') => void;
   logger: Logger;
@@ -158,7 +160,10 @@ export class RoutingReconciler implements RoutingView {
       this.options.onPush?.(session.nodeName, 'failed');
       // A missing ACK already tore the session down; the next session is pushed on open.
       this.options.logger.warn({ err, node: session.nodeName, reason }, 'routing map not delivered');
+      return;
     }
+    // After the map that names the issuer, in the same per-node order: a stored certificate's push is a routing change.
+    await this.options.certificates?.push(session, s.desired.routes).catch((err: unknown) => this.options.logger.warn({ err, node: session.nodeName, reason }, 'certificates not delivered'));
   }
 
   /** A heartbeat carries the applied hash and reload counters. */

@@ -22,6 +22,8 @@ export interface SessionOpenedRecord {
   capabilities?: string[];
   /** The private address the session announced under routing.remote (null: none): nodes.private_address. */
   privateAddress?: string | null;
+  /** hello.challengePort under certificates.share (null: none): nodes.challenge_port. */
+  challengePort?: number | null;
 }
 
 export interface SessionClosedRecord {
@@ -110,6 +112,7 @@ export class OutboxSessionStore implements SessionStore {
       ...(r.generation === undefined ? {} : { generation: r.generation }),
       ...(r.capabilities === undefined ? {} : { capabilities: r.capabilities }),
       ...(r.privateAddress === undefined ? {} : { privateAddress: r.privateAddress }),
+      ...(r.challengePort === undefined ? {} : { challengePort: r.challengePort }),
     });
   }
 

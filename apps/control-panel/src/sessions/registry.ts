@@ -129,6 +129,7 @@ export class SessionRegistry extends EventEmitter<RegistryEvents> {
         at: new Date(session.openedAt),
         capabilities: session.capabilities,
         privateAddress: session.privateAddress,
+        challengePort: session.challengePort,
         ...(generation === undefined ? {} : { generation }),
       }),
       'opened',

@@ -79,6 +79,8 @@ export class AgentSession {
   private capabilitySet: ReadonlySet<string> = new Set();
   /** hello.privateAddress when the session agreed routing.remote (nodes.private_address); null otherwise. */
   privateAddress: string | null = null;
+  /** hello.challengePort when the session agreed certificates.share (nodes.challenge_port); null otherwise. */
+  challengePort: number | null = null;
   closed: { code: number; reason: string; at: number } | null = null;
 
   private readonly idle: Deadline;
@@ -110,9 +112,11 @@ export class AgentSession {
   }
 
   /** Fixes the capabilities of this session (at hello, before welcome), and the private address under routing.remote. */
-  setCapabilities(capabilities: readonly string[], privateAddress: string | null = null): void {
+  setCapabilities(capabilities: readonly string[], privateAddress: string | null = null, challengePort: number | null = null): void {
     this.capabilitySet = new Set(capabilities);
     this.privateAddress = this.capabilitySet.has(CAPABILITIES.ROUTING_REMOTE) ? privateAddress : null;
+    // Forwarded challenges reach the issuer at its private address: a port without one names nothing.
+    this.challengePort = this.capabilitySet.has(CAPABILITIES.CERTIFICATES_SHARE) && this.privateAddress !== null ? challengePort : null;
   }
 
   hasCapability(capability: string): boolean {

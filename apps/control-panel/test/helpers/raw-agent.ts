@@ -11,12 +11,15 @@ export interface RawAgentOptions {
   node?: string;
   /** Reply to ping with pong (default true). */
   pong?: boolean;
-  /** Which of deploy/workloads/routing.map/allocations to ACK (default all). */
-  ack?: readonly ('deploy' | 'workloads' | 'routing.map' | 'allocations')[];
+  /** Which of deploy/workloads/routing.map/allocations/certificates to ACK (default all). */
+  ack?: readonly ('deploy' | 'workloads' | 'routing.map' | 'allocations' | 'certificates')[];
   /** Heartbeat cadence; 0 = none (default 0). */
   heartbeatMs?: number;
   /** hello.capabilities (default: none, as an older agent). */
   capabilities?: string[];
+  /** hello.privateAddress (routing.remote) and hello.challengePort (certificates.share). */
+  privateAddress?: string;
+  challengePort?: number;
   /** The 127.0.0.x source address to connect from (edge tests tell agents from attackers by it). */
   localAddress?: string;
 }
@@ -96,6 +99,8 @@ export class RawAgent {
       runtime: { available: true, error: null },
       routing: { appliedHash: this.appliedHash, reloadsTotal: 0, reloadsToday: 0, lastReloadAt: null, lastReloadReason: null, ...this.routingExtra },
       ...(this.options.capabilities ? { capabilities: this.options.capabilities } : {}),
+      ...(this.options.privateAddress ? { privateAddress: this.options.privateAddress } : {}),
+      ...(this.options.challengePort ? { challengePort: this.options.challengePort } : {}),
     };
   }
 
@@ -134,8 +139,8 @@ export class RawAgent {
   private respond(message: PanelMessage): void {
     if (this.silent) return;
     if (message.type === 'ping' && this.options.pong !== false) this.send({ type: 'pong', id: this.nextId(), ref: message.id });
-    const acked = this.options.ack ?? ['deploy', 'workloads', 'routing.map', 'allocations'];
-    if ((message.type === 'deploy' || message.type === 'workloads' || message.type === 'routing.map' || message.type === 'allocations') && acked.includes(message.type)) {
+    const acked = this.options.ack ?? ['deploy', 'workloads', 'routing.map', 'allocations', 'certificates'];
+    if ((message.type === 'deploy' || message.type === 'workloads' || message.type === 'routing.map' || message.type === 'allocations' || message.type === 'certificates') && acked.includes(message.type)) {
       this.send({ type: 'ack', id: this.nextId(), ref: message.id });
     }
   }

@@ -41,6 +41,14 @@ export function remoteRoutingAddress(parts: Pick<Parts, 'routing' | 'workloads'>
   return privateAddress && capabilities?.includes(CAPABILITIES.WORKLOAD_ALLOCATIONS) && parts.routing.answerer ? privateAddress : null;
 }
 
+/**
+ * hello.challengePort, or null when the agent does not announce certificates.share: that takes routing.remote (the
+ * issuer is reached at its private address) and a proxy that orders from an ACME CA and can share what it gets.
+ */
+export function challengePort(parts: Pick<Parts, 'routing' | 'workloads'>): number | null {
+  return remoteRoutingAddress(parts) && parts.routing.certificateSharing ? parts.routing.certificateSharing.challengePort : null;
+}
+
 /** The optional features this agent was built with, as hello announces them. */
 export function agentCapabilities(parts: Parts): string[] {
   return [
@@ -51,6 +59,7 @@ export function agentCapabilities(parts: Parts): string[] {
     ...(parts.routing.probesRoutes ? [CAPABILITIES.ROUTES_PROBE] : []),
     ...(parts.workloads.capabilities ?? []),
     ...(remoteRoutingAddress(parts) ? [CAPABILITIES.ROUTING_REMOTE] : []),
+    ...(challengePort(parts) !== null ? [CAPABILITIES.CERTIFICATES_SHARE] : []),
     // Built in: every workload's secrets become its container's environment (runtime/workload-spec.ts).
     CAPABILITIES.SECRETS,
   ];

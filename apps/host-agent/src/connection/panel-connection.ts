@@ -28,8 +28,9 @@ import { AGENT_ERROR_CODES } from '../errors.js';
 import type { LogStreams } from '../logs/index.js';
 import { DeployResultQueue } from './deploy-results.js';
 import { EventSender } from './event-sender.js';
+import { CertificateReporter } from './certificate-reporter.js';
 import { PanelFrameRouter } from './frame-router.js';
-import { agentCapabilities, freeText, remoteRoutingAddress, routingStatus, runtimeStatus } from './handshake.js';
+import { agentCapabilities, challengePort, freeText, remoteRoutingAddress, routingStatus, runtimeStatus } from './handshake.js';
 import { PanelTargets, agentConnectUrl } from './panel-targets.js';
 
 export { agentConnectUrl } from './panel-targets.js';
@@ -88,6 +89,8 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
   private readonly results = new DeployResultQueue();
   private terminal = false;
   private readonly events: EventSender | null;
+  /** certificates.share: what this node issues, reported to the panel. */
+  private readonly certificates: CertificateReporter | null;
   private readonly targets: PanelTargets;
   private readonly router = new PanelFrameRouter();
   /**
@@ -115,6 +118,8 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     this.idleTimeoutMs = options.overrides?.agentIdleTimeoutMs ?? TIMING_DEFAULTS.agentIdleTimeoutMs;
     this.protocolVersion = this.versions.max;
     this.events = options.events ? new EventSender(options.events, this.nextId) : null;
+    const sharing = options.routing.certificateSharing;
+    this.certificates = sharing ? new CertificateReporter(sharing, this.nextId, options.logger) : null;
     this.targets = new PanelTargets(options.panelUrl, options.random);
     options.events?.onRecorded(() => this.sendEvents());
     options.workloads.onAllocationStatus?.(() => this.sendAllocationStatus());
@@ -205,6 +210,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       runtime: { available: false, error: errorMessage(err) },
     }));
     const privateAddress = remoteRoutingAddress(this.options);
+    const port = challengePort(this.options);
     this.sendOn(socket, {
       type: 'hello',
       id: this.nextId(),
@@ -216,6 +222,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       routing: this.routingStatus(),
       capabilities: agentCapabilities(this.options),
       ...(privateAddress ? { privateAddress } : {}),
+      ...(port !== null ? { challengePort: port } : {}),
     });
   }
 
@@ -301,6 +308,16 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
         this.allocationsRef = message.id;
         this.options.workloads.setAllocations({ id: message.id, allocations: message.allocations, releases: message.releases });
       })
+      .handle('certificates', (message) => {
+        const sharing = this.options.routing.certificateSharing;
+        if (!sharing || !this.confirmed.includes(CAPABILITIES.CERTIFICATES_SHARE)) return false;
+        ack(message.id);
+        // The domains only: a key is never logged.
+        void sharing.install(message.certificates).then(
+          ({ failed }) => this.options.logger.info({ domains: message.certificates.map((c) => c.domain), failed }, 'shared certificates installed'),
+          (err: unknown) => this.options.logger.warn({ error: errorMessage(err) }, 'shared certificates not installed'),
+        );
+      })
       .handle('routing.map', (message) => {
         ack(message.id);
         void this.applyRouting(this.socket!, message.id, { version: message.version, hash: message.hash, routes: message.routes });
@@ -312,9 +329,10 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       .handle('error', (message) => {
         // Before welcome the only frame the agent sent is hello: this names its version (a v1 panel then closes with 4004).
         if (message.code === FRAME_ERROR_CODES.UNSUPPORTED_PROTOCOL_VERSION && this.state_ === 'handshaking') this.versionRefused = true;
+        if (this.certificates?.refused(message)) return;
         this.options.logger.warn({ code: message.code, ref: message.ref, message: message.message }, 'panel rejected a frame');
       })
-      .handle('ack', (message) => void this.events?.acknowledged(message.ref));
+      .handle('ack', (message) => void (this.events?.acknowledged(message.ref) || this.certificates?.acknowledged(message.ref)));
   }
 
   /** Both ends named workload.allocations on this session (and the controller carries it out). */
@@ -374,8 +392,10 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     this.heartbeat.start();
     // A drain's report goes only to a panel that speaks it (one that did not never sent drainSeconds).
     this.results.drain((result) => (result.type === 'deploy.drained' && !this.confirmed.includes(CAPABILITIES.WORKLOAD_DRAIN) ? undefined : this.sendOn(socket, result)));
+    this.certificates?.sessionReady(capabilities, timing.ackTimeoutMs);
     this.sendEvents();
     this.sendAllocationStatus();
+    void this.sendCertificates(socket);
     this.options.logger.info({ sessionId, heartbeatMs, idleTimeoutMs: this.idleTimeoutMs, protocolVersion: this.protocolVersion }, 'session ready');
     this.emit('ready', { sessionId, timing, protocolVersion: this.protocolVersion });
   }
@@ -396,6 +416,12 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       routing: this.routingStatus(),
     });
     this.sendVolumes(socket);
+    await this.sendCertificates(socket);
+  }
+
+  /** certificates.share: what the proxy obtained for domains this node issues and the panel has not stored. */
+  private async sendCertificates(socket: WebSocket): Promise<void> {
+    await this.certificates?.flush((message) => socket === this.socket && this.sendOn(socket, message));
   }
 
   /** The node's volumes, when the inventory has a revision this session has not been sent (capability volumes.inventory). */
@@ -476,6 +502,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     const sessionId = this.sessionId;
     const versionRefused = !sessionId && (this.versionRefused || code === CLOSE_CODES.UNSUPPORTED_PROTOCOL_VERSION);
     this.events?.sessionClosed();
+    this.certificates?.sessionClosed();
     const lasted = this.sessionStartedAt ? Date.now() - this.sessionStartedAt : 0;
     this.sessionId = null;
     this.sessionStartedAt = 0;

@@ -36,6 +36,8 @@ export interface ServingOptions {
   /** The ACME CA's directory URL and the root its HTTPS certificate is signed by (TETHER_PROXY_ACME_CA, _CA_ROOT). */
   acmeCa?: string | null;
   acmeCaRoot?: string | null;
+  /** certificates.share: forward other issuers' HTTP-01 challenges, HTTP-01 only (static-render.ts). */
+  shareCertificates?: boolean;
 }
 
 export interface CommonOptions {
@@ -63,6 +65,11 @@ export interface CommonOptions {
   endpoints: EndpointSource;
   /** routing.remote: how other nodes' endpoints in the map are probed (TETHER_REMOTE_PROBE_*); absent: not probed. */
   remoteProbes?: { intervalMs: number; timeoutMs: number };
+  /**
+   * certificates.share (serving.shareCertificates), external mode: Caddy's certificate storage folder as the agent
+   * sees it (the operator's Caddy's data folder + `/caddy`); without it nothing is shared. Container mode: its data mount.
+   */
+  certificateStorage?: string | null;
 }
 
 export interface ExternalProxyOptions extends CommonOptions {
@@ -122,6 +129,9 @@ function controllerOptions(o: CommonOptions) {
     answersIntervalMs: o.answersIntervalMs,
     ...(o.remoteProbes ? { remoteProbes: o.remoteProbes } : {}),
     ...(o.onReload ? { onReload: o.onReload } : {}),
+    ...(o.certificateStorage ? { certificateStorage: o.certificateStorage } : {}),
+    // The host's HTTP port: in container mode Docker publishes Caddy's 80 there, on the private address too.
+    challengePort: o.serving.httpPort,
     logger: o.logger,
     ...(o.now ? { now: o.now } : {}),
   };
@@ -208,6 +218,8 @@ export function createContainerRoutingController(o: ContainerProxyOptions): {
       ...answerSettings(o, answerer.caddyAddress, path.posix.join(CADDY_CONTAINER.dataDir, CONTAINER_ANSWERS)),
     },
     answersDir: path.resolve(caddyHostPaths(hostDir).dataDir, CONTAINER_ANSWERS),
+    // The image sets XDG_DATA_HOME to its data mount: certmagic's storage is its `caddy` folder.
+    certificateStorage: path.resolve(caddyHostPaths(hostDir).dataDir, 'caddy'),
     answerer,
     supervisor: container,
   });
@@ -250,7 +262,16 @@ export function createRoutingController(
     configPath: p.caddyConfigPath,
     adminTimeoutMs: p.adminTimeoutMs,
     checkIntervalMs: p.checkIntervalMs,
-    serving: { tls: p.tls, httpPort: p.httpPort, httpsPort: p.httpsPort, acmeEmail: p.acmeEmail ?? null, acmeCa: p.acmeCa ?? null, acmeCaRoot: p.acmeCaRoot ?? null },
+    serving: {
+      tls: p.tls,
+      httpPort: p.httpPort,
+      httpsPort: p.httpsPort,
+      acmeEmail: p.acmeEmail ?? null,
+      acmeCa: p.acmeCa ?? null,
+      acmeCaRoot: p.acmeCaRoot ?? null,
+      // One issuer per domain needs certificates ordered from an ACME CA and a private address to forward challenges to.
+      shareCertificates: p.tls === 'auto' && p.tlsIssuer === 'acme' && config.remote.privateAddress !== null,
+    },
     logger: deps.logger,
     ...(deps.onReload ? { onReload: deps.onReload } : {}),
     canary: config.canary.intervalMs > 0 ? { port: config.canary.proxyPort, upstream: config.canary.upstream } : null,
@@ -276,6 +297,7 @@ export function createRoutingController(
       adminUrl: p.caddyAdminUrl as string,
       ...(p.caddyAdminListen ? { adminListen: p.caddyAdminListen } : {}),
       answererListen: p.answererListen,
+      certificateStorage: p.caddyStorageDir,
     });
   }
   const { controller, container } = createContainerRoutingController({

@@ -18,6 +18,8 @@ export const ANSWER_ZONE = 'rt.tether.internal';
 export const HOSTS_LABEL = 'h';
 /** A/AAAA names of upstream targets: `<target>.e.<zone>` (SRV targets must be names, never IPs): `c-<container>`, `ip-<address>`, `r-<address>-<port>` (another node's replica). */
 export const TARGETS_LABEL = 'e';
+/** SRV names of forwarded ACME challenges (certificates.share): `<domain>.c.<zone>` names the domain's issuer. */
+export const CHALLENGES_LABEL = 'c';
 /** Answered by the answerer whatever the map: what its health probe asks. */
 export const HEALTH_NAME = `health.${ANSWER_ZONE}`;
 
@@ -25,9 +27,10 @@ export const HEALTH_NAME = `health.${ANSWER_ZONE}`;
 /**
  * The folders of one empty file per name that Caddy reads per request (under the answers dir): `domains` (any
  * route; the TLS ask check), `prefixed` (a domain with a prefix route: an upper-case path there takes the
- * case-blind lookups), `routes` (one file per route, named as its SRV owner: the static config's `file` matchers).
+ * case-blind lookups), `routes` (one file per route, named as its SRV owner: the static config's `file` matchers),
+ * `challenges` (a domain another node issues: its HTTP-01 challenges are forwarded there, certificates.share).
  */
-export const NAME_LISTS = ['domains', 'prefixed', 'routes'] as const;
+export const NAME_LISTS = ['domains', 'prefixed', 'routes', 'challenges'] as const;
 export type NameList = (typeof NAME_LISTS)[number];
 
 /** One ready container of a service, as it can be dialled from Caddy. */
@@ -59,8 +62,10 @@ export function isStaticShape(route: Pick<Route, 'domain' | 'pathPrefix'>): bool
 export interface Answers {
   /** Zone records without SOA/NS (knot-answerer.ts adds them with the serial). */
   records: string[];
-  /** Domains with at least one route (the files the TLS ask check reads). */
+  /** Domains this node may ask the CA for, or serves a shared certificate of (the files the TLS ask check reads). */
   domains: string[];
+  /** Domains another node issues (certificates.share): their HTTP-01 challenges go to its `challengeVia`. */
+  challenges: string[];
   /** Domains with a prefix route: an upper-case path there pays the case-blind lookups. */
   prefixed: string[];
   /** Every route's name (staticRouteName): the files the static config's `file` matchers try, deepest prefix first. */
@@ -96,6 +101,11 @@ export interface AnswerOptions {
   canaryUpstream?: string | null;
   /** Remote endpoints failing this agent's own probe (remote-probes.ts): never answered. */
   failingRemote?: ReadonlySet<string>;
+  /**
+   * certificates.share: domains another node issues whose certificate is in this node's proxy storage. A domain
+   * another node issues is left out of `domains` (Caddy's ask refuses it: no order to the CA) until it is here.
+   */
+  sharedInPlace?: ReadonlySet<string>;
 }
 
 /**
@@ -112,6 +122,7 @@ export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap,
   const domains = new Set<string>();
   const prefixed = new Set<string>();
   const names = new Set<string>();
+  const challenges = new Map<string, string>();
   const legacy: Route[] = [];
   let unserved = 0;
   for (const route of canonicalRoutes(routes)) {
@@ -145,6 +156,11 @@ export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap,
       served += 1;
     }
     if (served === 0) unserved += 1;
+    const via = route.certificateIssuer ? remoteTarget(route.certificateIssuer.challengeVia) : null;
+    if (via) {
+      challenges.set(route.domain, `${route.domain}.${CHALLENGES_LABEL} SRV 10 10 ${via.port} ${via.name}`);
+      targets.add(`${via.name} ${via.type} ${via.ip}`);
+    }
     domains.add(route.domain);
     names.add(name);
     if (segments.length > 0) prefixed.add(route.domain);
@@ -156,8 +172,14 @@ export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap,
     srv.add(`${CANARY_HOST}.${HOSTS_LABEL} SRV 10 10 ${canaryUpstream.port} ${canary.name}`);
     targets.add(`${canary.name} ${canary.type} ${canary.ip}`);
   }
+  for (const [domain, record] of challenges) {
+    srv.add(record);
+    if (!options.sharedInPlace?.has(domain)) domains.delete(domain);
+  }
   const records = [`health A 127.0.0.1`, ...[...srv].sort(), ...[...targets].sort()];
-  const lists = { domains: [...domains].sort(), prefixed: [...prefixed].sort(), routes: [...names].sort() };
-  const digest = createHash('sha256').update(JSON.stringify([records, lists.domains, lists.prefixed, lists.routes])).digest('hex').slice(0, 32);
+  const lists = { domains: [...domains].sort(), prefixed: [...prefixed].sort(), routes: [...names].sort(), challenges: [...challenges.keys()].sort() };
+  // A map without shared certificates digests as before (the answers of an upgraded agent are not rewritten).
+  const digested = lists.challenges.length === 0 ? [records, lists.domains, lists.prefixed, lists.routes] : [records, lists.domains, lists.prefixed, lists.routes, lists.challenges];
+  const digest = createHash('sha256').update(JSON.stringify(digested)).digest('hex').slice(0, 32);
   return { records, ...lists, legacy, unserved, digest };
 }

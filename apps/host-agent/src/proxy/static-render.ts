@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { STATIC_ROUTE_SHAPE } from '@tether/protocol';
 import { canonicalJson } from './canonical-json.js';
 import { CANARY_HOST, CANARY_SERVER_NAME, SERVER_NAME, acmeIssuer, type RenderOptions } from './render.js';
-import { ANSWER_ZONE, HOSTS_LABEL, type NameList } from './static-answers.js';
+import { ANSWER_ZONE, CHALLENGES_LABEL, HOSTS_LABEL, type NameList } from './static-answers.js';
 import { issuanceLogging } from './issuance-logging.js';
 
 // The static proxy config (docs/architecture.md, "Static proxy"): rendered
@@ -28,6 +28,12 @@ export interface StaticRenderOptions extends RenderOptions {
   issuer: 'acme' | 'internal';
   /** tls auto: the issuance log Caddy writes (issuance-logging.ts), as Caddy sees the path; absent: none. */
   issuanceLog?: string | null;
+  /**
+   * tls auto, certificates.share: HTTP-01 challenges for a domain another node issues are forwarded to it, and
+   * the ACME issuer uses HTTP-01 only (a TLS-ALPN-01 validation reaching a node that did not order cannot pass,
+   * and each failed validation counts against the CA's limits). Turning it on costs one load.
+   */
+  shareCertificates?: boolean;
 }
 
 export interface StaticRendered {
@@ -38,6 +44,9 @@ export interface StaticRendered {
 
 /** `@id` prefix of the static config's catch-all route: tells it apart from a per-route config. */
 export const STATIC_ID_PREFIX = 'tether-static-';
+
+/** Set on a forwarded ACME challenge: a node never forwards one again (two nodes naming each other the issuer). */
+export const CHALLENGE_FORWARDED_HEADER = 'X-Tether-Challenge-Forwarded';
 
 /** Header on every answer Caddy makes itself, so one is never taken for the app's. */
 export const PROXY_HEADER = 'X-Tether-Proxy';
@@ -93,6 +102,30 @@ function segmentsRegexp(depth: number, ci: boolean) {
   return { path_regexp: { pattern: `^(?:/${segment}){${depth}}(?:/|$)` } };
 }
 
+/**
+ * certificates.share: Caddy answers the challenges it ordered itself before any route runs (measured on 2.6.2);
+ * one it does not know, for a domain another node issues (the `challenges` file), goes to that issuer (the SRV
+ * name `<domain>.c` of the answerer), marked so it is never forwarded twice.
+ */
+function challengeRoutes(o: StaticRenderOptions, challenges: string) {
+  const path = { path: ['/.well-known/acme-challenge/*'] };
+  return [
+    { match: [{ ...path, header: { [CHALLENGE_FORWARDED_HEADER]: ['*'] } }], handle: [mark('no-route'), { handler: 'static_response', status_code: 404 }], terminal: true },
+    {
+      match: [{ ...path, ...fileMatch(challenges, '{http.request.host}') }],
+      handle: [
+        {
+          handler: 'reverse_proxy',
+          dynamic_upstreams: srvSource(`{http.request.host}.${CHALLENGES_LABEL}.${ANSWER_ZONE}`, o),
+          headers: { request: { set: { [CHALLENGE_FORWARDED_HEADER]: ['1'] } } },
+          transport: { protocol: 'http', resolver: { addresses: [o.answerer] }, dial_timeout: `${UPSTREAM_RETRY.dialTimeoutMs}ms` },
+        },
+      ],
+      terminal: true,
+    },
+  ];
+}
+
 const DEPTHS = Array.from({ length: STATIC_ROUTE_SHAPE.maxSegments }, (_, i) => STATIC_ROUTE_SHAPE.maxSegments - i);
 
 function staticConfig(o: StaticRenderOptions, id: string | null) {
@@ -143,7 +176,10 @@ function staticConfig(o: StaticRenderOptions, id: string | null) {
     servers['tether-http'] = {
       listen: [`:${o.httpPort}`],
       automatic_https: { disable: true },
-      routes: [{ handle: [{ handler: 'static_response', status_code: 308, headers: { Location: ['https://{http.request.host}{http.request.uri}'] } }] }],
+      routes: [
+        ...(o.shareCertificates ? challengeRoutes(o, list('challenges')) : []),
+        { handle: [{ handler: 'static_response', status_code: 308, headers: { Location: ['https://{http.request.host}{http.request.uri}'] } }] },
+      ],
     };
     servers['tether-ask'] = {
       listen: [`127.0.0.1:${o.askPort}`],
@@ -153,7 +189,7 @@ function staticConfig(o: StaticRenderOptions, id: string | null) {
         { handle: [{ handler: 'static_response', status_code: 404 }] },
       ],
     };
-    const issuer = o.issuer === 'internal' ? { module: 'internal' } : acmeIssuer(o);
+    const issuer = o.issuer === 'internal' ? { module: 'internal' } : { ...acmeIssuer(o), ...(o.shareCertificates ? { challenges: { 'tls-alpn': { disabled: true } } } : {}) };
     // Caddy's own CA must never write itself into the host's trust store (2.6 tries by default).
     if (o.issuer === 'internal') apps.pki = { certificate_authorities: { local: { install_trust: false } } };
     apps.tls = {

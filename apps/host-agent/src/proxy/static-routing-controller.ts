@@ -13,6 +13,10 @@ import { syncNameFiles } from './domain-files.js';
 import { ProxyError } from './errors.js';
 import type { Answerer } from './answerer.js';
 import { classifyReload } from './reload-kind.js';
+import { CertificateShare, issuedHere, type IssuedCertificate } from './certificate-share.js';
+import type { CertificateSharing } from '../controllers.js';
+import { caddyIssuerKey } from './certificate-storage.js';
+import type { SharedCertificate } from '@tether/protocol';
 import { RemoteProbes } from './remote-probes.js';
 import { RoutingLane } from './routing-lane.js';
 import { NAME_LISTS, computeAnswers, type Answers, type NameList } from './static-answers.js';
@@ -47,6 +51,10 @@ export interface StaticRoutingControllerOptions {
   /** routing.remote: how the remote endpoints of the applied map are probed (remote-probes.ts); absent: not probed, all answered. */
   remoteProbes?: { intervalMs: number; timeoutMs: number };
   onReload?: (reload: ReloadRecord) => void;
+  /** certificates.share (render.shareCertificates): Caddy's certificate storage folder as the agent sees it. */
+  certificateStorage?: string;
+  /** certificates.share: the port Caddy's plain HTTP is reached at on the node's private address (hello.challengePort). */
+  challengePort?: number;
   logger: Logger;
   now?: () => Date;
 }
@@ -80,6 +88,8 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
   private readonly answersDir: string;
   /** Other nodes' endpoints of the applied map, probed by this agent: failing ones leave the answers. */
   readonly remote: RemoteProbes | null;
+  /** certificates.share: shared certificates in place, and what this node issued that the panel has not stored. */
+  readonly certificates: CertificateShare | null;
 
   constructor(private readonly options: StaticRoutingControllerOptions) {
     super(options, options.now ?? (() => new Date()));
@@ -99,6 +109,40 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
     // A probe verdict changes the answers at once, without waiting for the answers loop's next tick.
     const onRemoteChange = () => void (this.answersLoop ? this.answersLoop.trigger() : this.refreshAnswers().catch(onError('answers refresh')));
     this.remote = options.remoteProbes ? new RemoteProbes({ ...options.remoteProbes, onChange: onRemoteChange, logger: options.logger }) : null;
+    this.certificates =
+      options.render.shareCertificates && options.certificateStorage
+        ? new CertificateShare({ storageRoot: options.certificateStorage, issuerKey: caddyIssuerKey(options.render), logger: options.logger })
+        : null;
+  }
+
+  /** certificates.share as the session drives it; absent when this proxy does not share (or has no storage to share from). */
+  get certificateSharing(): CertificateSharing | undefined {
+    const share = this.certificates;
+    if (!share || this.options.challengePort === undefined) return undefined;
+    return {
+      challengePort: this.options.challengePort,
+      install: (certificates) => this.installCertificates(certificates),
+      unreported: () => this.unreportedCertificates(),
+      markReported: (issued) => share.markReported(issued),
+      forgetReported: () => share.forgetReported(),
+    };
+  }
+
+  /**
+   * certificates.share: the complete set of certificates this node serves for other issuers (the panel's
+   * `certificates`), written into Caddy's storage before the answers let `ask` allow their domains.
+   */
+  async installCertificates(certificates: readonly SharedCertificate[]): Promise<{ failed: string[] }> {
+    if (!this.certificates) return { failed: certificates.map((c) => c.domain) };
+    const { changed, failed } = await this.serialize(() => this.certificates!.install(certificates));
+    if (changed) await this.refreshAnswers();
+    return { failed };
+  }
+
+  /** certificates.share: certificates Caddy obtained for domains this node issues that the panel has not stored yet. */
+  async unreportedCertificates(): Promise<IssuedCertificate[]> {
+    if (!this.certificates || this.desired === null) return [];
+    return this.certificates.unreported(issuedHere(this.desired.routes));
   }
 
   /** The map to serve from now on; its remote endpoints are the ones probed. */
@@ -234,7 +278,11 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
   /** Writes the answers for `routes` when they differ from those in place. */
   private async publish(routes: readonly Route[]): Promise<{ answers: Answers; changed: boolean }> {
     const canary = this.options.render.canary ? await upstreamByAddress(this.options.render.canary.upstream) : null;
-    const answers = computeAnswers(routes, await this.options.endpoints(), { canaryUpstream: canary, ...(this.remote ? { failingRemote: this.remote.failingEndpoints } : {}) });
+    const answers = computeAnswers(routes, await this.options.endpoints(), {
+      canaryUpstream: canary,
+      ...(this.remote ? { failingRemote: this.remote.failingEndpoints } : {}),
+      ...(this.certificates ? { sharedInPlace: this.certificates.sharedInPlace } : {}),
+    });
     this.stats.unserved = answers.unserved;
     if (answers.legacy.length !== this.stats.legacy && answers.legacy.length > 0) {
       this.options.logger.warn({ routes: answers.legacy.map((r) => `${r.domain}${r.pathPrefix ?? ''}`).slice(0, 20), count: answers.legacy.length }, 'routes outside the static shape are not served');
