@@ -100,6 +100,13 @@ async function main(): Promise<void> {
       );
       if (i === 1) await api('PATCH', `/v1/nodes/${node.id as string}`, { labels: { 'tether.io/ingress': 'true' } });
     }
+    await waitFor(
+      async () => {
+        const rows = ((await api('GET', '/v1/sessions')).sessions ?? []) as { state: string }[];
+        return rows.filter((r) => r.state === 'connected').length === names.length;
+      },
+      { timeoutMs: 120_000, message: 'both agents connected' },
+    );
     const team = await api('POST', '/v1/teams', { name: 'bench' });
     const service = await api('POST', '/v1/services', { teamId: team.id, name: 'web', image, internalPort: 8080, replicas: 1, placement: { nodes: ['with-replica'] } });
     await api('POST', '/v1/routes', { domain: DOMAIN, serviceId: service.id });
