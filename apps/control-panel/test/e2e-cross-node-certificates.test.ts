@@ -1,14 +1,14 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createHostNetwork, ensureHostNetworkSupport, ensurePebble, hostAgentEnv, waitFor, type Host, type HostNetwork, type ManagedProcess } from '@tether/testkit';
+import { createHostNetwork, ensureHostNetworkSupport, ensurePebble, hostAgentEnv, waitFor, type HostNetwork, type ManagedProcess } from '@tether/testkit';
 import { generateKey } from '../src/secrets/keyring.js';
 import { ECHO_PORT, ensureEchoImage } from './helpers/echo-image.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
 import { reloadsOf } from './helpers/routed-host.js';
+import { explain, startHostAgents, stopHostAgents, type NodeOnHost } from './helpers/host-agents.js';
 
 // One certificate issuer per domain (issue 37, capability certificates.share)
 // end to end on two hosts of createHostNetwork: real panel (with a secrets
@@ -20,7 +20,6 @@ import { reloadsOf } from './helpers/routed-host.js';
 // the certificate, the panel relays it to x2, and x2 serves the same serial:
 // one order at the CA, no Caddy load on either node after the first.
 
-const agentMain = createRequire(import.meta.url).resolve('@tether/host-agent/dist/main.js');
 const support = await ensureHostNetworkSupport();
 const pebbleReady = (await ensurePebble()).available;
 
@@ -32,13 +31,6 @@ const DNS_MGMT_PORT = 8055;
 /** Where pebble's HTTPS root sits inside each agent's Caddy container (its data mount). */
 const CA_ROOT_IN_CADDY = '/data/pebble-https-root.pem';
 
-interface NodeOnHost {
-  host: Host;
-  id: string;
-  name: string;
-  agent: ManagedProcess;
-  stateDir: string;
-}
 
 describe.skipIf(!support.available || !pebbleReady)('one certificate issuer per domain across two hosts', () => {
   let net: HostNetwork;
@@ -104,39 +96,33 @@ describe.skipIf(!support.available || !pebbleReady)('one certificate issuer per 
       },
     });
     const panelUrl = await net.exposePanel(panel.port);
-    for (const [i, host] of net.hosts.entries()) {
-      const name = `x${i + 1}`;
-      const node = await panel.createNode(name);
-      const stateDir = mkdtempSync(path.join(os.tmpdir(), `tether-xcert-${name}-`));
-      // The Caddy container reads the CA's HTTPS root from its data mount.
-      mkdirSync(path.join(stateDir, 'caddy', 'data'), { recursive: true });
-      writeFileSync(path.join(stateDir, 'caddy', 'data', path.basename(CA_ROOT_IN_CADDY)), execFileSync('cat', [cert]));
-      const agent = net.spawnIn(host, process.execPath, [agentMain], {
-        env: hostAgentEnv(host, {
-          panelUrl,
-          token: node.token,
-          nodeName: name,
-          stateDir,
-          lookupRefreshMs: 500,
-          remoteProbeMs: 300,
-          extra: {
-            TETHER_PROXY_TLS: 'auto',
-            TETHER_PROXY_TLS_ISSUER: 'acme',
-            TETHER_PROXY_HTTPS_PORT: '443',
-            TETHER_PROXY_ACME_CA: `https://${net.hub.address}:${ACME_PORT}/dir`,
-            TETHER_PROXY_ACME_CA_ROOT: CA_ROOT_IN_CADDY,
-            TETHER_ROUTE_PROBE_INTERVAL_MS: '0',
-          },
-        }),
-      });
-      nodes.push({ host, id: node.id, name, agent, stateDir });
-    }
-    await waitFor(() => nodes.every((n) => panel.app.agentSide.registry.get(n.id)?.hasCapability('certificates.share')), {
-      timeoutMs: 60_000,
-      message: 'two sessions speaking certificates.share',
-    }).catch((err: Error) => {
-      throw new Error(`${err.message}\n${nodes.map((n) => `--- ${n.name}:\n${n.agent.output().slice(-3_000)}`).join('\n')}`);
-    });
+    nodes.push(
+      ...(await startHostAgents(panel, net, {
+        tag: 'xcert',
+        capability: 'certificates.share',
+        env: (host, node, stateDir) => {
+          // The Caddy container reads the CA's HTTPS root from its data mount.
+          mkdirSync(path.join(stateDir, 'caddy', 'data'), { recursive: true });
+          writeFileSync(path.join(stateDir, 'caddy', 'data', path.basename(CA_ROOT_IN_CADDY)), execFileSync('cat', [cert]));
+          return hostAgentEnv(host, {
+            panelUrl,
+            token: node.token,
+            nodeName: node.name,
+            stateDir,
+            lookupRefreshMs: 500,
+            remoteProbeMs: 300,
+            extra: {
+              TETHER_PROXY_TLS: 'auto',
+              TETHER_PROXY_TLS_ISSUER: 'acme',
+              TETHER_PROXY_HTTPS_PORT: '443',
+              TETHER_PROXY_ACME_CA: `https://${net.hub.address}:${ACME_PORT}/dir`,
+              TETHER_PROXY_ACME_CA_ROOT: CA_ROOT_IN_CADDY,
+              TETHER_ROUTE_PROBE_INTERVAL_MS: '0',
+            },
+          });
+        },
+      })),
+    );
     const team = await panel.api('POST', '/v1/teams', { name: 'xcert' });
     const service = await panel.api('POST', '/v1/services', { teamId: team.body.id, name: 'shop', image, internalPort: ECHO_PORT, replicas: 2, placement: { nodes: ['x1', 'x2'] } });
     expect(service.status).toBe(201);
@@ -152,17 +138,16 @@ describe.skipIf(!support.available || !pebbleReady)('one certificate issuer per 
 
   afterEach((context) => {
     if (context.task.result?.state !== 'fail') return;
-    for (const n of nodes) console.error(`--- agent ${n.name}:\n${n.agent.output().slice(-5_000)}`);
+    console.error(explain(nodes, 5_000));
     console.error(`--- pebble:\n${pebble?.output().slice(-4_000)}`);
     console.error(`--- panel warnings:\n${panel.recentLogs()}`);
   });
 
   afterAll(async () => {
-    for (const n of nodes) await n.agent.stop().catch(() => undefined);
+    await stopHostAgents(nodes);
     for (const p of processes) await p.stop(2_000).catch(() => undefined);
     await net?.destroy();
     await panel?.close();
-    for (const n of nodes) rmSync(n.stateDir, { recursive: true, force: true });
     if (pebbleDir) rmSync(pebbleDir, { recursive: true, force: true });
   }, 60_000);
 

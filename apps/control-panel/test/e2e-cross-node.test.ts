@@ -1,12 +1,9 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import os from 'node:os';
-import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createHostNetwork, ensureHostNetworkSupport, hostAgentEnv, waitFor, type Host, type HostNetwork, type ManagedProcess, type NetnsClient } from '@tether/testkit';
+import { createHostNetwork, ensureHostNetworkSupport, hostAgentEnv, waitFor, type HostNetwork, type NetnsClient } from '@tether/testkit';
 import { ECHO_PORT, ensureEchoImage } from './helpers/echo-image.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
 import { reloadsOf } from './helpers/routed-host.js';
+import { explain, startHostAgents, stopHostAgents, type NodeOnHost } from './helpers/host-agents.js';
 
 // Cross-node routing (issue 37) on three hosts: each a network namespace of
 // its own with its own Docker engine, its agent (container proxy: Caddy and
@@ -15,7 +12,6 @@ import { reloadsOf } from './helpers/routed-host.js';
 // the hub. A 2-replica service runs on A and B; C is an entry point with no
 // replica. Requests come from the hub (a visitor) to each node's proxy.
 
-const agentMain = createRequire(import.meta.url).resolve('@tether/host-agent/dist/main.js');
 const support = await ensureHostNetworkSupport();
 
 const DOMAIN = 'shop.example.test';
@@ -24,13 +20,6 @@ const REFRESH_MS = 500;
 const SESSION_IDLE_MS = 2_000;
 const DEBOUNCE_MS = 100;
 
-interface NodeOnHost {
-  host: Host;
-  id: string;
-  name: string;
-  agent: ManagedProcess;
-  stateDir: string;
-}
 
 describe.skipIf(!support.available)('cross-node routing on three hosts', () => {
   let net: HostNetwork;
@@ -63,21 +52,14 @@ describe.skipIf(!support.available)('cross-node routing on three hosts', () => {
     });
     const panelUrl = await net.exposePanel(panel.port);
     visitor = await net.client(net.hub.netns);
-    for (const [i, host] of net.hosts.entries()) {
-      const name = `x${i + 1}`;
-      const node = await panel.createNode(name);
-      const stateDir = mkdtempSync(path.join(os.tmpdir(), `tether-xnode-${name}-`));
-      const agent = net.spawnIn(host, process.execPath, [agentMain], {
-        env: hostAgentEnv(host, { panelUrl, token: node.token, nodeName: name, stateDir, lookupRefreshMs: REFRESH_MS, remoteProbeMs: PROBE_MS, extra: { TETHER_ROUTE_PROBE_INTERVAL_MS: '500' } }),
-      });
-      nodes.push({ host, id: node.id, name, agent, stateDir });
-    }
-    await waitFor(() => nodes.every((n) => panel.app.agentSide.registry.get(n.id)?.hasCapability('routing.remote')), {
-      timeoutMs: 60_000,
-      message: 'three sessions speaking routing.remote',
-    }).catch((err: Error) => {
-      throw new Error(`${err.message}\n${nodes.map((n) => `--- ${n.name}:\n${n.agent.output().slice(-3_000)}`).join('\n')}`);
-    });
+    nodes.push(
+      ...(await startHostAgents(panel, net, {
+        tag: 'xnode',
+        capability: 'routing.remote',
+        env: (host, node, stateDir) =>
+          hostAgentEnv(host, { panelUrl, token: node.token, nodeName: node.name, stateDir, lookupRefreshMs: REFRESH_MS, remoteProbeMs: PROBE_MS, extra: { TETHER_ROUTE_PROBE_INTERVAL_MS: '500' } }),
+      })),
+    );
     const [, , c] = nodes;
     expect((await panel.api('PATCH', `/v1/nodes/${c!.id}`, { labels: { 'tether.io/ingress': 'true' } })).status).toBe(200);
     const team = await panel.api('POST', '/v1/teams', { name: 'xnode' });
@@ -102,16 +84,15 @@ describe.skipIf(!support.available)('cross-node routing on three hosts', () => {
 
   afterEach((context) => {
     if (context.task.result?.state !== 'fail') return;
-    for (const n of nodes) console.error(`--- agent ${n.name}:\n${n.agent.output().slice(-4_000)}`);
+    console.error(explain(nodes));
     console.error(`--- panel warnings:\n${panel.recentLogs()}`);
   });
 
   afterAll(async () => {
     await visitor?.close();
-    for (const n of nodes) await n.agent.stop().catch(() => undefined);
+    await stopHostAgents(nodes);
     await net?.destroy();
     await panel?.close();
-    for (const n of nodes) rmSync(n.stateDir, { recursive: true, force: true });
   }, 60_000);
 
   it('every node answers the domain: A and B from their own replica, C (no replica) spreads over both within one refresh window', async () => {
