@@ -393,7 +393,7 @@ describe('evacuation on PostgreSQL', () => {
     expect((await running(pinned.id)).map((a) => a.node)).toEqual(['a']);
     const onA = (await running(svc.id)).find((a) => a.node === 'a')!;
 
-    const node = await evacuateNode(db.prisma, nodeIds.a!, undefined);
+    const { node } = await evacuateNode(db.prisma, nodeIds.a!, undefined);
     expect(node).toMatchObject({ cordoned: true, evacuating: true });
     const answer = await evacuationAnswer(db.prisma, nodeIds.a!, () => true);
     expect(answer.moves).toEqual([{ serviceId: svc.id, serviceName: 'evac', allocationId: onA.id, from: 'a', to: 'c' }]);

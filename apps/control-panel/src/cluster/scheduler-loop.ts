@@ -593,31 +593,34 @@ export interface EvacuationAnswer {
  * not speak allocations, or TETHER_ALLOCATIONS is off) refuses with NOT_MANAGED_BY_ALLOCATIONS.
  */
 export async function evacuationAnswer(prisma: Db, nodeId: string, holdsSession: (nodeId: string) => boolean): Promise<EvacuationAnswer> {
-  return prisma.$transaction(async (tx) => {
-    const state = await readState(tx, holdsSession);
-    const preview = previewEvacuation(nodeId, state);
-    const sql = prismaSql(tx);
-    const unmanaged = await sql.rows<{ id: string; name: string }>(
-      `SELECT s.id, s.name FROM services s JOIN nodes h ON h.id = s.node_id WHERE s.node_id = $1 AND s.replicas > 0 AND NOT ${managedSql('h')} ORDER BY s.name`,
-      [nodeId],
-    );
-    const ids = [...new Set([...preview.moves, ...preview.refused, ...preview.pending].map((c) => c.serviceId))];
-    const names = new Map((await sql.rows<{ id: string; name: string }>(`SELECT id, name FROM services WHERE id = ANY($1::text[])`, [ids])).map((r) => [r.id, r.name]));
-    const nodeName = new Map(state.nodes.map((n) => [n.id, n.name]));
-    const name = (id: string) => names.get(id) ?? id;
-    return {
-      moves: preview.moves.map((m) => ({ serviceId: m.serviceId, serviceName: name(m.serviceId), allocationId: m.allocationId, from: nodeName.get(m.from) ?? m.from, to: nodeName.get(m.to) ?? m.to })),
-      refused: [
-        ...preview.refused.map((r) => ({ serviceId: r.serviceId, serviceName: name(r.serviceId), allocationId: r.allocationId, code: r.reason, message: r.message })),
-        ...unmanaged.map((s) => ({
-          serviceId: s.id,
-          serviceName: s.name,
-          allocationId: null,
-          code: 'NOT_MANAGED_BY_ALLOCATIONS',
-          message: 'the service runs by deploy frames on this node (its agent does not speak workload.allocations, or TETHER_ALLOCATIONS is off): it does not move',
-        })),
-      ],
-      pending: preview.pending.map((p) => ({ serviceId: p.serviceId, serviceName: name(p.serviceId), count: p.count, code: p.reason })),
-    };
-  });
+  return prisma.$transaction((tx) => evacuationAnswerIn(tx, nodeId, holdsSession));
+}
+
+/** The same, on a transaction of the caller's (the evacuation's own, so the answer is the state it commits). */
+export async function evacuationAnswerIn(tx: Tx, nodeId: string, holdsSession: (nodeId: string) => boolean): Promise<EvacuationAnswer> {
+  const state = await readState(tx, holdsSession);
+  const preview = previewEvacuation(nodeId, state);
+  const sql = prismaSql(tx);
+  const unmanaged = await sql.rows<{ id: string; name: string }>(
+    `SELECT s.id, s.name FROM services s JOIN nodes h ON h.id = s.node_id WHERE s.node_id = $1 AND s.replicas > 0 AND NOT ${managedSql('h')} ORDER BY s.name`,
+    [nodeId],
+  );
+  const ids = [...new Set([...preview.moves, ...preview.refused, ...preview.pending].map((c) => c.serviceId))];
+  const names = new Map((await sql.rows<{ id: string; name: string }>(`SELECT id, name FROM services WHERE id = ANY($1::text[])`, [ids])).map((r) => [r.id, r.name]));
+  const nodeName = new Map(state.nodes.map((n) => [n.id, n.name]));
+  const name = (id: string) => names.get(id) ?? id;
+  return {
+    moves: preview.moves.map((m) => ({ serviceId: m.serviceId, serviceName: name(m.serviceId), allocationId: m.allocationId, from: nodeName.get(m.from) ?? m.from, to: nodeName.get(m.to) ?? m.to })),
+    refused: [
+      ...preview.refused.map((r) => ({ serviceId: r.serviceId, serviceName: name(r.serviceId), allocationId: r.allocationId, code: r.reason, message: r.message })),
+      ...unmanaged.map((s) => ({
+        serviceId: s.id,
+        serviceName: s.name,
+        allocationId: null,
+        code: 'NOT_MANAGED_BY_ALLOCATIONS',
+        message: 'the service runs by deploy frames on this node (its agent does not speak workload.allocations, or TETHER_ALLOCATIONS is off): it does not move',
+      })),
+    ],
+    pending: preview.pending.map((p) => ({ serviceId: p.serviceId, serviceName: name(p.serviceId), count: p.count, code: p.reason })),
+  };
 }

@@ -1,5 +1,5 @@
 import { recordChange, type AuditContext } from '../audit/audit-entry.js';
-import type { Db } from '../db/database.js';
+import type { Db, Tx } from '../db/database.js';
 import { AppError } from '../errors.js';
 import type { Node } from '../generated/prisma/client.js';
 import { generateToken, hashToken } from './tokens.js';
@@ -132,15 +132,22 @@ export async function setCordon(prisma: Db, id: string, cordoned: boolean, audit
  * to other nodes one at a time (each new one healthy before the old one drains). Idempotent: the audit records a
  * change only. A decommissioned node: 409 NODE_DECOMMISSIONED. Uncordon ends it.
  */
-export async function evacuateNode(prisma: Db, id: string, audit?: AuditContext) {
-  await prisma.$transaction(async (tx) => {
+/**
+ * `preview` runs in the same transaction, after the change: what it reads is the state the scheduler will act on
+ * once this commits, before it could have started a move (an answer read after the commit once named a node the
+ * scheduler had just filled).
+ */
+export async function evacuateNode<T = undefined>(prisma: Db, id: string, audit?: AuditContext, preview?: (tx: Tx) => Promise<T>) {
+  const answer = await prisma.$transaction(async (tx) => {
     const rows = await tx.$queryRaw<{ cordoned: boolean; evacuating: boolean; decommissioned: boolean; name: string }[]>`SELECT cordoned, evacuating, decommissioned, name FROM nodes WHERE id = ${id} FOR UPDATE`;
     const current = rows[0];
     if (!current) throw new AppError('NOT_FOUND', 'no such node');
     if (current.decommissioned) throw new AppError('NODE_DECOMMISSIONED', `node ${current.name} is decommissioned: it is never placed on again`);
-    if (current.cordoned && current.evacuating) return;
-    await tx.node.update({ where: { id }, data: { cordoned: true, evacuating: true } });
-    await recordChange(tx, audit, { action: 'node.evacuate', targetType: 'node', targetId: id, teamId: null });
+    if (!(current.cordoned && current.evacuating)) {
+      await tx.node.update({ where: { id }, data: { cordoned: true, evacuating: true } });
+      await recordChange(tx, audit, { action: 'node.evacuate', targetType: 'node', targetId: id, teamId: null });
+    }
+    return preview ? await preview(tx) : undefined;
   });
-  return getNode(prisma, id);
+  return { node: await getNode(prisma, id), answer: answer as T };
 }

@@ -6,7 +6,7 @@ import { requireOperator } from './auth.js';
 import { authErrors, IdParams, labelName, NodeLabels, NodeLabelsPatch, NullableTimestamp, security, Timestamp } from './schemas.js';
 import type { ApiDeps } from '../domain/api-deps.js';
 import { createNode, decommissionNode, evacuateNode, getNode, listNodes, setCordon, updateNode } from '../domain/nodes.js';
-import { evacuationAnswer } from '../cluster/scheduler-loop.js';
+import { evacuationAnswerIn } from '../cluster/scheduler-loop.js';
 
 // Only what the database knows. Reachability is not a column: it comes from
 // the live session registry, which adds its own fields to these answers.
@@ -151,9 +151,11 @@ export const nodeRoutes: FastifyPluginAsyncTypebox<NodeRouteDeps> = async (app, 
       },
     },
     async (request) => {
-      const node = await evacuateNode(deps.prisma, request.params.id, auditOf(request));
+      const holds = deps.holdsSession ?? (() => false);
+      // The answer is read in the evacuation's own transaction: the state the scheduler acts on once it commits.
+      const { node, answer } = await evacuateNode(deps.prisma, request.params.id, auditOf(request), (tx) => evacuationAnswerIn(tx, request.params.id, holds));
       deps.events.emit('scheduler.nudge', { reason: `node ${node.name} evacuated`, nodeId: node.id });
-      return { node, ...(await evacuationAnswer(deps.prisma, node.id, deps.holdsSession ?? (() => false))) };
+      return { node, ...answer };
     },
   );
 
