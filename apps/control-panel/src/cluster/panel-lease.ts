@@ -101,7 +101,9 @@ export class PanelLease extends EventEmitter<PanelLeaseEvents> {
     this.client = undefined;
     this.validUntil = 0;
     if (!client) return;
-    await client.query('UPDATE panels SET lease_until = now() WHERE id = $1', [this.options.panelId]).catch(() => {});
+    // A millisecond back: lease_until keeps milliseconds and PostgreSQL rounds, so now() could be stored up to half a
+    // millisecond ahead and another panel reading in that millisecond would still find this one live (scheduler-lease.ts).
+    await client.query("UPDATE panels SET lease_until = now() - interval '1 millisecond' WHERE id = $1", [this.options.panelId]).catch(() => {});
     await client.end().catch(() => {});
   }
 

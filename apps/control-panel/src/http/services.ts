@@ -47,7 +47,8 @@ const SecretsInfo = Type.Array(Type.Object({ name: Type.String(), version: Type.
 const InternalPort = Nullable(Type.Integer({ minimum: 1, maximum: 65_535 }), {
   description: 'port the container listens on (routes point at it); null for none',
 });
-const Replicas = Type.Integer({ minimum: 0, maximum: 20 });
+/** As many as the scheduler places (scheduling/schedule.ts MAX_REPLICAS) and the protocol carries (workload.replicas). */
+const Replicas = Type.Integer({ minimum: 0, maximum: 100 });
 
 const PlacementIn = Type.Object(
   {
