@@ -18,6 +18,9 @@ const [a, b] = panels as [(typeof panels)[0], (typeof panels)[0]];
 
 describe('allocations across panels', () => {
   it("changed() on a panel without the node's session reaches its owner; status on the other panel reads the owner's replicas", async () => {
+    // The test writes allocation rows as the scheduler would: the panels' own schedulers, stopped, place nothing over
+    // them (one whole CI run saw a periodic pass place a replica between the agent's open and the test's row).
+    await Promise.all([a.app.scheduler.stop(), b.app.scheduler.stop()]);
     const teamId = (await a.api('POST', '/v1/teams', { name: `alloc-panels-${process.pid}` })).body.id;
     const node = await a.createNode('alloc-x');
     const svc = await a.api('POST', '/v1/services', { teamId, name: 'alloc-x-web', image: 'busybox:1', node: node.name });
