@@ -1,7 +1,6 @@
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  caddyLoadCount, ensureCaddy, ensureDocker, ensureIptables, ensureKnot, ensurePebble, freePort, killPidFile, opensslView, refuseAddress,
+  caddyLoadCount, ensureCaddy, ensureDocker, ensureIptables, ensureKnot, ensurePebble, freePort, opensslView, refuseAddress,
   startCaddy, startPebble, startTestPostgres, waitFor, type TestCaddy, type TestPebble, type TestPostgres,
 } from '@tether/testkit';
 import { externalStaticProxyEnv, startAgentProcess, type AgentProcess } from './helpers/agent-process.js';
@@ -89,8 +88,6 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
-  // knotd outlives the agent by design: stop it by its pid file before the state folder goes.
-  if (agent) await killPidFile(path.join(agent.stateDir, 'answerer', 'knot.pid'));
   await agent?.destroy();
   await pebble?.stop();
   await caddy?.stop();

@@ -1,7 +1,6 @@
 import http from 'node:http';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { caddyLoadCount, ensureCaddy, ensureDocker, ensureKnot, killPidFile, startCaddy, startTestPostgres, waitFor, type TestCaddy, type TestPostgres } from '@tether/testkit';
+import { caddyLoadCount, ensureCaddy, ensureDocker, ensureKnot, startCaddy, startTestPostgres, waitFor, type TestCaddy, type TestPostgres } from '@tether/testkit';
 import { externalStaticProxyEnv, startAgentProcess, type AgentProcess } from './helpers/agent-process.js';
 import { ensureEchoImage } from './helpers/echo-image.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
@@ -63,7 +62,6 @@ beforeAll(async () => {
 }, 240_000);
 
 afterAll(async () => {
-  if (agent) await killPidFile(path.join(agent.stateDir, 'answerer', 'knot.pid'));
   await agent?.destroy();
   await caddy?.stop();
   await panel?.close();

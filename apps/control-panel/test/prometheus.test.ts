@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { PanelMessage } from '@tether/protocol';
-import { ensureCaddy, ensureKnot, ensurePromtool, freePort, killPidFile, repoRoot, startCaddy, waitFor, type TestCaddy } from '@tether/testkit';
+import { ensureCaddy, ensureKnot, ensurePromtool, freePort, repoRoot, startCaddy, waitFor, type TestCaddy } from '@tether/testkit';
 import { startAgentProcess, type AgentProcess } from './helpers/agent-process.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
 import { exposedNames, metricNamesIn, promtool } from './helpers/promql.js';
@@ -126,8 +126,6 @@ describe.skipIf(!ready)('Prometheus artefacts', () => {
   }, 60_000);
 
   afterAll(async () => {
-    // knotd outlives the agent by design: stop it by its pid file before the state folder goes.
-    if (agentProcess) await killPidFile(path.join(agentProcess.stateDir, 'answerer', 'knot.pid'));
     await agentProcess?.destroy();
     await caddy?.stop();
     for (const a of agents) a.close();

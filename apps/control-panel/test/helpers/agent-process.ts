@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
-import { dockerApi, freePort, removeContainersByLabel, spawnProcess, type ManagedProcess } from '@tether/testkit';
+import { dockerApi, freePort, killPidFile, removeContainersByLabel, spawnProcess, type ManagedProcess } from '@tether/testkit';
 
 // A real host agent process (apps/host-agent/dist/main.js) for end-to-end
 // tests. Each agent gets its own state directory and, with Docker, its own
@@ -83,6 +83,9 @@ export async function startAgentProcess(options: AgentProcessOptions): Promise<A
     stop: () => child.stop(),
     async destroy() {
       await child.stop();
+      // knotd (external proxy) outlives the agent by design: stopped by its pid file once the agent is gone. Killed
+      // while the agent still ran, the agent's supervision started a new one that nobody stopped (five were left).
+      await killPidFile(path.join(stateDir, 'answerer', 'knot.pid'));
       if (usesDocker) {
         await removeContainersByLabel(`tether.node=${options.nodeName}`);
         await dockerApi('DELETE', `/networks/${encodeURIComponent(network)}`).catch(() => undefined);
