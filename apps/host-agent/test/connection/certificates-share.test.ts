@@ -64,15 +64,19 @@ describe('certificates.share over the session', () => {
     await panel.stop();
   });
 
-  it('installs what the panel sends, reports what the proxy obtained until ACKed, and again on a new session', async () => {
-    panel.autoWelcome = null;
-    const sharing = new FakeSharing();
-    connection = testConnection(await panel.start(), {
+  /** An agent whose proxy shares certificates through `sharing`, on the fake panel, with fast reconnects and heartbeats. */
+  const sharingConnection = async (sharing: FakeSharing) =>
+    testConnection(await panel.start(), {
       workloads: remoteWorkloads(),
       routing: sharingRouting(sharing),
       reconnect: { minMs: 20, maxMs: 50, healthySessionMs: 300, connectTimeoutMs: 1_000 },
       overrides: { heartbeatIntervalMs: 50 },
     });
+
+  it('installs what the panel sends, reports what the proxy obtained until ACKed, and again on a new session', async () => {
+    panel.autoWelcome = null;
+    const sharing = new FakeSharing();
+    connection = await sharingConnection(sharing);
     connection.start();
     const open = async (n: number) => {
       const conn = await panel.waitForConnection(n);
@@ -112,12 +116,7 @@ describe('certificates.share over the session', () => {
 
   it('a panel that did not confirm the capability gets no report, and its certificates frame is refused', async () => {
     const sharing = new FakeSharing();
-    connection = testConnection(await panel.start(), {
-      workloads: remoteWorkloads(),
-      routing: sharingRouting(sharing),
-      reconnect: { minMs: 20, maxMs: 50, healthySessionMs: 300, connectTimeoutMs: 1_000 },
-      overrides: { heartbeatIntervalMs: 50 },
-    });
+    connection = await sharingConnection(sharing);
     connection.start();
     const conn = await panel.waitForConnection(1);
     await conn.waitFor((m) => m.type === 'heartbeat');
