@@ -113,6 +113,14 @@ function summarize(checksStatus, testsStatus) {
     passed += report.numPassedTests ?? 0;
     failed += report.numFailedTests ?? 0;
     skipped += (report.numPendingTests ?? 0) + (report.numTodoTests ?? 0);
+    // The CI printout keeps only the tail of the run: name each failed test here, with its first message line.
+    for (const suite of report.testResults ?? []) {
+      for (const a of suite.assertionResults ?? []) {
+        if (a.status !== 'failed') continue;
+        const first = (a.failureMessages?.[0] ?? '').split('\n')[0].slice(0, 300);
+        problems.push(`${pkg}: ${path.relative(root, suite.name)} › ${a.fullName ?? a.title}: ${first}`);
+      }
+    }
     const broken = (report.testResults ?? []).filter((r) => r.status === 'failed' && (r.assertionResults ?? []).every((a) => a.status !== 'failed'));
     for (const suite of broken) {
       failed += 1;
@@ -132,7 +140,6 @@ function summarize(checksStatus, testsStatus) {
     ? readFileSync(skipsFile, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l))
     : [];
   console.log('\n──────── Tether test summary ────────');
-  for (const p of problems) console.log(`✖ ${p}`);
   if (skips.length > 0) {
     console.log(`Skipped for missing system dependencies (${skips.length}):`);
     const seen = new Set();
@@ -145,6 +152,7 @@ function summarize(checksStatus, testsStatus) {
   }
   if (skipped > 0) console.log(`${skipped} tests skipped`);
   printTimes(reports);
+  for (const p of problems) console.log(`✖ ${p}`);
   const summary = { passed, failed, skipped, skips: skips.length };
   writeFileSync(path.join(resultsDir, 'summary.json'), JSON.stringify(summary));
   console.log(`${passed} passed, ${failed} failed`);
