@@ -60,6 +60,13 @@ export class AllocationExecutor {
   private readonly stale = new Set<string>();
   private readonly book: AllocationBook;
   private readonly drains: DrainBook;
+  /**
+   * Containers no allocation owns, from the converge that found them until they are gone: out of the answers at
+   * once (a node back from a partition serves no copy its set no longer holds), whatever their drain.
+   */
+  private readonly leaving = new Set<string>();
+  /** Running containers whose allocation the last set does not hold (disown()): out of the answers until they are gone. */
+  private disowned = new Set<string>();
   private readonly drainer: Drainer;
   private readonly deps: ExecutorDeps;
 
@@ -111,7 +118,24 @@ export class AllocationExecutor {
     for (const r of set.releases) this.known.set(r.deploymentId, r);
     for (const x of [...(this.set?.allocations ?? []), ...set.allocations, ...this.containers]) this.stale.add(x.serviceId);
     this.set = { id: set.id, allocations: [...set.allocations], releases };
+    this.disown();
     this.report.update(true);
+  }
+
+  /**
+   * Containers whose allocation the set no longer holds leave the answers now, not at their service's converge (a
+   * pass and its Docker reads later): a node back from a partition after its replicas were re-placed serves none
+   * of those copies from the set's arrival on (the replacement wins). Their drain and stop are the converge's.
+   */
+  private disown(): void {
+    const listed = new Set(this.set?.allocations.map((a) => a.allocationId) ?? []);
+    const owner = (c: AllocatedContainer) => c.allocationId ?? [...this.bindings].find(([, id]) => id === c.id)?.[0];
+    const disowned = new Set(this.containers.filter((c) => c.state === 'running' && owner(c) !== undefined && !listed.has(owner(c)!)).map((c) => c.id));
+    const before = this.disowned;
+    this.disowned = disowned;
+    if ([...disowned].some((id) => !before.has(id))) {
+      void this.options.traffic()?.switchAnswers().catch((err: unknown) => this.options.logger.warn({ err }, 'answers not switched at once; the periodic refresh retries'));
+    }
   }
 
   /** A `workloads` set (a panel without the capability) replaced the allocations: the reconcile loop owns the node again. */
@@ -122,6 +146,12 @@ export class AllocationExecutor {
   /** Containers of removed allocations being drained: out of the answers, removed only by their drain. */
   draining(): ReadonlySet<string> {
     return this.drainer.draining();
+  }
+
+  /** What the answers leave out for the allocations: the drains, and containers no allocation owns from the set's arrival until they are gone. */
+  notServing(): ReadonlySet<string> {
+    const drained = this.drainer.draining();
+    return this.leaving.size + this.disowned.size === 0 ? drained : new Set([...drained, ...this.leaving, ...this.disowned]);
   }
 
   /** The release a container runs when the set names it (its health check is the release's). */
@@ -242,7 +272,9 @@ export class AllocationExecutor {
     if (removed) this.report.draining.set(c.id, { allocationId, container: c });
     this.report.update();
     const release = this.known.get(c.deploymentId);
+    this.leaving.add(c.id);
     try {
+      await this.options.traffic()?.switchAnswers().catch((err: unknown) => this.options.logger.warn({ container: c.name, err }, 'answers not switched at once; the periodic refresh retries'));
       if (release?.drainSeconds !== undefined) {
         const record = await this.drainer.switchAway({ ...release, replicas: 1 }, [c], release.drainSeconds);
         this.drainer.follow(record);
@@ -256,6 +288,8 @@ export class AllocationExecutor {
   }
 
   private left(containerId: string): void {
+    this.leaving.delete(containerId);
+    this.disowned.delete(containerId);
     if (this.report.draining.delete(containerId)) this.report.update();
   }
 

@@ -242,7 +242,7 @@ export class DockerWorkloadController implements WorkloadController {
 
   /** Checked containers that must take no traffic now (the static proxy leaves them out of its answers). */
   notServing(): ReadonlySet<string> {
-    const draining = [...this.drainer.draining(), ...this.allocations.draining()];
+    const draining = [...this.drainer.draining(), ...this.allocations.notServing()];
     const unchecked = this.health.notServing();
     return draining.length === 0 ? unchecked : new Set([...unchecked, ...draining]);
   }

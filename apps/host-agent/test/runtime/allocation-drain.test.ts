@@ -70,4 +70,41 @@ describe.skipIf(!docker.available)('runtime: allocation drains', () => {
     expect(heard.flat().some((s) => s.allocationId === 'alc-1' && s.state === 'draining')).toBe(false);
     expect(drained).toEqual([]);
   });
+
+});
+
+// Issue 38: a node back from a partition gets a set without the allocations failover re-placed elsewhere.
+describe.skipIf(!docker.available)('runtime: containers a set disowns', () => {
+  const h = useHarness('alloc-disown');
+  let switches = 0;
+  const traffic: ProxyTraffic = {
+    switchAnswers: () => {
+      switches++;
+      return Promise.resolve();
+    },
+    openConnections: () => Promise.resolve(0),
+  };
+
+  it('a set without a running container\'s allocation takes it out of the answers on arrival, before any pass; it is stopped after TETHER_DRAIN_MS', async () => {
+    const controller = h.controller({ logger: silentLogger, traffic: () => traffic });
+    await controller.start();
+    const { replicas: _replicas, ...plain } = h.workload('plain', 'pl-d1', { env: { MESSAGE: 'pl-d1' } });
+    const both = { id: 'p1', releases: [plain], allocations: [{ allocationId: 'alp-1', serviceId: 'plain', deploymentId: 'pl-d1' }, { allocationId: 'alp-2', serviceId: 'plain', deploymentId: 'pl-d1' }] };
+    controller.setAllocations(both);
+    await waitFor(() => controller.allocationStatus()?.every((s) => s.state === 'running'), { timeoutMs: 10_000, intervalMs: 25, message: 'both running' });
+    // The heartbeat's read: the executor knows the containers as they run now.
+    await controller.observe();
+    const [gone] = (await h.containers()).filter((c) => c.labels['tether.allocation'] === 'alp-2');
+    const before = switches;
+    const removedAt = Date.now();
+    // Its allocation re-placed elsewhere (a node back from a partition): out of the answers as the set arrives.
+    controller.setAllocations({ ...both, id: 'p2', allocations: both.allocations.slice(0, 1) });
+    expect(controller.notServing().has(gone!.id)).toBe(true);
+    expect(switches).toBe(before + 1);
+    await waitFor(async () => !(await h.containers()).some((c) => c.id === gone!.id), { timeoutMs: TEST_TIMING.drainMs + TEST_TIMING.stopTimeoutMs + 3_000, intervalMs: 25, message: 'removed' });
+    const goneMs = Date.now() - removedAt;
+    console.log(`disowned container: out of the answers at the set's arrival, removed after ${goneMs} ms (TETHER_DRAIN_MS ${TEST_TIMING.drainMs})`);
+    expect(goneMs).toBeGreaterThanOrEqual(TEST_TIMING.drainMs);
+    expect(controller.notServing().has(gone!.id)).toBe(false);
+  });
 });
