@@ -30,7 +30,7 @@ const PanelStatusBody = Type.Object({
             brake: Nullable(
               Type.Object(
                 {
-                  reason: Type.String({ description: 'TOO_MANY_UNREACHABLE, PANEL_STARTED or DATABASE_RECOVERED' }),
+                  reason: Type.String({ description: 'TOO_MANY_UNREACHABLE, MANY_UNREACHABLE_RECENTLY (one grace after too many were), PANEL_STARTED or DATABASE_RECOVERED' }),
                   unreachable: Type.Optional(Count),
                   nodes: Type.Optional(Count),
                   until: Type.Optional(Type.Number({ description: 'epoch ms (database clock) when it lifts by itself' })),

@@ -59,6 +59,16 @@ describe('failoverView', () => {
     expect(failoverView(nodes, T0 - 2_000 + GRACE, settings, { ...steady, databaseBackAt: T0 - 2_000 }).states.get('n-a')).toBe('lost');
   });
 
+  it('a partition healing node by node: the nodes still away when the share drops back wait one more grace', () => {
+    // 2 of 3 were away past the grace (brake); one came back: the other is not lost until a grace after the last braked evaluation.
+    const nodes = [...fleet(2), down('a', T0)];
+    const recent = failoverView(nodes, T0 + 3 * GRACE, settings, { ...steady, manyUnreachableAt: T0 + 3 * GRACE - 100 });
+    expect(recent.brake).toEqual({ reason: 'MANY_UNREACHABLE_RECENTLY', until: T0 + 4 * GRACE - 100 });
+    expect(recent.states.get('n-a')).toBe('unreachable');
+    expect(recent.nextChangeAt).toBe(T0 + 4 * GRACE - 100);
+    expect(failoverView(nodes, T0 + 4 * GRACE - 100, settings, { ...steady, manyUnreachableAt: T0 + 3 * GRACE - 100 }).states.get('n-a')).toBe('lost');
+  });
+
   it('an operator\'s "lost" and a decommission are lost at once, brake or not, and do not count toward the share', () => {
     const nodes = [...fleet(2), down('a', T0), { ...down('gone', T0), lostByOperator: true }, { ...live('old'), decommissioned: true }];
     const view = failoverView(nodes, T0 + 1, settings, { panelStartedAt: T0, databaseBackAt: null });

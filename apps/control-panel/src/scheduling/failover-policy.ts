@@ -37,12 +37,18 @@ export interface ControlPlaneClock {
   panelStartedAt: number;
   /** The end of the last database outage this panel saw (epoch ms), if any. */
   databaseBackAt: number | null;
+  /**
+   * The last evaluation that found too many nodes unreachable (epoch ms), if any: a partition heals node by node,
+   * and the nodes still away when the share drops back are held for one more grace (not lost at once).
+   */
+  manyUnreachableAt?: number | null;
 }
 
 export type Brake =
   | { reason: 'TOO_MANY_UNREACHABLE'; unreachable: number; nodes: number }
   | { reason: 'PANEL_STARTED'; until: number }
-  | { reason: 'DATABASE_RECOVERED'; until: number };
+  | { reason: 'DATABASE_RECOVERED'; until: number }
+  | { reason: 'MANY_UNREACHABLE_RECENTLY'; until: number };
 
 export interface FailoverView {
   states: Map<string, NodeState>;
@@ -64,6 +70,8 @@ export function failoverView(nodes: readonly NodeLiveness[], now: number, settin
     brake = { reason: 'PANEL_STARTED', until: plane.panelStartedAt + grace };
   } else if (plane.databaseBackAt !== null && now < plane.databaseBackAt + grace) {
     brake = { reason: 'DATABASE_RECOVERED', until: plane.databaseBackAt + grace };
+  } else if (plane.manyUnreachableAt != null && now < plane.manyUnreachableAt + grace) {
+    brake = { reason: 'MANY_UNREACHABLE_RECENTLY', until: plane.manyUnreachableAt + grace };
   }
   const states = new Map<string, NodeState>();
   let nextChangeAt: number | null = brake && 'until' in brake ? brake.until : null;
