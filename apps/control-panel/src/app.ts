@@ -14,6 +14,7 @@ import { registerPanelRoutes } from './panel-routes.js';
 import { panelStatus, type PanelStatus } from './panel-status.js';
 import { loadKeyring } from './secrets/keyring.js';
 import { ORPHANED_REASON } from './session-writes/facts.js';
+import { watchFailover } from './cluster/failover-metrics.js';
 import { watchOutbox } from './session-writes/outbox-metrics.js';
 
 export { PANEL_VERSION } from './panel-http.js';
@@ -67,6 +68,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   recordRefusalsAndSignIns(app, outbox);
   app.addHook('onSend', async (request, reply) => void reply.header('x-request-id', request.id));
   watchOutbox(metrics, outbox);
+  watchFailover(metrics, parts.scheduler);
   const servers = primaryOf(deps.prisma);
   if (servers) watchPrimary(metrics, servers);
   await app.register(authPlugin, { prisma: deps.prisma, lastUsedFlushMs: config.tokenLastUsedFlushMs, cacheMs: config.tokenCacheMs, outbox, lifecycle });

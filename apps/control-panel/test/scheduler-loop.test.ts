@@ -533,6 +533,16 @@ describe('failover on PostgreSQL (issue 38)', () => {
     expect(
       await rows(`SELECT action, actor_name, actor_kind, team_id, target_type, target_id, outcome, code FROM audit_events WHERE action = 'service.failover' AND target_id = $1`, svc.id),
     ).toEqual([{ action: 'service.failover', actor_name: 'scheduler', actor_kind: 'scheduler', team_id: teamId, target_type: 'service', target_id: svc.id, outcome: 'success', code: 'NODE_LOST' }]);
+    // The replacement says what it replaced, and the facts the scheduler acted on (kept after the stopped row goes).
+    const [record] = await rows<{ replaces: string; moved_from: unknown; teardown: Date }>(
+      `SELECT a.replaces, a.moved_from, n.last_teardown_at AS teardown FROM allocations a JOIN nodes n ON n.id = $2 WHERE a.service_id = $1 AND a.cause = 'node-lost'`,
+      svc.id,
+      nodeIds[lostNode],
+    );
+    expect(record).toMatchObject({
+      replaces: first!.id,
+      moved_from: { allocationId: first!.id, nodeId: nodeIds[lostNode], nodeName: lostNode, unreachableSince: record!.teardown.toISOString(), teardownReason: null },
+    });
     // The stateful service stays on the lost node.
     expect((await running(stateful.id)).map((a) => a.node)).toEqual([lostNode]);
     // Nothing more moves; the node back later keeps nothing of it (its stop allocation stays stop: the replacement wins).
@@ -570,6 +580,10 @@ describe('failover on PostgreSQL (issue 38)', () => {
     await sleep(GRACE + 100);
     const held = await ev(s);
     expect(held).toMatchObject({ placed: 0, stopped: 0, failover: { brake: { reason: 'TOO_MANY_UNREACHABLE', unreachable: cut.length, nodes: all.length }, lost: [] } });
+    expect(await allocationsOf(svc.id)).toEqual(before);
+    // One comes back: the share drops below, and the others, away past their grace, wait one more (the partition heals).
+    await up(cut[0]!);
+    expect(await ev(s)).toMatchObject({ placed: 0, stopped: 0, failover: { brake: { reason: 'MANY_UNREACHABLE_RECENTLY' }, lost: [] } });
     expect(await allocationsOf(svc.id)).toEqual(before);
   });
 

@@ -4,12 +4,12 @@ import { CAPABILITIES, hasWritableVolume } from '@tether/protocol';
 import type { Db, Tx } from '../db/database.js';
 import { prismaSql } from '../db/sql.js';
 import { stringRecordOf } from '../db/json-columns.js';
-import { auditRow, insertAuditRows, type AuditContext } from '../audit/audit-entry.js';
 import { evaluate, isEmptyPlan, previewEvacuation, type AllocationRow, type DeploymentRow, type EvaluationPlan, type ServiceRow } from '../scheduling/evaluation.js';
 import { managedSql, type NodeFacts } from '../scheduling/managed.js';
 import type { ReportedStatus } from '../scheduling/rollout-progress.js';
 import { failoverView, type Brake, type FailoverSettings } from '../scheduling/failover-policy.js';
 import { SchedulerLease, StaleEpochError } from './scheduler-lease.js';
+import { recordFailover } from './failover-record.js';
 import type { Signal, SignalKind } from './panel-signals.js';
 
 // The scheduler of issue 36, run by one panel at a time. Every panel tries to
@@ -121,6 +121,8 @@ export class Scheduler {
   /** The end of the last database outage an evaluation saw (monotonic ms), or null. */
   #databaseBackAt: number | null = null;
   #databaseDown = false;
+  /** The last evaluation that found too many nodes unreachable (monotonic ms), or null: the brake holds a grace after it. */
+  #manyUnreachableAt: number | null = null;
   /** When each lost replica was re-placed (database clock, ms), for the pace per minute. */
   #replacedAt: number[] = [];
   #replaced = 0;
@@ -249,7 +251,7 @@ export class Scheduler {
         });
         if (!isEmptyPlan(made)) {
           await writePlan(tx, made, held.epoch);
-          await auditFailover(tx, made);
+          await recordFailover(tx, made, input.nodes);
         }
         return { plan: made, now: input.now, nodesByService: runNodesByService(input.services, input.allocations, made), failover: view?.status(made) ?? null };
       }));
@@ -308,8 +310,13 @@ export class Scheduler {
       nodes.map((n) => ({ id: n.id, name: n.name, live: n.live, decommissioned: n.decommissioned, lostByOperator: false, downSince: n.live ? null : (n.downSince ?? null) })),
       now,
       settings,
-      { panelStartedAt: onDbClock(this.#startedAt), databaseBackAt: this.#databaseBackAt === null ? null : onDbClock(this.#databaseBackAt) },
+      {
+        panelStartedAt: onDbClock(this.#startedAt),
+        databaseBackAt: this.#databaseBackAt === null ? null : onDbClock(this.#databaseBackAt),
+        manyUnreachableAt: this.#manyUnreachableAt === null ? null : onDbClock(this.#manyUnreachableAt),
+      },
     );
+    if (view.brake?.reason === 'TOO_MANY_UNREACHABLE') this.#manyUnreachableAt = local;
     this.#replacedAt = this.#replacedAt.filter((at) => at > now - 60_000);
     const budget = Math.max(0, settings.perMinute - this.#replacedAt.length);
     const name = new Map(nodes.map((n) => [n.id, n.name]));
@@ -516,23 +523,6 @@ export async function readState(tx: Tx, holdsSession: (nodeId: string) => boolea
   };
 }
 
-const SCHEDULER_ACTOR: AuditContext = { actor: { tokenId: null, name: 'scheduler', kind: 'scheduler' }, teamId: null, requestId: null, sourceAddress: null };
-
-/**
- * One audit row per lost replica re-placed (issue 38), in the fenced transaction that places it: action
- * `service.failover`, actor `scheduler`, target the service (its team's), code `NODE_LOST`.
- */
-async function auditFailover(tx: Tx, plan: EvaluationPlan): Promise<void> {
-  const replaced = plan.insert.filter((row) => row.cause === 'node-lost');
-  if (replaced.length === 0) return;
-  const teams = await prismaSql(tx).rows<{ id: string; team_id: string }>(`SELECT id, team_id FROM services WHERE id = ANY($1::text[])`, [[...new Set(replaced.map((r) => r.serviceId))]]);
-  const teamOf = new Map(teams.map((t) => [t.id, t.team_id]));
-  await insertAuditRows(
-    tx,
-    replaced.map((row) => auditRow(SCHEDULER_ACTOR, { action: 'service.failover', targetType: 'service', targetId: row.serviceId, teamId: teamOf.get(row.serviceId) ?? null }, 'success', 'NODE_LOST')),
-  );
-}
-
 const OPEN: ('pending' | 'delivered')[] = ['pending', 'delivered'];
 
 /** Writes a plan on the fenced transaction: allocations first (placed, stopped, moved, removed), then deployments. */
@@ -540,10 +530,10 @@ export async function writePlan(tx: Tx, plan: EvaluationPlan, epoch: number): Pr
   const sql = prismaSql(tx);
   if (plan.insert.length > 0) {
     await sql.run(
-      `INSERT INTO allocations (id, service_id, node_id, release_id, desired, cause, epoch)
-      SELECT id, service_id, node_id, release_id, 'run', cause, $6::bigint
-      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) AS v(id, service_id, node_id, release_id, cause)`,
-      [plan.insert.map((r) => r.id), plan.insert.map((r) => r.serviceId), plan.insert.map((r) => r.nodeId), plan.insert.map((r) => r.releaseId), plan.insert.map((r) => r.cause), epoch],
+      `INSERT INTO allocations (id, service_id, node_id, release_id, desired, cause, epoch, replaces)
+      SELECT id, service_id, node_id, release_id, 'run', cause, $6::bigint, replaces
+      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $7::text[]) AS v(id, service_id, node_id, release_id, cause, replaces)`,
+      [plan.insert.map((r) => r.id), plan.insert.map((r) => r.serviceId), plan.insert.map((r) => r.nodeId), plan.insert.map((r) => r.releaseId), plan.insert.map((r) => r.cause), epoch, plan.insert.map((r) => r.replaces ?? null)],
     );
   }
   if (plan.stop.length > 0) {

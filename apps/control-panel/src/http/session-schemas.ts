@@ -113,6 +113,16 @@ export const ReplicaStatusSchema = Type.Object({
   evidence: Nullable(Type.Object({ sessionId: Type.String(), statusAgeMs: Type.Integer() }), {
     description: 'the session whose allocations.status recorded this state, and how long ago it changed; null: never reported',
   }),
+  movedFrom: Nullable(
+    Type.Object({
+      node: Type.Object({ id: Type.String(), name: Type.String() }),
+      unreachableSince: Nullable(Type.String({ format: 'date-time' }), { description: 'since when the node had no live session; null: never recorded' }),
+      teardownReason: Nullable(Type.String(), { description: "why the node's last session was torn down" }),
+      at: Type.String({ format: 'date-time', description: 'when this replica was placed in its stead' }),
+      message: Type.String({ description: 'moved from <node> (unreachable since …, torn down for …) to <node> at …' }),
+    }),
+    { description: "failover (issue 38): this replica was placed in place of a lost node's, as the scheduler recorded it then; null otherwise" },
+  ),
 });
 
 export const ServiceStatusSchema = Type.Object({

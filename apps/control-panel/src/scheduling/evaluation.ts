@@ -75,6 +75,8 @@ export interface NewAllocation {
   nodeId: string;
   releaseId: string | null;
   cause: AllocationCause;
+  /** The allocation it takes the place of (a lost node's, an evacuated one's). */
+  replaces?: string;
 }
 
 export interface ReleaseMove {
@@ -208,7 +210,7 @@ export function evaluate(input: EvaluationInput): EvaluationPlan {
   plan.insert.push(...adopted.values());
   const placedBy = new Map<string, RolloutAllocation[]>();
   for (const place of result.place) {
-    const row: NewAllocation = { id: input.newId(), serviceId: place.serviceId, nodeId: place.nodeId, releaseId: place.releaseId || null, cause: place.cause };
+    const row: NewAllocation = { id: input.newId(), serviceId: place.serviceId, nodeId: place.nodeId, releaseId: place.releaseId || null, cause: place.cause, ...(place.replaces ? { replaces: place.replaces } : {}) };
     plan.insert.push(row);
     if (row.releaseId !== null) plan.moved.push(row.id);
     const list = placedBy.get(row.serviceId) ?? [];
@@ -353,7 +355,7 @@ function evacuate(input: EvaluationInput, plan: EvaluationPlan, ctx: EvacuationC
     // One move at a time: the next only once the one under way has stopped its old replica.
     const next = under > 0 ? undefined : found.moves.find((m) => !placedBy.has(m.serviceId) && !leaving.has(m.allocationId));
     if (next) {
-      const row: NewAllocation = { id: ctx.newId(), serviceId: next.serviceId, nodeId: next.to, releaseId: next.releaseId || null, cause: 'evacuate' };
+      const row: NewAllocation = { id: ctx.newId(), serviceId: next.serviceId, nodeId: next.to, releaseId: next.releaseId || null, cause: 'evacuate', replaces: next.allocationId };
       plan.insert.push(row);
       if (row.releaseId !== null) plan.moved.push(row.id);
       const old = input.allocations.find((a) => a.id === next.allocationId);

@@ -4,6 +4,7 @@ import type { ClusterView } from '../sessions/remote-report.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import { containerReady } from '../node-health/container-verdict.js';
 import { oomNote, unhealthyNote } from './container-notes.js';
+import { replicaMove } from './replica-moves.js';
 import type { AllocationInput, HomeStatus, LeftOutLookup, ReplicaState, ReplicaStatus, ServiceState, ServiceStatus, StatusInput } from './status-types.js';
 
 export type { LeftOutLookup, ReplicaState, ReplicaStatus } from './status-types.js';
@@ -107,6 +108,7 @@ function replica(a: AllocationInput, registry: Pick<SessionRegistry, 'get' | 'la
     desired: (a.desired === 'stop' ? 'stop' : 'run') as 'run' | 'stop',
     deploymentId: a.releaseId,
     evidence: a.statusSession && a.statusAt ? { sessionId: a.statusSession, statusAgeMs: Math.max(0, now - a.statusAt.getTime()) } : null,
+    movedFrom: replicaMove(a),
   };
   const recorded = {
     runningDeploymentId: reported?.runningDeploymentId ?? null,

@@ -38,6 +38,8 @@ const STATUS_ALLOCATIONS = {
     status: true,
     statusAt: true,
     statusSession: true,
+    createdAt: true,
+    movedFrom: true,
     node: { select: { name: true, unreachableSince: true, lastTeardownReason: true } },
   },
   orderBy: [{ createdAt: 'asc' as const }, { id: 'asc' as const }],

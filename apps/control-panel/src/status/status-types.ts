@@ -28,6 +28,9 @@ export interface AllocationInput {
   statusAt: Date | null;
   statusSession: string | null;
   node: { name: string; unreachableSince: Date | null; lastTeardownReason: string | null };
+  /** When it was placed, and the lost replica it replaced (`allocations.moved_from`, cluster/failover-record.ts); absent: not read. */
+  createdAt?: Date;
+  movedFrom?: unknown;
 }
 
 /** One of a service's routes with its health and certificate, as GET /v1/routes/:id answers them. */
@@ -79,6 +82,21 @@ export interface ReplicaStatus {
   reason: string | null;
   /** The session whose allocations.status recorded the state, and how long ago it was recorded; null: never reported. */
   evidence: { sessionId: string; statusAgeMs: number } | null;
+  /** Placed by failover in place of a lost node's replica: where from, why, when (status/replica-moves.ts); null otherwise. */
+  movedFrom: ReplicaMove | null;
+}
+
+/** A replica failover moved off a lost node, from the facts the scheduler recorded when it placed the replacement. */
+export interface ReplicaMove {
+  node: { id: string; name: string };
+  /** Since when the node had no live session (ISO); null: never recorded. */
+  unreachableSince: string | null;
+  /** Why its last session was torn down; null: not recorded. */
+  teardownReason: string | null;
+  /** When the replacement was placed (ISO). */
+  at: string;
+  /** "moved from node-a (unreachable since …, torn down for …) to node-c at …" */
+  message: string;
 }
 
 /** What the owning panel's last `allocations` set left out, per node (dispatch/allocation-sync.ts). */
