@@ -1,9 +1,9 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createHostNetwork, ensureHostNetworkSupport, hostAgentEnv, waitFor, type HostNetwork, type NetnsClient } from '@tether/testkit';
-import { ECHO_PORT, ensureEchoImage } from './helpers/echo-image.js';
-import { startPanel, type Panel } from './helpers/panel-harness.js';
+import { ensureHostNetworkSupport, waitFor, type HostNetwork, type NetnsClient } from '@tether/testkit';
+import { ECHO_PORT } from './helpers/echo-image.js';
+import type { Panel } from './helpers/panel-harness.js';
 import { reloadsOf } from './helpers/routed-host.js';
-import { explain, startHostAgents, stopHostAgents, type NodeOnHost } from './helpers/host-agents.js';
+import { startHostFleet, type HostFleet, type NodeOnHost } from './helpers/host-agents.js';
 
 // Cross-node routing (issue 37) on three hosts: each a network namespace of
 // its own with its own Docker engine, its agent (container proxy: Caddy and
@@ -22,6 +22,7 @@ const DEBOUNCE_MS = 100;
 
 
 describe.skipIf(!support.available)('cross-node routing on three hosts', () => {
+  let fleet: HostFleet;
   let net: HostNetwork;
   let panel: Panel;
   let visitor: NetnsClient;
@@ -34,12 +35,10 @@ describe.skipIf(!support.available)('cross-node routing on three hosts', () => {
   const loads = async () => Promise.all(nodes.map(async (n) => (await reloadsOf(panel, n.id)).length));
 
   beforeAll(async () => {
-    net = await createHostNetwork({ tag: 'xnode', hosts: 3 });
-    const image = await ensureEchoImage();
-    await net.startDaemons([image]);
-    panel = await startPanel({
-      env: {
-        TETHER_ALLOCATIONS: 'on',
+    fleet = await startHostFleet({
+      tag: 'xnode',
+      hosts: 3,
+      panelEnv: {
         TETHER_SCHEDULER_INTERVAL_MS: '200',
         TETHER_HEARTBEAT_INTERVAL_MS: '300',
         TETHER_PING_INTERVAL_MS: '500',
@@ -49,17 +48,13 @@ describe.skipIf(!support.available)('cross-node routing on three hosts', () => {
         // A cut node's replica is not re-placed during this test: the routes must do without it.
         TETHER_RESCHEDULE_AFTER_MS: '600000',
       },
+      lookupRefreshMs: REFRESH_MS,
+      remoteProbeMs: PROBE_MS,
+      agentExtra: { TETHER_ROUTE_PROBE_INTERVAL_MS: '500' },
     });
-    const panelUrl = await net.exposePanel(panel.port);
-    visitor = await net.client(net.hub.netns);
-    nodes.push(
-      ...(await startHostAgents(panel, net, {
-        tag: 'xnode',
-        capability: 'routing.remote',
-        env: (host, node, stateDir) =>
-          hostAgentEnv(host, { panelUrl, token: node.token, nodeName: node.name, stateDir, lookupRefreshMs: REFRESH_MS, remoteProbeMs: PROBE_MS, extra: { TETHER_ROUTE_PROBE_INTERVAL_MS: '500' } }),
-      })),
-    );
+    ({ net, panel, visitor } = fleet);
+    const { image } = fleet;
+    nodes.push(...fleet.nodes);
     const [, , c] = nodes;
     expect((await panel.api('PATCH', `/v1/nodes/${c!.id}`, { labels: { 'tether.io/ingress': 'true' } })).status).toBe(200);
     const team = await panel.api('POST', '/v1/teams', { name: 'xnode' });
@@ -82,18 +77,8 @@ describe.skipIf(!support.available)('cross-node routing on three hosts', () => {
     });
   }, 180_000);
 
-  afterEach((context) => {
-    if (context.task.result?.state !== 'fail') return;
-    console.error(explain(nodes));
-    console.error(`--- panel warnings:\n${panel.recentLogs()}`);
-  });
-
-  afterAll(async () => {
-    await visitor?.close();
-    await stopHostAgents(nodes);
-    await net?.destroy();
-    await panel?.close();
-  }, 60_000);
+  afterEach((context) => fleet?.explainFailure(context));
+  afterAll(() => fleet?.close(), 60_000);
 
   it('every node answers the domain: A and B from their own replica, C (no replica) spreads over both within one refresh window', async () => {
     const [a, b, c] = nodes as [NodeOnHost, NodeOnHost, NodeOnHost];

@@ -1,8 +1,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createHostNetwork, ensureHostNetworkSupport, hostAgentEnv, sleep, waitFor, type HostNetwork, type NetnsClient } from '@tether/testkit';
-import { ECHO_PORT, ensureEchoImage } from './helpers/echo-image.js';
-import { startPanel, type Panel } from './helpers/panel-harness.js';
-import { explain, startHostAgents, stopHostAgents, type NodeOnHost } from './helpers/host-agents.js';
+import { ensureHostNetworkSupport, sleep, waitFor, type HostNetwork, type NetnsClient } from '@tether/testkit';
+import { ECHO_PORT } from './helpers/echo-image.js';
+import type { Panel } from './helpers/panel-harness.js';
+import { startHostFleet, type HostFleet, type NodeOnHost } from './helpers/host-agents.js';
 import { copiesOn, servingCopies, zoneTargets, type Copy } from './helpers/failover-hosts.js';
 
 // Failover (issue 38) with a real network cut: three hosts (network namespaces, each its own Docker engine, Caddy and
@@ -28,6 +28,7 @@ const START_BOUND_MS = 10_000;
 const REFRESH_MS = 500;
 
 describe.skipIf(!support.available)('failover on a real network cut', () => {
+  let fleet: HostFleet;
   let net: HostNetwork;
   let panel: Panel;
   let visitor: NetnsClient;
@@ -47,12 +48,10 @@ describe.skipIf(!support.available)('failover on a real network cut', () => {
   };
 
   beforeAll(async () => {
-    net = await createHostNetwork({ tag: 'focut', hosts: 3 });
-    const image = await ensureEchoImage();
-    await net.startDaemons([image]);
-    panel = await startPanel({
-      env: {
-        TETHER_ALLOCATIONS: 'on',
+    fleet = await startHostFleet({
+      tag: 'focut',
+      hosts: 3,
+      panelEnv: {
         TETHER_SCHEDULER_INTERVAL_MS: '200',
         TETHER_HEARTBEAT_INTERVAL_MS: String(HEARTBEAT_MS),
         TETHER_PING_INTERVAL_MS: '500',
@@ -61,16 +60,12 @@ describe.skipIf(!support.available)('failover on a real network cut', () => {
         TETHER_ROUTING_DEBOUNCE_MS: '100',
         TETHER_RESCHEDULE_AFTER_MS: String(GRACE_MS),
       },
+      lookupRefreshMs: REFRESH_MS,
+      remoteProbeMs: 300,
     });
-    const panelUrl = await net.exposePanel(panel.port);
-    visitor = await net.client(net.hub.netns);
-    nodes.push(
-      ...(await startHostAgents(panel, net, {
-        tag: 'focut',
-        capability: 'routing.remote',
-        env: (host, node, stateDir) => hostAgentEnv(host, { panelUrl, token: node.token, nodeName: node.name, stateDir, lookupRefreshMs: REFRESH_MS, remoteProbeMs: 300 }),
-      })),
-    );
+    ({ net, panel, visitor } = fleet);
+    const { image } = fleet;
+    nodes.push(...fleet.nodes);
     // x3 cordoned while the first release is placed (on x1 and x2), then open to placements: nothing moves back by itself.
     expect((await panel.api('POST', `/v1/nodes/${nodes[2]!.id}/cordon`)).status).toBe(200);
     // x1 an entry point too: once its replica is gone, its proxy still serves the domain (from the others' replicas).
@@ -87,18 +82,8 @@ describe.skipIf(!support.available)('failover on a real network cut', () => {
     await waitFor(async () => (servingCopies(await everywhere()).map((c) => c.node).join() === 'x1,x2' ? true : undefined), { timeoutMs: 20_000, message: 'x1 and x2 serving' });
   }, 120_000);
 
-  afterEach((context) => {
-    if (context.task.result?.state !== 'fail') return;
-    console.error(explain(nodes));
-    console.error(`--- panel warnings:\n${panel.recentLogs()}`);
-  });
-
-  afterAll(async () => {
-    await visitor?.close();
-    await stopHostAgents(nodes);
-    await net?.destroy();
-    await panel?.close();
-  }, 60_000);
+  afterEach((context) => fleet?.explainFailure(context));
+  afterAll(() => fleet?.close(), 60_000);
 
   it('x2 back within the grace: nothing moved, nothing restarted', async () => {
     const [, b] = nodes as [NodeOnHost, NodeOnHost, NodeOnHost];

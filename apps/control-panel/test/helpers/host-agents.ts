@@ -2,14 +2,16 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
-import { waitFor, type Host, type HostNetwork, type ManagedProcess } from '@tether/testkit';
-import type { Panel } from './panel-harness.js';
+import { createHostNetwork, hostAgentEnv, waitFor, type Host, type HostNetwork, type ManagedProcess, type NetnsClient } from '@tether/testkit';
+import { ensureEchoImage } from './echo-image.js';
+import { startPanel, type Panel } from './panel-harness.js';
 
 // Real agents on the hosts of testkit's createHostNetwork (the cross-node
 // suites): a node registered per host (x1, x2, …), its agent from
 // apps/host-agent/dist started inside the host's namespace with the
 // environment the suite gives, and a wait until every session speaks the
-// capability the suite is about (with each agent's output when it does not).
+// capability the suite is about (with each agent's output when it does not);
+// startHostFleet, the whole start the routing and failover suites share.
 
 const agentMain = createRequire(import.meta.url).resolve('@tether/host-agent/dist/main.js');
 
@@ -55,4 +57,71 @@ export function explain(nodes: readonly NodeOnHost[], chars = 4_000): string {
 export async function stopHostAgents(nodes: readonly NodeOnHost[]): Promise<void> {
   for (const n of nodes) await n.agent.stop().catch(() => undefined);
   for (const n of nodes) rmSync(n.stateDir, { recursive: true, force: true });
+}
+
+/** A panel (in this process), hosts with their own engines holding the echo image, an agent on each, a visitor in the hub. */
+export interface HostFleet {
+  net: HostNetwork;
+  panel: Panel;
+  visitor: NetnsClient;
+  nodes: NodeOnHost[];
+  image: string;
+  /** For afterEach: each agent's output and the panel's warnings when the case failed. */
+  explainFailure(context: { task: { result?: { state?: string } } }): void;
+  close(): Promise<void>;
+}
+
+export interface HostFleetOptions {
+  tag: string;
+  hosts: number;
+  panelEnv: Record<string, string>;
+  /** Caddy's SRV refresh and the agent's probe of remote endpoints (ms). */
+  lookupRefreshMs: number;
+  remoteProbeMs: number;
+  agentExtra?: Record<string, string>;
+}
+
+/** The start the cross-node suites share: every agent speaking routing.remote before it resolves. */
+export async function startHostFleet(o: HostFleetOptions): Promise<HostFleet> {
+  const net = await createHostNetwork({ tag: o.tag, hosts: o.hosts });
+  let panel: Panel | undefined;
+  let nodes: NodeOnHost[];
+  let visitor: NetnsClient;
+  let image: string;
+  try {
+    image = await ensureEchoImage();
+    await net.startDaemons([image]);
+    panel = await startPanel({ env: { TETHER_ALLOCATIONS: 'on', ...o.panelEnv } });
+    const panelUrl = await net.exposePanel(panel.port);
+    visitor = await net.client(net.hub.netns);
+    nodes = await startHostAgents(panel, net, {
+      tag: o.tag,
+      capability: 'routing.remote',
+      env: (host, node, stateDir) =>
+        hostAgentEnv(host, { panelUrl, token: node.token, nodeName: node.name, stateDir, lookupRefreshMs: o.lookupRefreshMs, remoteProbeMs: o.remoteProbeMs, ...(o.agentExtra ? { extra: o.agentExtra } : {}) }),
+    });
+  } catch (err) {
+    // The agents started are the network's children: destroying it stops them.
+    await net.destroy();
+    await panel?.close();
+    throw err;
+  }
+  return {
+    net,
+    panel: panel!,
+    visitor,
+    nodes,
+    image,
+    explainFailure(context) {
+      if (context.task.result?.state !== 'fail') return;
+      console.error(explain(nodes));
+      console.error(`--- panel warnings:\n${panel!.recentLogs()}`);
+    },
+    async close() {
+      await visitor.close();
+      await stopHostAgents(nodes);
+      await net.destroy();
+      await panel!.close();
+    },
+  };
 }
