@@ -13,19 +13,14 @@
 //
 // Needs root, Docker, and a build (npm run build). Figures go to
 // docs/benchmarks.md, section "Cross-node routing".
-import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { randomBytes } from 'node:crypto';
-import { startEmbeddedPostgres, freeTcpPort } from '@tether/embedded-postgres';
-import { createHostNetwork, ensureWebImage, hostAgentEnv, spawnProcess, waitFor, type ManagedProcess } from '@tether/testkit';
+import { ensureWebImage, waitFor } from '@tether/testkit';
+import { startNetnsBench } from './netns-panel.js';
 
 const { values } = parseArgs({ options: { requests: { type: 'string', default: '4000' }, rounds: { type: 'string', default: '3' } } });
 const REQUESTS = Number(values.requests);
 const ROUNDS = Number(values.rounds);
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const DOMAIN = 'bench.example.test';
 
 /** Runs inside the hub: alternates GETs to each target over one keep-alive connection each, prints latencies per target. */
@@ -57,56 +52,23 @@ const get = (t, agent) => new Promise((resolve) => {
 const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? NaN;
 
 async function main(): Promise<void> {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'bench-xnode-'));
-  const db = await startEmbeddedPostgres({ dataDir: path.join(dir, 'pg'), persistent: false });
-  const net = await createHostNetwork({ tag: 'bxn', hosts: 2 });
-  const agents: ManagedProcess[] = [];
-  let panel: ManagedProcess | undefined;
+  const image = await ensureWebImage();
+  const bench = await startNetnsBench({
+    tag: 'bxn',
+    hosts: 2,
+    image,
+    panelEnv: { TETHER_SCHEDULER_INTERVAL_MS: '200', TETHER_MAX_CONNECTIONS_PER_ADDRESS: '1000' },
+    lookupRefreshMs: 1_000,
+    remoteProbeMs: 1_000,
+  });
+  const { net, api } = bench;
   try {
-    const image = await ensureWebImage();
-    await net.startDaemons([image]);
-    const port = await freeTcpPort();
-    const admin = randomBytes(24).toString('hex');
-    panel = spawnProcess(process.execPath, [path.join(root, 'apps/control-panel/dist/main.js')], {
-      env: {
-        ...process.env,
-        DATABASE_URL: db.url,
-        TETHER_PORT: String(port),
-        TETHER_HOST: '127.0.0.1',
-        TETHER_ADMIN_TOKEN: admin,
-        TETHER_DATA_DIR: path.join(dir, 'panel'),
-        TETHER_LOG_LEVEL: 'warn',
-        TETHER_ALLOCATIONS: 'on',
-        TETHER_SCHEDULER_INTERVAL_MS: '200',
-        TETHER_MAX_CONNECTIONS_PER_ADDRESS: '1000',
-      },
-    });
-    const api = async (method: string, url: string, body?: unknown) => {
-      const res = await fetch(`http://127.0.0.1:${port}${url}`, { method, headers: { authorization: `Bearer ${admin}`, ...(body ? { 'content-type': 'application/json' } : {}) }, body: body ? JSON.stringify(body) : null });
-      const text = await res.text();
-      if (res.status >= 300) throw new Error(`${method} ${url}: ${res.status} ${text}`);
-      return text ? (JSON.parse(text) as Record<string, unknown>) : {};
-    };
-    await waitFor(() => fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.ok, () => false), { timeoutMs: 60_000, message: 'panel ready' });
-    const panelUrl = await net.exposePanel(port);
     const names = ['with-replica', 'without-replica'];
     for (const [i, host] of net.hosts.entries()) {
-      const node = await api('POST', '/v1/nodes', { name: names[i] });
-      const stateDir = path.join(dir, `agent-${i}`);
-      agents.push(
-        net.spawnIn(host, process.execPath, [path.join(root, 'apps/host-agent/dist/main.js')], {
-          env: hostAgentEnv(host, { panelUrl, token: node.token as string, nodeName: names[i]!, stateDir, lookupRefreshMs: 1_000, remoteProbeMs: 1_000, extra: { TETHER_LOG_LEVEL: 'warn' } }),
-        }),
-      );
-      if (i === 1) await api('PATCH', `/v1/nodes/${node.id as string}`, { labels: { 'tether.io/ingress': 'true' } });
+      const id = await bench.addNode(host, names[i]!);
+      if (i === 1) await api('PATCH', `/v1/nodes/${id}`, { labels: { 'tether.io/ingress': 'true' } });
     }
-    await waitFor(
-      async () => {
-        const rows = ((await api('GET', '/v1/sessions')).sessions ?? []) as { state: string }[];
-        return rows.filter((r) => r.state === 'connected').length === names.length;
-      },
-      { timeoutMs: 120_000, message: 'both agents connected' },
-    );
+    await waitFor(async () => (await bench.connected()).size === names.length, { timeoutMs: 120_000, message: 'both agents connected' });
     const team = await api('POST', '/v1/teams', { name: 'bench' });
     const service = await api('POST', '/v1/services', { teamId: team.id, name: 'web', image, internalPort: 8080, replicas: 1, placement: { nodes: ['with-replica'] } });
     await api('POST', '/v1/routes', { domain: DOMAIN, serviceId: service.id });
@@ -133,11 +95,7 @@ async function main(): Promise<void> {
     }
     console.log(`p99 ratios: ${ratios.map((r) => r.toFixed(2)).join(', ')} (goal ≤ 1.3)`);
   } finally {
-    for (const a of agents) await a.stop().catch(() => undefined);
-    await net.destroy();
-    await panel?.stop().catch(() => undefined);
-    await db.stop();
-    await rm(dir, { recursive: true, force: true });
+    await bench.close();
   }
 }
 
