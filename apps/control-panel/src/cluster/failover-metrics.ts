@@ -1,5 +1,6 @@
 import { Counter, Gauge } from 'prom-client';
 import type { PanelMetrics } from '../panel-metrics.js';
+import type { Brake } from '../scheduling/failover-policy.js';
 import type { Scheduler } from './scheduler-loop.js';
 
 /**
@@ -8,18 +9,22 @@ import type { Scheduler } from './scheduler-loop.js';
  * the lost replicas re-placed. Only the panel that holds the scheduler lease exposes the two gauges; the count is
  * each panel's own.
  */
+const BRAKE_REASONS = ['TOO_MANY_UNREACHABLE', 'MANY_UNREACHABLE_RECENTLY', 'PANEL_STARTED', 'DATABASE_RECOVERED'] as const satisfies readonly Brake['reason'][];
+
 export function watchFailover(metrics: PanelMetrics, scheduler: Pick<Scheduler, 'lease' | 'failover'>): void {
   const registers = [metrics.registry];
   const status = () => (scheduler.lease.held ? scheduler.failover : null);
   new Gauge({
     name: 'tether_scheduler_failover_held',
-    help: "1 while failover is held by a brake (label reason: TOO_MANY_UNREACHABLE, MANY_UNREACHABLE_RECENTLY, PANEL_STARTED, DATABASE_RECOVERED) with nodes unreachable: their stateless replicas are not re-placed",
+    help: "1 while failover is held by this brake with nodes unreachable (their stateless replicas are not re-placed), else 0; on the scheduler holder only",
     labelNames: ['reason'],
     registers,
     collect() {
       this.reset();
       const s = status();
-      if (s?.brake && s.unreachable.length > 0) this.set({ reason: s.brake.reason }, 1);
+      if (!s) return;
+      const held = s.brake && s.unreachable.length > 0 ? s.brake.reason : null;
+      for (const reason of BRAKE_REASONS) this.set({ reason }, reason === held ? 1 : 0);
     },
   });
   new Gauge({
