@@ -39,9 +39,7 @@ describe.skipIf(!support.available)('cross-node routing on three hosts', () => {
       tag: 'xnode',
       hosts: 3,
       panelEnv: {
-        TETHER_SCHEDULER_INTERVAL_MS: '200',
         TETHER_HEARTBEAT_INTERVAL_MS: '300',
-        TETHER_PING_INTERVAL_MS: '500',
         TETHER_SESSION_IDLE_MS: String(SESSION_IDLE_MS),
         TETHER_AGENT_IDLE_MS: '5000',
         TETHER_ROUTING_DEBOUNCE_MS: String(DEBOUNCE_MS),

@@ -1,7 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ensureHostNetworkSupport, sleep, waitFor, type HostNetwork, type NetnsClient } from '@tether/testkit';
+import { ensureHostNetworkSupport, sleep, waitFor } from '@tether/testkit';
 import { ECHO_PORT } from './helpers/echo-image.js';
-import type { Panel } from './helpers/panel-harness.js';
 import { startHostFleet, type HostFleet, type NodeOnHost } from './helpers/host-agents.js';
 import { copiesOn, servingCopies, zoneTargets, type Copy } from './helpers/failover-hosts.js';
 
@@ -29,17 +28,13 @@ const REFRESH_MS = 500;
 
 describe.skipIf(!support.available)('failover on a real network cut', () => {
   let fleet: HostFleet;
-  let net: HostNetwork;
-  let panel: Panel;
-  let visitor: NetnsClient;
-  const nodes: NodeOnHost[] = [];
   let serviceId = '';
 
-  const live = (n: NodeOnHost) => panel.app.agentSide.registry.get(n.id) !== undefined;
+  const live = (n: NodeOnHost) => fleet.panel.app.agentSide.registry.get(n.id) !== undefined;
   /** Every copy of the service on every engine, each with whether its node's answers name it. */
-  const everywhere = async (started = false) => (await Promise.all(nodes.map((n) => copiesOn(n, serviceId, { started })))).flat();
+  const everywhere = async (started = false) => (await Promise.all(fleet.nodes.map((n) => copiesOn(n, serviceId, { started })))).flat();
   const runAllocations = async () =>
-    (await panel.prisma.allocation.findMany({ where: { serviceId, desired: 'run' }, include: { node: true }, orderBy: { id: 'asc' } })).map((a) => `${a.id}@${a.node.name}`);
+    (await fleet.panel.prisma.allocation.findMany({ where: { serviceId, desired: 'run' }, include: { node: true }, orderBy: { id: 'asc' } })).map((a) => `${a.id}@${a.node.name}`);
   const fingerprint = (copies: readonly Copy[]) => copies.map((c) => `${c.node} ${c.id} ${c.startedAt}`).sort();
   /** Polls (every 10 ms) until the node's session is gone (`false`) or back (`true`); resolves with when it saw it. */
   const sessionIs = async (n: NodeOnHost, wanted: boolean, timeoutMs: number) => {
@@ -51,34 +46,24 @@ describe.skipIf(!support.available)('failover on a real network cut', () => {
     fleet = await startHostFleet({
       tag: 'focut',
       hosts: 3,
-      panelEnv: {
-        TETHER_SCHEDULER_INTERVAL_MS: '200',
-        TETHER_HEARTBEAT_INTERVAL_MS: String(HEARTBEAT_MS),
-        TETHER_PING_INTERVAL_MS: '500',
-        TETHER_SESSION_IDLE_MS: String(SESSION_IDLE_MS),
-        TETHER_AGENT_IDLE_MS: '2000',
-        TETHER_ROUTING_DEBOUNCE_MS: '100',
-        TETHER_RESCHEDULE_AFTER_MS: String(GRACE_MS),
-      },
+      panelEnv: { TETHER_HEARTBEAT_INTERVAL_MS: String(HEARTBEAT_MS), TETHER_SESSION_IDLE_MS: String(SESSION_IDLE_MS), TETHER_AGENT_IDLE_MS: '2000', TETHER_RESCHEDULE_AFTER_MS: String(GRACE_MS) },
       lookupRefreshMs: REFRESH_MS,
       remoteProbeMs: 300,
     });
-    ({ net, panel, visitor } = fleet);
     const { image } = fleet;
-    nodes.push(...fleet.nodes);
     // x3 cordoned while the first release is placed (on x1 and x2), then open to placements: nothing moves back by itself.
-    expect((await panel.api('POST', `/v1/nodes/${nodes[2]!.id}/cordon`)).status).toBe(200);
+    expect((await fleet.panel.api('POST', `/v1/nodes/${fleet.nodes[2]!.id}/cordon`)).status).toBe(200);
     // x1 an entry point too: once its replica is gone, its proxy still serves the domain (from the others' replicas).
-    expect((await panel.api('PATCH', `/v1/nodes/${nodes[0]!.id}`, { labels: { 'tether.io/ingress': 'true' } })).status).toBe(200);
-    const team = await panel.api('POST', '/v1/teams', { name: 'focut' });
-    const service = await panel.api('POST', '/v1/services', { teamId: team.body.id, name: 'fo', image, internalPort: ECHO_PORT, replicas: 2 });
+    expect((await fleet.panel.api('PATCH', `/v1/nodes/${fleet.nodes[0]!.id}`, { labels: { 'tether.io/ingress': 'true' } })).status).toBe(200);
+    const team = await fleet.panel.api('POST', '/v1/teams', { name: 'focut' });
+    const service = await fleet.panel.api('POST', '/v1/services', { teamId: team.body.id, name: 'fo', image, internalPort: ECHO_PORT, replicas: 2 });
     expect(service.status).toBe(201);
     serviceId = service.body.id;
-    expect((await panel.api('POST', '/v1/routes', { domain: DOMAIN, serviceId })).status).toBe(201);
-    const deploy = await panel.api('POST', `/v1/services/${serviceId}/deployments`, {});
+    expect((await fleet.panel.api('POST', '/v1/routes', { domain: DOMAIN, serviceId })).status).toBe(201);
+    const deploy = await fleet.panel.api('POST', `/v1/services/${serviceId}/deployments`, {});
     expect(deploy.status).toBe(201);
-    await waitFor(async () => (await panel.api('GET', `/v1/deployments/${deploy.body.id}`)).body.status === 'running', { timeoutMs: 60_000, message: 'first release running' });
-    expect((await panel.api('POST', `/v1/nodes/${nodes[2]!.id}/uncordon`)).status).toBe(200);
+    await waitFor(async () => (await fleet.panel.api('GET', `/v1/deployments/${deploy.body.id}`)).body.status === 'running', { timeoutMs: 60_000, message: 'first release running' });
+    expect((await fleet.panel.api('POST', `/v1/nodes/${fleet.nodes[2]!.id}/uncordon`)).status).toBe(200);
     await waitFor(async () => (servingCopies(await everywhere()).map((c) => c.node).join() === 'x1,x2' ? true : undefined), { timeoutMs: 20_000, message: 'x1 and x2 serving' });
   }, 120_000);
 
@@ -86,13 +71,13 @@ describe.skipIf(!support.available)('failover on a real network cut', () => {
   afterAll(() => fleet?.close(), 60_000);
 
   it('x2 back within the grace: nothing moved, nothing restarted', async () => {
-    const [, b] = nodes as [NodeOnHost, NodeOnHost, NodeOnHost];
+    const [, b] = fleet.nodes as [NodeOnHost, NodeOnHost, NodeOnHost];
     const before = await everywhere(true);
     const allocations = await runAllocations();
-    await net.cut(b.host);
+    await fleet.net.cut(b.host);
     const teardown = await sessionIs(b, false, SESSION_IDLE_MS + 2_000);
     await sleep(300);
-    await net.heal(b.host);
+    await fleet.net.heal(b.host);
     const back = await sessionIs(b, true, GRACE_MS);
     console.log(`x2 back ${Math.round(back - teardown)} ms after its teardown (grace ${GRACE_MS} ms)`);
     expect(back - teardown).toBeLessThan(GRACE_MS);
@@ -103,7 +88,7 @@ describe.skipIf(!support.available)('failover on a real network cut', () => {
   });
 
   it('x1 cut past the grace: its replica runs on x3 in the bound; healed, its old copy leaves its answers within a heartbeat of the open, 2 copies serve', async () => {
-    const [a, , c] = nodes as [NodeOnHost, NodeOnHost, NodeOnHost];
+    const [a, , c] = fleet.nodes as [NodeOnHost, NodeOnHost, NodeOnHost];
     const old = (await copiesOn(a, serviceId))[0]!;
     const others = (await everywhere(true)).filter((x) => x.node !== 'x1');
     // The API's count, sampled throughout: never more running than desired.
@@ -111,12 +96,12 @@ describe.skipIf(!support.available)('failover on a real network cut', () => {
     let sampling = true;
     const apiSampler = (async () => {
       while (sampling) {
-        const status = await panel.api('GET', `/v1/services/${serviceId}/status`);
+        const status = await fleet.panel.api('GET', `/v1/services/${serviceId}/status`);
         counted.push(status.body.runningReplicas ?? 0);
         await sleep(100);
       }
     })();
-    await net.cut(a.host);
+    await fleet.net.cut(a.host);
     const cutAt = performance.now();
     const teardown = await sessionIs(a, false, SESSION_IDLE_MS + 2_000);
     // Nothing on x3 until the grace has passed (checked up to 300 ms before it).
@@ -130,7 +115,7 @@ describe.skipIf(!support.available)('failover on a real network cut', () => {
       message: 'the replacement running on x3',
     });
     const runningAt = performance.now();
-    const [made] = await panel.prisma.$queryRawUnsafe<{ after_ms: number }[]>(
+    const [made] = await fleet.panel.prisma.$queryRawUnsafe<{ after_ms: number }[]>(
       `SELECT (extract(epoch FROM a.created_at) - extract(epoch FROM n.last_teardown_at)) * 1000 AS after_ms
        FROM allocations a JOIN nodes n ON n.id = $2 WHERE a.service_id = $1 AND a.cause = 'node-lost'`,
       serviceId,
@@ -145,18 +130,18 @@ describe.skipIf(!support.available)('failover on a real network cut', () => {
     expect(runningAt - teardown).toBeLessThanOrEqual(GRACE_MS + START_BOUND_MS);
     // x2's copy never restarted.
     expect(fingerprint((await everywhere(true)).filter((x) => x.node === 'x2'))).toEqual(fingerprint(others));
-    expect((await panel.api('GET', '/v1/panel')).body.scheduler.failover).toMatchObject({ brake: null, lost: ['x1'] });
+    expect((await fleet.panel.api('GET', '/v1/panel')).body.scheduler.failover).toMatchObject({ brake: null, lost: ['x1'] });
     // Status and history say what happened: the replica on x3 moved from x1, with the teardown the scheduler acted on.
-    const status = await panel.api('GET', `/v1/services/${serviceId}/status`);
+    const status = await fleet.panel.api('GET', `/v1/services/${serviceId}/status`);
     const moved = (status.body.allocations as { node: { name: string }; desired: string; movedFrom: { node: { name: string }; unreachableSince: string; teardownReason: string; message: string } | null }[]).find(
       (r) => r.node.name === 'x3' && r.desired === 'run',
     );
-    const teardownRow = await panel.prisma.node.findUniqueOrThrow({ where: { id: a.id } });
+    const teardownRow = await fleet.panel.prisma.node.findUniqueOrThrow({ where: { id: a.id } });
     expect(moved?.movedFrom).toMatchObject({ node: { name: 'x1' }, unreachableSince: teardownRow.lastTeardownAt!.toISOString(), teardownReason: teardownRow.lastTeardownReason });
     expect(moved!.movedFrom!.message).toMatch(/^moved from x1 \(unreachable since \S+, torn down for .+\) to x3 at \S+$/);
     expect(moved!.movedFrom!.message).toContain(`(unreachable since ${teardownRow.lastTeardownAt!.toISOString()}, torn down for ${teardownRow.lastTeardownReason})`);
     console.log(`status: ${moved!.movedFrom!.message}`);
-    const audit = await panel.api('GET', `/v1/audit?targetId=${serviceId}&action=service.failover`);
+    const audit = await fleet.panel.api('GET', `/v1/audit?targetId=${serviceId}&action=service.failover`);
     expect(audit.body.items).toMatchObject([{ actor: { name: 'scheduler', kind: 'scheduler' }, code: 'NODE_LOST', outcome: 'success' }]);
     await waitFor(async () => (servingCopies(await everywhere()).some((x) => x.id === replacement.id) ? true : undefined), { timeoutMs: 10_000, message: 'x3 serving' });
 
@@ -177,12 +162,12 @@ describe.skipIf(!support.available)('failover on a real network cut', () => {
     const proxySampler = (async () => {
       while (sampling) {
         const at = performance.now();
-        const res = await visitor.get({ address: a.host.address, port: 80, host: DOMAIN, path: '/', timeoutMs: 500 });
+        const res = await fleet.visitor.get({ address: a.host.address, port: 80, host: DOMAIN, path: '/', timeoutMs: 500 });
         viaA.push({ at, status: res.status, body: res.status === 200 ? res.body.trim() : `${res.error ?? ''} ${res.body.slice(0, 40)}` });
         await sleep(50);
       }
     })();
-    await net.heal(a.host);
+    await fleet.net.heal(a.host);
     openAt = await sessionIs(a, true, 15_000);
     const outAt = await waitFor(async () => (zoneTargets(a, DOMAIN).includes(old.id.slice(0, 12)) ? undefined : performance.now()), {
       timeoutMs: 10_000,
@@ -220,19 +205,19 @@ describe.skipIf(!support.available)('failover on a real network cut', () => {
   }, 60_000);
 
   it('x2 and x3 cut at once (2 of 3 nodes): nothing re-placed on x1, the brake on the API and /metrics; healed, nothing moves', async () => {
-    const [a, b, c] = nodes as [NodeOnHost, NodeOnHost, NodeOnHost];
+    const [a, b, c] = fleet.nodes as [NodeOnHost, NodeOnHost, NodeOnHost];
     const before = await everywhere(true);
     const allocations = await runAllocations();
-    await Promise.all([net.cut(b.host), net.cut(c.host)]);
+    await Promise.all([fleet.net.cut(b.host), fleet.net.cut(c.host)]);
     const teardowns = await Promise.all([sessionIs(b, false, SESSION_IDLE_MS + 2_000), sessionIs(c, false, SESSION_IDLE_MS + 2_000)]);
     await sleep(Math.max(...teardowns) + GRACE_MS + 1_000 - performance.now());
     expect((await copiesOn(a, serviceId)).length).toBe(0);
     expect(await runAllocations()).toEqual(allocations);
-    const held = (await panel.api('GET', '/v1/panel')).body.scheduler.failover;
+    const held = (await fleet.panel.api('GET', '/v1/panel')).body.scheduler.failover;
     expect(held).toMatchObject({ brake: { reason: 'TOO_MANY_UNREACHABLE', unreachable: 2, nodes: 3 }, lost: [], unreachable: ['x2', 'x3'] });
-    const metrics = await fetch(`${panel.url}/metrics`).then((r) => r.text());
+    const metrics = await fetch(`${fleet.panel.url}/metrics`).then((r) => r.text());
     expect(metrics).toMatch(/^tether_scheduler_failover_held\{reason="TOO_MANY_UNREACHABLE"\} 1$/m);
-    await Promise.all([net.heal(b.host), net.heal(c.host)]);
+    await Promise.all([fleet.net.heal(b.host), fleet.net.heal(c.host)]);
     await Promise.all([sessionIs(b, true, 15_000), sessionIs(c, true, 15_000)]);
     // However the two came back (one first, the other still away past its grace), nothing moved.
     await sleep(1_000);

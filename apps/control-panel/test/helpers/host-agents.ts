@@ -81,6 +81,9 @@ export interface HostFleetOptions {
   agentExtra?: Record<string, string>;
 }
 
+/** What every suite on these hosts sets (its panelEnv adds and overrides): a scheduler and a map push that keep up with short deadlines. */
+const FLEET_PANEL_ENV = { TETHER_ALLOCATIONS: 'on', TETHER_SCHEDULER_INTERVAL_MS: '200', TETHER_PING_INTERVAL_MS: '500', TETHER_ROUTING_DEBOUNCE_MS: '100' };
+
 /** The start the cross-node suites share: every agent speaking routing.remote before it resolves. */
 export async function startHostFleet(o: HostFleetOptions): Promise<HostFleet> {
   const net = await createHostNetwork({ tag: o.tag, hosts: o.hosts });
@@ -91,7 +94,7 @@ export async function startHostFleet(o: HostFleetOptions): Promise<HostFleet> {
   try {
     image = await ensureEchoImage();
     await net.startDaemons([image]);
-    panel = await startPanel({ env: { TETHER_ALLOCATIONS: 'on', ...o.panelEnv } });
+    panel = await startPanel({ env: { ...FLEET_PANEL_ENV, ...o.panelEnv } });
     const panelUrl = await net.exposePanel(panel.port);
     visitor = await net.client(net.hub.netns);
     nodes = await startHostAgents(panel, net, {
