@@ -226,6 +226,13 @@ export const CLOSE_CODES = Object.freeze({
 export type CloseCodeName = keyof typeof CLOSE_CODES;
 export type CloseCode = (typeof CLOSE_CODES)[CloseCodeName];
 
+/**
+ * The `error.code` of the panel's 403 answer to the upgrade of a decommissioned (or lost) node. An agent refused with
+ * it, or closed with DECOMMISSIONED, stops every container it runs for Tether and starts none again until a panel
+ * welcomes it (docs/protocol.md, "Decommissioned").
+ */
+export const DECOMMISSIONED_REFUSAL_CODE = 'AGENT_DECOMMISSIONED';
+
 /** Close codes after which an agent must stop reconnecting (an operator has to act). */
 export const TERMINAL_CLOSE_CODES: ReadonlySet<number> = new Set([
   CLOSE_CODES.UNAUTHORIZED,

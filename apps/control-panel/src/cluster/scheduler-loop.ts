@@ -305,7 +305,7 @@ export class Scheduler {
     const local = performance.now();
     const onDbClock = (at: number) => now - (local - at);
     const view = failoverView(
-      nodes.map((n) => ({ id: n.id, name: n.name, live: n.live, decommissioned: n.decommissioned, lostByOperator: false, downSince: n.live ? null : (n.downSince ?? null) })),
+      nodes.map((n) => ({ id: n.id, name: n.name, live: n.live, decommissioned: n.decommissioned, lostByOperator: n.lost === true, downSince: n.live ? null : (n.downSince ?? null) })),
       now,
       settings,
       { panelStartedAt: onDbClock(this.#startedAt), databaseBackAt: this.#databaseBackAt === null ? null : onDbClock(this.#databaseBackAt) },
@@ -389,6 +389,7 @@ interface NodeSql {
   cordoned: boolean;
   evacuating: boolean;
   decommissioned: boolean;
+  lost: boolean;
   labels: unknown;
   capabilities: string[] | null;
   live_elsewhere: boolean;
@@ -419,7 +420,7 @@ interface DeploymentSql {
  * Live on another panel: the report row of the session its owner holds now (same generation), connected,
  * written by a panel whose lease is live by PostgreSQL's clock (as cluster/node-reports.ts reads liveness).
  */
-const LIVE_ELSEWHERE = `EXISTS (
+export const LIVE_ELSEWHERE = `EXISTS (
   SELECT 1 FROM node_reports r JOIN node_owners w ON w.node_id = r.node_id AND w.generation = r.generation
     JOIN panels p ON p.id = r.panel_id
   WHERE r.node_id = n.id AND r.state = 'connected' AND p.lease_until > now())`;
@@ -449,7 +450,7 @@ export async function readState(tx: Tx, holdsSession: (nodeId: string) => boolea
   // pays nothing for it (10,000 nodes read at each evaluation slowed a reconnect storm fivefold, bench/fleet.ts).
   if (services.length === 0) return { now: Number(clock!.now_ms), services: [], nodes: [], allocations: [], deployments: [] };
   const nodes = await sql.rows<NodeSql>(
-    `SELECT n.id, n.name, n.cordoned, n.evacuating, n.decommissioned, n.labels, n.capabilities, ${LIVE_ELSEWHERE} AS live_elsewhere, ${DOWN_SINCE} AS down_ms FROM nodes n ORDER BY n.name`,
+    `SELECT n.id, n.name, n.cordoned, n.evacuating, n.decommissioned, n.lost_at IS NOT NULL AS lost, n.labels, n.capabilities, ${LIVE_ELSEWHERE} AS live_elsewhere, ${DOWN_SINCE} AS down_ms FROM nodes n ORDER BY n.name`,
   );
   const allocations = await sql.rows<AllocationSql>(
     `SELECT a.id, a.service_id, a.node_id, a.release_id, a.desired, (extract(epoch FROM a.created_at) * 1000)::float8 AS created_ms,
@@ -486,6 +487,7 @@ export async function readState(tx: Tx, holdsSession: (nodeId: string) => boolea
         cordoned: n.cordoned,
         evacuating: n.evacuating,
         decommissioned: n.decommissioned,
+        ...(n.lost ? { lost: true } : {}),
         labels: stringRecordOf(n.labels),
         capabilities: n.capabilities ?? [],
         downSince: n.down_ms === null ? null : Number(n.down_ms),

@@ -67,6 +67,8 @@ export interface NodeFacts {
   capabilities: readonly string[];
   /** Being evacuated (POST /v1/nodes/:id/evacuate; cordoned too). */
   evacuating?: boolean;
+  /** An operator declared its host gone (POST /v1/nodes/:id/lost; decommissioned too). */
+  lost?: boolean;
   /**
    * Not live: since when it has had no live session anywhere (epoch ms), its recorded teardown or its owner
    * panel's lease expiry, whichever is later; null when neither is known (failover-policy.ts: downSince).
