@@ -5,6 +5,7 @@ import { Backoff, createLoop, Deadline, errorMessage, type DeadlineClock, type L
 import {
   CAPABILITIES,
   CLOSE_CODES,
+  DECOMMISSIONED_REFUSAL_CODE,
   DEFAULT_PROTOCOL_RANGE,
   FRAME_ERROR_CODES,
   MAX_STATE_FRAME_BYTES,
@@ -32,6 +33,7 @@ import { CertificateReporter } from './certificate-reporter.js';
 import { PanelFrameRouter } from './frame-router.js';
 import { agentCapabilities, challengePort, freeText, remoteRoutingAddress, routingStatus, runtimeStatus } from './handshake.js';
 import { PanelTargets, agentConnectUrl } from './panel-targets.js';
+import { refusalCode } from './refusal.js';
 
 export { agentConnectUrl } from './panel-targets.js';
 
@@ -71,6 +73,8 @@ export type ConnectionState = 'connecting' | 'handshaking' | 'ready' | 'waiting'
 export interface ConnectionEvents {
   ready: [{ sessionId: string; timing: Timing; protocolVersion: number }];
   closed: [{ code: number; reason: string; sessionId: string | null; retryInMs: number }];
+  /** The panel said this node is decommissioned or lost (close 4005, or a 403 AGENT_DECOMMISSIONED): run nothing. */
+  decommissioned: [{ how: string }];
 }
 
 export class PanelConnection extends EventEmitter<ConnectionEvents> {
@@ -186,9 +190,19 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
         if (this.backoff.isHinted) this.backoff.retryAfter(retryAfterS * 1_000);
         else this.backoff.hint(retryAfterS * 1_000);
       }
-      log.error({ status: res.statusCode }, this.terminal ? 'panel refused this node token' : 'panel refused the upgrade');
-      res.resume();
-      socket.terminate();
+      if (res.statusCode !== 403) {
+        log.error({ status: res.statusCode }, this.terminal ? 'panel refused this node token' : 'panel refused the upgrade');
+        res.resume();
+        socket.terminate();
+        return;
+      }
+      // 403: the body's code tells a decommissioned node (its agent stops what it runs) from any other refusal.
+      void refusalCode(res).then((code) => {
+        const decommissioned = code === DECOMMISSIONED_REFUSAL_CODE;
+        log[decommissioned ? 'warn' : 'error']({ status: res.statusCode, code }, `panel refused this node token${decommissioned ? ': the node is decommissioned' : ''}`);
+        if (decommissioned) this.emit('decommissioned', { how: `upgrade refused: 403 ${code}` });
+        socket.terminate();
+      });
     });
     socket.on('open', () => {
       this.state_ = 'handshaking';
@@ -516,6 +530,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     if (hintMs !== null) this.backoff.hint(hintMs);
     // Refused at the oldest version it speaks, the agent cannot help it: an operator upgrades or unpins a side.
     const terminal = this.terminal || TERMINAL_CLOSE_CODES.has(code) || (versionRefused && lower === null);
+    if (code === CLOSE_CODES.DECOMMISSIONED) this.emit('decommissioned', { how: `session closed: ${code} ${reason}` });
     const retryInMs = lower !== null ? 0 : terminal ? this.options.reconnect.maxMs : this.backoff.next(this.refused);
     this.state_ = 'waiting';
     this.options.logger.warn(
