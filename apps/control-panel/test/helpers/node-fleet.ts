@@ -10,7 +10,7 @@ import { startPanel, type Panel } from './panel-harness.js';
 
 export const FLEET_SCHEDULER_MS = 200;
 const HEARTBEAT_MS = 300;
-const AGENT_ENV = {
+export const AGENT_ENV = {
   TETHER_MIN_READY_MS: '300',
   TETHER_DRAIN_MS: '200',
   TETHER_STOP_TIMEOUT_MS: '2000',
