@@ -6,7 +6,7 @@ import { prismaSql } from '../db/sql.js';
 import { stringRecordOf } from '../db/json-columns.js';
 import { auditRow, insertAuditRows, type AuditContext } from '../audit/audit-entry.js';
 import { evaluate, isEmptyPlan, previewEvacuation, type AllocationRow, type DeploymentRow, type EvaluationPlan, type ServiceRow } from '../scheduling/evaluation.js';
-import { managedSql, type NodeFacts } from '../scheduling/managed.js';
+import { LIVE_ELSEWHERE, managedSql, type NodeFacts } from '../scheduling/managed.js';
 import type { ReportedStatus } from '../scheduling/rollout-progress.js';
 import { failoverView, type Brake, type FailoverSettings } from '../scheduling/failover-policy.js';
 import { SchedulerLease, StaleEpochError } from './scheduler-lease.js';
@@ -415,15 +415,6 @@ interface DeploymentSql {
   dispatched_ms: number | null;
   reason: string | null;
 }
-
-/**
- * Live on another panel: the report row of the session its owner holds now (same generation), connected,
- * written by a panel whose lease is live by PostgreSQL's clock (as cluster/node-reports.ts reads liveness).
- */
-export const LIVE_ELSEWHERE = `EXISTS (
-  SELECT 1 FROM node_reports r JOIN node_owners w ON w.node_id = r.node_id AND w.generation = r.generation
-    JOIN panels p ON p.id = r.panel_id
-  WHERE r.node_id = n.id AND r.state = 'connected' AND p.lease_until > now())`;
 
 /**
  * Since when a node has had no live session anywhere (failover, issue 38): its recorded teardown, or the lease

@@ -1,12 +1,11 @@
 import { recordChange, type AuditContext } from '../audit/audit-entry.js';
-import { LIVE_ELSEWHERE } from '../cluster/scheduler-loop.js';
 import type { Tx } from '../db/database.js';
 import type { ServiceVolume } from '../db/deployment-spec.js';
 import { prismaSql } from '../db/sql.js';
 import { sqlOf } from '../db/database.js';
 import { AppError } from '../errors.js';
 import { routingNodeIds } from '../routing/serving-nodes.js';
-import { ALLOCATIONS_CAPABILITY, managedSql } from '../scheduling/managed.js';
+import { ALLOCATIONS_CAPABILITY, LIVE_ELSEWHERE, managedSql } from '../scheduling/managed.js';
 import type { ApiDeps } from './api-deps.js';
 import { moveDomainsOf } from './domain-claims.js';
 import { getNode, markDecommissioned } from './nodes.js';
