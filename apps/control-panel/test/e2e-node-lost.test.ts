@@ -6,8 +6,8 @@ import { AGENT_ENV, byNode, startFleet, type Fleet } from './helpers/node-fleet.
 import { startAgentProcess, type AgentProcess } from './helpers/agent-process.js';
 
 // Issue 38, "stateful services never move on a guess", end to end: real panel, real agents as processes, real
-// Docker. The stateful node runs on a private second engine (its own disk: a volume is per engine, and the fleet's
-// nodes share one), the others on the shared one. A service with a volume and a file in it on that node; its agent
+// Docker. The stateful node runs on a private second engine (its own disk: a Docker volume is named by its service
+// alone and is per engine, so nodes sharing one engine would share it), the other node on the shared engine. A service with a volume and a file in it on that node; its agent
 // frozen past the teardown and the grace: the service stays there, reads unknown, nothing runs elsewhere. Declared
 // lost: it runs on another node on an empty volume. The agent thawed: refused, it stops the old container and never
 // starts it again.
