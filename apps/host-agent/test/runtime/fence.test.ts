@@ -6,6 +6,8 @@ import { LABELS } from '../../src/docker/docker-client.js';
 import type { PanelConnection } from '../../src/connection/panel-connection.js';
 import { FakePanel, testConnection, type PanelConn } from '../connection/fake-panel.js';
 import { useHarness } from './support/harness.js';
+import { agentCapabilities } from '../../src/connection/handshake.js';
+import { DisabledRouting, UnavailableWorkloads } from '../../src/null-controllers.js';
 
 // Self-fencing (capability workload.fence) with the agent's real session and a real Docker engine: a panel
 // stand-in (a real WebSocket server) sends welcome and an allocations set with a fenced and a plain service, then
@@ -18,6 +20,18 @@ const FENCE_AFTER_MS = 600;
 const STOP_TIMEOUT_MS = 1_000;
 /** Sampling, the event loop and Docker's own stop and remove calls. */
 const SLACK_MS = 1_000;
+
+describe('workload.fence in hello', () => {
+  it('announced only with a fence deadline and workloads that run allocations and can fence', () => {
+    const fencing = Object.assign(new UnavailableWorkloads(), { capabilities: [CAPABILITIES.WORKLOAD_ALLOCATIONS], setFenced: () => undefined });
+    const routing = new DisabledRouting();
+    expect(agentCapabilities({ routing, workloads: fencing, fence: { afterMs: 600 } })).toContain(CAPABILITIES.WORKLOAD_FENCE);
+    expect(agentCapabilities({ routing, workloads: fencing })).not.toContain(CAPABILITIES.WORKLOAD_FENCE);
+    expect(agentCapabilities({ routing, workloads: new UnavailableWorkloads(), fence: { afterMs: 600 } })).not.toContain(CAPABILITIES.WORKLOAD_FENCE);
+    const noAllocations = Object.assign(new UnavailableWorkloads(), { setFenced: () => undefined });
+    expect(agentCapabilities({ routing, workloads: noAllocations, fence: { afterMs: 600 } })).not.toContain(CAPABILITIES.WORKLOAD_FENCE);
+  });
+});
 
 describe.skipIf(!docker.available)('agent: self-fencing with a real engine', () => {
   const h = useHarness('fence');
