@@ -30,6 +30,7 @@ export function createAgent(
     reconnect: config.reconnect,
     protocolVersions: config.protocolVersions,
     overrides: config.overrides,
+    fence: { afterMs: config.fence.afterMs, stopTimeoutMs: config.runtime.timing.stopTimeoutMs },
     logger: deps.logger,
   });
   const guard = new DecommissionGuard(config.stateDir, deps.workloads, deps.logger);

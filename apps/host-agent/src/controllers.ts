@@ -72,6 +72,11 @@ export interface WorkloadController {
   allocationStatus?(): AllocationStatus[] | null;
   /** `listener` runs whenever the allocations' status changes and after every applied set; returns the unsubscribe. */
   onAllocationStatus?(listener: () => void): () => void;
+  /**
+   * Capability workload.fence (with workload.allocations): true stops every container of a fenced release and keeps
+   * them stopped; false lets the sets run them again. The session calls it (connection/panel-fence.ts).
+   */
+  setFenced?(fenced: boolean): void;
 }
 
 /** An `allocations` frame as the controller takes it. */

@@ -130,6 +130,13 @@ export const CAPABILITIES = Object.freeze({
    * `challengeVia`. The issuer reports what its proxy obtained in `certificates.report` (ACKed once stored).
    */
   CERTIFICATES_SHARE: 'certificates.share',
+  /**
+   * Self-fencing (issue 38; needs `workload.allocations`): releases may carry `fence: true`; the agent stops such
+   * containers once `hello.fence.afterMs` has passed since the last frame it received from a panel, and starts them
+   * again only from an `allocations` (or `workloads`) set that a session opened after the fence brings. Rollouts of
+   * a fenced release never overlap (the old container stops before the new one starts).
+   */
+  WORKLOAD_FENCE: 'workload.fence',
 } as const);
 export type Capability = (typeof CAPABILITIES)[keyof typeof CAPABILITIES];
 

@@ -245,7 +245,7 @@ export class Scheduler {
           movedAt: this.#movedAt,
           progressAt: this.#progressAt,
           newId: () => `al_${randomUUID()}`,
-          ...(view ? { failover: { states: view.states, budget: view.budget } } : {}),
+          ...(view ? { failover: { states: view.states, budget: view.budget, fenceHeld: view.fenceHeld } } : {}),
         });
         if (!isEmptyPlan(made)) {
           await writePlan(tx, made, held.epoch);
@@ -305,7 +305,7 @@ export class Scheduler {
     const local = performance.now();
     const onDbClock = (at: number) => now - (local - at);
     const view = failoverView(
-      nodes.map((n) => ({ id: n.id, name: n.name, live: n.live, decommissioned: n.decommissioned, lostByOperator: n.lost === true, downSince: n.live ? null : (n.downSince ?? null) })),
+      nodes.map((n) => ({ id: n.id, name: n.name, live: n.live, decommissioned: n.decommissioned, lostByOperator: n.lost === true, downSince: n.live ? null : (n.downSince ?? null), fence: n.fence ?? null })),
       now,
       settings,
       { panelStartedAt: onDbClock(this.#startedAt), databaseBackAt: this.#databaseBackAt === null ? null : onDbClock(this.#databaseBackAt) },
@@ -315,6 +315,7 @@ export class Scheduler {
     const name = new Map(nodes.map((n) => [n.id, n.name]));
     return {
       states: view.states,
+      fenceHeld: view.fenceHeld,
       budget,
       status: (plan: EvaluationPlan): FailoverStatus => {
         const lost: string[] = [];
@@ -381,6 +382,7 @@ interface ServiceSql {
   volumes: { readOnly?: boolean }[] | null;
   routed: boolean;
   created_ms: number;
+  fence: boolean;
 }
 
 interface NodeSql {
@@ -394,6 +396,8 @@ interface NodeSql {
   capabilities: string[] | null;
   live_elsewhere: boolean;
   down_ms: number | null;
+  fence_after_ms: number | null;
+  fence_stop_timeout_ms: number | null;
 }
 
 interface AllocationSql {
@@ -430,7 +434,7 @@ export async function readState(tx: Tx, holdsSession: (nodeId: string) => boolea
   const sql = prismaSql(tx);
   const [clock] = await sql.rows<{ now_ms: number }>(`SELECT (extract(epoch FROM now()) * 1000)::float8 AS now_ms`);
   const services = await sql.rows<ServiceSql>(
-    `SELECT s.id, s.node_id, h.name AS home_name, s.replicas, s.placement, s.volumes, (extract(epoch FROM s.created_at) * 1000)::float8 AS created_ms,
+    `SELECT s.id, s.node_id, h.name AS home_name, s.replicas, s.placement, s.volumes, s.fence, (extract(epoch FROM s.created_at) * 1000)::float8 AS created_ms,
       (EXISTS (SELECT 1 FROM routes r WHERE r.service_id = s.id) AND NOT '${CAPABILITIES.ROUTING_REMOTE}' = ANY(h.capabilities)) AS routed
     FROM services s JOIN nodes h ON h.id = s.node_id
     WHERE ${managedSql('h')}
@@ -441,7 +445,8 @@ export async function readState(tx: Tx, holdsSession: (nodeId: string) => boolea
   // pays nothing for it (10,000 nodes read at each evaluation slowed a reconnect storm fivefold, bench/fleet.ts).
   if (services.length === 0) return { now: Number(clock!.now_ms), services: [], nodes: [], allocations: [], deployments: [] };
   const nodes = await sql.rows<NodeSql>(
-    `SELECT n.id, n.name, n.cordoned, n.evacuating, n.decommissioned, n.lost_at IS NOT NULL AS lost, n.labels, n.capabilities, ${LIVE_ELSEWHERE} AS live_elsewhere, ${DOWN_SINCE} AS down_ms FROM nodes n ORDER BY n.name`,
+    `SELECT n.id, n.name, n.cordoned, n.evacuating, n.decommissioned, n.lost_at IS NOT NULL AS lost, n.labels, n.capabilities, ${LIVE_ELSEWHERE} AS live_elsewhere, ${DOWN_SINCE} AS down_ms,
+      n.fence_after_ms, n.fence_stop_timeout_ms FROM nodes n ORDER BY n.name`,
   );
   const allocations = await sql.rows<AllocationSql>(
     `SELECT a.id, a.service_id, a.node_id, a.release_id, a.desired, (extract(epoch FROM a.created_at) * 1000)::float8 AS created_ms,
@@ -468,6 +473,7 @@ export async function readState(tx: Tx, holdsSession: (nodeId: string) => boolea
         routed: s.routed,
         stateful: hasWritableVolume({ volumes: (Array.isArray(s.volumes) ? s.volumes : []) as never }),
         createdAt: Number(s.created_ms),
+        fenced: s.fence,
       }),
     ),
     nodes: nodes.map(
@@ -482,6 +488,7 @@ export async function readState(tx: Tx, holdsSession: (nodeId: string) => boolea
         labels: stringRecordOf(n.labels),
         capabilities: n.capabilities ?? [],
         downSince: n.down_ms === null ? null : Number(n.down_ms),
+        fence: n.fence_after_ms === null ? null : { afterMs: n.fence_after_ms, stopTimeoutMs: n.fence_stop_timeout_ms ?? 0 },
       }),
     ),
     allocations: allocations.map(

@@ -84,6 +84,8 @@ export interface NodeFacts {
    * panel's lease expiry, whichever is later; null when neither is known (failover-policy.ts: downSince).
    */
   downSince?: number | null;
+  /** hello.fence of its last session open (workload.fence): how long its agent waits before it fences; null: it does not. */
+  fence?: { afterMs: number; stopTimeoutMs: number } | null;
 }
 
 /**

@@ -101,6 +101,8 @@ export class DockerWorkloadController implements WorkloadController {
   private stopped = true;
   private wake: { at: number; timer: NodeJS.Timeout } | undefined;
   private status: RuntimeStatus = { available: false, error: NOT_STARTED };
+  /** Fenced containers being stopped now (capability workload.fence). */
+  private readonly fencing = new Set<string>();
   /**
    * The node is decommissioned or lost (decommission-guard.ts): no pass plans anything; each one takes every Tether
    * container still running out of the proxy's answers and stops it. `halted` ends with the first set after resume().
@@ -126,6 +128,7 @@ export class DockerWorkloadController implements WorkloadController {
       CAPABILITIES.WORKLOAD_DRAIN,
       CAPABILITIES.REGISTRY_AUTH,
       CAPABILITIES.WORKLOAD_ALLOCATIONS,
+      // workload.fence is announced by the session (handshake.ts) with the fence's timing, over setFenced below.
       ...(this.inventory ? [CAPABILITIES.VOLUMES_INVENTORY] : []),
     ];
     this.privateAddress = options.privateAddress ?? undefined;
@@ -352,6 +355,40 @@ export class DockerWorkloadController implements WorkloadController {
     return this.allocations.status();
   }
 
+  /**
+   * Capability workload.fence: true once no panel was heard for TETHER_FENCE_AFTER_MS, false when a set a fresh
+   * session brought lifts it. Fenced, every container of a fenced release is stopped (SIGTERM, TETHER_STOP_TIMEOUT_MS,
+   * SIGKILL) and removed at once, outside the service lanes (a rollout in one never holds the fence back), and no
+   * plan starts one again: passes stop any that shows up, and planFor leaves fenced allocations out.
+   */
+  setFenced(fenced: boolean): void {
+    if (this.allocations.fenced === fenced) return;
+    this.allocations.fenced = fenced;
+    this.logger.warn({ fenced }, fenced ? 'no panel heard for the fence deadline: stopping fenced containers' : 'a fresh set after the fence: fenced containers may run again');
+    if (fenced) {
+      void this.reader.read(this.timing.callTimeoutMs).then(
+        (rows) => this.stopFenced(rows),
+        (err: unknown) => this.logger.warn({ err }, 'reading containers for the fence failed; the next pass stops them'),
+      );
+    }
+    void this.reconcile();
+  }
+
+  /** While fenced: stops and removes every fenced container not already being stopped. */
+  private stopFenced(rows: readonly ReadContainer[]): void {
+    if (!this.allocations.fenced) return;
+    for (const { actual } of rows) {
+      if (!actual.fenced || this.fencing.has(actual.id)) continue;
+      this.fencing.add(actual.id);
+      void stopAndRemove(this.deps, actual)
+        .then(
+          () => this.logger.warn({ container: actual.name, allocationId: actual.allocationId }, 'fenced container stopped and removed'),
+          (err: unknown) => this.logger.warn({ container: actual.name, err }, 'stopping a fenced container failed; the next pass retries'),
+        )
+        .finally(() => this.fencing.delete(actual.id));
+    }
+  }
+
   onAllocationStatus(listener: () => void): () => void {
     return this.allocations.report.listen(listener);
   }
@@ -484,6 +521,10 @@ export class DockerWorkloadController implements WorkloadController {
       return;
     }
     if (this.halted) return this.stopAll(rows);
+    if (this.allocations.fenced) {
+      this.stopFenced(rows);
+      rows = rows.filter((r) => !r.actual.fenced);
+    }
     const now = Date.now();
     this.ledger.retain(new Set(rows.map((r) => r.actual.id)));
     this.ledger.settle(rows.filter((r) => r.actual.state === 'running').map((r) => r.actual), now, this.restartPolicy.resetAfterMs);
