@@ -126,7 +126,8 @@ async function sampleContainers(serviceId) {
 export async function sampleService({ url, api, adminToken, nodes, network }) {
   const single = nodes.length === 1;
   const image = await sampleImage();
-  const { serviceId } = await sampleIds(api, image, single);
+  // The service is made once every node counts: the scheduler places a new service's replicas at once, on the
+  // nodes it sees then (a fleet's first node alone got both replicas when the service came before the others).
   if (single) {
     await poll('the local agent connecting', 30_000, async () => (await api('GET', '/v1/sessions')).body?.sessions?.some((s) => s.nodeName === 'local' && s.state === 'connected'));
   } else {
@@ -138,6 +139,7 @@ export async function sampleService({ url, api, adminToken, nodes, network }) {
       if (res.status !== 200) throw new Error(`labelling node ${row.name} an ingress failed: ${res.status} ${JSON.stringify(res.body)}`);
     }
   }
+  const { serviceId } = await sampleIds(api, image, single);
   // A later start deploys nothing: the agent is sent what its node should run when it connects, and adopts what runs.
   const [latest] = (await api('GET', `/v1/services/${serviceId}/deployments?limit=1`)).body ?? [];
   let deploymentId = latest?.id;
@@ -163,7 +165,7 @@ export async function sampleService({ url, api, adminToken, nodes, network }) {
     c?.address
       ? `curl http://${c.address}:${SAMPLE_PORT}/   (its address on Docker network ${network(c.node)}, this machine only)`
       : 'it has no address on a Docker network yet; see its status';
-  const where = single ? 'node local' : `${running.length} replicas on ${running.map((c) => c.node).join(', ')}`;
+  const where = single ? 'node local' : `${running.length} replicas on ${[...new Set(running.map((c) => c.node))].join(', ')}`;
   const lines = [`Sample service "hello" (team local, ${where}): ${status.reason}`];
   const proxied = nodes.filter((n) => n.httpPort);
   if (proxied.length > 0) {
