@@ -83,7 +83,9 @@ export function isOurs(pid) {
 export function readRunning() {
   try {
     const running = JSON.parse(readFileSync(runningFile, 'utf8'));
-    return { launcher: running.launcher, children: Array.isArray(running.children) ? running.children : [] };
+    const children = Array.isArray(running.children) ? running.children : [];
+    // A fleet of several also names each agent's pid by node (null: stopped), for `npm run node`.
+    return { launcher: running.launcher, children, ...(running.agents ? { agents: running.agents } : {}) };
   } catch {
     return null;
   }

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The root commands (README): `npm start`, `npm test`, `npm run build`, `npm run reset`.
+// The root commands (README): `npm start [-- --nodes N]`, `npm test`, `npm run build`, `npm run reset`, `npm run node`.
 // Works on a fresh machine with only Node 20 and npm: it fetches pnpm through
 // npx when it is not installed, installs the workspace, builds, then runs.
 import { spawn, spawnSync } from 'node:child_process';
@@ -171,10 +171,19 @@ function test() {
   process.exit(summarize(checks, tests));
 }
 
-async function start() {
+async function start(args) {
+  // A bad flag is said before minutes of install and build (start-local.mjs checks it again, when run alone).
+  const { UsageError, chooseFleetSize, parseStartArgs } = await import('./local-fleet.mjs');
+  try {
+    chooseFleetSize(parseStartArgs(args).nodes);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    console.error(`✖ ${err.message}`);
+    process.exit(2);
+  }
   install();
   build();
-  const child = spawn(process.execPath, [path.join(root, 'scripts', 'start-local.mjs')], { cwd: root, stdio: 'inherit', env });
+  const child = spawn(process.execPath, [path.join(root, 'scripts', 'start-local.mjs'), ...args], { cwd: root, stdio: 'inherit', env });
   for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => child.kill(signal));
   child.on('exit', (code) => process.exit(code ?? 0));
 }
@@ -186,11 +195,12 @@ else if (command === 'summary') process.exit(summarize(0, 0));
 else if (command === 'build') {
   install();
   build();
-} else if (command === 'start') await start();
-else if (command === 'reset') {
+} else if (command === 'start') await start(process.argv.slice(3));
+else if (command === 'reset' || command === 'node') {
   // Neither installs nor builds: a reset must work whatever state the checkout is in.
-  process.exit(run(process.execPath, [path.join(root, 'scripts', 'reset-local.mjs'), ...process.argv.slice(3)]));
+  const script = command === 'reset' ? 'reset-local.mjs' : 'local-node.mjs';
+  process.exit(run(process.execPath, [path.join(root, 'scripts', script), ...process.argv.slice(3)]));
 } else {
-  console.error('usage: node scripts/tether.mjs start|test|summary|build|reset');
+  console.error('usage: node scripts/tether.mjs start|test|summary|build|reset|node');
   process.exit(2);
 }

@@ -212,7 +212,7 @@ export function createAgentSide(deps: {
     }),
     listen(events, 'allocations.changed', ({ nodeIds }) => nodeIds.forEach((nodeId: string) => audience.nodeChanged(nodeId, 'replicas placed or stopped'))),
     listen(events, 'node.decommissioned', ({ nodeId }) => {
-      registry.close(nodeId, CLOSE_CODES.DECOMMISSIONED, 'node decommissioned by an operator');
+      registry.close(nodeId, CLOSE_CODES.DECOMMISSIONED, 'node decommissioned (or declared lost) by an operator');
     }),
     // Metrics.
     listen(registry, 'opened', (session) => {

@@ -9,8 +9,8 @@ export interface PanelEventMap {
   'routing.changed': [{ nodeIds: string[]; reason: string; /** Signalled by another panel (not sent on again). */ remote?: boolean }];
   /** The set of workloads a node should run changed (service created, updated, deleted): send `workloads`. */
   'workloads.changed': [{ nodeId: string; reason: string; remote?: boolean }];
-  /** An operator decommissioned a node: close its session, refuse its token. */
-  'node.decommissioned': [{ nodeId: string }];
+  /** An operator decommissioned a node (or declared it lost; here, or on another panel: `remote`): close its session with 4005, refuse its token. */
+  'node.decommissioned': [{ nodeId: string; remote?: boolean }];
   /** A token was revoked (here, or on another panel: `remote`): everything it holds ends, its caches forget it. */
   'token.revoked': [{ tokenId: string; remote?: boolean }];
   /** A fleet-page cookie was signed out (here, or on another panel): no panel accepts it again. */

@@ -212,7 +212,10 @@ function createScheduler(app: FastifyInstance, deps: AppDependencies, parts: Pic
   // The two halves meet here: what the scheduler wrote goes out as allocations sets, what agents report moves rollouts on.
   events.on('allocations.changed', ({ nodeIds, reason }) => nodeIds.forEach((nodeId) => agents.allocations.changed(nodeId, reason)));
   agents.allocations.onStatusStored((nodeId) => scheduler.onAllocationStatus(nodeId));
-  events.on('node.decommissioned', ({ nodeId }) => scheduler.nudge(`node ${nodeId} decommissioned`, nodeId));
+  // A decommission on another panel nudged the holder there already.
+  events.on('node.decommissioned', ({ nodeId, remote }) => {
+    if (!remote) scheduler.nudge(`node ${nodeId} decommissioned`, nodeId);
+  });
   // Sessions opening and closing do not nudge: in a reconnect storm that is an evaluation every MIN_GAP_MS on the
   // panel that is busiest opening sessions, and nothing about a session is urgent to the scheduler (failover waits a
   // grace, a node joining gets replicas at the next interval; its session gets its own set when it opens).

@@ -147,6 +147,23 @@ describe('allocations over the session', () => {
     expect(node!.capabilities).toEqual([CAPABILITIES.SECRETS]);
   });
 
+  it('workload.fence is agreed only with hello.fence, whose deadline and stop grace the node row records at the open', async () => {
+    const FENCE = [...CAPABLE, CAPABILITIES.WORKLOAD_FENCE];
+    const f = await panel.createNode('alloc-fence');
+    const fenced = await RawAgent.connect({ url: panel.url, token: f.token, node: f.name, capabilities: FENCE, fence: { afterMs: 45_000, stopTimeoutMs: 7_000 } });
+    agents.push(fenced);
+    expect(fenced.welcome.capabilities).toEqual(FENCE);
+    await panel.settled();
+    const read = async () => (await sql().rows<{ capabilities: string[]; fence_after_ms: number | null; fence_stop_timeout_ms: number | null }>(`SELECT capabilities, fence_after_ms, fence_stop_timeout_ms FROM nodes WHERE id = $1`, [f.id]))[0]!;
+    expect(await read()).toEqual({ capabilities: [...FENCE].sort(), fence_after_ms: 45_000, fence_stop_timeout_ms: 7_000 });
+    fenced.close();
+    // Named without its timing: not agreed, and the next open clears what the last one recorded.
+    const bare = await connect(f, FENCE);
+    expect(bare.welcome.capabilities).toEqual(CAPABLE);
+    await panel.settled();
+    expect(await read()).toEqual({ capabilities: [...CAPABLE].sort(), fence_after_ms: null, fence_stop_timeout_ms: null });
+  });
+
   it('records allocations.status only where it changed, removed for a dropped stop allocation, then calls the hook', async () => {
     const hooked: string[] = [];
     panel.app.agentSide.allocations.onStatusStored((nodeId) => hooked.push(nodeId));

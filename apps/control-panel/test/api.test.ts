@@ -6,6 +6,7 @@ import { stopSharedPostgres } from './helpers/rest-harness.js';
 // in test/api/:
 //   auth              bearer tokens, 401/403, revocation, batched last-use, first operator token
 //   teams-nodes       operator endpoints: teams, customer tokens, nodes, decommissioning
+//   node-lost         POST /v1/nodes/:id/lost: confirmation, services moved home, pending ones, idempotence
 //   services          services CRUD, spec validation, placement, events
 //   routes            domains and path prefixes, DOMAIN_TAKEN, attach/detach events
 //   deployments       persist-then-dispatch, the dispatcher seam, listing
@@ -14,6 +15,7 @@ import { stopSharedPostgres } from './helpers/rest-harness.js';
 //   stored-text       a NUL in every parameter and body string of every operation: 400 naming it (issue 32)
 import './api/auth.js';
 import './api/teams-nodes.js';
+import './api/node-lost.js';
 import './api/services.js';
 import './api/routes.js';
 import './api/deployments.js';

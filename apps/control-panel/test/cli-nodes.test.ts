@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from './helpers/cli-process.js';
+import { RawAgent } from './helpers/raw-agent.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
 
 // `tether node` as an operator runs it: the real binary against a real panel (real PostgreSQL).
@@ -74,9 +75,40 @@ describe('tether node', () => {
     expect(audit).toHaveLength(1);
   });
 
+  it('lost refuses without --confirm (exit 2, nothing changed); with it, says where each service went and which volumes start empty, and what stays', async () => {
+    const gone = await panel.createNode('cli-l');
+    const spare = await panel.createNode('cli-m');
+    const team = await panel.api('POST', '/v1/teams', { name: 'cli-lost' });
+    const db = await panel.api('POST', '/v1/services', { teamId: team.body.id, name: 'db', image: 'registry.example.com/db:1', node: 'cli-l', volumes: [{ name: 'data', mountPath: '/var/lib/db' }] });
+    const pinned = await panel.api('POST', '/v1/services', { teamId: team.body.id, name: 'pinned', image: 'registry.example.com/web:1', node: 'cli-l' });
+    expect([db.status, pinned.status]).toEqual([201, 201]);
+    await panel.prisma.service.update({ where: { id: db.body.id }, data: { placement: { nodes: ['cli-l', 'cli-m'], labels: {} } } });
+    // A live node to move to: a session of its own.
+    const agent = await RawAgent.connect({ url: panel.url, token: spare.token, heartbeatMs: 200 });
+    try {
+      const refused = await cli('node', 'lost', 'cli-l');
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toContain('add --confirm');
+      expect((await panel.prisma.node.findUniqueOrThrow({ where: { id: gone.id } })).decommissioned).toBe(false);
+
+      const run = await cli('node', 'lost', 'cli-l', '--confirm');
+      expect(run.code).toBe(0);
+      expect(run.stdout).toContain('node cli-l declared lost: decommissioned');
+      expect(run.stdout).toContain('moved db: cli-l → cli-m; starts on EMPTY volumes: data (/var/lib/db): restore their data from your backup');
+      expect(run.stdout).toMatch(/stays pinned: NO_NODE_AVAILABLE: /);
+      expect((await panel.prisma.service.findUniqueOrThrow({ where: { id: db.body.id } })).nodeId).toBe(spare.id);
+      const again = await cli('node', 'lost', 'cli-l', '--confirm', '--json');
+      expect(again.code).toBe(0);
+      expect(JSON.parse(again.stdout)).toMatchObject({ node: { name: 'cli-l', decommissioned: true }, moved: [], pending: [{ serviceName: 'pinned' }] });
+      expect((await cli('node', 'ls')).stdout.trim().split('\n').find((r) => r.startsWith('cli-l'))).toMatch(/^cli-l\s+decommissioned\s+1\s+-$/);
+    } finally {
+      agent.close();
+    }
+  });
+
   it('usage errors exit 2 and change nothing; an invalid label is the API\'s 400 (exit 4); a customer is refused (exit 4)', async () => {
     await panel.createNode('cli-c');
-    for (const args of [['node', 'cordon'], ['node', 'cordon', 'nope'], ['node', 'evacuate'], ['node', 'label', 'cli-c'], ['node', 'label', 'cli-c', 'novalue'], ['node', 'evict', 'cli-c']]) {
+    for (const args of [['node', 'cordon'], ['node', 'cordon', 'nope'], ['node', 'evacuate'], ['node', 'lost'], ['node', 'lost', 'cli-c'], ['node', 'label', 'cli-c'], ['node', 'label', 'cli-c', 'novalue'], ['node', 'evict', 'cli-c']]) {
       const run = await cli(...args);
       expect(run.code, args.join(' ')).toBe(2);
     }

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CLOSE_CODES, FRAME_ERROR_CODES, MAX_FRAME_BYTES, PROTOCOL_VERSION } from '@tether/protocol';
+import { CLOSE_CODES, DECOMMISSIONED_REFUSAL_CODE, FRAME_ERROR_CODES, MAX_FRAME_BYTES, PROTOCOL_VERSION } from '@tether/protocol';
 import { waitFor } from '@tether/testkit';
 import WebSocket from 'ws';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
@@ -76,11 +76,20 @@ describe('read-idle deadline', () => {
 
 describe('authentication before the upgrade', () => {
   async function upgrade(token: string | null): Promise<number> {
+    return (await refusal(token)).status;
+  }
+
+  /** The refused upgrade's status and its body's error code. */
+  async function refusal(token: string | null): Promise<{ status: number; code: string | undefined }> {
     return new Promise((resolve, reject) => {
       const socket = new WebSocket(`ws://127.0.0.1:${panel.port}/v1/agent/connect`, token ? { headers: { authorization: `Bearer ${token}` } } : {});
       socket.on('unexpected-response', (_req, res) => {
-        resolve(res.statusCode ?? 0);
-        socket.terminate();
+        let body = '';
+        res.on('data', (chunk: Buffer) => (body += chunk.toString('utf8')));
+        res.on('end', () => {
+          resolve({ status: res.statusCode ?? 0, code: (JSON.parse(body || '{}') as { error?: { code?: string } }).error?.code });
+          socket.terminate();
+        });
       });
       socket.on('open', () => {
         socket.terminate();
@@ -95,7 +104,8 @@ describe('authentication before the upgrade', () => {
     expect(await upgrade('tth_node_nope')).toBe(401);
     const node = await panel.createNode('retired-1');
     await panel.prisma.node.update({ where: { id: node.id }, data: { decommissioned: true } });
-    expect(await upgrade(node.token)).toBe(403);
+    // The code an agent acts on (it stops everything it runs for Tether).
+    expect(await refusal(node.token)).toEqual({ status: 403, code: DECOMMISSIONED_REFUSAL_CODE });
   });
 
   it('checks a warm node token without a query, and forgets it when the node is decommissioned', async () => {

@@ -183,6 +183,19 @@ describe('several panels on one database', () => {
     await fresh.waitFor((m) => m.type === 'deploy');
   });
 
+  it('a node declared lost through A while B holds its session: B closes it with 4005 within 1 s and refuses its token from then on', async () => {
+    const node = await a.createNode('mp-lost');
+    const agent = await RawAgent.connect({ url: b.url, token: node.token, node: node.name, heartbeatMs: 100 });
+    cleanup.push(() => agent.close());
+    const declaredAt = Date.now();
+    expect((await a.api('POST', `/v1/nodes/${node.id}/lost`, { confirm: true })).status).toBe(200);
+    const closed = await agent.waitClosed(2_000);
+    expect(closed.code).toBe(CLOSE_CODES.DECOMMISSIONED);
+    expect(closed.at - declaredAt).toBeLessThan(1_000);
+    // B had verified the token (its cache); the signal made it forget: refused at once, not after the cache's bound.
+    await expect(RawAgent.connect({ url: b.url, token: node.token, node: node.name })).rejects.toThrow(/403/);
+  });
+
   it('supersede of a half-open session (iptables): the node reconnects to C; B drops its session within 1 s; one row everywhere', async () => {
     await ensureIptables();
     const node = await a.createNode('mp-halfopen-move');

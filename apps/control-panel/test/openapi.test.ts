@@ -105,7 +105,7 @@ describe('/openapi.json', () => {
   it('every request body is a closed object schema (unknown fields are refused, and documented as such)', () => {
     const withBodies = operations().filter((o) => o.op.requestBody);
     expect(withBodies.map((o) => o.key).sort()).toEqual(
-      ['PATCH /v1/nodes/{id}', 'PATCH /v1/services/{id}', 'POST /v1/nodes', 'POST /v1/registries', 'PUT /v1/registries/{id}', 'POST /v1/routes', 'POST /v1/services', 'POST /v1/services/{id}/rollback', 'POST /v1/teams', 'POST /v1/teams/{id}/tokens'].sort(),
+      ['PATCH /v1/nodes/{id}', 'PATCH /v1/services/{id}', 'POST /v1/nodes', 'POST /v1/nodes/{id}/lost', 'POST /v1/registries', 'PUT /v1/registries/{id}', 'POST /v1/routes', 'POST /v1/services', 'POST /v1/services/{id}/rollback', 'POST /v1/teams', 'POST /v1/teams/{id}/tokens'].sort(),
     );
     for (const { key, op } of withBodies) expect(op.requestBody!.content['application/json']!.schema.additionalProperties, key).toBe(false);
   });

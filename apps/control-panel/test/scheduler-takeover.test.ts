@@ -393,4 +393,62 @@ describe('scheduler takeover among three panel processes', () => {
     }
     await waitFor(async () => ((await runAllocations(late.body.id)).length === 3 ? true : undefined), { timeoutMs: 3_000, message: 'the late service placed' });
   }, 90_000);
+
+  // Issue 38, done-when: the holder frozen while a node is evacuated, then thawed: each replica placed once.
+  it('the holder frozen while a node is evacuated: another panel makes the move, the thawed one nothing; each replica placed once', async () => {
+    const { db, holder, others, oldEpoch, nodes, early, earlyPlaced, api, lease, audit, diagnostics } = await startCluster();
+    const evacuated = earlyPlaced[0]!.node_id;
+    const idle = nodes.find((n) => !earlyPlaced.some((a) => a.node_id === n.id))!;
+    holder.child.child.kill('SIGSTOP');
+    const frozenAt = Date.now();
+    // Through another panel: the node cordoned and evacuating; the answer names the move to the idle node.
+    const evacuate = await api(others[0]!, 'POST', `/v1/nodes/${evacuated}/evacuate`);
+    expect(evacuate.status, JSON.stringify(evacuate.body)).toBe(200);
+    const moves = evacuate.body.moves as { serviceId: string; allocationId: string; to: string }[];
+    expect(moves).toEqual([expect.objectContaining({ serviceId: early.body.id, allocationId: earlyPlaced[0]!.id, to: idle.name })]);
+
+    const taken = await waitFor(
+      async () => {
+        const row = await lease();
+        return row && row.holder !== holder.id ? row : undefined;
+      },
+      { timeoutMs: LEASE_MS * 4, intervalMs: 20, message: `another panel took the scheduler lease\n${diagnostics()}` },
+    );
+    const newEpoch = Number(taken.epoch);
+    expect(newEpoch).toBeGreaterThan(oldEpoch);
+    const moved = await waitFor(
+      async () => {
+        const rows = await db.prisma.$queryRawUnsafe<AllocationRow[]>(`SELECT id, service_id, node_id, desired, epoch::text FROM allocations WHERE service_id = $1 AND node_id = $2`, early.body.id, idle.id);
+        return rows.length > 0 ? rows : undefined;
+      },
+      { timeoutMs: 5_000, intervalMs: 20, message: `the new holder placed the evacuation's move\n${diagnostics()}` },
+    );
+    expect(moved.map((a) => Number(a.epoch))).toEqual([newEpoch]);
+
+    // Thawed: several of its renewal and evaluation periods; it decides nothing under its old epoch.
+    holder.child.child.kill('SIGCONT');
+    const thawedAt = Date.now();
+    await sleep(LEASE_MS * 2);
+    expect((await lease())!).toMatchObject({ holder: taken.holder, epoch: String(newEpoch) });
+
+    const leaseRows = await audit<LeaseRow>('scheduler_lease');
+    const takeover = leaseRows.find((r) => Number(r.row!.epoch) === newEpoch)!;
+    const inserts = (await audit<AllocationRow>('allocations')).filter((r) => r.op === 'INSERT');
+    // Three placements in all: the two early replicas (old holder, old epoch) and the one move (new holder, new epoch).
+    expect(inserts.map((r) => [r.app, Number(r.row!.epoch), r.row!.node_id])).toEqual([
+      [holder.id, oldEpoch, expect.any(String)],
+      [holder.id, oldEpoch, expect.any(String)],
+      [taken.holder, newEpoch, idle.id],
+    ]);
+    expect(inserts.filter((r) => r.app === holder.id && r.at_ms >= takeover.at_ms)).toEqual([]);
+    // The move completed by the new holder alone: the evacuated replica marked to stop, by it, once; two run.
+    const rows = await db.prisma.$queryRawUnsafe<AllocationRow[]>(`SELECT id, service_id, node_id, desired, epoch::text FROM allocations WHERE service_id = $1`, early.body.id);
+    expect(rows.filter((a) => a.desired === 'run').map((a) => a.node_id).sort()).toEqual([earlyPlaced[1]!.node_id, idle.id].sort());
+    expect(rows.find((a) => a.id === earlyPlaced[0]!.id)?.desired).toBe('stop');
+    const stops = (await audit<AllocationRow>('allocations')).filter((r) => r.op === 'UPDATE' && r.row!.id === earlyPlaced[0]!.id && r.row!.desired === 'stop');
+    // (A later status write by the panel holding the agent's session may repeat the row; the stop itself is the new holder's.)
+    expect(stops[0]?.app).toBe(taken.holder);
+    expect(stops.filter((r) => r.app === holder.id)).toEqual([]);
+    console.log(`evacuation under a frozen holder: ${taken.holder} took epoch ${newEpoch} ${ms(takeover.row!.renewed_at) - frozenAt} ms after the freeze; move placed; thawed at +${thawedAt - frozenAt} ms, ${inserts.length} placements in all`);
+  }, 90_000);
 });

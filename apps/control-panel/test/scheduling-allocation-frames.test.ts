@@ -55,6 +55,17 @@ describe('allocationsFrame', () => {
     expect(JSON.stringify(frame)).not.toContain('s3cret');
   });
 
+  it('a fenced release goes only to an agent that named workload.fence, with fence: true; to another it is left out', () => {
+    const fenced: Workload = { ...v2, fence: true };
+    const desired = [{ allocationId: 'a1', serviceId: 'svc_01', releaseId: 'dep_08' }];
+    const without = allocationsFrame(desired, new Map([['dep_08', fenced]]), new Set<string>([CAPABILITIES.WORKLOAD_ALLOCATIONS]));
+    expect(without.leftOut).toEqual([{ allocationId: 'a1', serviceId: 'svc_01', releaseId: 'dep_08', reason: 'AGENT_LACKS_CAPABILITY', missing: [CAPABILITIES.WORKLOAD_FENCE] }]);
+    expect(without.frame.releases).toEqual([]);
+    const withIt = allocationsFrame(desired, new Map([['dep_08', fenced]]), new Set<string>([CAPABILITIES.WORKLOAD_ALLOCATIONS, CAPABILITIES.WORKLOAD_FENCE]));
+    expect(withIt.leftOut).toEqual([]);
+    expect(withIt.frame.releases[0]!.fence).toBe(true);
+  });
+
   it('never carries more allocations than the schema allows', () => {
     const desired = Array.from({ length: MAX_FRAME_ALLOCATIONS + 2 }, (_, i) => ({ allocationId: `a${i}`, serviceId: 'svc_01', releaseId: 'dep_07' }));
     const { frame, leftOut } = allocationsFrame(desired, releases, every);

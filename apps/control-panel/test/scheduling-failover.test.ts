@@ -1,11 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { failoverView, paceReplacements, type NodeLiveness } from '../src/scheduling/failover-policy.js';
+import { FENCE_MARGIN_MS, failoverView, fencedReplaceAt, holdFenced, paceReplacements, type NodeLiveness } from '../src/scheduling/failover-policy.js';
+import { rolloutLimits } from '../src/scheduling/rollout-plan.js';
 import { schedule } from '../src/scheduling/schedule.js';
 import { alloc, node, service } from './scheduling/fixtures.js';
 
 // When an unreachable node is lost (issue 38), as a pure function: the grace
 // from the liveness truth, the brake on mass failure and on the control
-// plane's own hiccups, and the pacing of re-placements.
+// plane's own hiccups, the pacing of re-placements, and the longer wait of
+// fenced replicas (until their agent has certainly stopped them).
 
 const GRACE = 60_000;
 const settings = { rescheduleAfterMs: GRACE, maxUnreachableFraction: 0.3 };
@@ -107,5 +109,65 @@ describe('paceReplacements', () => {
     expect(none.deferred).toBe(3);
     expect(none.result.place).toEqual([]);
     expect(none.result.stop).toEqual([]);
+  });
+});
+
+describe('fenced replicas (failover.fence, workload.fence)', () => {
+  const FENCE = { afterMs: 30_000, stopTimeoutMs: 10_000 };
+  /** teardown + the agent's fence deadline + its stop grace + the margin: 45 s here, under the 60 s grace. */
+  const fencedDown = (name: string, since: number, fence = FENCE): NodeLiveness => ({ ...down(name, since), fence });
+
+  it('the bound is teardown + fenceAfter + stop grace + margin, never before the grace, and the grace alone for an agent that does not fence', () => {
+    expect(FENCE_MARGIN_MS).toBe(5_000);
+    expect(fencedReplaceAt(T0, GRACE, { afterMs: 60_000, stopTimeoutMs: 10_000 })).toBe(T0 + 75_000);
+    expect(fencedReplaceAt(T0, GRACE, FENCE)).toBe(T0 + GRACE);
+    expect(fencedReplaceAt(T0, 1_000, { afterMs: 600, stopTimeoutMs: 1_000 })).toBe(T0 + 600 + 1_000 + FENCE_MARGIN_MS);
+    expect(fencedReplaceAt(T0, GRACE, null)).toBe(T0 + GRACE);
+    expect(fencedReplaceAt(T0, GRACE, undefined)).toBe(T0 + GRACE);
+  });
+
+  it('a lost node holds its fenced replicas from the grace until the bound: held 1 ms before, released at it, the change time named', () => {
+    const slow = { afterMs: 60_000, stopTimeoutMs: 10_000 };
+    const nodes = [...fleet(9), fencedDown('a', T0, slow)];
+    const atGrace = failoverView(nodes, T0 + GRACE, settings, steady);
+    expect(atGrace.states.get('n-a')).toBe('lost');
+    expect([...atGrace.fenceHeld]).toEqual(['n-a']);
+    expect(atGrace.nextChangeAt).toBe(T0 + 75_000);
+    expect([...failoverView(nodes, T0 + 75_000 - 1, settings, steady).fenceHeld]).toEqual(['n-a']);
+    const atBound = failoverView(nodes, T0 + 75_000, settings, steady);
+    expect([...atBound.fenceHeld]).toEqual([]);
+    expect(atBound.nextChangeAt).toBeNull();
+    // Before the grace the node is not lost at all; both times are ahead.
+    const early = failoverView(nodes, T0 + 1_000, settings, steady);
+    expect(early.states.get('n-a')).toBe('unreachable');
+    expect(early.fenceHeld.size).toBe(0);
+    expect(early.nextChangeAt).toBe(T0 + GRACE);
+    // A short fence under the grace: nothing held, the grace decides.
+    expect(failoverView([...fleet(9), fencedDown('b', T0)], T0 + GRACE, settings, steady).fenceHeld.size).toBe(0);
+  });
+
+  it('an operator\'s "lost" and a decommission hold nothing: the host is gone', () => {
+    const nodes = [...fleet(2), { ...fencedDown('gone', T0), lostByOperator: true }, { ...fencedDown('old', T0), decommissioned: true }];
+    expect(failoverView(nodes, T0 + 1, settings, steady).fenceHeld.size).toBe(0);
+  });
+
+  it('holdFenced keeps a fenced service\'s lost replica (no stop, no replacement) and lets every other replacement through', () => {
+    const services = [service('lock', 1, { fenced: true }), service('web', 1)];
+    const allocations = [alloc('x-lock', 'lock', 'a', 1), alloc('x-web', 'web', 'a', 2)];
+    const result = schedule(services, [node('a', { state: 'lost' }), node('b'), node('c')], allocations);
+    expect(result.place.map((p) => p.serviceId).sort()).toEqual(['lock', 'web']);
+    const held = holdFenced(result, new Set(['lock']), new Set(['n-a']));
+    expect(held.place.map((p) => p.serviceId)).toEqual(['web']);
+    expect(held.stop.map((s) => s.allocationId)).toEqual(['x-web']);
+    // Released (the node not held), or no fenced service: unchanged.
+    expect(holdFenced(result, new Set(['lock']), new Set())).toBe(result);
+    expect(holdFenced(result, new Set(), new Set(['n-a']))).toBe(result);
+    expect(holdFenced(result, new Set(['lock']), new Set(['n-b']))).toBe(result);
+  });
+
+  it('a fenced service rolls out with maxSurge 0 and maxUnavailable 1, and refuses a surge', () => {
+    expect(rolloutLimits(service('lock', 1, { fenced: true }))).toEqual({ maxSurge: 0, maxUnavailable: 1 });
+    expect(rolloutLimits(service('web', 1))).toEqual({ maxSurge: 1, maxUnavailable: 0 });
+    expect(() => rolloutLimits(service('lock', 1, { fenced: true }), { maxSurge: 1 })).toThrow(/fenced service rolls out with maxSurge 0/);
   });
 });

@@ -220,6 +220,17 @@ describe('schedule: a writable volume pins the service', () => {
     expect(result.refused).toEqual([expect.objectContaining({ allocationId: 'd1', reason: 'STATEFUL_SERVICE_PINNED', message: expect.stringContaining('node a') })]);
   });
 
+  it('moves off a node an operator gave up (decommissioned or declared lost): stopped there, placed on its new home at once', () => {
+    const existing = [alloc('d1', 'db', 'a', 1)];
+    const home = { nodes: ['b'] };
+    for (const a of [node('a', { decommissioned: true }), node('a', { state: 'lost', decommissioned: true }), node('a', { state: 'unreachable', decommissioned: true })]) {
+      const result = schedule([service('db', 1, { stateful: true, placement: home })], [a, node('b'), node('c')], existing);
+      expect(result.refused).toEqual([]);
+      expect(result.stop).toEqual([expect.objectContaining({ allocationId: 'd1', drain: false, cause: 'node-lost' })]);
+      expect(result.place).toEqual([expect.objectContaining({ serviceId: 'db', nodeId: 'n-b', cause: 'node-lost', replaces: 'd1' })]);
+    }
+  });
+
   it('refuses to move when its placement no longer fits, and still stops at 0', () => {
     const existing = [alloc('d1', 'db', 'a', 1)];
     const all = [node('a'), node('b')];

@@ -125,6 +125,27 @@ describe('service command, resources and volumes: capabilities', () => {
     agent.close();
   });
 
+  it('failover.fence: stored and answered (default false), refused when not a boolean, and a deployment to an agent without workload.fence fails AGENT_LACKS_CAPABILITY naming it', async () => {
+    const node = await panel.createNode(`nofence-${process.pid}`);
+    const agent = await RawAgent.connect({ url: panel.url, token: node.token, capabilities: ALL });
+    await waitFor(() => panel.app.agentSide.registry.get(node.id), { timeoutMs: 5_000, message: 'session' });
+    expect((await create(node.name, {})).body.failover).toEqual({ fence: false });
+    for (const bad of [{ fence: 'yes' }, { fence: true, after: 5 }, true, {}]) expect(errorCode(await create(node.name, { failover: bad })), JSON.stringify(bad)).toEqual({ status: 400, code: 'VALIDATION_FAILED' });
+    const svc = await create(node.name, { failover: { fence: true } });
+    expect(svc.body.failover).toEqual({ fence: true });
+    const res = await panel.api('POST', `/v1/services/${svc.body.id}/deployments`, {});
+    expect(errorCode(res)).toEqual({ status: 409, code: 'AGENT_LACKS_CAPABILITY' });
+    expect(res.body.error.message).toContain('workload.fence');
+    const [row] = await panel.prisma.deployment.findMany({ where: { serviceId: svc.body.id } });
+    expect(row).toMatchObject({ status: 'failed', reason: expect.stringMatching(/^AGENT_LACKS_CAPABILITY: .*workload\.fence/), spec: expect.objectContaining({ failover: { fence: true } }) });
+    // PATCH turns it off; the next deployment goes out without the field.
+    const off = await panel.api('PATCH', `/v1/services/${svc.body.id}`, { failover: { fence: false } });
+    expect(off.body.failover).toEqual({ fence: false });
+    expect((await panel.api('POST', `/v1/services/${svc.body.id}/deployments`, {})).status).toBe(202);
+    expect(deploys(agent).map((d) => [d.workload.serviceId, 'fence' in d.workload])).toEqual([[svc.body.id, false]]);
+    agent.close();
+  });
+
   it('an agent with every capability gets the fields in deploy and in the workloads set, as the deployment spec recorded them', async () => {
     const node = await panel.createNode(`new-${process.pid}`);
     const agent = await RawAgent.connect({ url: panel.url, token: node.token, capabilities: ALL });

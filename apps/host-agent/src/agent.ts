@@ -3,6 +3,7 @@ import type { AgentConfig } from './config.js';
 import { PanelConnection } from './connection/panel-connection.js';
 import type { PendingEvents, RoutingController, WorkloadController } from './controllers.js';
 import type { LogStreams } from './logs/index.js';
+import { DecommissionGuard } from './decommission-guard.js';
 
 export const AGENT_VERSION = '0.1.0';
 
@@ -29,11 +30,15 @@ export function createAgent(
     reconnect: config.reconnect,
     protocolVersions: config.protocolVersions,
     overrides: config.overrides,
+    fence: { afterMs: config.fence.afterMs, stopTimeoutMs: config.runtime.timing.stopTimeoutMs },
     logger: deps.logger,
   });
+  const guard = new DecommissionGuard(config.stateDir, deps.workloads, deps.logger);
   return {
     connection,
     async start() {
+      // A node decommissioned in an earlier run starts nothing (decommission-guard.ts).
+      await guard.start(connection);
       await deps.workloads.start();
       await deps.routing.start();
       connection.start();

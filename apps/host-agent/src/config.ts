@@ -14,6 +14,8 @@ import { CONTAINER_LOG_DEFAULTS, DEFAULT_RESTART_POLICY, DEFAULT_RUNTIME_TIMING,
 // its default, in docs/operations.md.
 
 const DEFAULT_STATE_DIR = '.tether-agent';
+/** TETHER_FENCE_AFTER_MS: two of the panel's default ping intervals (30 s) without a frame. */
+export const DEFAULT_FENCE_AFTER_MS = 60_000;
 
 const Ms = (def: number, min = 10) => Type.Integer({ minimum: min, maximum: 86_400_000, default: def });
 /** Runtime settings take their defaults from runtime/settings.ts, the one place they are set. */
@@ -58,6 +60,11 @@ const EnvSchema = Type.Object({
   TETHER_MIN_READY_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: T.minReadyMs }),
   TETHER_DRAIN_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: T.drainMs }),
   TETHER_STOP_TIMEOUT_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: T.stopTimeoutMs }),
+  /**
+   * Self-fencing (capability workload.fence): containers of fenced services stop once no frame from any panel came
+   * for this long. Above the panel's ping interval (30 s), or a quiet healthy session fences.
+   */
+  TETHER_FENCE_AFTER_MS: Ms(DEFAULT_FENCE_AFTER_MS, 100),
   TETHER_RESTART_BUDGET: Type.Integer({ minimum: 0, maximum: 1_000, default: R.budget }),
   TETHER_RESTART_BACKOFF_MIN_MS: Ms(R.backoffInitialMs),
   TETHER_RESTART_BACKOFF_MAX_MS: Ms(R.backoffMaxMs),
@@ -174,6 +181,8 @@ export interface AgentConfig {
   reconnect: { minMs: number; maxMs: number; healthySessionMs: number; connectTimeoutMs: number };
   /** The versions hello may say: the highest first, lower ones after a refusal. */
   protocolVersions: ProtocolRange;
+  /** Self-fencing (workload.fence): TETHER_FENCE_AFTER_MS. */
+  fence: { afterMs: number };
   runtime: {
     kind: 'docker' | 'none';
     dockerHost: string | undefined;
@@ -370,6 +379,7 @@ export function loadConfig(env: Record<string, string | undefined>): AgentConfig
       connectTimeoutMs: e.TETHER_CONNECT_TIMEOUT_MS,
     },
     protocolVersions: pinnedProtocolRange(e.TETHER_PROTOCOL_VERSION_MAX),
+    fence: { afterMs: e.TETHER_FENCE_AFTER_MS },
     runtime: {
       kind: e.TETHER_RUNTIME,
       dockerHost: e.DOCKER_HOST,

@@ -29,6 +29,13 @@ export interface WorkloadController {
   stop(): Promise<void>;
   /** Reads the real state of every Tether container from the runtime. */
   observe(): Promise<Observation>;
+  /**
+   * The node is decommissioned or lost (decommission-guard.ts): start nothing from now on; every Tether container
+   * leaves the proxy's answers and stops. Absent: the controller runs nothing anyway.
+   */
+  halt?(): Promise<void>;
+  /** A panel welcomed the node again: the next set it sends ends the halt. */
+  resume?(): void;
   /** The complete set of workloads the panel wants on this node (sent on join and on change). */
   setDesired(workloads: Workload[]): void;
   /**
@@ -65,6 +72,11 @@ export interface WorkloadController {
   allocationStatus?(): AllocationStatus[] | null;
   /** `listener` runs whenever the allocations' status changes and after every applied set; returns the unsubscribe. */
   onAllocationStatus?(listener: () => void): () => void;
+  /**
+   * Capability workload.fence (with workload.allocations): true stops every container of a fenced release and keeps
+   * them stopped; false lets the sets run them again. The session calls it (connection/panel-fence.ts).
+   */
+  setFenced?(fenced: boolean): void;
 }
 
 /** An `allocations` frame as the controller takes it. */

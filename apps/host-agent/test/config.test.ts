@@ -113,6 +113,14 @@ describe('route probes under the ACME issuer: DNS check and issuance log setting
   });
 });
 
+describe('self-fencing (workload.fence)', () => {
+  it('TETHER_FENCE_AFTER_MS: 60 s by default, 100 ms to a day, anything else refused by name', () => {
+    expect(loadConfig(base).fence).toEqual({ afterMs: 60_000 });
+    expect(loadConfig({ ...base, TETHER_FENCE_AFTER_MS: '600' }).fence).toEqual({ afterMs: 600 });
+    for (const bad of ['99', '0', '-1', '1.5', 'soon', '86400001']) expect(() => loadConfig({ ...base, TETHER_FENCE_AFTER_MS: bad }), bad).toThrow(/TETHER_FENCE_AFTER_MS/);
+  });
+});
+
 describe('cross-node routing (routing.remote)', () => {
   it('off by default: no private address, probes every second bounded by 500 ms', () => {
     expect(loadConfig(base).remote).toEqual({ privateAddress: null, probeIntervalMs: 1_000, probeTimeoutMs: 500 });

@@ -41,11 +41,14 @@ usage: tether <command> [options]
   registries [add <host> --username U | rm <host|id>]
                                       your team's private registries; add reads the password from
                                       stdin or a prompt, and replaces the credentials of a known host
-  node [ls | cordon <name> | evacuate <name> | uncordon <name> | label <name> KEY=VALUE... KEY-...]
+  node [ls | cordon <name> | evacuate <name> | uncordon <name> | label <name> KEY=VALUE... KEY-...
+        | lost <name> --confirm]
                                       nodes (operators); cordon stops new placements and moves
                                       nothing; evacuate cordons and moves its replicas away one at
                                       a time (says what stays and why); uncordon ends both;
-                                      label merges (KEY- removes)
+                                      label merges (KEY- removes); lost says the host is gone:
+                                      decommissions it and moves its services elsewhere, stateful
+                                      ones on EMPTY volumes (restore from your backup)
   audit [--since T] [--actor ID] [--action A] [--outcome O] [--target TYPE[/ID]] [--tail N]
                                       who changed what, newest first (your team's rows; an operator's: all)
 
@@ -79,6 +82,7 @@ const OPTIONS = {
   target: { type: 'string' },
   kept: { type: 'boolean' },
   username: { type: 'string' },
+  confirm: { type: 'boolean' },
 } as const;
 
 /** Runs the CLI; returns the exit code. Never throws. */
@@ -135,7 +139,7 @@ export async function main(argv: string[], io: { stdout?: NodeJS.WritableStream;
         return await registries(ctx, args, values);
       case 'node':
       case 'nodes':
-        return await nodes(ctx, args);
+        return await nodes(ctx, args, values);
       case 'audit':
         return await audit(ctx, args, values);
       case 'volumes':

@@ -4,6 +4,13 @@
 // (seen as "no frame for 2999 ms (deadline 3000 ms)"). So when the timer fires,
 // the deadline measures the real silence on the monotonic clock and, when it
 // is short, re-arms for the remainder instead of firing.
+//
+// Nor does it expire on its own process's stall. A loop turn runs due timers
+// before it reads the sockets, so after a stall longer than the deadline the
+// timer would fire while the frame that resets it waits unread in the socket
+// (seen under CI load: a live session torn down 53 ms after its last frame,
+// deadline 400 ms). An expiry is therefore confirmed after one I/O turn: the
+// frames already received are read (and touch the deadline) first.
 
 /** What a deadline reads time from and arms timers with; the system's unless a test injects one. */
 export interface DeadlineClock {
@@ -11,6 +18,8 @@ export interface DeadlineClock {
   now(): number;
   setTimer(fn: () => void, ms: number): DeadlineTimer;
   clearTimer(timer: DeadlineTimer): void;
+  /** Runs `fn` after the I/O already waiting has been read (setImmediate); absent: at once (manual clocks). */
+  afterIo?(fn: () => void): void;
 }
 
 /** Node's Timeout satisfies this as it is: no wrapper per timer (a panel holds one per session). */
@@ -23,6 +32,7 @@ export const systemDeadlineClock: DeadlineClock = {
   now: () => globalThis.performance.now(),
   setTimer: (fn, ms) => setTimeout(fn, ms).unref(),
   clearTimer: (timer) => clearTimeout(timer as NodeJS.Timeout),
+  afterIo: (fn) => void setImmediate(fn),
 };
 
 export interface DeadlineOptions {
@@ -39,7 +49,8 @@ export class Deadline {
   /** The duration the current timer was armed with: a full timeout, or a remainder after an early fire. */
   private armedMs = 0;
   private done = false;
-  private readonly onTimer = () => this.fired();
+  private readonly onTimer = () => this.fired(false);
+  private readonly onConfirm = () => this.fired(true);
 
   constructor(private readonly options: DeadlineOptions) {
     this.clock = options.clock ?? systemDeadlineClock;
@@ -81,13 +92,17 @@ export class Deadline {
     this.timer = this.clock.setTimer(this.onTimer, ms);
   }
 
-  private fired(): void {
+  private fired(confirmed: boolean): void {
     if (this.done) return;
     const elapsed = this.elapsed();
     const remaining = this.options.timeoutMs - elapsed;
     if (remaining > 0) {
       // Early by the loop clock's rounding: wait out the rest, at least a millisecond.
       this.arm(Math.max(1, Math.ceil(remaining)));
+      return;
+    }
+    if (!confirmed && this.clock.afterIo) {
+      this.clock.afterIo(this.onConfirm);
       return;
     }
     this.done = true;

@@ -1,3 +1,5 @@
+import { once } from 'node:events';
+import { createConnection, createServer, type AddressInfo, type Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '@tether/testkit';
 import { Deadline } from '../src/deadline.js';
@@ -52,5 +54,51 @@ describe('Deadline', () => {
     expect(elapsed).toBeGreaterThanOrEqual(50);
     expect(wall).toBeGreaterThanOrEqual(50);
     expect(wall).toBeLessThan(500);
+  });
+
+  it('a stall of its own process past the deadline does not expire it while a frame waits unread in the socket', async () => {
+    // A real socket pair: the frame is written (and delivered by the kernel) just before this process blocks for
+    // longer than the deadline, so when the loop comes back the timer is due and the frame not yet read.
+    const server = createServer();
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const accepted = once(server, 'connection') as Promise<[Socket]>;
+    const client = createConnection((server.address() as AddressInfo).port, '127.0.0.1');
+    const [peer] = await accepted;
+    try {
+      const expired: number[] = [];
+      const deadline = new Deadline({ timeoutMs: 100, onExpire: (e) => expired.push(e) });
+      let frames = 0;
+      let readAt = 0;
+      peer.on('data', () => {
+        frames++;
+        readAt = performance.now();
+        deadline.touch();
+      });
+      await new Promise<void>((resolve) => setTimeout(resolve, 40));
+      client.write('heartbeat');
+      const blockedUntil = performance.now() + 250;
+      while (performance.now() < blockedUntil) {
+        // the process's own stall: no timer, no socket read
+      }
+      await new Promise<void>((resolve) => setTimeout(resolve, 30));
+      expect(frames).toBe(1);
+      expect(expired).toEqual([]);
+      // Silent from here: it expires one whole deadline after that frame was read, not before.
+      const elapsed = await new Promise<number>((resolve) => {
+        const poll = setInterval(() => {
+          if (expired.length > 0) {
+            clearInterval(poll);
+            resolve(performance.now() - readAt);
+          }
+        }, 2);
+      });
+      expect(elapsed).toBeGreaterThanOrEqual(100);
+      expect(elapsed).toBeLessThan(400);
+    } finally {
+      client.destroy();
+      peer.destroy();
+      server.close();
+    }
   });
 });

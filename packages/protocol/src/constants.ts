@@ -130,6 +130,13 @@ export const CAPABILITIES = Object.freeze({
    * `challengeVia`. The issuer reports what its proxy obtained in `certificates.report` (ACKed once stored).
    */
   CERTIFICATES_SHARE: 'certificates.share',
+  /**
+   * Self-fencing (issue 38; needs `workload.allocations`): releases may carry `fence: true`; the agent stops such
+   * containers once `hello.fence.afterMs` has passed since the last frame it received from a panel, and starts them
+   * again only from an `allocations` (or `workloads`) set that a session opened after the fence brings. Rollouts of
+   * a fenced release never overlap (the old container stops before the new one starts).
+   */
+  WORKLOAD_FENCE: 'workload.fence',
 } as const);
 export type Capability = (typeof CAPABILITIES)[keyof typeof CAPABILITIES];
 
@@ -225,6 +232,13 @@ export const CLOSE_CODES = Object.freeze({
 
 export type CloseCodeName = keyof typeof CLOSE_CODES;
 export type CloseCode = (typeof CLOSE_CODES)[CloseCodeName];
+
+/**
+ * The `error.code` of the panel's 403 answer to the upgrade of a decommissioned (or lost) node. An agent refused with
+ * it, or closed with DECOMMISSIONED, stops every container it runs for Tether and starts none again until a panel
+ * welcomes it (docs/protocol.md, "Decommissioned").
+ */
+export const DECOMMISSIONED_REFUSAL_CODE = 'AGENT_DECOMMISSIONED';
 
 /** Close codes after which an agent must stop reconnecting (an operator has to act). */
 export const TERMINAL_CLOSE_CODES: ReadonlySet<number> = new Set([

@@ -257,6 +257,12 @@ const WorkloadHealthCheckFields = { healthCheck: Type.Optional(WorkloadHealthChe
  * containers stop TETHER_DRAIN_MS after the switch, and no `deploy.drained` is sent.
  */
 const WorkloadDrainFields = { drainSeconds: Type.Optional(Type.Integer({ minimum: 0, maximum: 3600 })) };
+/**
+ * Capability `workload.fence`: work that must never run twice. The agent stops the release's containers once
+ * `hello.fence.afterMs` has passed without a frame from any panel, and its rollouts never overlap. Present only
+ * when true (absent: not fenced).
+ */
+const WorkloadFenceFields = { fence: Type.Optional(Type.Literal(true)) };
 
 /** Capability `registry.auth`: credentials for the registry the workload's image comes from. */
 export const WorkloadRegistryAuth = Type.Object({
@@ -280,6 +286,7 @@ export const Workload = Type.Object({
   ...WorkloadVolumesFields,
   ...WorkloadHealthCheckFields,
   ...WorkloadDrainFields,
+  ...WorkloadFenceFields,
   /** Capability `secrets`: values for the container's environment beside `env` (no name in both). */
   secrets: Type.Optional(
     Type.Record(Type.String(), Type.String({ maxLength: FIELD_LIMITS.envValue }), { propertyNames: Identifier(FIELD_LIMITS.envName), maxProperties: 100 }),
@@ -391,6 +398,13 @@ const Containers = Type.Array(ContainerState, { maxItems: 10_000 });
 /** Optional protocol features an end speaks (see `CAPABILITIES`); unknown names are ignored. */
 const Capabilities = Type.Array(Code, { maxItems: 64 });
 
+/** hello.fence (capability `workload.fence`): how long the agent waits before it fences, and its stop grace. */
+export const HelloFence = Type.Object({
+  afterMs: DurationMs,
+  stopTimeoutMs: Type.Integer({ minimum: 0, maximum: 600_000 }),
+});
+export type HelloFence = Static<typeof HelloFence>;
+
 export const Hello = Type.Object({
   type: Type.Literal('hello'),
   id: Id,
@@ -405,6 +419,11 @@ export const Hello = Type.Object({
   privateAddress: Type.Optional(Identifier(64)),
   /** Capability `certificates.share`: the port the node's proxy serves plain HTTP on at `privateAddress` (forwarded ACME challenges). */
   challengePort: Type.Optional(Type.Integer({ minimum: 1, maximum: 65_535 })),
+  /**
+   * Capability `workload.fence`: the agent stops fenced containers `afterMs` after the last frame it received from
+   * a panel (TETHER_FENCE_AFTER_MS), each with `stopTimeoutMs` of grace before SIGKILL (TETHER_STOP_TIMEOUT_MS).
+   */
+  fence: Type.Optional(HelloFence),
 });
 export type Hello = Static<typeof Hello>;
 

@@ -13,10 +13,19 @@ export function workloadCapabilities(workload: Release): Capability[] {
   if (workload.volumes !== undefined && workload.volumes.length > 0) needed.push(CAPABILITIES.WORKLOAD_VOLUMES);
   if (workload.healthCheck !== undefined) needed.push(CAPABILITIES.WORKLOAD_HEALTH_CHECK);
   if (workload.drainSeconds !== undefined) needed.push(CAPABILITIES.WORKLOAD_DRAIN);
+  if (workload.fence === true) needed.push(CAPABILITIES.WORKLOAD_FENCE);
   return needed;
 }
 
 /** True when a container of `workload` writes to a volume: its replicas must never overlap (stop the old one first). */
 export function hasWritableVolume(workload: Pick<Workload, 'volumes'>): boolean {
   return (workload.volumes ?? []).some((v) => !v.readOnly);
+}
+
+/**
+ * True when a rollout of `workload` must stop the old container before the new one starts (maxSurge 0): a
+ * writable volume (two containers never share its data) or a fenced release (work that must never run twice).
+ */
+export function rollsOutWithoutOverlap(workload: Pick<Workload, 'volumes' | 'fence'>): boolean {
+  return hasWritableVolume(workload) || workload.fence === true;
 }

@@ -15,6 +15,7 @@ import {
   routingHash,
   versionBelow,
   workloadCapabilities,
+  rollsOutWithoutOverlap,
   type Message,
   type MessageOf,
   type Route,
@@ -77,8 +78,9 @@ describe('the v1 contract holds', () => {
     // `secrets` and `registry.auth` add fields only (see the next test); proxy.static adds no message either: only the reload kind `static-move`
     // inside proxy.events, which the agent sends only to a panel that named the capability back (apps/host-agent/src/connection/event-sender.ts);
     // routing.remote adds fields only (hello's privateAddress, allocations.status's endpoint, routing.map routes' remote);
-    // certificates.share adds certificates and certificates.report (and hello's challengePort, routes' certificateIssuer).
-    expect(Object.values(CAPABILITIES).sort()).toEqual(['certificates.share', 'logs', 'proxy.events', 'proxy.static', 'registry.auth', 'routes.probe', 'routing.remote', 'secrets', 'volumes.inventory', 'workload.allocations', 'workload.command', 'workload.drain', 'workload.healthCheck', 'workload.resources', 'workload.volumes']);
+    // certificates.share adds certificates and certificates.report (and hello's challengePort, routes' certificateIssuer);
+    // workload.fence adds fields only (hello's fence, a release's fence).
+    expect(Object.values(CAPABILITIES).sort()).toEqual(['certificates.share', 'logs', 'proxy.events', 'proxy.static', 'registry.auth', 'routes.probe', 'routing.remote', 'secrets', 'volumes.inventory', 'workload.allocations', 'workload.command', 'workload.drain', 'workload.fence', 'workload.healthCheck', 'workload.resources', 'workload.volumes']);
     // A v1 peer refuses them: they may travel only on a session whose hello and welcome both named the capability.
     for (const type of added) {
       const refused = decodeV1(encode(EXAMPLE_MESSAGES[type] as Message));
@@ -98,13 +100,23 @@ describe('workload fields behind capabilities', () => {
       volumes: [{ name: 'data', mountPath: '/data', readOnly: false }],
       healthCheck: { path: '/health', port: 8080, intervalSeconds: 5, timeoutSeconds: 2, healthyThreshold: 1, unhealthyThreshold: 3, startPeriodSeconds: 0 },
       drainSeconds: 8,
+      fence: true as const,
     };
     expect(decodeV1(encode({ ...deploy, workload })).ok).toBe(true);
-    expect(workloadCapabilities(workload).sort()).toEqual(['workload.command', 'workload.drain', 'workload.healthCheck', 'workload.resources', 'workload.volumes']);
+    expect(workloadCapabilities(workload).sort()).toEqual(['workload.command', 'workload.drain', 'workload.fence', 'workload.healthCheck', 'workload.resources', 'workload.volumes']);
     expect(workloadCapabilities(deploy.workload)).toEqual([]);
     expect(workloadCapabilities({ ...deploy.workload, drainSeconds: 0 })).toEqual(['workload.drain']);
     expect(workloadCapabilities({ ...deploy.workload, volumes: [] })).toEqual([]);
     expect(workloadCapabilities({ ...deploy.workload, args: ['x'] })).toEqual(['workload.command']);
+  });
+
+  it('a fenced release needs workload.fence and rolls out without overlap, as a writable volume does', () => {
+    const deploy = EXAMPLE_MESSAGES.deploy as MessageOf<'deploy'>;
+    expect(workloadCapabilities({ ...deploy.workload, fence: true })).toEqual(['workload.fence']);
+    expect(rollsOutWithoutOverlap({ fence: true })).toBe(true);
+    expect(rollsOutWithoutOverlap({ volumes: [{ name: 'data', mountPath: '/data', readOnly: false }] })).toBe(true);
+    expect(rollsOutWithoutOverlap({ volumes: [{ name: 'data', mountPath: '/data', readOnly: true }] })).toBe(false);
+    expect(rollsOutWithoutOverlap({})).toBe(false);
   });
 });
 

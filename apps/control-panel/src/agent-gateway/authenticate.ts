@@ -20,7 +20,8 @@ const MAX_CACHED_NODES = 200_000;
 
 /**
  * Checks the node token on the upgrade request, before any socket exists:
- * unknown token 401, decommissioned node 403. Both answers are plain HTTP.
+ * unknown token 401, decommissioned node 403 AGENT_DECOMMISSIONED (the code the agent acts on,
+ * DECOMMISSIONED_REFUSAL_CODE). Both answers are plain HTTP.
  *
  * A node's token never changes and decommissioning is one-way, so a verified
  * token is remembered (`cacheMs`) and a warm check asks no query: a reconnect
@@ -67,7 +68,7 @@ export class NodeAuthenticator {
     }
     this.verified.delete(tokenHash);
     if (!node) throw new AppError('UNAUTHORIZED', 'unknown node token');
-    if (node.decommissioned) throw new AppError('FORBIDDEN', `node ${node.name} is decommissioned; its agent is refused`);
+    if (node.decommissioned) throw new AppError('AGENT_DECOMMISSIONED', `node ${node.name} is decommissioned; its agent is refused and stops every container it runs for Tether`);
     const verified = { id: node.id, name: node.name };
     if (this.cacheMs > 0) {
       this.verified.set(tokenHash, { node: verified, at: Date.now() });

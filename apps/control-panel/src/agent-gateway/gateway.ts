@@ -76,7 +76,8 @@ const AGENT_TYPES: ReadonlySet<string> = new Set(AGENT_MESSAGE_TYPES.filter((typ
  */
 function panelCapabilities(allocations: boolean, certificates: boolean): ReadonlySet<string> {
   // Cross-node routing serves replicas of allocations: without them it has nothing to route to.
-  const allocationsOnly: string[] = [CAPABILITIES.WORKLOAD_ALLOCATIONS, CAPABILITIES.ROUTING_REMOTE, CAPABILITIES.CERTIFICATES_SHARE];
+  // Fenced releases travel in allocations sets only (and failover, which waits for the fence, places allocations).
+  const allocationsOnly: string[] = [CAPABILITIES.WORKLOAD_ALLOCATIONS, CAPABILITIES.ROUTING_REMOTE, CAPABILITIES.CERTIFICATES_SHARE, CAPABILITIES.WORKLOAD_FENCE];
   // A certificate's key is stored sealed like a secret: without a key to seal it with, every node orders its own.
   const keyed = (c: string) => certificates || c !== CAPABILITIES.CERTIFICATES_SHARE;
   return new Set(Object.values(CAPABILITIES).filter((c) => (allocations || !allocationsOnly.includes(c)) && keyed(c)));
@@ -233,9 +234,11 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
         session = s;
         session.recordHello(hello.containers, hello.runtime, hello.routing);
         // Agents without the list (older ones) get none and no `capabilities` field, as before.
-        const capabilities = hello.capabilities ? [...new Set(hello.capabilities)].filter((c) => spoken.has(c)) : null;
+        // workload.fence without hello.fence names no deadline failover could wait for: not agreed.
+        const agreed = (c: string) => spoken.has(c) && (c !== CAPABILITIES.WORKLOAD_FENCE || hello.fence !== undefined);
+        const capabilities = hello.capabilities ? [...new Set(hello.capabilities)].filter(agreed) : null;
         // A private address that is not an address is not one: the node is then served by its own replicas only.
-        session.setCapabilities(capabilities ?? [], hello.privateAddress && isIP(hello.privateAddress) !== 0 ? hello.privateAddress : null, hello.challengePort ?? null);
+        session.setCapabilities(capabilities ?? [], hello.privateAddress && isIP(hello.privateAddress) !== 0 ? hello.privateAddress : null, hello.challengePort ?? null, hello.fence ?? null);
         session.send({
           type: 'welcome',
           id: nextId(),

@@ -21,6 +21,7 @@ export const ROUTE_ACTIONS: Readonly<Record<string, RouteAction>> = {
   'POST /v1/nodes/:id/uncordon': { action: 'node.uncordon', targetType: 'node', idParam: 'id' },
   'POST /v1/nodes/:id/evacuate': { action: 'node.evacuate', targetType: 'node', idParam: 'id' },
   'DELETE /v1/nodes/:id': { action: 'node.decommission', targetType: 'node', idParam: 'id' },
+  'POST /v1/nodes/:id/lost': { action: 'node.lost', targetType: 'node', idParam: 'id' },
   'POST /v1/services': { action: 'service.create', targetType: 'service' },
   'PATCH /v1/services/:id': { action: 'service.update', targetType: 'service', idParam: 'id' },
   'DELETE /v1/services/:id': { action: 'service.delete', targetType: 'service', idParam: 'id' },

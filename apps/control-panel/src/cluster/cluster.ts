@@ -205,6 +205,9 @@ export class PanelCluster {
     on(events, 'workloads.changed', (e: { nodeId: string; remote?: boolean }) => {
       if (!e.remote && !registry.get(e.nodeId)) void this.signals.send('workloads', this.panelId, [e.nodeId]);
     });
+    on(events, 'node.decommissioned', (e: { nodeId: string; remote?: boolean }) => {
+      if (!e.remote) void this.signals.send('decommissioned', this.panelId, [e.nodeId]);
+    });
     on(events, 'token.revoked', (e: { tokenId: string; remote?: boolean }) => {
       if (!e.remote) void this.signals.send('revoked', this.panelId, [e.tokenId]);
     });
@@ -263,6 +266,11 @@ export class PanelCluster {
       case 'revoked':
         if (signal.panel === this.panelId) break;
         for (const tokenId of signal.ids) events.emit('token.revoked', { tokenId, remote: true });
+        break;
+      case 'decommissioned':
+        // Every panel forgets the node's token; the one holding its session closes it with 4005.
+        if (signal.panel === this.panelId) break;
+        for (const nodeId of signal.ids) events.emit('node.decommissioned', { nodeId, remote: true });
         break;
       case 'signed-out':
         if (signal.panel === this.panelId) break;

@@ -39,7 +39,9 @@ export type SignalKind =
   /** The scheduler changed these nodes' allocations: `allocations:holder:nodeId[,…]` (the panel holding each session sends its frame). */
   | 'allocations'
   /** Evaluate soon (a change made on the sending panel): `schedule:panel:nodeId-or-reason[,…]`; only the scheduler's holder acts. */
-  | 'schedule';
+  | 'schedule'
+  /** Nodes decommissioned (or declared lost) on the sending panel: `decommissioned:panel:nodeId[,…]` (a session held elsewhere closes with 4005). */
+  | 'decommissioned';
 
 export interface Signal {
   kind: SignalKind;
@@ -61,7 +63,7 @@ export function parseSignal(payload: string): Signal | undefined {
   const second = payload.indexOf(':', first + 1);
   if (first < 0 || second < 0) return undefined;
   const kind = payload.slice(0, first) as SignalKind;
-  if (!['owner', 'deploy', 'deployed', 'routing', 'workloads', 'report', 'revoked', 'signed-out', 'allocations', 'schedule'].includes(kind)) return undefined;
+  if (!['owner', 'deploy', 'deployed', 'routing', 'workloads', 'report', 'revoked', 'signed-out', 'allocations', 'schedule', 'decommissioned'].includes(kind)) return undefined;
   const ids = payload.slice(second + 1).split(',').filter(Boolean);
   return { kind, panel: payload.slice(first + 1, second), ids };
 }

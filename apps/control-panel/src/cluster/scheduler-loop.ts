@@ -5,7 +5,7 @@ import type { Db, Tx } from '../db/database.js';
 import { prismaSql } from '../db/sql.js';
 import { stringRecordOf } from '../db/json-columns.js';
 import { evaluate, isEmptyPlan, previewEvacuation, type AllocationRow, type DeploymentRow, type EvaluationPlan, type ServiceRow } from '../scheduling/evaluation.js';
-import { managedSql, type NodeFacts } from '../scheduling/managed.js';
+import { LIVE_ELSEWHERE, managedSql, type NodeFacts } from '../scheduling/managed.js';
 import type { ReportedStatus } from '../scheduling/rollout-progress.js';
 import { failoverView, type Brake, type FailoverSettings } from '../scheduling/failover-policy.js';
 import { SchedulerLease, StaleEpochError } from './scheduler-lease.js';
@@ -247,7 +247,7 @@ export class Scheduler {
           movedAt: this.#movedAt,
           progressAt: this.#progressAt,
           newId: () => `al_${randomUUID()}`,
-          ...(view ? { failover: { states: view.states, budget: view.budget } } : {}),
+          ...(view ? { failover: { states: view.states, budget: view.budget, fenceHeld: view.fenceHeld } } : {}),
         });
         if (!isEmptyPlan(made)) {
           await writePlan(tx, made, held.epoch);
@@ -307,7 +307,7 @@ export class Scheduler {
     const local = performance.now();
     const onDbClock = (at: number) => now - (local - at);
     const view = failoverView(
-      nodes.map((n) => ({ id: n.id, name: n.name, live: n.live, decommissioned: n.decommissioned, lostByOperator: false, downSince: n.live ? null : (n.downSince ?? null) })),
+      nodes.map((n) => ({ id: n.id, name: n.name, live: n.live, decommissioned: n.decommissioned, lostByOperator: n.lost === true, downSince: n.live ? null : (n.downSince ?? null), fence: n.fence ?? null })),
       now,
       settings,
       {
@@ -322,6 +322,7 @@ export class Scheduler {
     const name = new Map(nodes.map((n) => [n.id, n.name]));
     return {
       states: view.states,
+      fenceHeld: view.fenceHeld,
       budget,
       status: (plan: EvaluationPlan): FailoverStatus => {
         const lost: string[] = [];
@@ -388,6 +389,7 @@ interface ServiceSql {
   volumes: { readOnly?: boolean }[] | null;
   routed: boolean;
   created_ms: number;
+  fence: boolean;
 }
 
 interface NodeSql {
@@ -396,10 +398,13 @@ interface NodeSql {
   cordoned: boolean;
   evacuating: boolean;
   decommissioned: boolean;
+  lost: boolean;
   labels: unknown;
   capabilities: string[] | null;
   live_elsewhere: boolean;
   down_ms: number | null;
+  fence_after_ms: number | null;
+  fence_stop_timeout_ms: number | null;
 }
 
 interface AllocationSql {
@@ -423,15 +428,6 @@ interface DeploymentSql {
 }
 
 /**
- * Live on another panel: the report row of the session its owner holds now (same generation), connected,
- * written by a panel whose lease is live by PostgreSQL's clock (as cluster/node-reports.ts reads liveness).
- */
-const LIVE_ELSEWHERE = `EXISTS (
-  SELECT 1 FROM node_reports r JOIN node_owners w ON w.node_id = r.node_id AND w.generation = r.generation
-    JOIN panels p ON p.id = r.panel_id
-  WHERE r.node_id = n.id AND r.state = 'connected' AND p.lease_until > now())`;
-
-/**
  * Since when a node has had no live session anywhere (failover, issue 38): its recorded teardown, or the lease
  * expiry of the panel that owns it when that panel itself died (its report may still say connected), the later.
  */
@@ -445,7 +441,7 @@ export async function readState(tx: Tx, holdsSession: (nodeId: string) => boolea
   const sql = prismaSql(tx);
   const [clock] = await sql.rows<{ now_ms: number }>(`SELECT (extract(epoch FROM now()) * 1000)::float8 AS now_ms`);
   const services = await sql.rows<ServiceSql>(
-    `SELECT s.id, s.node_id, h.name AS home_name, s.replicas, s.placement, s.volumes, (extract(epoch FROM s.created_at) * 1000)::float8 AS created_ms,
+    `SELECT s.id, s.node_id, h.name AS home_name, s.replicas, s.placement, s.volumes, s.fence, (extract(epoch FROM s.created_at) * 1000)::float8 AS created_ms,
       (EXISTS (SELECT 1 FROM routes r WHERE r.service_id = s.id) AND NOT '${CAPABILITIES.ROUTING_REMOTE}' = ANY(h.capabilities)) AS routed
     FROM services s JOIN nodes h ON h.id = s.node_id
     WHERE ${managedSql('h')}
@@ -456,7 +452,8 @@ export async function readState(tx: Tx, holdsSession: (nodeId: string) => boolea
   // pays nothing for it (10,000 nodes read at each evaluation slowed a reconnect storm fivefold, bench/fleet.ts).
   if (services.length === 0) return { now: Number(clock!.now_ms), services: [], nodes: [], allocations: [], deployments: [] };
   const nodes = await sql.rows<NodeSql>(
-    `SELECT n.id, n.name, n.cordoned, n.evacuating, n.decommissioned, n.labels, n.capabilities, ${LIVE_ELSEWHERE} AS live_elsewhere, ${DOWN_SINCE} AS down_ms FROM nodes n ORDER BY n.name`,
+    `SELECT n.id, n.name, n.cordoned, n.evacuating, n.decommissioned, n.lost_at IS NOT NULL AS lost, n.labels, n.capabilities, ${LIVE_ELSEWHERE} AS live_elsewhere, ${DOWN_SINCE} AS down_ms,
+      n.fence_after_ms, n.fence_stop_timeout_ms FROM nodes n ORDER BY n.name`,
   );
   const allocations = await sql.rows<AllocationSql>(
     `SELECT a.id, a.service_id, a.node_id, a.release_id, a.desired, (extract(epoch FROM a.created_at) * 1000)::float8 AS created_ms,
@@ -483,6 +480,7 @@ export async function readState(tx: Tx, holdsSession: (nodeId: string) => boolea
         routed: s.routed,
         stateful: hasWritableVolume({ volumes: (Array.isArray(s.volumes) ? s.volumes : []) as never }),
         createdAt: Number(s.created_ms),
+        fenced: s.fence,
       }),
     ),
     nodes: nodes.map(
@@ -493,9 +491,11 @@ export async function readState(tx: Tx, holdsSession: (nodeId: string) => boolea
         cordoned: n.cordoned,
         evacuating: n.evacuating,
         decommissioned: n.decommissioned,
+        ...(n.lost ? { lost: true } : {}),
         labels: stringRecordOf(n.labels),
         capabilities: n.capabilities ?? [],
         downSince: n.down_ms === null ? null : Number(n.down_ms),
+        fence: n.fence_after_ms === null ? null : { afterMs: n.fence_after_ms, stopTimeoutMs: n.fence_stop_timeout_ms ?? 0 },
       }),
     ),
     allocations: allocations.map(

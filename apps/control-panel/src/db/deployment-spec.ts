@@ -33,6 +33,13 @@ export interface ServiceSpec {
   healthCheck?: ServiceHealthCheck | null;
   /** Seconds the old containers keep their open connections after the switch; absent in older rows: the default. */
   drainSeconds?: number;
+  /** Failover settings (issue 38); absent in older rows: not fenced. */
+  failover?: ServiceFailover;
+}
+
+/** `failover.fence`: work that must never run twice (capability workload.fence on its agents). */
+export interface ServiceFailover {
+  fence: boolean;
 }
 
 /** A service's drainSeconds when none is given, and what an agent without `workload.drain` does on its own (docs/api.md). */
@@ -85,6 +92,7 @@ export function workloadOf(serviceId: string, deploymentId: string, spec: Servic
     ...(spec.volumes && spec.volumes.length > 0 ? { volumes: spec.volumes } : {}),
     ...healthCheckOf(spec),
     drainSeconds: spec.drainSeconds ?? DEFAULT_DRAIN_SECONDS,
+    ...(spec.failover?.fence ? { fence: true as const } : {}),
   };
   return {
     ...workload,

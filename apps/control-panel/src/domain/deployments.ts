@@ -22,7 +22,7 @@ export const presentDeployment = (d: Deployment) => ({
   nodeId: d.nodeId,
   // Rows made before command, resources and volumes existed carry none of them.
   // Rows made before drainSeconds: their agent drained its own way, which the default stands for.
-  spec: { command: null, args: null, resources: null, volumes: [], healthCheck: null, drainSeconds: DEFAULT_DRAIN_SECONDS, ...(d.spec as unknown as ServiceSpec) },
+  spec: { command: null, args: null, resources: null, volumes: [], healthCheck: null, drainSeconds: DEFAULT_DRAIN_SECONDS, failover: { fence: false }, ...(d.spec as unknown as ServiceSpec) },
   status: d.status,
   reason: d.reason,
   sessionId: d.sessionId,
@@ -61,6 +61,7 @@ interface ServiceToDeploy {
   volumes: ServiceVolume[];
   health_check: ServiceHealthCheck | null;
   drain_seconds: number;
+  fence: boolean;
   /** Its home node speaks allocations (scheduling/managed.ts): the scheduler rolls it out, no deploy frame. */
   managed: boolean;
 }
@@ -80,7 +81,7 @@ export async function createDeployment({ prisma, dispatcher, events }: ApiDeps, 
     // FOR SHARE OF n: a decommission waiting on the lock or committed before it is seen (the locked row is re-read).
     const [service] = await prismaSql(tx).rows<ServiceToDeploy>(
       `SELECT s.node_id, s.team_id, n.name AS node_name, n.decommissioned, s.name, s.image, s.env, s.internal_port, s.replicas,
-        s.command, s.args, s.resources, s.volumes, s.health_check, s.drain_seconds,
+        s.command, s.args, s.resources, s.volumes, s.health_check, s.drain_seconds, s.fence,
         (SELECT COALESCE(json_agg(json_build_object('name', x.name, 'version', x.version) ORDER BY x.name), '[]'::json)
           FROM service_secrets x WHERE x.service_id = s.id AND x.removed_at IS NULL) AS secrets,
         (SELECT COALESCE(json_agg(json_build_object('id', r.id, 'host', r.host)), '[]'::json) FROM registries r WHERE r.team_id = s.team_id) AS registries,
@@ -110,6 +111,7 @@ export async function createDeployment({ prisma, dispatcher, events }: ApiDeps, 
       volumes: service.volumes,
       healthCheck: service.health_check,
       drainSeconds: service.drain_seconds,
+      failover: { fence: service.fence },
     };
     let rollbackOf: string | null = null;
     if (rollback) ({ targetId: rollbackOf, spec } = await rollbackSpec(tx, { id: serviceId, replicas: service.replicas, internalPort: service.internal_port }, spec, rollback));

@@ -28,6 +28,7 @@ export const presentNode = (n: NodeWithCount) => ({
   evacuating: n.evacuating,
   decommissioned: n.decommissioned,
   decommissionedAt: toIso(n.decommissionedAt),
+  lostAt: toIso(n.lostAt),
   createdAt: n.createdAt.toISOString(),
   lastSeenAt: toIso(n.lastSeenAt),
   services: n._count.services,
@@ -73,17 +74,22 @@ export async function decommissionNode({ prisma, events }: ApiDeps, id: string, 
     const current = await tx.node.findUnique({ where: { id } });
     if (!current) throw new AppError('NOT_FOUND', 'no such node');
     if (current.decommissioned) return { node: current, changed: false };
-    const now = new Date();
-    const updated = await tx.node.update({ where: { id }, data: { decommissioned: true, decommissionedAt: now } });
-    await tx.deployment.updateMany({
-      where: { nodeId: id, status: 'pending' },
-      data: { status: 'failed', reason: 'the node was decommissioned', finishedAt: now },
-    });
+    const updated = await markDecommissioned(tx, id, new Date());
     await recordChange(tx, audit, { action: 'node.decommission', targetType: 'node', targetId: id, teamId: null });
     return { node: updated, changed: true };
   });
   if (changed) events.emit('node.decommissioned', { nodeId: node.id });
   return getNode(prisma, node.id);
+}
+
+/** The decommission itself, on the caller's transaction: the flag, and its pending deployments failed with the reason. */
+export async function markDecommissioned(tx: Tx, id: string, now: Date) {
+  const updated = await tx.node.update({ where: { id }, data: { decommissioned: true, decommissionedAt: now } });
+  await tx.deployment.updateMany({
+    where: { nodeId: id, status: 'pending' },
+    data: { status: 'failed', reason: 'the node was decommissioned', finishedAt: now },
+  });
+  return updated;
 }
 
 /**

@@ -62,6 +62,8 @@ export async function rollbackSpec(tx: Tx, service: RollbackService, current: Se
     healthCheck: old.healthCheck ?? null,
     // A rollout setting like replicas: the service's current one.
     ...(current.drainSeconds === undefined ? {} : { drainSeconds: current.drainSeconds }),
+    // Never unfenced by going back to a release made before the fence: the service's current setting.
+    ...(current.failover === undefined ? {} : { failover: current.failover }),
   };
   checkReplicasWithVolumes(spec.replicas, spec.volumes ?? []);
   checkHealthCheckPort(spec.healthCheck ?? null, spec.internalPort);

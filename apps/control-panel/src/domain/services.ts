@@ -41,7 +41,7 @@ export type UpdateServiceInput = Partial<Omit<ServiceSpec, 'secrets' | 'volumes'
 type ServiceWithNode = Service & { node: Pick<Node, 'name'>; secrets: { name: string; version: number; setAt: Date }[] };
 
 /** A service's spec as its row holds it now: the optional fields always present. */
-type CurrentSpec = ServiceSpec & Required<Pick<ServiceSpec, 'command' | 'args' | 'resources' | 'volumes' | 'healthCheck' | 'drainSeconds'>>;
+type CurrentSpec = ServiceSpec & Required<Pick<ServiceSpec, 'command' | 'args' | 'resources' | 'volumes' | 'healthCheck' | 'drainSeconds' | 'failover'>>;
 
 export const specOf = (s: Service): CurrentSpec => ({
   name: s.name,
@@ -51,6 +51,7 @@ export const specOf = (s: Service): CurrentSpec => ({
   replicas: s.replicas,
   ...processSpecOf(s),
   drainSeconds: s.drainSeconds,
+  failover: { fence: s.fence },
 });
 
 /** The command, resources and volumes columns as the spec carries them. */
@@ -139,6 +140,7 @@ export async function createService({ prisma, events, keyring }: ApiDeps, auth: 
           internalPort: input.internalPort ?? null,
           replicas: input.replicas ?? 1,
           drainSeconds: input.drainSeconds ?? DEFAULT_DRAIN_SECONDS,
+          fence: input.failover?.fence ?? false,
           ...processColumns({ ...input, volumes, healthCheck }),
         },
         select: { id: true },
@@ -197,6 +199,7 @@ export async function updateService({ prisma, events, keyring }: ApiDeps, auth: 
       internalPort: patch.internalPort,
       replicas: patch.replicas,
       drainSeconds: patch.drainSeconds,
+      fence: patch.failover?.fence,
       ...processColumns({ ...patch, volumes: patch.volumes === undefined ? undefined : normaliseVolumes(patch.volumes), healthCheck: normaliseHealthCheck(patch.healthCheck) }),
     };
     const check = patch.healthCheck === undefined ? processSpecOf(current).healthCheck : (normaliseHealthCheck(patch.healthCheck) ?? null);

@@ -7,6 +7,8 @@ import { authErrors, IdParams, labelName, NodeLabels, NodeLabelsPatch, NullableT
 import type { ApiDeps } from '../domain/api-deps.js';
 import { createNode, decommissionNode, evacuateNode, getNode, listNodes, setCordon, updateNode } from '../domain/nodes.js';
 import { evacuationAnswerIn } from '../cluster/scheduler-loop.js';
+import { declareNodeLost } from '../domain/node-lost.js';
+import { AppError } from '../errors.js';
 
 // Only what the database knows. Reachability is not a column: it comes from
 // the live session registry, which adds its own fields to these answers.
@@ -18,6 +20,7 @@ export const NodeSchema = Type.Object({
   evacuating: Type.Boolean({ description: 'cordoned and being emptied: the scheduler moves its replicas away one at a time (uncordon ends it)' }),
   decommissioned: Type.Boolean(),
   decommissionedAt: NullableTimestamp,
+  lostAt: Nullable(Timestamp, { description: 'when an operator declared its host gone (POST /v1/nodes/:id/lost); null: never' }),
   createdAt: Timestamp,
   lastSeenAt: Nullable(Timestamp, {
     description: 'last inbound frame as last flushed to the database; history, not evidence of reachability',
@@ -44,6 +47,25 @@ export const EvacuationSchema = Type.Object({
   pending: Type.Array(
     Type.Object({ ...ServiceRef, count: Type.Integer(), code: Type.String({ description: 'NO_NODE_AVAILABLE or NO_NODE_MATCHES_LABELS' }) }),
     { description: 'replicas with nowhere to go now: they stay until a node becomes eligible' },
+  ),
+});
+
+export const LostSchema = Type.Object({
+  node: NodeSchema,
+  moved: Type.Array(
+    Type.Object({
+      ...ServiceRef,
+      from: Type.String(),
+      to: Type.String({ description: 'its new home; the scheduler places its replicas (a stateful one there) at once' }),
+      emptyVolumes: Type.Array(Type.Object({ name: Type.String(), mountPath: Type.String() }), {
+        description: "its volumes, made anew and empty on the new node: their data is on the lost host; restore it from the operator's backup",
+      }),
+    }),
+    { description: 'services whose home was the lost node, moved now (a later call lists only what it moves then)' },
+  ),
+  pending: Type.Array(
+    Type.Object({ ...ServiceRef, code: Type.String({ description: 'NO_NODE_AVAILABLE or NO_NODE_MATCHES_LABELS' }), message: Type.String() }),
+    { description: 'services with nowhere to go: they stay homed on the lost node (declare it lost again once a node fits, or change their placement)' },
   ),
 });
 
@@ -156,6 +178,28 @@ export const nodeRoutes: FastifyPluginAsyncTypebox<NodeRouteDeps> = async (app, 
       const { node, answer } = await evacuateNode(deps.prisma, request.params.id, auditOf(request), (tx) => evacuationAnswerIn(tx, request.params.id, holds));
       deps.events.emit('scheduler.nudge', { reason: `node ${node.name} evacuated`, nodeId: node.id });
       return { node, ...answer };
+    },
+  );
+
+  app.post(
+    '/nodes/:id/lost',
+    {
+      onRequest: requireOperator,
+      schema: {
+        tags: ['nodes'],
+        summary:
+          "Declare a node's host gone (operators; body {\"confirm\": true}): decommissions it and moves every service homed there to another node its placement allows, stateful ones on empty volumes. Idempotent",
+        security,
+        params: IdParams,
+        body: Type.Optional(Type.Object({ confirm: Type.Optional(Type.Boolean({ description: 'must be true: the move cannot be undone' })) }, { additionalProperties: false })),
+        response: { 200: LostSchema, ...authErrors(400, 403, 404) },
+      },
+    },
+    async (request) => {
+      if (request.body?.confirm !== true) {
+        throw new AppError('CONFIRMATION_REQUIRED', 'declaring a node lost decommissions it and starts its stateful services on empty volumes elsewhere: send {"confirm": true}');
+      }
+      return declareNodeLost(deps, request.params.id, deps.holdsSession ?? (() => false), auditOf(request));
     },
   );
 

@@ -82,6 +82,18 @@ export const DrainSeconds = Type.Integer({
     `a rollout setting like replicas (a rollback keeps it). A value other than ${DEFAULT_DRAIN_SECONDS} needs an agent with workload.drain, else the deployment ends failed AGENT_LACKS_CAPABILITY`,
 });
 
+export const Failover = Type.Object(
+  {
+    fence: Type.Boolean({
+      description:
+        'work that must never run twice (issue 38): its agent stops it once it heard no panel for TETHER_FENCE_AFTER_MS, its rollouts stop the old container before the new one starts, ' +
+        "and failover re-places it off an unreachable node only after the node's teardown + its fence deadline + its stop grace + 5 s (never before TETHER_RESCHEDULE_AFTER_MS). " +
+        'Needs agents with workload.fence, else the deployment ends failed AGENT_LACKS_CAPABILITY',
+    }),
+  },
+  { additionalProperties: false, description: 'failover settings (default: { fence: false }); takes effect with the next deployment' },
+);
+
 export const VolumeOut = Type.Object({ name: Type.String(), mountPath: Type.String(), readOnly: Type.Boolean() });
 
 /** The new fields of a service as answered. */
@@ -92,6 +104,7 @@ export const ServiceFieldsOut = {
   volumes: Type.Array(VolumeOut),
   healthCheck: HealthCheckOut,
   drainSeconds: Type.Integer(),
+  failover: Type.Object({ fence: Type.Boolean() }),
 };
 
 /** The new fields of a create or update body. */
@@ -102,4 +115,5 @@ export const ServiceFieldsIn = {
   volumes: Type.Optional(VolumesIn),
   healthCheck: Type.Optional(HealthCheckIn),
   drainSeconds: Type.Optional(DrainSeconds),
+  failover: Type.Optional(Failover),
 };

@@ -2,7 +2,7 @@ import { compareText } from './order.js';
 import { effectivePlacement, nodeViewOf, type ManagedServiceFacts, type NodeFacts } from './managed.js';
 import { planEvacuation, type EvacuationMove } from './evacuation-plan.js';
 import { decideRollout, runsHealthy, type RolloutAllocation, type TargetRelease } from './rollout-progress.js';
-import { paceReplacements } from './failover-policy.js';
+import { holdFenced, paceReplacements } from './failover-policy.js';
 import { schedule, wantedReplicas } from './schedule.js';
 import type { Allocation, NodeState, PendingChange, RefusedChange, ServiceSpec, StopChange } from './types.js';
 
@@ -32,6 +32,8 @@ export interface ServiceRow extends ManagedServiceFacts {
   stateful: boolean;
   /** When the service was created (epoch ms): lost replicas are re-placed oldest services first. */
   createdAt?: number;
+  /** failover.fence: its lost replicas wait for their agent's fence (failover-policy.ts holdFenced); rollouts never overlap. */
+  fenced?: boolean;
 }
 
 export interface DeploymentRow {
@@ -64,7 +66,7 @@ export interface EvaluationInput {
    * Failover (issue 38, failover-policy.ts): each node's state by failoverView (absent: live or unreachable from
    * the session alone, nothing is ever lost), and how many lost replicas may be re-placed now (paceReplacements).
    */
-  failover?: { states: ReadonlyMap<string, NodeState>; budget: number };
+  failover?: { states: ReadonlyMap<string, NodeState>; budget: number; fenceHeld?: ReadonlySet<string> };
 }
 
 export type AllocationCause = 'adopted' | 'scale-up' | 'node-lost' | 'placement-changed' | 'evacuate';
@@ -169,6 +171,7 @@ export function evaluate(input: EvaluationInput): EvaluationPlan {
       replicas: service.replicas,
       placement: effectivePlacement(service),
       stateful: service.stateful,
+      ...(service.fenced ? { fenced: true } : {}),
     };
     specs.push(spec);
     const own = allocationsBy.get(service.id) ?? [];
@@ -194,6 +197,8 @@ export function evaluate(input: EvaluationInput): EvaluationPlan {
   // 2. Places and stops.
   let result = schedule(specs, nodeViews, forSchedule);
   if (input.failover) {
+    const fenced = new Set(input.services.filter((s) => s.fenced).map((s) => s.id));
+    result = holdFenced(result, fenced, input.failover.fenceHeld ?? new Set());
     const createdAt = new Map(input.services.map((service) => [service.id, service.createdAt ?? 0]));
     const paced = paceReplacements(result, input.failover.budget, createdAt);
     result = paced.result;

@@ -8,7 +8,9 @@ import type { NodeState, ScheduleResult } from './types.js';
 // (many nodes unreachable at once, a panel just started, a database outage
 // just ended) puts a brake on all of it. Pacing keeps a large re-placement
 // from becoming a stampede: a budget of replacements per minute, oldest
-// services first. Tested without I/O (test/scheduling-failover.test.ts).
+// services first. A fenced service's replicas (failover.fence, capability
+// workload.fence) wait longer: until their node's agent has certainly fenced
+// them (fencedReplaceAt). Tested without I/O (test/scheduling-failover.test.ts).
 
 export interface FailoverSettings {
   /** A node with no live session on any panel for this long is lost (TETHER_RESCHEDULE_AFTER_MS). */
@@ -29,6 +31,35 @@ export interface NodeLiveness {
    * lease expiry when the owning panel itself died. Null while live.
    */
   downSince: number | null;
+  /**
+   * What its agent announced in hello.fence at its last session open (nodes.fence_after_ms, fence_stop_timeout_ms);
+   * null or absent: it does not fence (it was never sent a fenced release), so its fenced replicas wait the grace only.
+   */
+  fence?: NodeFence | null;
+}
+
+/** An agent's fence: it stops fenced containers `afterMs` after the last panel frame, each within `stopTimeoutMs`. */
+export interface NodeFence {
+  afterMs: number;
+  stopTimeoutMs: number;
+}
+
+/**
+ * Added to a fenced replica's wait beyond its agent's fence deadline and stop grace: the agent's timer firing late
+ * (a busy event loop), Docker's stop and remove calls, and clocks that advance at slightly different rates.
+ */
+export const FENCE_MARGIN_MS = 5_000;
+
+/**
+ * When a fenced replica of a node down since `downSince` may be re-placed: once its agent has fenced it for certain.
+ * The agent fences `afterMs` after the last frame it received, which came before the panel's teardown (the panel
+ * tears a session down only after silence, and the last frame it sent was before that), so counting from the
+ * teardown (or the owner's lease expiry) is safe: + `afterMs` + `stopTimeoutMs` + FENCE_MARGIN_MS. Never before the
+ * grace every replica waits.
+ */
+export function fencedReplaceAt(downSince: number, graceMs: number, fence: NodeFence | null | undefined): number {
+  if (!fence) return downSince + graceMs;
+  return downSince + Math.max(graceMs, fence.afterMs + fence.stopTimeoutMs + FENCE_MARGIN_MS);
 }
 
 /** When the control plane itself may have made nodes look dead. */
@@ -52,6 +83,8 @@ export type Brake =
 
 export interface FailoverView {
   states: Map<string, NodeState>;
+  /** Lost nodes whose fenced replicas still wait for their agent's fence (fencedReplaceAt): holdFenced keeps them. */
+  fenceHeld: Set<string>;
   brake: Brake | null;
   /** The next time a state or the brake changes by the clock alone (epoch ms), or null. */
   nextChangeAt: number | null;
@@ -74,6 +107,7 @@ export function failoverView(nodes: readonly NodeLiveness[], now: number, settin
     brake = { reason: 'MANY_UNREACHABLE_RECENTLY', until: plane.manyUnreachableAt + grace };
   }
   const states = new Map<string, NodeState>();
+  const fenceHeld = new Set<string>();
   let nextChangeAt: number | null = brake && 'until' in brake ? brake.until : null;
   const later = (at: number) => (nextChangeAt = nextChangeAt === null ? at : Math.min(nextChangeAt, at));
   for (const node of nodes) {
@@ -85,9 +119,29 @@ export function failoverView(nodes: readonly NodeLiveness[], now: number, settin
       const due = now >= dueAt;
       states.set(node.id, due && brake === null ? 'lost' : 'unreachable');
       if (!due) later(dueAt);
+      const fencedAt = fencedReplaceAt(node.downSince ?? now, grace, node.fence);
+      if (now < fencedAt) {
+        if (due && brake === null) fenceHeld.add(node.id);
+        if (fencedAt !== dueAt) later(fencedAt);
+      }
     }
   }
-  return { states, brake, nextChangeAt };
+  return { states, fenceHeld, brake, nextChangeAt };
+}
+
+/**
+ * Keeps the replicas of fenced services on `held` nodes (failoverView's fenceHeld) where they are: neither stopped
+ * nor replaced until their agent has fenced them; a later evaluation takes them up, as paceReplacements' deferred.
+ */
+export function holdFenced(result: ScheduleResult, fencedServices: ReadonlySet<string>, held: ReadonlySet<string>): ScheduleResult {
+  if (held.size === 0 || fencedServices.size === 0) return result;
+  const kept = new Set(result.stop.filter((s) => s.cause === 'node-lost' && fencedServices.has(s.serviceId) && held.has(s.nodeId)).map((s) => s.allocationId));
+  if (kept.size === 0) return result;
+  return {
+    ...result,
+    place: result.place.filter((p) => !(p.cause === 'node-lost' && p.replaces !== undefined && kept.has(p.replaces))),
+    stop: result.stop.filter((s) => !kept.has(s.allocationId)),
+  };
 }
 
 /**

@@ -28,6 +28,16 @@ export function managedSql(homeAlias: string): string {
   return `('${ALLOCATIONS_CAPABILITY}' = ANY(${homeAlias}.capabilities))`;
 }
 
+/**
+ * A node (its row under the alias `n`) live on another panel: the report row of the session its owner holds now
+ * (same generation), connected, written by a panel whose lease is live by PostgreSQL's clock (as
+ * cluster/node-reports.ts reads liveness). The scheduler's reads and a lost node's new home (domain/node-lost.ts).
+ */
+export const LIVE_ELSEWHERE = `EXISTS (
+  SELECT 1 FROM node_reports r JOIN node_owners w ON w.node_id = r.node_id AND w.generation = r.generation
+    JOIN panels p ON p.id = r.panel_id
+  WHERE r.node_id = n.id AND r.state = 'connected' AND p.lease_until > now())`;
+
 /** A node takes new replicas of managed services only when its agent speaks allocations. */
 export function takesAllocations(node: { capabilities: readonly string[] }): boolean {
   return node.capabilities.includes(ALLOCATIONS_CAPABILITY);
@@ -67,11 +77,15 @@ export interface NodeFacts {
   capabilities: readonly string[];
   /** Being evacuated (POST /v1/nodes/:id/evacuate; cordoned too). */
   evacuating?: boolean;
+  /** An operator declared its host gone (POST /v1/nodes/:id/lost; decommissioned too). */
+  lost?: boolean;
   /**
    * Not live: since when it has had no live session anywhere (epoch ms), its recorded teardown or its owner
    * panel's lease expiry, whichever is later; null when neither is known (failover-policy.ts: downSince).
    */
   downSince?: number | null;
+  /** hello.fence of its last session open (workload.fence): how long its agent waits before it fences; null: it does not. */
+  fence?: { afterMs: number; stopTimeoutMs: number } | null;
 }
 
 /**

@@ -32,11 +32,13 @@ export interface RolloutPlan {
 
 /**
  * Defaults: 1 and 0 (health-gated, never below the wanted count); a service
- * with a writable volume cannot run two containers on its data, so 0 and 1.
+ * with a writable volume cannot run two containers on its data, and a fenced
+ * one (failover.fence) must never run twice, so 0 and 1.
  */
 export function rolloutLimits(service: ServiceSpec, options: RolloutOptions = {}): { maxSurge: number; maxUnavailable: number } {
-  const maxSurge = options.maxSurge ?? (service.stateful ? 0 : 1);
-  const maxUnavailable = options.maxUnavailable ?? (service.stateful ? 1 : 0);
+  const exclusive = service.stateful || service.fenced === true;
+  const maxSurge = options.maxSurge ?? (exclusive ? 0 : 1);
+  const maxUnavailable = options.maxUnavailable ?? (exclusive ? 1 : 0);
   for (const [field, value] of [['maxSurge', maxSurge], ['maxUnavailable', maxUnavailable]] as const) {
     if (!Number.isInteger(value) || value < 0 || value > 100) {
       throw new AppError('VALIDATION_FAILED', `${field} is a whole number of replicas from 0 to 100`, { field });
@@ -47,6 +49,9 @@ export function rolloutLimits(service: ServiceSpec, options: RolloutOptions = {}
   }
   if (service.stateful && maxSurge > 0) {
     throw new AppError('VALIDATION_FAILED', 'a service with a writable volume rolls out with maxSurge 0: two containers never share its data', { field: 'maxSurge' });
+  }
+  if (service.fenced === true && maxSurge > 0) {
+    throw new AppError('VALIDATION_FAILED', 'a fenced service rolls out with maxSurge 0: two copies never run at once', { field: 'maxSurge' });
   }
   return { maxSurge, maxUnavailable };
 }

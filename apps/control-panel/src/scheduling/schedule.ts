@@ -112,7 +112,8 @@ function scheduleService(service: ServiceSpec, running: readonly Allocation[], c
   for (const allocation of running) {
     const node = nodeById.get(allocation.nodeId);
     const bucket = isLost(node) ? lost : fitsPlacement(node!, service.placement) ? kept : misplaced;
-    if (bucket !== kept && service.stateful) {
+    // A stateful replica stays with its data, unless an operator gave its node up (decommissioned or declared lost).
+    if (bucket !== kept && service.stateful && !node?.decommissioned) {
       result.refused.push(refusal(service, allocation, node));
       kept.push(allocation);
     } else bucket.push(allocation);

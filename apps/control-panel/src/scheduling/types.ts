@@ -12,6 +12,8 @@ export interface ServiceSpec {
   placement: Placement;
   /** A writable volume pins the service to one node and one replica. */
   stateful: boolean;
+  /** failover.fence (issue 38): never two copies at once, so rollouts stop the old replica first (maxSurge 0). */
+  fenced?: boolean;
 }
 
 export interface Placement {

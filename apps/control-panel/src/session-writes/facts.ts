@@ -18,9 +18,19 @@ export type DurableFact =
    * capabilities: what both ends agreed at the open (recorded on the node row, fenced like the rest of it);
    * absent in facts spilled by an older panel: the row keeps what it had. privateAddress: hello's, when the
    * session agreed routing.remote (written with the capabilities; null clears it). challengePort: hello's, when it
-   * agreed certificates.share (the same way).
+   * agreed certificates.share (the same way). fence: hello's, when it agreed workload.fence (the same way).
    */
-  | { kind: 'session.opened'; nodeId: string; sessionId: string; at: string; generation?: number; capabilities?: string[]; privateAddress?: string | null; challengePort?: number | null }
+  | {
+      kind: 'session.opened';
+      nodeId: string;
+      sessionId: string;
+      at: string;
+      generation?: number;
+      capabilities?: string[];
+      privateAddress?: string | null;
+      challengePort?: number | null;
+      fence?: { afterMs: number; stopTimeoutMs: number } | null;
+    }
   | {
       kind: 'session.closed';
       nodeId: string;

@@ -51,14 +51,16 @@ async function applyWave(sql: Sql, wave: readonly SessionFact[]): Promise<void> 
   // Written with the capabilities (an open that records them records the address too, null clearing it).
   const privateAddresses = wave.map((f) => (f.kind === 'session.opened' ? (f.privateAddress ?? null) : null));
   const challengePorts = wave.map((f) => (f.kind === 'session.opened' ? (f.challengePort ?? null) : null));
+  const fenceAfters = wave.map((f) => (f.kind === 'session.opened' ? (f.fence?.afterMs ?? null) : null));
+  const fenceStops = wave.map((f) => (f.kind === 'session.opened' ? (f.fence?.stopTimeoutMs ?? null) : null));
   // An open clears unreachable and moves last-seen to its time; a close records the teardown, and
   // unless superseded (the node stays reachable through its newer session) marks the node unreachable.
   // The generation fence is a join on node_owners' key: written as EXISTS (…) inside the OR, PostgreSQL
   // hashed the whole table for every statement (5 of 7 ms for 30 facts at 10,000 nodes).
   await sql.run(
     `WITH v AS (
-      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::timestamptz[], $7::timestamptz[], $8::bool[], $9::bigint[], $10::text[], $11::text[], $12::int[])
-        AS v(kind, node_id, session_id, reason, close_code, at, last_frame_at, superseded, generation, capabilities, private_address, challenge_port)
+      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::timestamptz[], $7::timestamptz[], $8::bool[], $9::bigint[], $10::text[], $11::text[], $12::int[], $13::int[], $14::int[])
+        AS v(kind, node_id, session_id, reason, close_code, at, last_frame_at, superseded, generation, capabilities, private_address, challenge_port, fence_after_ms, fence_stop_timeout_ms)
     ), ins AS (
       INSERT INTO session_events (node_id, session_id, kind, reason, close_code, at)
       SELECT node_id, session_id, kind::"SessionEventKind", reason, close_code, at FROM v
@@ -76,11 +78,13 @@ async function applyWave(sql: Sql, wave: readonly SessionFact[]): Promise<void> 
       capabilities = CASE WHEN v.kind = 'opened' AND v.capabilities IS NOT NULL
         THEN ARRAY(SELECT jsonb_array_elements_text(v.capabilities::jsonb)) ELSE nodes.capabilities END,
       private_address = CASE WHEN v.kind = 'opened' AND v.capabilities IS NOT NULL THEN v.private_address ELSE nodes.private_address END,
-      challenge_port = CASE WHEN v.kind = 'opened' AND v.capabilities IS NOT NULL THEN v.challenge_port ELSE nodes.challenge_port END
+      challenge_port = CASE WHEN v.kind = 'opened' AND v.capabilities IS NOT NULL THEN v.challenge_port ELSE nodes.challenge_port END,
+      fence_after_ms = CASE WHEN v.kind = 'opened' AND v.capabilities IS NOT NULL THEN v.fence_after_ms ELSE nodes.fence_after_ms END,
+      fence_stop_timeout_ms = CASE WHEN v.kind = 'opened' AND v.capabilities IS NOT NULL THEN v.fence_stop_timeout_ms ELSE nodes.fence_stop_timeout_ms END
     FROM v JOIN ins ON ins.session_id = v.session_id AND ins.kind = v.kind
       LEFT JOIN node_owners w ON w.node_id = v.node_id
     WHERE nodes.id = v.node_id
       AND (v.generation IS NULL OR w.generation = v.generation)`,
-    [kinds, nodeIds, sessionIds, reasons, codes, ats, lastFrames, superseded, generations, capabilities, privateAddresses, challengePorts],
+    [kinds, nodeIds, sessionIds, reasons, codes, ats, lastFrames, superseded, generations, capabilities, privateAddresses, challengePorts, fenceAfters, fenceStops],
   );
 }

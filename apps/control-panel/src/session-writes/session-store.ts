@@ -1,4 +1,5 @@
 import { TickBatcher } from '@tether/common';
+import type { HelloFence } from '@tether/protocol';
 import { sqlOf, type Db } from '../db/database.js';
 import { workloadOf, type PlannedWorkload, type ServiceSpec } from '../db/deployment-spec.js';
 import { withDeadline } from '../db/db-faults.js';
@@ -24,6 +25,8 @@ export interface SessionOpenedRecord {
   privateAddress?: string | null;
   /** hello.challengePort under certificates.share (null: none): nodes.challenge_port. */
   challengePort?: number | null;
+  /** hello.fence under workload.fence (null: none): nodes.fence_after_ms and fence_stop_timeout_ms. */
+  fence?: HelloFence | null;
 }
 
 export interface SessionClosedRecord {
@@ -113,6 +116,7 @@ export class OutboxSessionStore implements SessionStore {
       ...(r.capabilities === undefined ? {} : { capabilities: r.capabilities }),
       ...(r.privateAddress === undefined ? {} : { privateAddress: r.privateAddress }),
       ...(r.challengePort === undefined ? {} : { challengePort: r.challengePort }),
+      ...(r.fence === undefined ? {} : { fence: r.fence }),
     });
   }
 

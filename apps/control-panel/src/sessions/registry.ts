@@ -130,6 +130,7 @@ export class SessionRegistry extends EventEmitter<RegistryEvents> {
         capabilities: session.capabilities,
         privateAddress: session.privateAddress,
         challengePort: session.challengePort,
+        fence: session.fence,
         ...(generation === undefined ? {} : { generation }),
       }),
       'opened',

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { WebSocket } from 'ws';
 import { Deadline, truncate, type DeadlineClock } from '@tether/common';
-import { CAPABILITIES, CLOSE_CODES, encode, type ContainerState, type PanelMessage, type RoutingStatus, type RuntimeStatus } from '@tether/protocol';
+import { CAPABILITIES, CLOSE_CODES, encode, type ContainerState, type HelloFence, type PanelMessage, type RoutingStatus, type RuntimeStatus } from '@tether/protocol';
 import { PanelError } from '../errors.js';
 import { nextReport, type NodeReport } from './report.js';
 
@@ -81,6 +81,8 @@ export class AgentSession {
   privateAddress: string | null = null;
   /** hello.challengePort when the session agreed certificates.share (nodes.challenge_port); null otherwise. */
   challengePort: number | null = null;
+  /** hello.fence when the session agreed workload.fence (nodes.fence_after_ms, fence_stop_timeout_ms); null otherwise. */
+  fence: HelloFence | null = null;
   closed: { code: number; reason: string; at: number } | null = null;
 
   private readonly idle: Deadline;
@@ -112,8 +114,9 @@ export class AgentSession {
   }
 
   /** Fixes the capabilities of this session (at hello, before welcome), and the private address under routing.remote. */
-  setCapabilities(capabilities: readonly string[], privateAddress: string | null = null, challengePort: number | null = null): void {
+  setCapabilities(capabilities: readonly string[], privateAddress: string | null = null, challengePort: number | null = null, fence: HelloFence | null = null): void {
     this.capabilitySet = new Set(capabilities);
+    this.fence = this.capabilitySet.has(CAPABILITIES.WORKLOAD_FENCE) ? fence : null;
     this.privateAddress = this.capabilitySet.has(CAPABILITIES.ROUTING_REMOTE) ? privateAddress : null;
     // Forwarded challenges reach the issuer at its private address: a port without one names nothing.
     this.challengePort = this.capabilitySet.has(CAPABILITIES.CERTIFICATES_SHARE) && this.privateAddress !== null ? challengePort : null;

@@ -149,6 +149,7 @@ describe('services API', () => {
         volumes: [],
         healthCheck: null,
         drainSeconds: 30,
+        failover: { fence: false },
         placement: { nodes: ['beta'], labels: {} },
         nodeId: expect.any(String),
         nodeName: 'beta',

@@ -144,6 +144,7 @@ describe('teams, tokens and nodes API', () => {
         evacuating: false,
         decommissioned: false,
         decommissionedAt: null,
+        lostAt: null,
         createdAt: expect.any(String),
         lastSeenAt: null,
         services: 0,

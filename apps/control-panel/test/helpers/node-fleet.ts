@@ -10,7 +10,7 @@ import { startPanel, type Panel } from './panel-harness.js';
 
 export const FLEET_SCHEDULER_MS = 200;
 const HEARTBEAT_MS = 300;
-const AGENT_ENV = {
+export const AGENT_ENV = {
   TETHER_MIN_READY_MS: '300',
   TETHER_DRAIN_MS: '200',
   TETHER_STOP_TIMEOUT_MS: '2000',
@@ -50,7 +50,7 @@ export interface Fleet {
 /** The node names of the listed containers, sorted. */
 export const byNode = (list: Listed[]): string[] => list.map((c) => c.Labels['tether.node']!).sort();
 
-export async function startFleet(options: { tag: string; nodes: number; panelEnv?: Record<string, string> }): Promise<Fleet> {
+export async function startFleet(options: { tag: string; nodes: number; panelEnv?: Record<string, string>; agentEnv?: Record<string, string> }): Promise<Fleet> {
   const image = await ensureWebImage();
   const panel = await startPanel({
     env: {
@@ -71,7 +71,7 @@ export async function startFleet(options: { tag: string; nodes: number; panelEnv
   const addNode = async (name: string) => {
     const node = await panel.createNode(name);
     nodes.push(node);
-    agents.push(await startAgentProcess({ panelUrl: panel.url, token: node.token, nodeName: node.name, runtime: 'docker', env: AGENT_ENV }));
+    agents.push(await startAgentProcess({ panelUrl: panel.url, token: node.token, nodeName: node.name, runtime: 'docker', env: { ...AGENT_ENV, ...options.agentEnv } }));
     await waitFor(() => panel.app.agentSide.registry.get(node.id), { timeoutMs: 10_000, message: `session of ${name}` });
     // The open, with the capabilities the scheduler places by, written: before it the node reads as not speaking
     // allocations (an evacuation answer once named another node than the idle third one for that reason).

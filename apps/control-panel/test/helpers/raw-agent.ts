@@ -20,6 +20,8 @@ export interface RawAgentOptions {
   /** hello.privateAddress (routing.remote) and hello.challengePort (certificates.share). */
   privateAddress?: string;
   challengePort?: number;
+  /** hello.fence (workload.fence). */
+  fence?: { afterMs: number; stopTimeoutMs: number };
   /** The 127.0.0.x source address to connect from (edge tests tell agents from attackers by it). */
   localAddress?: string;
 }
@@ -101,6 +103,7 @@ export class RawAgent {
       ...(this.options.capabilities ? { capabilities: this.options.capabilities } : {}),
       ...(this.options.privateAddress ? { privateAddress: this.options.privateAddress } : {}),
       ...(this.options.challengePort ? { challengePort: this.options.challengePort } : {}),
+      ...(this.options.fence ? { fence: this.options.fence } : {}),
     };
   }
 

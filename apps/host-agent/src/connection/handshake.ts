@@ -29,7 +29,7 @@ export const routingStatus = (status: RoutingStatus): RoutingStatus => ({
   ...(status.probes ? { probes: status.probes.map(probeText) } : {}),
 });
 
-type Parts = { events?: PendingEvents; logs?: LogStreams; routing: RoutingController; workloads: WorkloadController };
+type Parts = { events?: PendingEvents; logs?: LogStreams; routing: RoutingController; workloads: WorkloadController; fence?: { afterMs: number } };
 
 /**
  * The private address hello names with `routing.remote`, or null when the agent does not announce it: cross-node
@@ -49,6 +49,14 @@ export function challengePort(parts: Pick<Parts, 'routing' | 'workloads'>): numb
   return remoteRoutingAddress(parts) && parts.routing.certificateSharing ? parts.routing.certificateSharing.challengePort : null;
 }
 
+/**
+ * workload.fence is announced (with hello.fence) when the agent has a fence deadline and runs allocations through
+ * workloads that can stop fenced containers: fenced releases travel only in `allocations` sets.
+ */
+export function fenceAnnounced(parts: Pick<Parts, 'workloads' | 'fence'>): boolean {
+  return parts.fence !== undefined && parts.workloads.setFenced !== undefined && (parts.workloads.capabilities?.includes(CAPABILITIES.WORKLOAD_ALLOCATIONS) ?? false);
+}
+
 /** The optional features this agent was built with, as hello announces them. */
 export function agentCapabilities(parts: Parts): string[] {
   return [
@@ -60,6 +68,7 @@ export function agentCapabilities(parts: Parts): string[] {
     ...(parts.workloads.capabilities ?? []),
     ...(remoteRoutingAddress(parts) ? [CAPABILITIES.ROUTING_REMOTE] : []),
     ...(challengePort(parts) !== null ? [CAPABILITIES.CERTIFICATES_SHARE] : []),
+    ...(fenceAnnounced(parts) ? [CAPABILITIES.WORKLOAD_FENCE] : []),
     // Built in: every workload's secrets become its container's environment (runtime/workload-spec.ts).
     CAPABILITIES.SECRETS,
   ];

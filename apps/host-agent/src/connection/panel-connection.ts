@@ -5,6 +5,7 @@ import { Backoff, createLoop, Deadline, errorMessage, type DeadlineClock, type L
 import {
   CAPABILITIES,
   CLOSE_CODES,
+  DECOMMISSIONED_REFUSAL_CODE,
   DEFAULT_PROTOCOL_RANGE,
   FRAME_ERROR_CODES,
   MAX_STATE_FRAME_BYTES,
@@ -30,8 +31,10 @@ import { DeployResultQueue } from './deploy-results.js';
 import { EventSender } from './event-sender.js';
 import { CertificateReporter } from './certificate-reporter.js';
 import { PanelFrameRouter } from './frame-router.js';
-import { agentCapabilities, challengePort, freeText, remoteRoutingAddress, routingStatus, runtimeStatus } from './handshake.js';
+import { agentCapabilities, challengePort, fenceAnnounced, freeText, remoteRoutingAddress, routingStatus, runtimeStatus } from './handshake.js';
 import { PanelTargets, agentConnectUrl } from './panel-targets.js';
+import { PanelFence } from './panel-fence.js';
+import { refusalCode } from './refusal.js';
 
 export { agentConnectUrl } from './panel-targets.js';
 
@@ -64,6 +67,11 @@ export interface PanelConnectionOptions {
   random?: () => number;
   /** Where the read-idle deadline reads time; the system's monotonic clock unless a test injects one. */
   clock?: DeadlineClock;
+  /**
+   * Self-fencing (capability workload.fence, announced when the workloads can fence): TETHER_FENCE_AFTER_MS and the
+   * stop grace hello names with it (TETHER_STOP_TIMEOUT_MS); absent: no fence.
+   */
+  fence?: { afterMs: number; stopTimeoutMs: number };
 }
 
 export type ConnectionState = 'connecting' | 'handshaking' | 'ready' | 'waiting' | 'stopped';
@@ -71,6 +79,8 @@ export type ConnectionState = 'connecting' | 'handshaking' | 'ready' | 'waiting'
 export interface ConnectionEvents {
   ready: [{ sessionId: string; timing: Timing; protocolVersion: number }];
   closed: [{ code: number; reason: string; sessionId: string | null; retryInMs: number }];
+  /** The panel said this node is decommissioned or lost (close 4005, or a 403 AGENT_DECOMMISSIONED): run nothing. */
+  decommissioned: [{ how: string }];
 }
 
 export class PanelConnection extends EventEmitter<ConnectionEvents> {
@@ -111,6 +121,10 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
   private stepDownTo: number | null = null;
   /** The panel answered this connection's hello with UNSUPPORTED_PROTOCOL_VERSION. */
   private versionRefused = false;
+  /** Capability workload.fence: stops fenced containers when no panel is heard (panel-fence.ts); null: no fence. */
+  private readonly fence: PanelFence | null;
+  /** When the current socket was made, on the fence's clock. */
+  private socketOpenedAt = 0;
 
   constructor(private readonly options: PanelConnectionOptions) {
     super();
@@ -123,6 +137,8 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     this.targets = new PanelTargets(options.panelUrl, options.random);
     options.events?.onRecorded(() => this.sendEvents());
     options.workloads.onAllocationStatus?.(() => this.sendAllocationStatus());
+    const setFenced = options.workloads.setFenced?.bind(options.workloads);
+    this.fence = fenceAnnounced(options) && setFenced ? new PanelFence({ afterMs: options.fence!.afterMs, setFenced, logger: options.logger, ...(options.clock ? { clock: options.clock } : {}) }) : null;
     this.routeFrames();
   }
 
@@ -136,6 +152,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
 
   start(): void {
     if (this.state_ === 'stopped') throw new Error('a stopped connection cannot start again');
+    this.fence?.start();
     this.connect();
   }
 
@@ -143,6 +160,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     this.state_ = 'stopped';
     clearTimeout(this.retryTimer);
     this.idle?.cancel();
+    this.fence?.stop();
     await this.heartbeat?.stop();
     const socket = this.socket;
     if (socket && socket.readyState !== WebSocket.CLOSED) {
@@ -174,6 +192,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       perMessageDeflate: false,
     });
     this.socket = socket;
+    this.socketOpenedAt = this.fence?.now() ?? 0;
 
     socket.on('unexpected-response', (_req, res) => {
       // 401 (unknown token) and 403 (decommissioned) need an operator: keep trying, but slowly.
@@ -186,9 +205,19 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
         if (this.backoff.isHinted) this.backoff.retryAfter(retryAfterS * 1_000);
         else this.backoff.hint(retryAfterS * 1_000);
       }
-      log.error({ status: res.statusCode }, this.terminal ? 'panel refused this node token' : 'panel refused the upgrade');
-      res.resume();
-      socket.terminate();
+      if (res.statusCode !== 403) {
+        log.error({ status: res.statusCode }, this.terminal ? 'panel refused this node token' : 'panel refused the upgrade');
+        res.resume();
+        socket.terminate();
+        return;
+      }
+      // 403: the body's code tells a decommissioned node (its agent stops what it runs) from any other refusal.
+      void refusalCode(res).then((code) => {
+        const decommissioned = code === DECOMMISSIONED_REFUSAL_CODE;
+        log[decommissioned ? 'warn' : 'error']({ status: res.statusCode, code }, `panel refused this node token${decommissioned ? ': the node is decommissioned' : ''}`);
+        if (decommissioned) this.emit('decommissioned', { how: `upgrade refused: 403 ${code}` });
+        socket.terminate();
+      });
     });
     socket.on('open', () => {
       this.state_ = 'handshaking';
@@ -223,6 +252,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       capabilities: agentCapabilities(this.options),
       ...(privateAddress ? { privateAddress } : {}),
       ...(port !== null ? { challengePort: port } : {}),
+      ...(this.fence ? { fence: this.options.fence! } : {}),
     });
   }
 
@@ -260,6 +290,12 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       this.sendOn(socket, { type: 'error', id: this.nextId(), ref: result.error.ref, code: result.error.code, message: result.error.message });
       return;
     }
+    if (this.fence && !this.fence.heard(this.socketOpenedAt)) {
+      // Fenced: what this session says now may be stale (its panel may have lost the node meanwhile); a fresh one decides.
+      this.options.logger.warn({ sessionId: this.sessionId }, 'a frame on a session older than the fence: reconnecting for a fresh set');
+      socket.terminate();
+      return;
+    }
     this.idle?.touch();
     const message = result.message as PanelMessage;
     if (this.router.route(message)) return;
@@ -292,6 +328,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
       .handle('workloads', (message) => {
         if (this.allocationsAgreed) return false;
         ack(message.id);
+        this.fence?.freshSet();
         this.options.workloads.setDesired(message.workloads);
       })
       .handle('volumes.remove', (message) => {
@@ -306,6 +343,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
         if (!this.allocationsAgreed || !this.options.workloads.setAllocations) return false;
         ack(message.id);
         this.allocationsRef = message.id;
+        this.fence?.freshSet();
         this.options.workloads.setAllocations({ id: message.id, allocations: message.allocations, releases: message.releases });
       })
       .handle('certificates', (message) => {
@@ -381,6 +419,9 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     this.state_ = 'ready';
     this.idleTimeoutMs = this.options.overrides?.agentIdleTimeoutMs ?? timing.agentIdleTimeoutMs;
     this.armIdle(this.idleTimeoutMs);
+    if (this.fence && this.options.fence!.afterMs <= timing.pingIntervalMs) {
+      this.options.logger.warn({ fenceAfterMs: this.options.fence!.afterMs, pingIntervalMs: timing.pingIntervalMs }, 'TETHER_FENCE_AFTER_MS is not above the panel ping interval: a quiet healthy session may fence');
+    }
     const heartbeatMs = this.options.overrides?.heartbeatIntervalMs ?? timing.heartbeatIntervalMs;
     void this.heartbeat?.stop();
     this.heartbeat = createLoop({
@@ -516,6 +557,7 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     if (hintMs !== null) this.backoff.hint(hintMs);
     // Refused at the oldest version it speaks, the agent cannot help it: an operator upgrades or unpins a side.
     const terminal = this.terminal || TERMINAL_CLOSE_CODES.has(code) || (versionRefused && lower === null);
+    if (code === CLOSE_CODES.DECOMMISSIONED) this.emit('decommissioned', { how: `session closed: ${code} ${reason}` });
     const retryInMs = lower !== null ? 0 : terminal ? this.options.reconnect.maxMs : this.backoff.next(this.refused);
     this.state_ = 'waiting';
     this.options.logger.warn(

@@ -13,6 +13,8 @@ export const LABELS = Object.freeze({
   volume: 'tether.volume',
   /** The allocation a service container runs (capability workload.allocations); such a container fills no replica slot. */
   allocation: 'tether.allocation',
+  /** `true` on a container of a fenced release (capability workload.fence): the agent stops it when no panel is heard. */
+  fence: 'tether.fence',
 });
 
 /** A dockerode client for `DOCKER_HOST` (unix://path or tcp://host:port) or the default socket. */

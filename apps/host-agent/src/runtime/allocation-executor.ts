@@ -69,6 +69,11 @@ export class AllocationExecutor {
   private disowned = new Set<string>();
   private readonly drainer: Drainer;
   private readonly deps: ExecutorDeps;
+  /**
+   * The agent heard no panel for TETHER_FENCE_AFTER_MS (capability workload.fence): allocations of fenced releases
+   * and fenced containers are out of every plan (the controller's fence stops those), until a fresh set lifts it.
+   */
+  fenced = false;
 
   constructor(private readonly options: AllocationExecutorOptions) {
     const { logger } = options;
@@ -217,10 +222,12 @@ export class AllocationExecutor {
 
   private planFor(serviceId: string, containers: readonly AllocatedContainer[]): AllocationPlan {
     const draining = new Set([...this.drainer.draining(), ...(this.options.planContext().draining ?? [])]);
+    const releases = this.set?.releases ?? new Map<string, Release>();
+    const fenced = (a: Allocation) => this.fenced && releases.get(a.deploymentId)?.fence === true;
     return planAllocations({
-      allocations: this.set?.allocations.filter(ofService(serviceId)) ?? [],
-      releases: this.set?.releases ?? new Map(),
-      containers,
+      allocations: this.set?.allocations.filter((a) => a.serviceId === serviceId && !fenced(a)) ?? [],
+      releases,
+      containers: this.fenced ? containers.filter((c) => !c.fenced) : containers,
       bindings: this.book.boundView(),
       failed: this.book.failedView(),
       draining,

@@ -101,6 +101,15 @@ export class DockerWorkloadController implements WorkloadController {
   private stopped = true;
   private wake: { at: number; timer: NodeJS.Timeout } | undefined;
   private status: RuntimeStatus = { available: false, error: NOT_STARTED };
+  /** Fenced containers being stopped now (capability workload.fence). */
+  private readonly fencing = new Set<string>();
+  /**
+   * The node is decommissioned or lost (decommission-guard.ts): no pass plans anything; each one takes every Tether
+   * container still running out of the proxy's answers and stops it. `halted` ends with the first set after resume().
+   */
+  private halted = false;
+  private releaseOnSet = false;
+  private readonly haltedIds = new Set<string>();
 
   constructor(private readonly options: DockerWorkloadControllerOptions) {
     this.timing = { ...DEFAULT_RUNTIME_TIMING, ...options.timing };
@@ -119,6 +128,7 @@ export class DockerWorkloadController implements WorkloadController {
       CAPABILITIES.WORKLOAD_DRAIN,
       CAPABILITIES.REGISTRY_AUTH,
       CAPABILITIES.WORKLOAD_ALLOCATIONS,
+      // workload.fence is announced by the session (handshake.ts) with the fence's timing, over setFenced below.
       ...(this.inventory ? [CAPABILITIES.VOLUMES_INVENTORY] : []),
     ];
     this.privateAddress = options.privateAddress ?? undefined;
@@ -240,8 +250,56 @@ export class DockerWorkloadController implements WorkloadController {
     }
   }
 
+  /**
+   * The node is decommissioned or lost: from now on nothing starts, and every Tether container leaves the proxy's
+   * answers and stops (no drain: its replacement runs elsewhere). Resolves after the first such pass.
+   */
+  halt(): Promise<void> {
+    this.halted = true;
+    this.releaseOnSet = false;
+    this.desired.clear();
+    this.desiredKnown = false;
+    this.allocations.deactivate();
+    return this.reconcile();
+  }
+
+  /** A panel welcomed the node again: the first set it sends (every session open brings one) ends the halt. */
+  resume(): void {
+    if (this.halted) this.releaseOnSet = true;
+  }
+
+  /** A set from a panel: after resume() it ends the halt. */
+  private released(): void {
+    if (!this.releaseOnSet) return;
+    this.halted = false;
+    this.releaseOnSet = false;
+    this.haltedIds.clear();
+  }
+
+  /** A halted pass: whatever still runs leaves the answers first, then stops. */
+  private async stopAll(rows: ReadContainer[]): Promise<void> {
+    const live = rows.filter((r) => r.actual.state === 'running' || r.actual.state === 'restarting' || r.actual.state === 'paused');
+    if (live.length === 0) return;
+    for (const r of live) this.haltedIds.add(r.actual.id);
+    try {
+      await this.options.traffic?.()?.switchAnswers();
+    } catch (err) {
+      this.logger.warn({ err }, 'the proxy did not confirm the stopped containers left its answers; stopping them all the same');
+    }
+    for (const r of live) {
+      try {
+        await this.options.runtime.stop(r.actual.id, this.timing.stopTimeoutMs);
+      } catch (err) {
+        this.logger.warn({ container: r.actual.name, err }, 'stopping a container of a decommissioned node failed; the next pass retries');
+      }
+      this.reader.invalidate(r.actual.id);
+    }
+    this.logger.info({ containers: live.map((r) => r.actual.name) }, 'containers of a decommissioned node stopped');
+  }
+
   /** Checked containers that must take no traffic now (the static proxy leaves them out of its answers). */
   notServing(): ReadonlySet<string> {
+    if (this.halted) return new Set([...this.haltedIds, ...this.health.notServing()]);
     const draining = [...this.drainer.draining(), ...this.allocations.notServing()];
     const unchecked = this.health.notServing();
     return draining.length === 0 ? unchecked : new Set([...unchecked, ...draining]);
@@ -274,6 +332,8 @@ export class DockerWorkloadController implements WorkloadController {
 
   setDesired(workloads: Workload[]): void {
     // A panel without workload.allocations: the replica slots are the node's intent again.
+    this.released();
+    if (this.halted) return;
     this.allocations.deactivate();
     this.desired.clear();
     for (const w of workloads) this.desired.set(w.serviceId, w);
@@ -283,6 +343,8 @@ export class DockerWorkloadController implements WorkloadController {
 
   /** The node's complete allocations set: from now on its only intent (allocation-executor.ts); plan() leaves every service to it. */
   setAllocations(set: AllocationSet): void {
+    this.released();
+    if (this.halted) return;
     this.desired.clear();
     this.desiredKnown = false;
     this.allocations.apply(set);
@@ -291,6 +353,40 @@ export class DockerWorkloadController implements WorkloadController {
 
   allocationStatus(): AllocationStatus[] | null {
     return this.allocations.status();
+  }
+
+  /**
+   * Capability workload.fence: true once no panel was heard for TETHER_FENCE_AFTER_MS, false when a set a fresh
+   * session brought lifts it. Fenced, every container of a fenced release is stopped (SIGTERM, TETHER_STOP_TIMEOUT_MS,
+   * SIGKILL) and removed at once, outside the service lanes (a rollout in one never holds the fence back), and no
+   * plan starts one again: passes stop any that shows up, and planFor leaves fenced allocations out.
+   */
+  setFenced(fenced: boolean): void {
+    if (this.allocations.fenced === fenced) return;
+    this.allocations.fenced = fenced;
+    this.logger.warn({ fenced }, fenced ? 'no panel heard for the fence deadline: stopping fenced containers' : 'a fresh set after the fence: fenced containers may run again');
+    if (fenced) {
+      void this.reader.read(this.timing.callTimeoutMs).then(
+        (rows) => this.stopFenced(rows),
+        (err: unknown) => this.logger.warn({ err }, 'reading containers for the fence failed; the next pass stops them'),
+      );
+    }
+    void this.reconcile();
+  }
+
+  /** While fenced: stops and removes every fenced container not already being stopped. */
+  private stopFenced(rows: readonly ReadContainer[]): void {
+    if (!this.allocations.fenced) return;
+    for (const { actual } of rows) {
+      if (!actual.fenced || this.fencing.has(actual.id)) continue;
+      this.fencing.add(actual.id);
+      void stopAndRemove(this.deps, actual)
+        .then(
+          () => this.logger.warn({ container: actual.name, allocationId: actual.allocationId }, 'fenced container stopped and removed'),
+          (err: unknown) => this.logger.warn({ container: actual.name, err }, 'stopping a fenced container failed; the next pass retries'),
+        )
+        .finally(() => this.fencing.delete(actual.id));
+    }
   }
 
   onAllocationStatus(listener: () => void): () => void {
@@ -308,6 +404,7 @@ export class DockerWorkloadController implements WorkloadController {
     const existing = this.book.existing(id);
     if (existing) return existing.then(pinned);
     if (this.stopped) return Promise.resolve(failure(RUNTIME_ERROR_CODES.RUNTIME_UNAVAILABLE, 'the agent runtime is stopped'));
+    if (this.halted) return Promise.resolve(failure(RUNTIME_ERROR_CODES.RUNTIME_UNAVAILABLE, 'the node is decommissioned: it runs nothing'));
     const previous = this.desired.get(workload.serviceId);
     this.desired.set(workload.serviceId, workload);
     const answer = this.book.track(id);
@@ -422,6 +519,11 @@ export class DockerWorkloadController implements WorkloadController {
     } catch (err) {
       this.unavailable(err);
       return;
+    }
+    if (this.halted) return this.stopAll(rows);
+    if (this.allocations.fenced) {
+      this.stopFenced(rows);
+      rows = rows.filter((r) => !r.actual.fenced);
     }
     const now = Date.now();
     this.ledger.retain(new Set(rows.map((r) => r.actual.id)));

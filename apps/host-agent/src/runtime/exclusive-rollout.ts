@@ -4,7 +4,7 @@ import type { ContainerSpec } from './container-runtime.js';
 import { failed, prepare, slotSpecs, startAndCheck, type ExecutorDeps, type RolloutAction, type RolloutResult } from './executor.js';
 
 /**
- * Rollout of a service with a writable volume: two containers must never
+ * Rollout of a service with a writable volume or a fenced release: two containers must never
  * write it at once, so there is no overlap (and no drain): stop the old
  * containers, start the new ones, check them; if the check fails, the new
  * ones are removed and the old ones started again. The old containers are
@@ -37,7 +37,7 @@ export async function rolloutWithoutOverlap(
     await Promise.all(created.map((id) => runtime.remove(id).then(() => deps.touched(id)).catch(() => undefined)));
     const restarted = await restartOld(deps, stopped);
     const outcome = failed(err);
-    const note = stopped.length === 0 ? '' : `; writable volume, no overlap: the old container(s) were stopped first and ${restarted === stopped.length ? 'started again' : `${restarted}/${stopped.length} started again`}`;
+    const note = stopped.length === 0 ? '' : `; no overlap (writable volume or fenced): the old container(s) were stopped first and ${restarted === stopped.length ? 'started again' : `${restarted}/${stopped.length} started again`}`;
     return { outcome: outcome.status === 'failed' ? { ...outcome, reason: `${outcome.reason}${note}` } : outcome, superseded: [], cleanup: Promise.resolve() };
   }
   const cleanup = Promise.all(
@@ -49,7 +49,7 @@ export async function rolloutWithoutOverlap(
     ),
   ).then(() => undefined);
   const count = specs.length + action.keep.length;
-  const replaced = old.length ? `, replaced ${old.length} old container(s) without overlap (writable volume: stopped the old one first)` : '';
+  const replaced = old.length ? `, replaced ${old.length} old container(s) without overlap (writable volume or fenced: stopped the old one first)` : '';
   const outcome: DeployOutcome = { status: 'running', reason: `${count}/${workload.replicas} replicas running${replaced}` };
   deps.logger.info({ deploymentId: workload.deploymentId, retired: old.length }, 'rollout without overlap switched');
   return { outcome, superseded: [...new Set(old.map((c) => c.deploymentId))], cleanup };

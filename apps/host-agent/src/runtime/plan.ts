@@ -1,5 +1,5 @@
 import { backoffDelay } from '@tether/common';
-import { hasWritableVolume, type Workload } from '@tether/protocol';
+import { rollsOutWithoutOverlap, type Workload } from '@tether/protocol';
 import type { EngineState, HealthState } from './container-runtime.js';
 import { RUNTIME_ERROR_CODES } from './errors.js';
 import type { PortBinding } from './published-port.js';
@@ -26,6 +26,8 @@ export interface ActualContainer {
   oomKilled?: boolean;
   /** Its `tether.allocation` label (capability workload.allocations); absent on containers placed by deploy/workloads. */
   allocationId?: string;
+  /** Its `tether.fence` label (capability workload.fence): stopped while the agent hears no panel. */
+  fenced?: true;
   /** Ports it publishes on the host now (routing.remote); absent when none. */
   ports?: readonly PortBinding[];
 }
@@ -38,7 +40,7 @@ export type Action =
   /**
    * Roll out a new deployment: create `replicas`, bring `keep` (its containers
    * already there) up, and only when all are ready retire `retire`. Without
-   * `overlap` (a writable volume: two containers must never write it at once)
+   * `overlap` (a writable volume or a fenced release: two containers must never run at once)
    * `retire` is stopped first, and started again if the new ones fail.
    */
   | { kind: 'replace'; serviceId: string; workload: Workload; replicas: number[]; keep: ActualContainer[]; retire: ActualContainer[]; overlap: boolean }
@@ -127,7 +129,7 @@ function planService(serviceId: string, workload: Workload | undefined, containe
     else if (container.replica >= workload.replicas) removals.push({ kind: 'remove', serviceId, container, reason: 'scale-down' });
   }
   if (others.length > 0) {
-    const overlap = !hasWritableVolume(workload);
+    const overlap = !rollsOutWithoutOverlap(workload);
     return [...removals, { kind: 'replace', serviceId, workload, replicas: missing, keep: keepers, retire: others.sort(better), overlap }];
   }
   const create: Action[] = missing.length > 0 ? [{ kind: 'create', serviceId, workload, replicas: missing }] : [];

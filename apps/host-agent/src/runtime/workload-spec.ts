@@ -18,6 +18,8 @@ export interface WorkloadIdentity {
   replica: number | null;
   /** The `tether.allocation` label, when the container runs an allocation. */
   allocationId?: string;
+  /** The `tether.fence` label: a container of a fenced release (workload.fence). */
+  fenced?: true;
 }
 
 export function identityOf(labels: Record<string, string>): WorkloadIdentity | null {
@@ -27,7 +29,7 @@ export function identityOf(labels: Record<string, string>): WorkloadIdentity | n
   const raw = labels[LABELS.replica];
   const replica = raw !== undefined && /^\d{1,3}$/.test(raw) ? Number(raw) : null;
   const allocationId = labels[LABELS.allocation];
-  return { serviceId, deploymentId, replica, ...(allocationId ? { allocationId } : {}) };
+  return { serviceId, deploymentId, replica, ...(allocationId ? { allocationId } : {}), ...(labels[LABELS.fence] === 'true' ? { fenced: true as const } : {}) };
 }
 
 const slug = (value: string, max: number) =>
@@ -127,5 +129,7 @@ export function allocationContainerSpec(node: string, network: string, release: 
   const spec = containerSpec(node, network, release, 0);
   const { [LABELS.replica]: _slot, ...labels } = spec.labels;
   const publish = privateAddress !== null && release.port !== null ? { publish: { [`${release.port}/tcp`]: { hostIp: privateAddress } } } : {};
-  return { ...spec, name: allocationContainerName(node, release, allocationId), labels: { ...labels, [LABELS.allocation]: allocationId }, ...publish };
+  // A fenced release's containers say so on themselves: the fence finds them from Docker alone, with or without a set.
+  const fence: Record<string, string> = release.fence === true ? { [LABELS.fence]: 'true' } : {};
+  return { ...spec, name: allocationContainerName(node, release, allocationId), labels: { ...labels, [LABELS.allocation]: allocationId, ...fence }, ...publish };
 }

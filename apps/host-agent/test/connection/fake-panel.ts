@@ -23,6 +23,8 @@ export class FakePanel {
   readonly connections: PanelConn[] = [];
   /** Answer the upgrade with this HTTP status instead (e.g. 401). */
   refuseWith: number | null = null;
+  /** The refusal's JSON body (the panel's `{ error: { code, message } }`); null: none. */
+  refuseBody: unknown = null;
   /** Sent as Retry-After (seconds) with a refusal. */
   retryAfterS: number | null = null;
   /** Send welcome automatically on hello. */
@@ -39,7 +41,9 @@ export class FakePanel {
     this.server.on('upgrade', (req, socket, head) => {
       if (this.refuseWith) {
         const retryAfter = this.retryAfterS === null ? '' : `retry-after: ${this.retryAfterS}\r\n`;
-        socket.end(`HTTP/1.1 ${this.refuseWith} Refused\r\nconnection: close\r\n${retryAfter}content-length: 0\r\n\r\n`);
+        const body = this.refuseBody === null ? '' : JSON.stringify(this.refuseBody);
+        const type = body ? 'content-type: application/json\r\n' : '';
+        socket.end(`HTTP/1.1 ${this.refuseWith} Refused\r\nconnection: close\r\n${retryAfter}${type}content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
         return;
       }
       this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws));

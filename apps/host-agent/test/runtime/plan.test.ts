@@ -129,6 +129,12 @@ describe('plan(): desired vs actual', () => {
       expected: ['replace web d2 new [0] keep [] retire [old] stop-first'],
     },
     {
+      name: 'fenced release (workload.fence): the older deployment is stopped before the new one starts (no overlap)',
+      desired: desired({ ...web2, fence: true }),
+      actual: [container('web', 'd1', 0, { id: 'old' })],
+      expected: ['replace web d2 new [0] keep [] retire [old] stop-first'],
+    },
+    {
       name: 'read-only volumes only: the usual overlapping rollout',
       desired: desired({ ...web2, volumes: [{ name: 'assets', mountPath: '/assets', readOnly: true }] }),
       actual: [container('web', 'd1', 0, { id: 'old' })],

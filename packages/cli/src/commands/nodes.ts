@@ -19,14 +19,21 @@ interface Evacuation {
   pending: { serviceName: string; count: number; code: string }[];
 }
 
+interface Lost {
+  node: Node;
+  moved: { serviceName: string; from: string; to: string; emptyVolumes: { name: string; mountPath: string }[] }[];
+  pending: { serviceName: string; code: string; message: string }[];
+}
+
 /**
- * tether node [ls | cordon <name> | evacuate <name> | uncordon <name> | label <name> KEY=VALUE... KEY-...]
+ * tether node [ls | cordon <name> | evacuate <name> | uncordon <name> | label <name> KEY=VALUE... KEY-... | lost <name> --confirm]
  * (operators). Cordon stops new placements on the node and moves nothing; evacuate cordons it and has the
  * scheduler move its replicas away one at a time, printing what moves and what stays (with the code why);
  * uncordon ends both and moves nothing back; labels are merged as `kubectl label` does: KEY=VALUE
- * sets, KEY- removes, others are kept.
+ * sets, KEY- removes, others are kept. Lost (only with --confirm) says the host is gone: the node is decommissioned
+ * and its services move to other nodes, the stateful ones on empty volumes, which it names.
  */
-export async function nodes(ctx: Context, args: string[]): Promise<number> {
+export async function nodes(ctx: Context, args: string[], options: { confirm?: boolean } = {}): Promise<number> {
   const client = ctx.client();
   const [action, ...rest] = args;
   const byName = async (name: string): Promise<Node> => {
@@ -65,6 +72,22 @@ export async function nodes(ctx: Context, args: string[]): Promise<number> {
     ctx.out.say(lines.join('\n'));
     return 0;
   }
+  if (action === 'lost') {
+    const node = await byName(positional(rest, 0, 'node'));
+    if (options.confirm !== true) {
+      throw usage(`node lost decommissions ${node.name} for good and starts its stateful services elsewhere on EMPTY volumes (their data stays on the lost host): add --confirm`);
+    }
+    const { body } = await client.call<Lost>('POST', `/v1/nodes/${node.id}/lost`, { confirm: true });
+    ctx.out.data(body);
+    const lines = [`node ${body.node.name} declared lost: decommissioned (its agent is refused and stops what it runs); ${body.moved.length} service(s) moved now`];
+    for (const m of body.moved) {
+      const empty = m.emptyVolumes.map((v) => `${v.name} (${v.mountPath})`).join(', ');
+      lines.push(`  moved ${m.serviceName}: ${m.from} → ${m.to}${empty ? `; starts on EMPTY volumes: ${empty}: restore their data from your backup` : ''}`);
+    }
+    for (const p of body.pending) lines.push(`  stays ${p.serviceName}: ${p.code}: ${p.message}`);
+    ctx.out.say(lines.join('\n'));
+    return 0;
+  }
   if (action === 'label') {
     const node = await byName(positional(rest, 0, 'node'));
     const changes = rest.slice(1);
@@ -82,5 +105,5 @@ export async function nodes(ctx: Context, args: string[]): Promise<number> {
     ctx.out.say(`node ${body.name} labels: ${now || 'none'}`);
     return 0;
   }
-  throw usage(`unknown node action ${action}: use ls, cordon, evacuate, uncordon or label`);
+  throw usage(`unknown node action ${action}: use ls, cordon, evacuate, uncordon, label or lost`);
 }
