@@ -59,6 +59,10 @@ describe('failoverView', () => {
     const afterOutage = failoverView(nodes, T0, settings, { ...steady, databaseBackAt: T0 - 2_000 });
     expect(afterOutage.brake).toEqual({ reason: 'DATABASE_RECOVERED', until: T0 - 2_000 + GRACE });
     expect(failoverView(nodes, T0 - 2_000 + GRACE, settings, { ...steady, databaseBackAt: T0 - 2_000 }).states.get('n-a')).toBe('lost');
+    // Every node still connecting after the start is that start, not a mass failure (an info line, not the warning).
+    const connecting = [down('a', T0 - 1_000), down('b', T0 - 1_000), down('c', T0 - 1_000)];
+    expect(failoverView(connecting, T0, settings, { panelStartedAt: T0 - 1_000, databaseBackAt: null }).brake?.reason).toBe('PANEL_STARTED');
+    expect(failoverView(connecting, T0 - 1_000 + GRACE, settings, { panelStartedAt: T0 - 1_000, databaseBackAt: null }).brake?.reason).toBe('TOO_MANY_UNREACHABLE');
   });
 
   it('a partition healing node by node: the nodes still away when the share drops back wait one more grace', () => {

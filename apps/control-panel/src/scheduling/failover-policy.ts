@@ -95,14 +95,16 @@ export function failoverView(nodes: readonly NodeLiveness[], now: number, settin
   const unreachable = counted.filter((n) => !n.live);
   const grace = settings.rescheduleAfterMs;
   let brake: Brake | null = null;
-  // One node down is never a mass failure: in a small fleet it is already past any share (1 of 3 is 33 %), and
-  // failing over one lost host is the point; the brake is for several at once, as a partition makes them.
-  if (unreachable.length > 1 && unreachable.length / counted.length > settings.maxUnreachableFraction) {
-    brake = { reason: 'TOO_MANY_UNREACHABLE', unreachable: unreachable.length, nodes: counted.length };
-  } else if (now < plane.panelStartedAt + grace) {
+  // The control plane's own hiccups first: right after a panel start or a database outage every agent is still
+  // (re)connecting, so many nodes look unreachable by design; that is the reason to show, not a mass failure.
+  if (now < plane.panelStartedAt + grace) {
     brake = { reason: 'PANEL_STARTED', until: plane.panelStartedAt + grace };
   } else if (plane.databaseBackAt !== null && now < plane.databaseBackAt + grace) {
     brake = { reason: 'DATABASE_RECOVERED', until: plane.databaseBackAt + grace };
+  } else if (unreachable.length > 1 && unreachable.length / counted.length > settings.maxUnreachableFraction) {
+    // One node down is never a mass failure: in a small fleet it is already past any share (1 of 3 is 33 %), and
+    // failing over one lost host is the point; the brake is for several at once, as a partition makes them.
+    brake = { reason: 'TOO_MANY_UNREACHABLE', unreachable: unreachable.length, nodes: counted.length };
   } else if (plane.manyUnreachableAt != null && now < plane.manyUnreachableAt + grace) {
     brake = { reason: 'MANY_UNREACHABLE_RECENTLY', until: plane.manyUnreachableAt + grace };
   }
