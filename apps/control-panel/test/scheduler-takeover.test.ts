@@ -211,12 +211,22 @@ async function startCluster() {
   });
   expect(earlyPlaced.every((a) => Number(a.epoch) === oldEpoch)).toBe(true);
 
-  return { db, panels, holder, others, oldEpoch, nodes, team, early, earlyPlaced, api, lease, runAllocations, audit, diagnostics };
+  /** The lease row once a panel other than the first holder has it. */
+  const takenOver = () =>
+    waitFor(
+      async () => {
+        const row = await lease();
+        return row && row.holder !== holder.id ? row : undefined;
+      },
+      { timeoutMs: LEASE_MS * 4, intervalMs: 20, message: `another panel took the scheduler lease\n${diagnostics()}` },
+    );
+
+  return { db, panels, holder, others, oldEpoch, nodes, team, early, earlyPlaced, api, lease, takenOver, runAllocations, audit, diagnostics };
 }
 
 describe('scheduler takeover among three panel processes', () => {
   it('the holder frozen past its lease: another takes over and places; the old one, thawed, writes nothing; every allocation once', async () => {
-    const { db, holder, others, oldEpoch, nodes, team, early, earlyPlaced, api, lease, runAllocations, audit, diagnostics } = await startCluster();
+    const { db, holder, others, oldEpoch, nodes, team, early, earlyPlaced, api, lease, takenOver, runAllocations, audit, diagnostics } = await startCluster();
 
     // Freeze the holder while it is between deciding to evaluate (its lease held on its own clock) and its
     // fenced write: every connection of its pool busy with a PATCH the test holds back on a row lock, so its
@@ -253,13 +263,7 @@ describe('scheduler takeover among three panel processes', () => {
     const scaled = await api(others[1]!, 'PATCH', `/v1/services/${early.body.id}`, { replicas: 3 });
     expect(scaled.status, JSON.stringify(scaled.body)).toBe(200);
 
-    const taken = await waitFor(
-      async () => {
-        const row = await lease();
-        return row && row.holder !== holder.id ? row : undefined;
-      },
-      { timeoutMs: LEASE_MS * 4, intervalMs: 20, message: `another panel took the scheduler lease\n${diagnostics()}` },
-    );
+    const taken = await takenOver();
     const newEpoch = Number(taken.epoch);
     const newHolder = taken.holder;
     expect(others.map((p) => p.id)).toContain(newHolder);
@@ -396,7 +400,7 @@ describe('scheduler takeover among three panel processes', () => {
 
   // Issue 38, done-when: the holder frozen while a node is evacuated, then thawed: each replica placed once.
   it('the holder frozen while a node is evacuated: another panel makes the move, the thawed one nothing; each replica placed once', async () => {
-    const { db, holder, others, oldEpoch, nodes, early, earlyPlaced, api, lease, audit, diagnostics } = await startCluster();
+    const { db, holder, others, oldEpoch, nodes, early, earlyPlaced, api, lease, takenOver, audit, diagnostics } = await startCluster();
     const evacuated = earlyPlaced[0]!.node_id;
     const idle = nodes.find((n) => !earlyPlaced.some((a) => a.node_id === n.id))!;
     holder.child.child.kill('SIGSTOP');
@@ -407,13 +411,7 @@ describe('scheduler takeover among three panel processes', () => {
     const moves = evacuate.body.moves as { serviceId: string; allocationId: string; to: string }[];
     expect(moves).toEqual([expect.objectContaining({ serviceId: early.body.id, allocationId: earlyPlaced[0]!.id, to: idle.name })]);
 
-    const taken = await waitFor(
-      async () => {
-        const row = await lease();
-        return row && row.holder !== holder.id ? row : undefined;
-      },
-      { timeoutMs: LEASE_MS * 4, intervalMs: 20, message: `another panel took the scheduler lease\n${diagnostics()}` },
-    );
+    const taken = await takenOver();
     const newEpoch = Number(taken.epoch);
     expect(newEpoch).toBeGreaterThan(oldEpoch);
     const moved = await waitFor(
