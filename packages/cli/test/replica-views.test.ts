@@ -56,7 +56,8 @@ describe('replicas in tether status', () => {
     const { code, stdout } = await run(['status']);
     expect(code).toBe(0);
     const lines = stdout.trimEnd().split('\n');
-    expect(lines[1]).toMatch(/^web +degraded +1\/3 +a +/);
+    // NODE lists the nodes of the replicas that should run, not only the home node.
+    expect(lines[1]).toMatch(/^web +degraded +1\/3 +a,b,c +/);
     expect(lines.slice(2)).toEqual([
       '  ↳ replica alc_2 on b: running, unhealthy (last status 4 s ago, session ses_b)',
       '  ↳ replica alc_3 on c: unknown NODE_UNREACHABLE: node c unreachable since 2026-12-04T20:00:00.000Z (last status 61 s ago, session ses_c)',
@@ -66,10 +67,25 @@ describe('replicas in tether status', () => {
   it('tether status <service>: the same lines', async () => {
     const { code, stdout } = await run(['status', 'web']);
     expect(code).toBe(0);
-    expect(stdout).toContain('web: degraded (1/3) on a\n');
+    expect(stdout).toContain('web: degraded (1/3) on a, b, c\n');
     expect(stdout).toContain('  replica alc_2 on b: running, unhealthy');
     expect(stdout).toContain('  replica alc_3 on c: unknown NODE_UNREACHABLE');
     expect(stdout).not.toContain('alc_1');
     expect(stdout).not.toContain('alc_4');
+  });
+
+  it('NODE says how many nodes past three, and the home node for a service without allocations', async () => {
+    const wide = { ...web, serviceId: 's2', name: 'wide', allocations: ['a', 'b', 'c', 'd', 'd'].map((n, i) => replica(`alc_w${i}`, n)) };
+    const single = { ...web, serviceId: 's3', name: 'single', allocations: [] };
+    answers['/v1/status'] = { services: [wide, single] };
+    try {
+      const { code, stdout } = await run(['status']);
+      expect(code).toBe(0);
+      const lines = stdout.trimEnd().split('\n');
+      expect(lines[1]).toMatch(/^wide +degraded +1\/3 +4 nodes +/);
+      expect(lines[2]).toMatch(/^single +degraded +1\/3 +a +/);
+    } finally {
+      answers['/v1/status'] = { services: [web] };
+    }
   });
 });

@@ -55,6 +55,19 @@ const containerLine = (c: NonNullable<ServiceStatus['containers']>[number]) => {
 
 const replicas = (s: ServiceStatus) => `${s.runningReplicas ?? '?'}/${s.desiredReplicas}`;
 
+/** Nodes named in the NODE column before it says `N nodes` instead. */
+const NODES_LISTED = 3;
+
+/**
+ * Where the service runs: the nodes of its replicas that should run (by name), or `N nodes` past three; the home
+ * node for a service without allocations (a single-node service, a panel before status per replica).
+ */
+function nodesText(s: ServiceStatus): string {
+  const names = [...new Set((s.allocations ?? []).filter((r) => r.desired === 'run').map((r) => r.node.name))].sort();
+  if (names.length === 0) return s.node.name;
+  return names.length > NODES_LISTED ? `${names.length} nodes` : names.join(',');
+}
+
 /** tether status [service]: desired vs running replicas, proven by the node's live session. */
 export async function status(ctx: Context, args: string[]): Promise<number> {
   const client = ctx.client();
@@ -62,7 +75,7 @@ export async function status(ctx: Context, args: string[]): Promise<number> {
     const service = await resolveService(client, args[0]);
     const { body } = await client.call<ServiceStatus>('GET', `/v1/services/${service.id}/status`);
     ctx.out.data(body);
-    ctx.out.say(`${body.name}: ${body.state} (${replicas(body)}) on ${body.node.name}\n${body.reason}`);
+    ctx.out.say(`${body.name}: ${body.state} (${replicas(body)}) on ${nodesText(body).replace(/,/g, ', ')}\n${body.reason}`);
     for (const c of body.containers ?? []) ctx.out.say(containerLine(c));
     for (const line of replicaProblems(body)) ctx.out.say(`  ${line}`);
     if (body.evidence) ctx.out.say(`evidence: session ${body.evidence.sessionId}, last frame ${body.evidence.lastFrameAgeMs} ms ago`);
@@ -82,7 +95,7 @@ export async function status(ctx: Context, args: string[]): Promise<number> {
   }
   const lines = table(
     ['NAME', 'STATE', 'REPLICAS', 'NODE', 'ROUTES', 'REASON'],
-    body.services.map((s) => [s.name, s.state, replicas(s), s.node.name, servingText(s.routes), s.reason]),
+    body.services.map((s) => [s.name, s.state, replicas(s), nodesText(s), servingText(s.routes), s.reason]),
   ).split('\n');
   // Under each service's line: its failing routes and its certificates that expire soon or fail.
   const now = Date.now();
