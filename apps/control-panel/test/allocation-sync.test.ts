@@ -5,6 +5,7 @@ import { waitFor } from '@tether/testkit';
 import { sqlOf } from '../src/db/database.js';
 import { generateKey } from '../src/secrets/keyring.js';
 import { PrismaFactWriter } from '../src/session-writes/fact-writer.js';
+import { allocationStatus as statusOf } from './helpers/allocation-status.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
 import { RawAgent } from './helpers/raw-agent.js';
 
@@ -59,20 +60,6 @@ async function allocation(serviceId: string, nodeId: string, releaseId: string |
   const row = await panel.prisma.allocation.create({ data: { serviceId, nodeId, releaseId, desired, cause: 'scale-up', epoch: 1n } });
   return row.id;
 }
-
-const statusOf = (allocationId: string, serviceId: string, deploymentId: string, patch: Partial<AllocationStatus> = {}): AllocationStatus => ({
-  allocationId,
-  serviceId,
-  deploymentId,
-  runningDeploymentId: deploymentId,
-  state: 'running',
-  containerId: `c${allocationId.slice(-8)}`,
-  health: 'healthy',
-  code: null,
-  reason: null,
-  since: '2026-12-04T20:00:00.000Z',
-  ...patch,
-});
 
 async function rowsOf(nodeId: string) {
   return sql().rows<{ id: string; status: Record<string, unknown> | null; status_at: Date | null; status_session: string | null }>(
