@@ -119,6 +119,7 @@ export async function registerPanelRoutes(app: FastifyInstance, { deps, parts, m
     publicUrl: config.publicUrl,
     dbDeadlineMs: config.dashboard.dbDeadlineMs,
     signInLimit,
+    leftOut: (nodeId) => agents.allocations.leftOut(nodeId),
     onSignedOut: (claim) => events.emit('cookie.signed-out', { cookieId: claim.id, expiresAtMs: claim.expiresAt * 1000 }),
   });
 }

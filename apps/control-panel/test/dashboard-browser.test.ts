@@ -2,7 +2,7 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { PanelMessage, RouteProbe } from '@tether/protocol';
+import { CAPABILITIES, type PanelMessage, type RouteProbe } from '@tether/protocol';
 import { CHROMIUM_ARGS, CHROMIUM_PATH, ensureChromium, resultsDir } from '@tether/testkit';
 import { generateToken, hashToken } from '../src/domain/tokens.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
@@ -12,7 +12,8 @@ import { RawAgent } from './helpers/raw-agent.js';
 // playwright-core) against a real panel with raw agents: sign in, live rows,
 // a silent agent turning unreachable with its reason in time, the drift flag,
 // keyboard navigation and labelled controls, the node page (a route turning
-// from failing to serving live, with its certificate), sign-out; a customer
+// from failing to serving live, with its certificate; its allocations, a
+// replica moved by failover saying from where; evacuating live), sign-out; a customer
 // token is refused; and no console errors on the way.
 
 const ready = (await ensureChromium()).available;
@@ -257,6 +258,38 @@ describe.skipIf(!ready)('fleet page in chromium', () => {
     expect(await route.locator('.evidence').count()).toBe(0);
     await page.getByRole('link', { name: '← All nodes' }).click();
     await row('web-alpha').waitFor({ state: 'visible', timeout: 5_000 });
+  });
+
+  it("lists a node's allocations on its page (a moved replica says from where), and says evacuating live", async () => {
+    // Allocation rows written as the scheduler writes them; its loop stopped, it places nothing over them.
+    await panel.app.scheduler.stop();
+    const charlie = await panel.createNode('web-charlie');
+    agents.charlie = await RawAgent.connect({ url: panel.url, token: charlie.token, node: charlie.name, heartbeatMs: HEARTBEAT_MS, capabilities: [CAPABILITIES.WORKLOAD_ALLOCATIONS] });
+    await panel.settled();
+    const cart = await panel.createService(charlie.id, 'cart');
+    const release = await panel.prisma.deployment.create({ data: { serviceId: cart.id, nodeId: charlie.id, spec: {}, status: 'running' } });
+    const moved = await panel.prisma.allocation.create({
+      data: {
+        serviceId: cart.id, nodeId: charlie.id, releaseId: release.id, cause: 'node-lost', epoch: 1n,
+        movedFrom: { allocationId: 'gone', nodeId: 'n-x1', nodeName: 'x1', unreachableSince: '2026-12-05T03:10:00.000Z', teardownReason: 'IDLE_TIMEOUT: no frame' },
+      },
+    });
+    agents.charlie.send({
+      type: 'allocations.status', id: 'b-1', ref: null,
+      allocations: [{ allocationId: moved.id, serviceId: cart.id, deploymentId: release.id, runningDeploymentId: release.id, state: 'running', containerId: 'c1', health: 'healthy', code: null, reason: null, since: '2026-12-05T03:11:00.000Z' }],
+    });
+    await page.goto(`${panel.url}/dashboard/nodes/${charlie.id}`);
+    const line = page.locator(`tr[data-allocation="${moved.id}"]`);
+    await expect.poll(() => line.locator('.alloc-state').textContent(), { timeout: 5_000 }).toBe('running');
+    expect(await line.locator('th').textContent()).toBe('cart');
+    expect(await line.locator('td').nth(0).textContent()).toBe(release.id.slice(-8));
+    expect(await line.locator('.alloc-health').textContent()).toBe('healthy');
+    expect(await line.locator('.alloc-moved').textContent()).toMatch(/^moved from x1 \(unreachable since 2026-12-05T03:10:00.000Z, torn down for IDLE_TIMEOUT: no frame\) to web-charlie at \S+$/);
+    await page.screenshot({ path: path.join(screenshots, 'node-allocations.png'), fullPage: true });
+    expect((await panel.api('POST', `/v1/nodes/${charlie.id}/evacuate`)).status).toBe(200);
+    await expect.poll(() => page.locator('dd.placement').textContent(), { timeout: 5_000 }).toMatch(/^⇥ evacuating/);
+    await page.getByRole('link', { name: '← All nodes' }).click();
+    await expect.poll(() => row('web-charlie').locator('td.state').textContent(), { timeout: 5_000 }).toBe('● reachable ⇥ evacuating');
   });
 
   it('refuses a cross-origin POST even with the cookie, and /v1 never takes the cookie', async () => {

@@ -47,7 +47,9 @@ export function FleetRowView(props: { row: FleetRow; index: number; now: number;
       </th>
       <td class={`state state-${row.state}`}>
         {STATE_TEXT[row.state]}
-        {row.cordoned && row.state !== 'decommissioned' ? <span class="flag cordoned" title="no new services are placed here"> ⊘ cordoned</span> : null}
+        {row.lostAt ? <span class="flag lost" title="an operator declared its host gone; its replicas were placed on other nodes"> ✕ lost</span> : null}
+        {row.evacuating && row.state !== 'decommissioned' ? <span class="flag evacuating" title="its replicas move to other nodes one at a time"> ⇥ evacuating</span> : null}
+        {row.cordoned && !row.evacuating && row.state !== 'decommissioned' ? <span class="flag cordoned" title="no new services are placed here"> ⊘ cordoned</span> : null}
       </td>
       <td class="why" title={row.reasonDetail ?? undefined}>
         {row.state === 'unreachable' ? (

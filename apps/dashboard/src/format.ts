@@ -18,3 +18,8 @@ export function shortHash(hash: string | null): string {
 export function time(ms: number | null): string {
   return ms === null ? '—' : new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z');
 }
+
+/** A row id (a cuid) told apart from its neighbours: its last 8 characters (the first ones are a timestamp). */
+export function shortId(id: string | null): string {
+  return id ? id.slice(-8) : '—';
+}

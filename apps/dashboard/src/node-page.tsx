@@ -3,14 +3,16 @@ import { nodeDetail } from './api';
 import { age, shortHash, time } from './format';
 import type { Fleet } from './fleet-stream';
 import { useTick } from './fleet-stream';
+import { AllocationTable } from './allocation-table';
 import { RouteTable } from './route-table';
 import { navigate } from './router';
-import type { NodeDetail } from './types';
+import type { FleetRow, NodeDetail } from './types';
 
 // One node: its live row (from the stream), the session timeline with close
 // reasons, its proxy reloads with reasons, its services with the evidence
-// behind each status, and its routes with their health and certificates. The
-// history is read again whenever the live row changes (route counts included).
+// behind each status, its allocations (the replicas placed on it), and its
+// routes with their health and certificates. The history is read again
+// whenever the live row changes (route counts and placement included).
 
 export function NodePage(props: { id: string; fleet: Fleet }) {
   const live = props.fleet.rows.get(props.id);
@@ -19,7 +21,9 @@ export function NodePage(props: { id: string; fleet: Fleet }) {
   const now = useTick() + props.fleet.offset;
   const row = live ?? detail?.row;
   const counts = live?.routes;
-  const changeKey = live ? `${live.state}|${live.sessionId}|${live.reloadsToday}|${live.services.running}|${counts ? `${counts.serving}/${counts.failing}/${counts.certificateErrors}` : ''}` : '';
+  const changeKey = live
+    ? `${live.state}|${live.sessionId}|${live.reloadsToday}|${live.services.running}/${live.services.desired}/${live.services.unhealthy ?? 0}|${placementText(live)}|${counts ? `${counts.serving}/${counts.failing}/${counts.certificateErrors}` : ''}`
+    : '';
   useEffect(() => {
     let cancelled = false;
     nodeDetail(props.id).then(
@@ -73,7 +77,7 @@ export function NodePage(props: { id: string; fleet: Fleet }) {
           {row.routing.drifting && <span class="flag drift"> ⚠ drifting</span>}
         </dd>
         <dt>Placement</dt>
-        <dd class="placement">{row.cordoned ? '⊘ cordoned: no new services are placed here; those here keep running' : 'takes new services'}</dd>
+        <dd class="placement">{placementText(row)}</dd>
         <dt>Labels</dt>
         <dd class="mono labels">{labelText(row.labels)}</dd>
       </dl>
@@ -98,6 +102,8 @@ export function NodePage(props: { id: string; fleet: Fleet }) {
           {detail && detail.services.length === 0 && <tr><td colSpan={4}>No services on this node.</td></tr>}
         </tbody>
       </table>
+
+      <AllocationTable detail={detail} now={now} />
 
       <RouteTable detail={detail} now={now} />
 
@@ -143,4 +149,13 @@ export function NodePage(props: { id: string; fleet: Fleet }) {
 function labelText(labels: Record<string, string> | undefined): string {
   const entries = Object.entries(labels ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   return entries.length === 0 ? '—' : entries.map(([k, v]) => `${k}=${v}`).join(', ');
+}
+
+/** Whether the node takes new replicas, and why not: lost, decommissioned, evacuating, cordoned. */
+function placementText(row: FleetRow): string {
+  if (row.lostAt) return `✕ declared lost at ${time(row.lostAt)}: decommissioned, its replicas placed on other nodes`;
+  if (row.state === 'decommissioned') return '– decommissioned: runs nothing, gets nothing';
+  if (row.evacuating) return '⇥ evacuating: cordoned, its replicas move to other nodes one at a time';
+  if (row.cordoned) return '⊘ cordoned: no new services are placed here; those here keep running';
+  return 'takes new services';
 }

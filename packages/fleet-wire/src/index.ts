@@ -36,6 +36,10 @@ export interface FleetRow {
   routes?: { serving: number; failing: number; certificateErrors: number };
   /** Cordoned: the node gets no new placements (absent from older panels). */
   cordoned?: boolean;
+  /** Cordoned and being emptied: its replicas move to other nodes one at a time (absent from older panels). */
+  evacuating?: boolean;
+  /** When an operator declared its host lost (ms; the node is decommissioned then); null: never (absent from older panels). */
+  lostAt?: number | null;
   /** The node's labels, which a service's placement can require (absent from older panels). */
   labels?: Record<string, string>;
 }
@@ -75,6 +79,35 @@ export interface NodeDetail {
     /** The service's routes with their health and certificate (absent from older panels). */
     routes?: RouteView[];
   }[];
+  /**
+   * The node's allocations (replicas of services managed by allocations placed here), as the status API presents
+   * them: at most `shown` of them, by service name, and how many more there are (absent from older panels).
+   */
+  allocations?: { items: AllocationView[]; more: number };
+}
+
+/** One replica on the node: an entry of its service's status (`allocations[]`, docs/api.md, "Status per replica"). */
+export interface AllocationView {
+  allocationId: string;
+  serviceId: string;
+  service: string;
+  /** run: one of the service's replicas; stop: being drained and removed. */
+  desired: 'run' | 'stop';
+  /** The status API's word: pending, starting, running, failed, draining, removed or unknown. */
+  state: string;
+  /** The release (deployment id) it must run; null: the service has none yet. */
+  deploymentId: string | null;
+  /** The release its serving container runs; null: none serves, or not reported. */
+  runningDeploymentId: string | null;
+  health: string | null;
+  code: string | null;
+  reason: string | null;
+  /** When it was placed (ms). */
+  placedAt: number;
+  /** How old its node's last report of it is; null: never reported. */
+  statusAgeMs: number | null;
+  /** Placed by failover in place of a lost node's replica: the status API's `movedFrom.message`; null otherwise. */
+  movedFrom: string | null;
 }
 
 /** A route as the node page shows it: GET /v1/routes/:id's health and certificate (docs/api.md, "Route health"). */

@@ -74,6 +74,8 @@ export function fleetRow(node: DirectoryNode, dir: DirectorySnapshot, src: RowSo
     routing: { desiredHash: routing.desiredHash, appliedHash: routing.appliedHash, drifting: routing.drifting },
     ...(routes ? { routes } : {}),
     cordoned: node.cordoned ?? false,
+    evacuating: node.evacuating ?? false,
+    lostAt: node.lostAt ?? null,
     labels: node.labels ?? {},
   };
 }

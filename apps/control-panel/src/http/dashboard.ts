@@ -7,10 +7,12 @@ import { fleetRow } from '../dashboard/fleet-rows.js';
 import type { Fleet } from '../dashboard/fleet.js';
 import type { Claim } from '../dashboard/sign-in-cookies.js';
 import { sse, type StreamClient } from '../dashboard/fleet-feed.js';
+import { nodeAllocations } from '../dashboard/node-allocations.js';
 import { dashboardDist, loadStaticFiles } from '../dashboard/static-files.js';
 import { hashToken } from '../domain/tokens.js';
 import { AppError } from '../errors.js';
 import { serviceStatus, STATUS_SERVICE_SELECT } from '../status/service-status.js';
+import type { LeftOutLookup } from '../status/status-types.js';
 
 // The fleet page (operators): static files, cookie sign-in and sign-out, the
 // live stream and node detail, all under /dashboard. The cookie is accepted
@@ -28,6 +30,8 @@ export interface DashboardOptions {
   distDir?: string;
   /** The sign-in's own rate limit, an onRequest hook (http/rate-limits.ts). */
   signInLimit?: (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
+  /** What this panel's last allocations set to a node left out (issue 36), shown on those replicas as the status API does. */
+  leftOut?: LeftOutLookup;
   /** A cookie was signed out here (PanelEvents: the cluster tells the other panels). */
   onSignedOut?: (claim: Claim) => void;
 }
@@ -209,7 +213,7 @@ export const dashboardRoutes: FastifyPluginAsync<DashboardOptions> = async (app,
         node = fleet.directory.snapshot.byId.get(id);
       }
       if (!node) throw new AppError('NOT_FOUND', `no node ${id}`);
-      const [sessions, reloads, services] = await withinDeadline(Promise.all([
+      const [sessions, reloads, services, allocations] = await withinDeadline(Promise.all([
         prisma.sessionEvent.findMany({ where: { nodeId: id }, orderBy: [{ at: 'desc' }, { id: 'desc' }], take: 100 }),
         prisma.reloadEvent.findMany({ where: { nodeId: id }, orderBy: [{ at: 'desc' }, { id: 'desc' }], take: 50 }),
         prisma.service.findMany({
@@ -217,6 +221,7 @@ export const dashboardRoutes: FastifyPluginAsync<DashboardOptions> = async (app,
           orderBy: { name: 'asc' },
           select: STATUS_SERVICE_SELECT,
         }),
+        nodeAllocations(prisma, id, fleet.sources, opts.leftOut),
       ]), 'reading the node\'s history');
       const now = Date.now();
       return {
@@ -224,7 +229,8 @@ export const dashboardRoutes: FastifyPluginAsync<DashboardOptions> = async (app,
         row: fleetRow(node, fleet.directory.snapshot, fleet.sources),
         sessions: sessions.map((e) => ({ sessionId: e.sessionId, kind: e.kind, at: e.at.getTime(), reason: e.reason, closeCode: e.closeCode })),
         reloads: reloads.map((r) => ({ at: r.at.getTime(), hashBefore: r.hashBefore, hashAfter: r.hashAfter, reason: r.reason })),
-        services: services.map((s) => serviceStatus(s, fleet.sources.registry, now, fleet.sources.cluster)),
+        services: services.map((s) => serviceStatus(s, fleet.sources.registry, now, fleet.sources.cluster, opts.leftOut)),
+        allocations,
       } satisfies NodeDetail;
     },
   );

@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Loop } from '@tether/common';
-import { CLOSE_CODES } from '@tether/protocol';
+import { CAPABILITIES, CLOSE_CODES } from '@tether/protocol';
 import { healthOf, sqlOf, type Db } from '../db/database.js';
 import type { Sql } from '../db/sql.js';
 import { stringRecordOf } from '../db/json-columns.js';
@@ -16,7 +16,14 @@ import type { NodeFacts } from './node-health.js';
 // is reachable (node-health.ts); this says who exists and what the history says.
 
 /** The facts node health is judged on, and what the fleet page shows beside them. */
-export type DirectoryNode = NodeFacts & { cordoned?: boolean; labels?: Record<string, string> };
+export type DirectoryNode = NodeFacts & {
+  cordoned?: boolean;
+  /** Cordoned and being emptied (POST /v1/nodes/:id/evacuate). */
+  evacuating?: boolean;
+  /** When an operator declared its host gone (POST /v1/nodes/:id/lost), ms; null: never. */
+  lostAt?: number | null;
+  labels?: Record<string, string>;
+};
 
 export interface DesiredService {
   id: string;
@@ -29,7 +36,11 @@ export interface DirectorySnapshot {
   nodes: DirectoryNode[];
   /** The same nodes by id. */
   byId: Map<string, DirectoryNode>;
-  /** Per node: the services it should run (placed there, with a delivered or running deployment there). */
+  /**
+   * Per node: the services it should run and how many replicas of each there: a service managed by allocations
+   * with its run allocations that have a release on that node; any other service on its home node, with a
+   * delivered or running deployment there.
+   */
   services: Map<string, DesiredService[]>;
   /** Per node: sessions killed by a missing ACK in the last 24 h (ACK-timeout session events). */
   missedAcks24h: Map<string, number>;
@@ -49,8 +60,8 @@ const whole = (v: number | null) => (v === null ? null : Math.round(v));
 
 /** Every node by name, times as epoch milliseconds (close codes are the snapshot's business: null here). */
 async function readNodes(sql: Sql): Promise<DirectoryNode[]> {
-  const rows = await sql.rows<{ id: string; name: string; decommissioned: boolean; cordoned: boolean; labels: unknown; last_seen: number | null; unreachable: number | null; teardown: number | null; teardown_reason: string | null }>(
-    `SELECT id, name, decommissioned, cordoned, labels, ${ms('last_seen_at')} AS last_seen, ${ms('unreachable_since')} AS unreachable,
+  const rows = await sql.rows<{ id: string; name: string; decommissioned: boolean; cordoned: boolean; evacuating: boolean; lost: number | null; labels: unknown; last_seen: number | null; unreachable: number | null; teardown: number | null; teardown_reason: string | null }>(
+    `SELECT id, name, decommissioned, cordoned, evacuating, ${ms('lost_at')} AS lost, labels, ${ms('last_seen_at')} AS last_seen, ${ms('unreachable_since')} AS unreachable,
       ${ms('last_teardown_at')} AS teardown, last_teardown_reason AS teardown_reason
     FROM nodes ORDER BY name`,
   );
@@ -60,6 +71,8 @@ async function readNodes(sql: Sql): Promise<DirectoryNode[]> {
     name: n.name,
     decommissioned: n.decommissioned,
     cordoned: n.cordoned,
+    evacuating: n.evacuating,
+    lostAt: whole(n.lost),
     labels: stringRecordOf(n.labels),
     lastSeenAt: whole(n.last_seen),
     unreachableSince: whole(n.unreachable),
@@ -117,10 +130,19 @@ export class NodeDirectory {
     const sql = sqlOf(this.prisma);
     const [nodes, services, acks] = await Promise.all([
       readNodes(sql),
+      // A managed service's replicas are where its allocations are (on several nodes, a few on each), not all on its home
+      // node. Managed: its home node announced workload.allocations (scheduling/managed.ts, which reads this folder).
       sql.rows<{ id: string; name: string; node_id: string; replicas: number }>(
-        `SELECT s.id, s.name, s.node_id, s.replicas FROM services s
-        WHERE EXISTS (SELECT 1 FROM deployments d WHERE d.service_id = s.id AND d.node_id = s.node_id AND d.status IN ('delivered', 'running'))
-        ORDER BY s.node_id, s.name`,
+        `SELECT s.id, s.name, a.node_id, count(*)::int AS replicas FROM allocations a
+          JOIN services s ON s.id = a.service_id JOIN nodes h ON h.id = s.node_id
+        WHERE a.desired = 'run' AND a.release_id IS NOT NULL AND $1 = ANY(h.capabilities)
+        GROUP BY s.id, s.name, a.node_id
+        UNION ALL
+        SELECT s.id, s.name, s.node_id, s.replicas FROM services s JOIN nodes h ON h.id = s.node_id
+        WHERE NOT ($1 = ANY(h.capabilities))
+          AND EXISTS (SELECT 1 FROM deployments d WHERE d.service_id = s.id AND d.node_id = s.node_id AND d.status IN ('delivered', 'running'))
+        ORDER BY 3, 2`,
+        [CAPABILITIES.WORKLOAD_ALLOCATIONS],
       ),
       sql.rows<{ node_id: string; n: number }>(
         `SELECT node_id, count(*)::int AS n FROM session_events
