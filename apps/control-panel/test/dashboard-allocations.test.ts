@@ -14,8 +14,9 @@ import { RawAgent } from './helpers/raw-agent.js';
 // node view words each replica as GET /v1/services/:id/status does (a moved
 // replica's "moved from …" line included), lists at most 100 with the count
 // of the rest in a fixed number of reads, leaves unmanaged services to the
-// services table; the rows say evacuating and lost; a node's row counts the
-// services whose replicas are on it, not only those homed there.
+// services table; the rows say evacuating and lost, and carry the node's
+// allocation count and newest status time; a node's row counts the services
+// whose replicas are on it, not only those homed there.
 
 const REFRESH_MS = 200;
 const CAPABLE = [CAPABILITIES.WORKLOAD_ALLOCATIONS];
@@ -129,6 +130,9 @@ describe("the fleet page's node view lists its allocations", () => {
     // fv-web is homed on fv-a; its run allocation on fv-b makes it one of fv-b's services.
     await waitFor(async () => (await detail(b.id)).body.row.services.desired === 1, { timeoutMs: REFRESH_MS + 3_000 });
     expect((await detail(a.id)).body.row.services.desired).toBe(1);
+    // The row carries the node's allocation count and its newest status time: the page reads the node again when either moves.
+    const [newest] = await panel.prisma.allocation.findMany({ where: { nodeId: b.id }, orderBy: { statusAt: { sort: 'desc', nulls: 'last' } }, take: 1 });
+    expect((await detail(b.id)).body.row.allocations).toEqual({ count: 2, lastStatusAt: newest!.statusAt!.getTime() });
   });
 
   it('lists at most 100 allocations of a node, with the count of the rest', async () => {
@@ -145,6 +149,8 @@ describe("the fleet page's node view lists its allocations", () => {
     expect(body.allocations!.more).toBe(extra);
     // fv-c never connected: every replica there is unknown, as the status API says it.
     expect(new Set(body.allocations!.items.map((x) => `${x.state} ${x.code}`))).toEqual(new Set(['unknown NODE_UNREACHABLE']));
+    await waitFor(async () => (await detail(c.id)).body.row.allocations?.count === NODE_ALLOCATIONS_SHOWN + extra, { timeoutMs: REFRESH_MS + 3_000 });
+    expect((await detail(c.id)).body.row.allocations!.lastStatusAt).toBeNull();
   });
 
   it("leaves a service its home node does not manage by allocations to the services table (the status API lists none of its replicas)", async () => {

@@ -13,7 +13,8 @@ import { RawAgent } from './helpers/raw-agent.js';
 // a silent agent turning unreachable with its reason in time, the drift flag,
 // keyboard navigation and labelled controls, the node page (a route turning
 // from failing to serving live, with its certificate; its allocations, a
-// replica moved by failover saying from where; evacuating live), sign-out; a customer
+// replica moved by failover saying from where, turning failed live;
+// evacuating live), sign-out; a customer
 // token is refused; and no console errors on the way.
 
 const ready = (await ensureChromium()).available;
@@ -285,6 +286,17 @@ describe.skipIf(!ready)('fleet page in chromium', () => {
     expect(await line.locator('td').nth(0).textContent()).toBe(release.id.slice(-8));
     expect(await line.locator('.alloc-health').textContent()).toBe('healthy');
     expect(await line.locator('.alloc-moved').textContent()).toMatch(/^moved from x1 \(unreachable since 2026-12-05T03:10:00.000Z, torn down for IDLE_TIMEOUT: no frame\) to web-charlie at \S+$/);
+    // The count is the node directory's (read every 300 ms here).
+    await expect.poll(() => page.locator('dd.replicas').textContent(), { timeout: 5_000 }).toBe('1');
+    // Its node reports it failed: the page says so without a reload (directory refresh, a batch, the detail read again).
+    const failedAt = Date.now();
+    agents.charlie.send({
+      type: 'allocations.status', id: 'b-2', ref: null,
+      allocations: [{ allocationId: moved.id, serviceId: cart.id, deploymentId: release.id, runningDeploymentId: null, state: 'failed', containerId: null, health: 'none', code: 'IMAGE_PULL_FAILED', reason: 'no such image', since: '2026-12-05T03:12:00.000Z' }],
+    });
+    await expect.poll(() => line.locator('.alloc-state').textContent(), { timeout: 5_000 }).toBe('failed — IMAGE_PULL_FAILED: no such image');
+    console.log(`allocation failed on the page ${Date.now() - failedAt} ms after its node reported it`);
+    expect(Date.now() - failedAt).toBeLessThanOrEqual(300 + BATCH_MS + 2_000);
     await page.screenshot({ path: path.join(screenshots, 'node-allocations.png'), fullPage: true });
     expect((await panel.api('POST', `/v1/nodes/${charlie.id}/evacuate`)).status).toBe(200);
     await expect.poll(() => page.locator('dd.placement').textContent(), { timeout: 5_000 }).toMatch(/^⇥ evacuating/);

@@ -12,7 +12,8 @@ import type { FleetRow, NodeDetail } from './types';
 // reasons, its proxy reloads with reasons, its services with the evidence
 // behind each status, its allocations (the replicas placed on it), and its
 // routes with their health and certificates. The history is read again
-// whenever the live row changes (route counts and placement included).
+// whenever the live row changes (route counts, placement, and its
+// allocations' count and newest status included).
 
 export function NodePage(props: { id: string; fleet: Fleet }) {
   const live = props.fleet.rows.get(props.id);
@@ -22,7 +23,7 @@ export function NodePage(props: { id: string; fleet: Fleet }) {
   const row = live ?? detail?.row;
   const counts = live?.routes;
   const changeKey = live
-    ? `${live.state}|${live.sessionId}|${live.reloadsToday}|${live.services.running}/${live.services.desired}/${live.services.unhealthy ?? 0}|${placementText(live)}|${counts ? `${counts.serving}/${counts.failing}/${counts.certificateErrors}` : ''}`
+    ? `${live.state}|${live.sessionId}|${live.reloadsToday}|${live.services.running}/${live.services.desired}/${live.services.unhealthy ?? 0}|${placementText(live)}|${live.allocations ? `${live.allocations.count}@${live.allocations.lastStatusAt}` : ''}|${counts ? `${counts.serving}/${counts.failing}/${counts.certificateErrors}` : ''}`
     : '';
   useEffect(() => {
     let cancelled = false;
@@ -67,6 +68,8 @@ export function NodePage(props: { id: string; fleet: Fleet }) {
         <dd>{row.reloadsToday}{row.lastReloadReason ? ` (last: ${row.lastReloadReason})` : ''}</dd>
         <dt>Services running / desired</dt>
         <dd>{row.services.running ?? '?'} / {row.services.desired}</dd>
+        <dt>Replicas placed here</dt>
+        <dd class="replicas">{row.allocations ? row.allocations.count : '—'}</dd>
         <dt>Missed ACKs, 24 h</dt>
         <dd>{row.missedAcks24h}</dd>
         <dt>Runtime</dt>

@@ -34,6 +34,11 @@ export interface FleetRow {
    * have a certificate error. Absent without a live session that probes, and from older panels.
    */
   routes?: { serving: number; failing: number; certificateErrors: number };
+  /**
+   * Its allocations (replicas of services managed by allocations placed on it, run and stop), and when the newest
+   * status among them was recorded (ms; null: none reported), from the node directory (absent from older panels).
+   */
+  allocations?: { count: number; lastStatusAt: number | null };
   /** Cordoned: the node gets no new placements (absent from older panels). */
   cordoned?: boolean;
   /** Cordoned and being emptied: its replicas move to other nodes one at a time (absent from older panels). */

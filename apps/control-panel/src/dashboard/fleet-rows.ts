@@ -73,6 +73,7 @@ export function fleetRow(node: DirectoryNode, dir: DirectorySnapshot, src: RowSo
     lastReloadReason: routing.lastReloadReason,
     routing: { desiredHash: routing.desiredHash, appliedHash: routing.appliedHash, drifting: routing.drifting },
     ...(routes ? { routes } : {}),
+    allocations: dir.allocations.get(node.id) ?? { count: 0, lastStatusAt: null },
     cordoned: node.cordoned ?? false,
     evacuating: node.evacuating ?? false,
     lostAt: node.lostAt ?? null,

@@ -42,13 +42,18 @@ export interface DirectorySnapshot {
    * delivered or running deployment there.
    */
   services: Map<string, DesiredService[]>;
+  /**
+   * Per node: its allocations of managed services (run and stop) and when the newest status among them was
+   * recorded (ms; null: none reported). A status is written only when it changed, so this moves with every change.
+   */
+  allocations: Map<string, { count: number; lastStatusAt: number | null }>;
   /** Per node: sessions killed by a missing ACK in the last 24 h (ACK-timeout session events). */
   missedAcks24h: Map<string, number>;
   /** When this snapshot was read (ms since epoch); 0 before the first read. */
   at: number;
 }
 
-const EMPTY: DirectorySnapshot = { nodes: [], byId: new Map(), services: new Map(), missedAcks24h: new Map(), at: 0 };
+const EMPTY: DirectorySnapshot = { nodes: [], byId: new Map(), services: new Map(), allocations: new Map(), missedAcks24h: new Map(), at: 0 };
 
 /** A node as a session shows it, before the directory has read it. */
 export function seenNode(id: string, name: string): DirectoryNode {
@@ -128,7 +133,7 @@ export class NodeDirectory {
     // "changed") cost the panel about a second of Prisma result handling and GC right after it began
     // listening, in the middle of its fleet's reconnect storm (docs/benchmarks.md, "The storm, fourth round").
     const sql = sqlOf(this.prisma);
-    const [nodes, services, acks] = await Promise.all([
+    const [nodes, services, allocations, acks] = await Promise.all([
       readNodes(sql),
       // A managed service's replicas are where its allocations are (on several nodes, a few on each), not all on its home
       // node. Managed: its home node announced workload.allocations (scheduling/managed.ts, which reads this folder).
@@ -142,6 +147,13 @@ export class NodeDirectory {
         WHERE NOT ($1 = ANY(h.capabilities))
           AND EXISTS (SELECT 1 FROM deployments d WHERE d.service_id = s.id AND d.node_id = s.node_id AND d.status IN ('delivered', 'running'))
         ORDER BY 3, 2`,
+        [CAPABILITIES.WORKLOAD_ALLOCATIONS],
+      ),
+      sql.rows<{ node_id: string; n: number; status_at: number | null }>(
+        `SELECT a.node_id, count(*)::int AS n, ${ms('max(a.status_at)')} AS status_at FROM allocations a
+          JOIN services s ON s.id = a.service_id JOIN nodes h ON h.id = s.node_id
+        WHERE $1 = ANY(h.capabilities)
+        GROUP BY a.node_id`,
         [CAPABILITIES.WORKLOAD_ALLOCATIONS],
       ),
       sql.rows<{ node_id: string; n: number }>(
@@ -181,6 +193,7 @@ export class NodeDirectory {
       nodes: list,
       byId: new Map(list.map((n) => [n.id, n])),
       services: byNode,
+      allocations: new Map(allocations.map((r) => [r.node_id, { count: r.n, lastStatusAt: whole(r.status_at) }])),
       missedAcks24h: new Map(acks.map((r) => [r.node_id, r.n])),
       at: Date.now(),
     };
