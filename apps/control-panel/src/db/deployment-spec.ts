@@ -35,7 +35,24 @@ export interface ServiceSpec {
   drainSeconds?: number;
   /** Failover settings (issue 38); absent in older rows: not fenced. */
   failover?: ServiceFailover;
+  /** Rollout settings (issue 36); absent in older rows, or a field null: the default. */
+  rollout?: ServiceRollout;
 }
+
+/**
+ * `rollout` (issue 36), as Kubernetes' strategy.rollingUpdate and progressDeadlineSeconds: replicas a rollout of a
+ * service managed by allocations may run above (maxSurge) and below (maxUnavailable) the wanted count, and how long
+ * it may go without a step. null: the default (1 and 0, or 0 and 1 with a writable volume or failover.fence; the
+ * panel's TETHER_PROGRESS_DEADLINE_SECONDS).
+ */
+export interface ServiceRollout {
+  maxSurge: number | null;
+  maxUnavailable: number | null;
+  progressDeadlineSeconds: number | null;
+}
+
+/** A service without rollout settings: every one its default. */
+export const DEFAULT_ROLLOUT: ServiceRollout = { maxSurge: null, maxUnavailable: null, progressDeadlineSeconds: null };
 
 /** `failover.fence`: work that must never run twice (capability workload.fence on its agents). */
 export interface ServiceFailover {
