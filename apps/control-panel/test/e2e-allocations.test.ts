@@ -111,4 +111,33 @@ describe.skipIf(!docker.available)('services across nodes: scheduler → allocat
     expect(after.map((c) => c.Id).sort()).toEqual(good);
     for (const c of after) expect(await fleet.answer(c)).toBe('v2');
   });
+
+  it('rollout.maxSurge 2: both replicas move to the release in one step (never one without the other), never fewer than 2 answering', async () => {
+    const rollout = { maxSurge: 2, maxUnavailable: null, progressDeadlineSeconds: null };
+    const patched = await panel.api('PATCH', `/v1/services/${serviceId}`, { env: { MESSAGE: 'v4' }, healthCheck: { path: '/index.html' }, rollout });
+    expect(patched.body.rollout).toEqual(rollout);
+    const asked = performance.now();
+    const deploy = await panel.api('POST', `/v1/services/${serviceId}/deployments`, {});
+    expect(deploy.status).toBe(201);
+    expect(deploy.body.spec.rollout).toEqual(rollout);
+    // What the scheduler wrote, read while it rolls out: how many allocations are on the release at each look.
+    const onRelease = new Set<number>();
+    let fewest = Infinity;
+    let done = false;
+    const settledRow = fleet.settled(deploy.body.id, 30_000).finally(() => (done = true));
+    while (!done) {
+      const rows = await panel.prisma.allocation.findMany({ where: { serviceId, desired: 'run' }, select: { releaseId: true } });
+      onRelease.add(rows.filter((r) => r.releaseId === deploy.body.id).length);
+      const answers = await Promise.all((await fleet.running(serviceId)).map((c) => fleet.answer(c)));
+      fewest = Math.min(fewest, answers.filter((a) => a === 'v2' || a === 'v4').length);
+    }
+    expect(await settledRow).toMatchObject({ status: 'running' });
+    console.log(`maxSurge 2: running ${Math.round(performance.now() - asked)} ms after the POST; allocations seen on the release: ${[...onRelease].sort().join(', ')}; fewest answering ${fewest}`);
+    expect(onRelease.has(1)).toBe(false);
+    expect(onRelease.has(2)).toBe(true);
+    expect(fewest).toBeGreaterThanOrEqual(2);
+    const list = await fleet.running(serviceId);
+    expect(list).toHaveLength(2);
+    for (const c of list) expect(await fleet.answer(c)).toBe('v4');
+  });
 });
