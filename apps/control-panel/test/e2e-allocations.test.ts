@@ -2,6 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ensureDocker, sleep, waitFor } from '@tether/testkit';
 import { FLEET_SCHEDULER_MS as SCHEDULER_MS, byNode, startFleet, type Fleet } from './helpers/node-fleet.js';
 import type { Panel } from './helpers/panel-harness.js';
+import { countBy } from './scheduling/fixtures.js';
 
 // Issue 36 end to end: a service's replicas spread over three real agents (one Docker engine, each agent its own
 // node name and network), placed by the scheduler, sent as allocations, run and reported by the agents. What runs
@@ -139,5 +140,34 @@ describe.skipIf(!docker.available)('services across nodes: scheduler → allocat
     const list = await fleet.running(serviceId);
     expect(list).toHaveLength(2);
     for (const c of list) expect(await fleet.answer(c)).toBe('v4');
+  });
+
+  it('rollout maxSurge 0, maxUnavailable 1: one replica at a time, its old container stopped before the new one starts (never two on a node), never fewer than 1 answering', async () => {
+    const rollout = { maxSurge: 0, maxUnavailable: 1, progressDeadlineSeconds: null };
+    expect((await panel.api('PATCH', `/v1/services/${serviceId}`, { env: { MESSAGE: 'v5' }, rollout })).body.rollout).toEqual(rollout);
+    const asked = performance.now();
+    const deploy = await panel.api('POST', `/v1/services/${serviceId}/deployments`, {});
+    expect(deploy.status).toBe(201);
+    const onRelease = new Set<number>();
+    let mostOnANode = 0;
+    let fewest = Infinity;
+    let done = false;
+    const settledRow = fleet.settled(deploy.body.id, 30_000).finally(() => (done = true));
+    while (!done) {
+      const rows = await panel.prisma.allocation.findMany({ where: { serviceId, desired: 'run' }, select: { releaseId: true } });
+      onRelease.add(rows.filter((r) => r.releaseId === deploy.body.id).length);
+      const list = await fleet.running(serviceId);
+      for (const count of countBy(list, (c) => c.Labels['tether.node'] ?? '').values()) mostOnANode = Math.max(mostOnANode, count);
+      const answers = await Promise.all(list.map((c) => fleet.answer(c)));
+      fewest = Math.min(fewest, answers.filter((a) => a === 'v4' || a === 'v5').length);
+    }
+    expect(await settledRow).toMatchObject({ status: 'running' });
+    console.log(`maxSurge 0, maxUnavailable 1: running ${Math.round(performance.now() - asked)} ms after the POST; allocations seen on the release: ${[...onRelease].sort().join(', ')}; most running on a node ${mostOnANode}; fewest answering ${fewest}`);
+    expect(onRelease.has(1)).toBe(true);
+    expect(mostOnANode).toBe(1);
+    expect(fewest).toBeGreaterThanOrEqual(1);
+    const list = await fleet.running(serviceId);
+    expect(list).toHaveLength(2);
+    for (const c of list) expect(await fleet.answer(c)).toBe('v5');
   });
 });

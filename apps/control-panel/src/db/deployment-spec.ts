@@ -1,4 +1,4 @@
-import { CAPABILITIES, type Workload } from '@tether/protocol';
+import { CAPABILITIES, rollsOutWithoutOverlap, type Workload } from '@tether/protocol';
 
 /** A secret version a deployment recorded: its name and version, never its value. */
 export interface SecretRef {
@@ -116,6 +116,17 @@ export function workloadOf(serviceId: string, deploymentId: string, spec: Servic
     ...(spec.secrets && spec.secrets.length > 0 ? { secretRefs: spec.secrets } : {}),
     ...(spec.registry ? { registryRef: spec.registry } : {}),
   };
+}
+
+/**
+ * A release of an `allocations` set (a service managed by allocations): the workload, with `stopFirst` when the
+ * deployment's rollout says maxSurge 0 for a service whose containers may otherwise overlap (capability
+ * workload.stop-first: its agent stops the old container before the new one starts). A writable volume or a fence
+ * stops first already and needs no field.
+ */
+export function releaseOf(serviceId: string, deploymentId: string, spec: ServiceSpec): PlannedWorkload {
+  const workload = workloadOf(serviceId, deploymentId, spec);
+  return spec.rollout?.maxSurge === 0 && !rollsOutWithoutOverlap(workload) ? { ...workload, stopFirst: true } : workload;
 }
 
 /**
