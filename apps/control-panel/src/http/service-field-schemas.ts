@@ -100,7 +100,8 @@ export const RolloutIn = Nullable(
   Type.Object(
     {
       maxSurge: Replicas(
-        'replicas a rollout may run above the wanted count, as Kubernetes\' strategy.rollingUpdate.maxSurge (0-100; null or absent: 1, or 0 with a writable volume or failover.fence, which refuse any other value)',
+        'replicas a rollout may run above the wanted count, as Kubernetes\' strategy.rollingUpdate.maxSurge (0-100; null or absent: 1, or 0 with a writable volume or failover.fence, which refuse any other value). ' +
+          '0: each old container stops before its replacement starts (agents need workload.stop-first)',
       ),
       maxUnavailable: Replicas('replicas a rollout may take below the wanted count (0-100; null or absent: 0, or 1 with a writable volume or failover.fence); maxSurge and maxUnavailable cannot both be 0'),
       progressDeadlineSeconds: Type.Optional(
@@ -114,7 +115,7 @@ export const RolloutIn = Nullable(
   {
     description:
       'how a release rolls out across nodes for a service managed by allocations (issue 36): each step moves up to maxSurge + maxUnavailable replicas, the next once they run it healthy. ' +
-      'A PATCH replaces it whole (a field left out is its default); null: every one its default. A rollout setting like replicas (a rollback keeps it); it applies to the rollout under way at once. ' +
+      'A PATCH replaces it whole (a field left out is its default); null: every one its default. A rollout setting like replicas (a rollback keeps it); its step sizes and deadline apply to the rollout under way at once. ' +
       'Anything else: 400 VALIDATION_FAILED naming details.field',
   },
 );
