@@ -2,6 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ensureDocker, sleep, waitFor } from '@tether/testkit';
 import { FLEET_SCHEDULER_MS as SCHEDULER_MS, byNode, startFleet, type Fleet } from './helpers/node-fleet.js';
 import type { Panel } from './helpers/panel-harness.js';
+import { countBy } from './scheduling/fixtures.js';
 
 // Issue 36 end to end: a service's replicas spread over three real agents (one Docker engine, each agent its own
 // node name and network), placed by the scheduler, sent as allocations, run and reported by the agents. What runs
@@ -110,5 +111,54 @@ describe.skipIf(!docker.available)('services across nodes: scheduler → allocat
     );
     expect(after.map((c) => c.Id).sort()).toEqual(good);
     for (const c of after) expect(await fleet.answer(c)).toBe('v2');
+  });
+
+  /**
+   * Sets the service's rollout and MESSAGE, deploys, and watches until the deployment is final: how many allocations
+   * the scheduler had on the release at each look, the most containers running on one node, the fewest answering.
+   */
+  async function watchRollout(rollout: Record<string, number | null>, message: string, previous: string) {
+    const patched = await panel.api('PATCH', `/v1/services/${serviceId}`, { env: { MESSAGE: message }, healthCheck: { path: '/index.html' }, rollout });
+    expect(patched.body.rollout).toEqual(rollout);
+    const asked = performance.now();
+    const deploy = await panel.api('POST', `/v1/services/${serviceId}/deployments`, {});
+    expect(deploy.status).toBe(201);
+    expect(deploy.body.spec.rollout).toEqual(rollout);
+    const onRelease = new Set<number>();
+    let mostOnANode = 0;
+    let fewest = Infinity;
+    let done = false;
+    const settledRow = fleet.settled(deploy.body.id, 30_000).finally(() => (done = true));
+    while (!done) {
+      const rows = await panel.prisma.allocation.findMany({ where: { serviceId, desired: 'run' }, select: { releaseId: true } });
+      onRelease.add(rows.filter((r) => r.releaseId === deploy.body.id).length);
+      const list = await fleet.running(serviceId);
+      for (const count of countBy(list, (c) => c.Labels['tether.node'] ?? '').values()) mostOnANode = Math.max(mostOnANode, count);
+      const answers = await Promise.all(list.map((c) => fleet.answer(c)));
+      fewest = Math.min(fewest, answers.filter((a) => a === previous || a === message).length);
+    }
+    expect(await settledRow).toMatchObject({ status: 'running' });
+    const seen = { onRelease: [...onRelease].sort(), mostOnANode, fewest };
+    console.log(`rollout ${JSON.stringify(rollout)}: running ${Math.round(performance.now() - asked)} ms after the POST; ${JSON.stringify(seen)}`);
+    const list = await fleet.running(serviceId);
+    expect(list).toHaveLength(2);
+    for (const c of list) expect(await fleet.answer(c)).toBe(message);
+    return seen;
+  }
+
+  it('rollout.maxSurge 2: both replicas move to the release in one step (never one without the other), never fewer than 2 answering', async () => {
+    const seen = await watchRollout({ maxSurge: 2, maxUnavailable: null, progressDeadlineSeconds: null }, 'v4', 'v2');
+    // With maxSurge 1 the same look sees 1 (one step per replica).
+    expect(seen.onRelease).not.toContain(1);
+    expect(seen.onRelease).toContain(2);
+    expect(seen.fewest).toBeGreaterThanOrEqual(2);
+  });
+
+  it('rollout maxSurge 0, maxUnavailable 1: one replica at a time, its old container stopped before the new one starts (never two on a node), never fewer than 1 answering', async () => {
+    const seen = await watchRollout({ maxSurge: 0, maxUnavailable: 1, progressDeadlineSeconds: null }, 'v5', 'v4');
+    expect(seen.onRelease).toContain(1);
+    // Without the release's stopFirst the same look sees 2 on a node (the new container beside the old).
+    expect(seen.mostOnANode).toBe(1);
+    expect(seen.fewest).toBeGreaterThanOrEqual(1);
   });
 });

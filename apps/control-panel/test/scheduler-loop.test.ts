@@ -287,6 +287,34 @@ describe('scheduler on PostgreSQL', () => {
     await db.prisma.service.delete({ where: { id: svc.id } });
   });
 
+  it("a service's rollout.progressDeadlineSeconds replaces the panel's deadline: 1 s fails it while the panel's 60 s would wait", async () => {
+    const s = scheduler('sched-4b', [], 60_000);
+    await s.lease.renew();
+    const svc = await db.prisma.service.update({ where: { id: (await addService('late-own', 1, 'c')).id }, data: { rolloutProgressDeadlineSeconds: 1 } });
+    // Before the deployment: the deadline counts from its dispatch (or its last step), never before this.
+    const started = performance.now();
+    const d1 = (await createDeployment(deps(), operator, svc.id)).deployment.id;
+    await s.evaluate();
+    const [only] = await running(svc.id);
+    await sql(`UPDATE node_reports SET state = 'closed' WHERE node_id = $1`, nodeIds[only!.node]);
+    away.add(nodeIds[only!.node]!);
+    await sleep(500);
+    await s.evaluate();
+    expect((await db.prisma.deployment.findUnique({ where: { id: d1 } }))?.status).toBe('pending');
+    // Evaluated every 100 ms until it fails (the panel's own deadline is a minute away).
+    while ((await db.prisma.deployment.findUnique({ where: { id: d1 } }))?.status !== 'failed' && performance.now() - started < 5_000) {
+      await sleep(100);
+      await s.evaluate();
+    }
+    const took = performance.now() - started;
+    const row = await db.prisma.deployment.findUnique({ where: { id: d1 } });
+    expect(row?.reason).toMatch(new RegExp(`^PROGRESS_DEADLINE_EXCEEDED: no progress for 1 s: node ${only!.node} unreachable;`));
+    expect(took).toBeGreaterThanOrEqual(1_000);
+    expect(took).toBeLessThan(3_000);
+    await sql(`UPDATE node_reports SET state = 'connected' WHERE node_id = $1`, nodeIds[only!.node]);
+    await db.prisma.service.delete({ where: { id: svc.id } });
+  });
+
   it('a service that became managed adopts the replicas its home node runs, on their release, before anything spreads', async () => {
     const s = scheduler('sched-5');
     await s.lease.renew();

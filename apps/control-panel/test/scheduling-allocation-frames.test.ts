@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { CAPABILITIES, EXAMPLE_MESSAGES, decode, encode, type Workload } from '@tether/protocol';
 import { MAX_FRAME_ALLOCATIONS, allocationsFrame } from '../src/scheduling/allocation-frames.js';
 import { desiredWorkloads } from '../src/scheduling/desired-workloads.js';
+import { DEFAULT_ROLLOUT, releaseOf, type ServiceSpec } from '../src/db/deployment-spec.js';
 import type { Allocation } from '../src/scheduling/types.js';
 
 // A node's allocations frame from its allocations and the release specs, without I/O.
@@ -64,6 +65,23 @@ describe('allocationsFrame', () => {
     const withIt = allocationsFrame(desired, new Map([['dep_08', fenced]]), new Set<string>([CAPABILITIES.WORKLOAD_ALLOCATIONS, CAPABILITIES.WORKLOAD_FENCE]));
     expect(withIt.leftOut).toEqual([]);
     expect(withIt.frame.releases[0]!.fence).toBe(true);
+  });
+
+  it('a release of a rollout with maxSurge 0 carries stopFirst (unless a writable volume or fence stops first anyway) and goes only to an agent that named workload.stop-first', () => {
+    const spec: ServiceSpec = { name: 'web', image: 'web:1', env: {}, internalPort: 8080, replicas: 3, rollout: { ...DEFAULT_ROLLOUT, maxSurge: 0, maxUnavailable: 1 } };
+    const release = releaseOf('svc_01', 'dep_08', spec);
+    expect(release.stopFirst).toBe(true);
+    expect(releaseOf('svc_01', 'dep_08', { ...spec, rollout: DEFAULT_ROLLOUT }).stopFirst).toBeUndefined();
+    expect(releaseOf('svc_01', 'dep_08', { ...spec, rollout: { ...DEFAULT_ROLLOUT, maxSurge: 1, maxUnavailable: 1 } }).stopFirst).toBeUndefined();
+    expect(releaseOf('svc_01', 'dep_08', { ...spec, replicas: 1, volumes: [{ name: 'data', mountPath: '/data', readOnly: false }] }).stopFirst).toBeUndefined();
+    expect(releaseOf('svc_01', 'dep_08', { ...spec, failover: { fence: true } }).stopFirst).toBeUndefined();
+    const desired = [{ allocationId: 'a1', serviceId: 'svc_01', releaseId: 'dep_08' }];
+    // (workloadOf sends drainSeconds: the capability an agent of this release names beside it.)
+    const base = [CAPABILITIES.WORKLOAD_ALLOCATIONS, CAPABILITIES.WORKLOAD_DRAIN];
+    const without = allocationsFrame(desired, new Map([['dep_08', release]]), new Set<string>(base));
+    expect(without.leftOut).toEqual([{ allocationId: 'a1', serviceId: 'svc_01', releaseId: 'dep_08', reason: 'AGENT_LACKS_CAPABILITY', missing: [CAPABILITIES.WORKLOAD_STOP_FIRST] }]);
+    const withIt = allocationsFrame(desired, new Map([['dep_08', release]]), new Set<string>([...base, CAPABILITIES.WORKLOAD_STOP_FIRST]));
+    expect(withIt.frame.releases[0]!.stopFirst).toBe(true);
   });
 
   it('never carries more allocations than the schema allows', () => {

@@ -133,6 +133,66 @@ describe('evaluate', () => {
   });
 });
 
+describe('evaluate: a service\'s rollout settings', () => {
+  const four = [facts('a'), facts('b'), facts('c'), facts('d')];
+  const olds = (serviceId: string) => ['a', 'b', 'c', 'd'].map((n, i) => row(`${serviceId}${i + 1}`, serviceId, n, 'd1', { createdAt: i + 1, status: healthy('d1') }));
+  const deployments = (serviceId: string) => [dep('d1', serviceId, 'running', 1), dep('d2', serviceId, 'pending', 2)].map((d) => (serviceId === 's' ? d : { ...d, id: `${serviceId}-${d.id}` }));
+
+  it('maxSurge 2: two replicas move at once, the next two once both run the release healthy', () => {
+    const rollout = { maxSurge: 2, maxUnavailable: null, progressDeadlineSeconds: null };
+    const first = evaluate(input({ nodes: four, services: [svc('s', 4, { rollout })], deployments: deployments('s'), allocations: olds('s') }));
+    expect(first.moves).toEqual([{ serviceId: 's', releaseId: 'd2', allocationIds: ['s1', 's2'] }]);
+    expect(first.changedNodes).toEqual(['n-a', 'n-b']);
+    // One of the two healthy: wait for the other.
+    const moved = olds('s').map((a, i) => (i < 2 ? { ...a, releaseId: 'd2', status: i === 0 ? healthy('d2') : a.status } : a));
+    expect(evaluate(input({ nodes: four, services: [svc('s', 4, { rollout })], deployments: deployments('s'), allocations: moved })).moves).toEqual([]);
+    const both = moved.map((a, i) => (i < 2 ? { ...a, status: healthy('d2') } : a));
+    expect(evaluate(input({ nodes: four, services: [svc('s', 4, { rollout })], deployments: deployments('s'), allocations: both })).moves).toEqual([{ serviceId: 's', releaseId: 'd2', allocationIds: ['s3', 's4'] }]);
+    // Without settings: one at a time.
+    expect(evaluate(input({ nodes: four, services: [svc('s', 4)], deployments: deployments('s'), allocations: olds('s') })).moves).toEqual([{ serviceId: 's', releaseId: 'd2', allocationIds: ['s1'] }]);
+  });
+
+  it('maxSurge 0, maxUnavailable 1: one replica at a time', () => {
+    const rollout = { maxSurge: 0, maxUnavailable: 1, progressDeadlineSeconds: null };
+    expect(evaluate(input({ nodes: four, services: [svc('s', 4, { rollout })], deployments: deployments('s'), allocations: olds('s') })).moves).toEqual([
+      { serviceId: 's', releaseId: 'd2', allocationIds: ['s1'] },
+    ]);
+  });
+
+  it('the progress deadline per service: a service\'s own fails past it while another waits for the panel\'s', () => {
+    const quick = { maxSurge: null, maxUnavailable: null, progressDeadlineSeconds: 2 };
+    const stuck = (serviceId: string) => olds(serviceId).map((a, i) => (i === 0 ? { ...a, releaseId: `${serviceId === 's' ? '' : `${serviceId}-`}d2` } : a));
+    const at = (now: number) =>
+      evaluate(
+        input({
+          nodes: four,
+          now,
+          progressDeadlineMs: 60_000,
+          services: [svc('s', 4, { rollout: quick }), svc('t', 4)],
+          deployments: [...deployments('s'), ...deployments('t')],
+          allocations: [...stuck('s'), ...stuck('t')],
+          progressAt: new Map([
+            ['d2', 1_000],
+            ['t-d2', 1_000],
+          ]),
+        }),
+      ).deployments;
+    // 2 s after the last step: both wait.
+    expect(at(3_000).map((d) => d.kind)).toEqual(['progress', 'progress']);
+    const past = at(3_001);
+    expect(past).toContainEqual({ kind: 'failed', id: 'd2', reason: expect.stringMatching(/^PROGRESS_DEADLINE_EXCEEDED: no progress for 2 s: node a not running it healthy/) });
+    expect(past).toContainEqual(expect.objectContaining({ kind: 'progress', id: 't-d2' }));
+    // The panel's deadline still ends the other one.
+    expect(at(61_001)).toContainEqual(expect.objectContaining({ kind: 'failed', id: 't-d2', reason: expect.stringMatching(/no progress for 60 s/) }));
+  });
+
+  it('a stored surge its volume cannot take (a row the API did not write) rolls out with the defaults: nothing else stops', () => {
+    const rollout = { maxSurge: 2, maxUnavailable: null, progressDeadlineSeconds: null };
+    const plan = evaluate(input({ services: [svc('s', 1, { stateful: true, rollout })], deployments: deployments('s'), allocations: [row('s1', 's', 'a', 'd1', { status: healthy('d1') })] }));
+    expect(plan.moves).toEqual([{ serviceId: 's', releaseId: 'd2', allocationIds: ['s1'] }]);
+  });
+});
+
 describe('decideRollout', () => {
   const nodes = new Map([node('a'), node('b'), node('c')].map((n) => [n.id, n]));
   const on = (id: string, name: string, releaseId: string | null, status: RolloutAllocation['status'] = null, statusAt: number | null = null): RolloutAllocation => ({

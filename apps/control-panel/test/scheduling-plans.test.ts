@@ -35,6 +35,24 @@ describe('planRollout', () => {
     }
   });
 
+  it('maxSurge 2 (a service\'s rollout): two replacements at a time, each starting its new replica first', () => {
+    const four = [...three, alloc('s4', 's', 'd', 4)];
+    const plan = planRollout(service('s', 4, { releaseId: 's-r2' }), [...all, node('d')], four, { maxSurge: 2 });
+    expect(plan).toMatchObject({ maxSurge: 2, maxUnavailable: 0 });
+    expect(plan.steps.map((step) => step.map((r) => `${r.nodeId}:${r.order}`))).toEqual([
+      ['n-a:start-first', 'n-b:start-first'],
+      ['n-c:start-first', 'n-d:start-first'],
+    ]);
+  });
+
+  it('maxUnavailable 1 with maxSurge 0: one at a time, the old replica stopped before its replacement starts', () => {
+    const plan = planRollout(next, all, three, { maxSurge: 0, maxUnavailable: 1 });
+    expect(plan).toMatchObject({ maxSurge: 0, maxUnavailable: 1 });
+    expect(plan.steps.map((step) => step.map((r) => `${r.allocationId}:${r.order}`))).toEqual([['s2:stop-first'], ['s3:stop-first'], ['s1:stop-first']]);
+    // maxUnavailable 2: two stopped first at once, never more below the wanted count.
+    expect(planRollout(next, all, three, { maxSurge: 0, maxUnavailable: 2 }).steps.map((step) => step.length)).toEqual([2, 1]);
+  });
+
   it('replaces only replicas of an older release', () => {
     const mixed: Allocation[] = [...three.slice(0, 2), { ...three[2]!, releaseId: 's-r2' }];
     expect(planRollout(next, all, mixed).steps.flat().map((r) => r.allocationId)).toEqual(['s2', 's1']);
@@ -53,13 +71,15 @@ describe('planRollout', () => {
     [{ maxSurge: 1.5 }, false],
     [{ maxUnavailable: 101 }, false],
     [{ maxSurge: 1 }, true],
-  ])('refuses %o with VALIDATION_FAILED', (options, stateful) => {
+    [{ maxUnavailable: 0 }, true],
+  ])('refuses %o with VALIDATION_FAILED naming the field', (options, stateful) => {
     const s = service('s', 3, { stateful });
     expect(() => rolloutLimits(s, options)).toThrow(AppError);
     try {
       rolloutLimits(s, options);
     } catch (error) {
       expect((error as AppError).code).toBe('VALIDATION_FAILED');
+      expect((error as AppError).details?.field).toMatch(/^rollout\.(maxSurge|maxUnavailable)$/);
     }
   });
 });

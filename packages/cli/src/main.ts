@@ -25,9 +25,9 @@ usage: tether <command> [options]
   services                            the services you can see
   deploy <service> [--image IMG] [--wait | --wait-drain] [--timeout S]
          [--command ARG]... [--arg ARG]... [--cpus N] [--memory MIB] [--volume NAME:/PATH[:ro]]...
-         [--drain-seconds N]
+         [--drain-seconds N] [--max-surge N] [--max-unavailable N] [--progress-deadline S]
                                       deploy (optionally changing the image, command, args, limits,
-                                      volumes, drain first); --wait follows it until final (running),
+                                      volumes, drain, rollout first); --wait follows it until final (running),
                                       --wait-drain also until the old containers' drain ended
   rollback <service> [--to DEPLOYMENT] [--wait | --wait-drain] [--timeout S]
                                       deploy the spec of the newest earlier deployment that ran (or
@@ -69,6 +69,9 @@ const OPTIONS = {
   wait: { type: 'boolean' },
   'wait-drain': { type: 'boolean' },
   'drain-seconds': { type: 'string' },
+  'max-surge': { type: 'string' },
+  'max-unavailable': { type: 'string' },
+  'progress-deadline': { type: 'string' },
   timeout: { type: 'string' },
   to: { type: 'string' },
   follow: { type: 'boolean', short: 'f' },

@@ -69,6 +69,13 @@ describe('tether deploy: service flags', () => {
     });
   });
 
+  it('--max-surge, --max-unavailable, --progress-deadline: the service\'s rollout, the flags left out at their defaults', async () => {
+    expect((await run(['deploy', 'web', '--max-surge', '2', '--progress-deadline', '120'])).code).toBe(EXIT.OK);
+    expect(requests[1]).toMatchObject({ method: 'PATCH', body: { rollout: { maxSurge: 2, progressDeadlineSeconds: 120 } } });
+    expect((await run(['deploy', 'web', '--max-surge', '0', '--max-unavailable', '1'])).code).toBe(EXIT.OK);
+    expect(requests[1]!.body).toEqual({ rollout: { maxSurge: 0, maxUnavailable: 1 } });
+  });
+
   it('without service flags nothing is PATCHed', async () => {
     expect((await run(['deploy', 'web'])).code).toBe(EXIT.OK);
     expect(requests.map((r) => r.method)).toEqual(['GET', 'POST']);
@@ -82,6 +89,10 @@ describe('tether deploy: service flags', () => {
     [['--volume', 'data'], '--volume takes'],
     [['--volume', 'data:relative'], '--volume takes'],
     [['--volume', 'data:/x:rx'], '--volume takes'],
+    [['--max-surge', '101'], '--max-surge takes'],
+    [['--max-unavailable', 'one'], '--max-unavailable takes'],
+    [['--progress-deadline', '0'], '--progress-deadline takes'],
+    [['--progress-deadline', '1.5'], '--progress-deadline takes'],
   ])('%j: usage error (exit 2), nothing changed or deployed', async (flags, message) => {
     const result = await run(['deploy', 'web', ...flags]);
     expect(result).toMatchObject({ code: EXIT.USAGE, stderr: expect.stringContaining(message) });

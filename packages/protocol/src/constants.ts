@@ -137,6 +137,12 @@ export const CAPABILITIES = Object.freeze({
    * a fenced release never overlap (the old container stops before the new one starts).
    */
   WORKLOAD_FENCE: 'workload.fence',
+  /**
+   * Rollouts without overlap on request (issue 36: a service's rollout.maxSurge 0): a release of an `allocations`
+   * set may carry `stopFirst: true`; the agent then stops the old container before it starts the new one, as for a
+   * writable volume or a fenced release.
+   */
+  WORKLOAD_STOP_FIRST: 'workload.stop-first',
 } as const);
 export type Capability = (typeof CAPABILITIES)[keyof typeof CAPABILITIES];
 

@@ -263,6 +263,11 @@ const WorkloadDrainFields = { drainSeconds: Type.Optional(Type.Integer({ minimum
  * when true (absent: not fenced).
  */
 const WorkloadFenceFields = { fence: Type.Optional(Type.Literal(true)) };
+/**
+ * Capability `workload.stop-first`: a rollout of the release stops the old container before the new one starts
+ * (a service's rollout.maxSurge 0). Present only when true.
+ */
+const WorkloadStopFirstFields = { stopFirst: Type.Optional(Type.Literal(true)) };
 
 /** Capability `registry.auth`: credentials for the registry the workload's image comes from. */
 export const WorkloadRegistryAuth = Type.Object({
@@ -287,6 +292,7 @@ export const Workload = Type.Object({
   ...WorkloadHealthCheckFields,
   ...WorkloadDrainFields,
   ...WorkloadFenceFields,
+  ...WorkloadStopFirstFields,
   /** Capability `secrets`: values for the container's environment beside `env` (no name in both). */
   secrets: Type.Optional(
     Type.Record(Type.String(), Type.String({ maxLength: FIELD_LIMITS.envValue }), { propertyNames: Identifier(FIELD_LIMITS.envName), maxProperties: 100 }),

@@ -14,6 +14,7 @@ export function workloadCapabilities(workload: Release): Capability[] {
   if (workload.healthCheck !== undefined) needed.push(CAPABILITIES.WORKLOAD_HEALTH_CHECK);
   if (workload.drainSeconds !== undefined) needed.push(CAPABILITIES.WORKLOAD_DRAIN);
   if (workload.fence === true) needed.push(CAPABILITIES.WORKLOAD_FENCE);
+  if (workload.stopFirst === true) needed.push(CAPABILITIES.WORKLOAD_STOP_FIRST);
   return needed;
 }
 
@@ -24,8 +25,9 @@ export function hasWritableVolume(workload: Pick<Workload, 'volumes'>): boolean 
 
 /**
  * True when a rollout of `workload` must stop the old container before the new one starts (maxSurge 0): a
- * writable volume (two containers never share its data) or a fenced release (work that must never run twice).
+ * writable volume (two containers never share its data), a fenced release (work that must never run twice), or a
+ * release that asks for it (`stopFirst`: its service's rollout.maxSurge is 0).
  */
-export function rollsOutWithoutOverlap(workload: Pick<Workload, 'volumes' | 'fence'>): boolean {
-  return hasWritableVolume(workload) || workload.fence === true;
+export function rollsOutWithoutOverlap(workload: Pick<Workload, 'volumes' | 'fence' | 'stopFirst'>): boolean {
+  return hasWritableVolume(workload) || workload.fence === true || workload.stopFirst === true;
 }

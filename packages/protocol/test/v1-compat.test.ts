@@ -79,8 +79,8 @@ describe('the v1 contract holds', () => {
     // inside proxy.events, which the agent sends only to a panel that named the capability back (apps/host-agent/src/connection/event-sender.ts);
     // routing.remote adds fields only (hello's privateAddress, allocations.status's endpoint, routing.map routes' remote);
     // certificates.share adds certificates and certificates.report (and hello's challengePort, routes' certificateIssuer);
-    // workload.fence adds fields only (hello's fence, a release's fence).
-    expect(Object.values(CAPABILITIES).sort()).toEqual(['certificates.share', 'logs', 'proxy.events', 'proxy.static', 'registry.auth', 'routes.probe', 'routing.remote', 'secrets', 'volumes.inventory', 'workload.allocations', 'workload.command', 'workload.drain', 'workload.fence', 'workload.healthCheck', 'workload.resources', 'workload.volumes']);
+    // workload.fence adds fields only (hello's fence, a release's fence); workload.stop-first a release's stopFirst.
+    expect(Object.values(CAPABILITIES).sort()).toEqual(['certificates.share', 'logs', 'proxy.events', 'proxy.static', 'registry.auth', 'routes.probe', 'routing.remote', 'secrets', 'volumes.inventory', 'workload.allocations', 'workload.command', 'workload.drain', 'workload.fence', 'workload.healthCheck', 'workload.resources', 'workload.stop-first', 'workload.volumes']);
     // A v1 peer refuses them: they may travel only on a session whose hello and welcome both named the capability.
     for (const type of added) {
       const refused = decodeV1(encode(EXAMPLE_MESSAGES[type] as Message));
@@ -117,6 +117,14 @@ describe('workload fields behind capabilities', () => {
     expect(rollsOutWithoutOverlap({ volumes: [{ name: 'data', mountPath: '/data', readOnly: false }] })).toBe(true);
     expect(rollsOutWithoutOverlap({ volumes: [{ name: 'data', mountPath: '/data', readOnly: true }] })).toBe(false);
     expect(rollsOutWithoutOverlap({})).toBe(false);
+  });
+
+  it('a release that asks to stop first (rollout.maxSurge 0) needs workload.stop-first and rolls out without overlap', () => {
+    const deploy = EXAMPLE_MESSAGES.deploy as MessageOf<'deploy'>;
+    // A v1 agent would take it and overlap anyway: hence the capability.
+    expect(decodeV1(encode({ ...deploy, workload: { ...deploy.workload, stopFirst: true as const } })).ok).toBe(true);
+    expect(workloadCapabilities({ ...deploy.workload, stopFirst: true })).toEqual(['workload.stop-first']);
+    expect(rollsOutWithoutOverlap({ stopFirst: true })).toBe(true);
   });
 });
 

@@ -390,6 +390,9 @@ interface ServiceSql {
   routed: boolean;
   created_ms: number;
   fence: boolean;
+  max_surge: number | null;
+  max_unavailable: number | null;
+  progress_deadline_s: number | null;
 }
 
 interface NodeSql {
@@ -441,7 +444,8 @@ export async function readState(tx: Tx, holdsSession: (nodeId: string) => boolea
   const sql = prismaSql(tx);
   const [clock] = await sql.rows<{ now_ms: number }>(`SELECT (extract(epoch FROM now()) * 1000)::float8 AS now_ms`);
   const services = await sql.rows<ServiceSql>(
-    `SELECT s.id, s.node_id, h.name AS home_name, s.replicas, s.placement, s.volumes, s.fence, (extract(epoch FROM s.created_at) * 1000)::float8 AS created_ms,
+    `SELECT s.id, s.node_id, h.name AS home_name, s.replicas, s.placement, s.volumes, s.fence,
+      s.rollout_max_surge AS max_surge, s.rollout_max_unavailable AS max_unavailable, s.rollout_progress_deadline_seconds AS progress_deadline_s, (extract(epoch FROM s.created_at) * 1000)::float8 AS created_ms,
       (EXISTS (SELECT 1 FROM routes r WHERE r.service_id = s.id) AND NOT '${CAPABILITIES.ROUTING_REMOTE}' = ANY(h.capabilities)) AS routed
     FROM services s JOIN nodes h ON h.id = s.node_id
     WHERE ${managedSql('h')}
@@ -481,6 +485,7 @@ export async function readState(tx: Tx, holdsSession: (nodeId: string) => boolea
         stateful: hasWritableVolume({ volumes: (Array.isArray(s.volumes) ? s.volumes : []) as never }),
         createdAt: Number(s.created_ms),
         fenced: s.fence,
+        rollout: { maxSurge: s.max_surge, maxUnavailable: s.max_unavailable, progressDeadlineSeconds: s.progress_deadline_s },
       }),
     ),
     nodes: nodes.map(

@@ -1,4 +1,4 @@
-import { CAPABILITIES, type Workload } from '@tether/protocol';
+import { CAPABILITIES, rollsOutWithoutOverlap, type Workload } from '@tether/protocol';
 
 /** A secret version a deployment recorded: its name and version, never its value. */
 export interface SecretRef {
@@ -35,7 +35,24 @@ export interface ServiceSpec {
   drainSeconds?: number;
   /** Failover settings (issue 38); absent in older rows: not fenced. */
   failover?: ServiceFailover;
+  /** Rollout settings (issue 36); absent in older rows, or a field null: the default. */
+  rollout?: ServiceRollout;
 }
+
+/**
+ * `rollout` (issue 36), as Kubernetes' strategy.rollingUpdate and progressDeadlineSeconds: replicas a rollout of a
+ * service managed by allocations may run above (maxSurge) and below (maxUnavailable) the wanted count, and how long
+ * it may go without a step. null: the default (1 and 0, or 0 and 1 with a writable volume or failover.fence; the
+ * panel's TETHER_PROGRESS_DEADLINE_SECONDS).
+ */
+export interface ServiceRollout {
+  maxSurge: number | null;
+  maxUnavailable: number | null;
+  progressDeadlineSeconds: number | null;
+}
+
+/** A service without rollout settings: every one its default. */
+export const DEFAULT_ROLLOUT: ServiceRollout = { maxSurge: null, maxUnavailable: null, progressDeadlineSeconds: null };
 
 /** `failover.fence`: work that must never run twice (capability workload.fence on its agents). */
 export interface ServiceFailover {
@@ -99,6 +116,17 @@ export function workloadOf(serviceId: string, deploymentId: string, spec: Servic
     ...(spec.secrets && spec.secrets.length > 0 ? { secretRefs: spec.secrets } : {}),
     ...(spec.registry ? { registryRef: spec.registry } : {}),
   };
+}
+
+/**
+ * A release of an `allocations` set (a service managed by allocations): the workload, with `stopFirst` when the
+ * deployment's rollout says maxSurge 0 for a service whose containers may otherwise overlap (capability
+ * workload.stop-first: its agent stops the old container before the new one starts). A writable volume or a fence
+ * stops first already and needs no field.
+ */
+export function releaseOf(serviceId: string, deploymentId: string, spec: ServiceSpec): PlannedWorkload {
+  const workload = workloadOf(serviceId, deploymentId, spec);
+  return spec.rollout?.maxSurge === 0 && !rollsOutWithoutOverlap(workload) ? { ...workload, stopFirst: true } : workload;
 }
 
 /**

@@ -1,7 +1,7 @@
 import { KeyedSerialQueue, TickBatcher, type Logger } from '@tether/common';
 import { CAPABILITIES, createIdGenerator, type AllocationsStatus, type Capability, type Workload } from '@tether/protocol';
 import { sqlOf, type Db } from '../db/database.js';
-import { forAgent, workloadOf, type PlannedWorkload, type ServiceSpec } from '../db/deployment-spec.js';
+import { forAgent, releaseOf, type PlannedWorkload, type ServiceSpec } from '../db/deployment-spec.js';
 import { allocationsFrame, type LeftOutAllocation } from '../scheduling/allocation-frames.js';
 import { desiredWorkloads } from '../scheduling/desired-workloads.js';
 import type { Allocation } from '../scheduling/types.js';
@@ -198,7 +198,7 @@ export class AllocationSync {
       placed.push({ id: r.id, serviceId: r.service_id, nodeId: session.nodeId, releaseId: r.release_id, createdAt: r.created_at.getTime(), desired: 'run' });
       // The release's spec as the deploy path builds it; the name is the service's now (a rename after the deploy).
       if (r.spec && r.release_service_id !== null && !planned.has(r.release_id)) {
-        planned.set(r.release_id, workloadOf(r.release_service_id, r.release_id, { ...r.spec, name: r.service_name }));
+        planned.set(r.release_id, releaseOf(r.release_service_id, r.release_id, { ...r.spec, name: r.service_name }));
       }
     }
     const desired = desiredWorkloads([session.nodeId], placed).get(session.nodeId) ?? [];

@@ -10,7 +10,7 @@ import type { ApiDeps } from './api-deps.js';
 import type { ServiceSpec } from './services.js';
 import { rollbackSpec, type RollbackRequest } from './rollback.js';
 import { managedSql } from '../scheduling/managed.js';
-import { DEFAULT_DRAIN_SECONDS, workloadOf, type ServiceHealthCheck, type ServiceResources, type ServiceVolume } from '../db/deployment-spec.js';
+import { DEFAULT_DRAIN_SECONDS, DEFAULT_ROLLOUT, workloadOf, type ServiceHealthCheck, type ServiceResources, type ServiceVolume } from '../db/deployment-spec.js';
 
 // A deployment carries out a snapshot of its service's spec on the service's
 // node. The row is committed (status pending) before it is dispatched, so a
@@ -22,7 +22,7 @@ export const presentDeployment = (d: Deployment) => ({
   nodeId: d.nodeId,
   // Rows made before command, resources and volumes existed carry none of them.
   // Rows made before drainSeconds: their agent drained its own way, which the default stands for.
-  spec: { command: null, args: null, resources: null, volumes: [], healthCheck: null, drainSeconds: DEFAULT_DRAIN_SECONDS, failover: { fence: false }, ...(d.spec as unknown as ServiceSpec) },
+  spec: { command: null, args: null, resources: null, volumes: [], healthCheck: null, drainSeconds: DEFAULT_DRAIN_SECONDS, failover: { fence: false }, rollout: DEFAULT_ROLLOUT, ...(d.spec as unknown as ServiceSpec) },
   status: d.status,
   reason: d.reason,
   sessionId: d.sessionId,
@@ -62,6 +62,9 @@ interface ServiceToDeploy {
   health_check: ServiceHealthCheck | null;
   drain_seconds: number;
   fence: boolean;
+  rollout_max_surge: number | null;
+  rollout_max_unavailable: number | null;
+  rollout_progress_deadline_seconds: number | null;
   /** Its home node speaks allocations (scheduling/managed.ts): the scheduler rolls it out, no deploy frame. */
   managed: boolean;
 }
@@ -82,6 +85,7 @@ export async function createDeployment({ prisma, dispatcher, events }: ApiDeps, 
     const [service] = await prismaSql(tx).rows<ServiceToDeploy>(
       `SELECT s.node_id, s.team_id, n.name AS node_name, n.decommissioned, s.name, s.image, s.env, s.internal_port, s.replicas,
         s.command, s.args, s.resources, s.volumes, s.health_check, s.drain_seconds, s.fence,
+        s.rollout_max_surge, s.rollout_max_unavailable, s.rollout_progress_deadline_seconds,
         (SELECT COALESCE(json_agg(json_build_object('name', x.name, 'version', x.version) ORDER BY x.name), '[]'::json)
           FROM service_secrets x WHERE x.service_id = s.id AND x.removed_at IS NULL) AS secrets,
         (SELECT COALESCE(json_agg(json_build_object('id', r.id, 'host', r.host)), '[]'::json) FROM registries r WHERE r.team_id = s.team_id) AS registries,
@@ -112,6 +116,7 @@ export async function createDeployment({ prisma, dispatcher, events }: ApiDeps, 
       healthCheck: service.health_check,
       drainSeconds: service.drain_seconds,
       failover: { fence: service.fence },
+      rollout: { maxSurge: service.rollout_max_surge, maxUnavailable: service.rollout_max_unavailable, progressDeadlineSeconds: service.rollout_progress_deadline_seconds },
     };
     let rollbackOf: string | null = null;
     if (rollback) ({ targetId: rollbackOf, spec } = await rollbackSpec(tx, { id: serviceId, replicas: service.replicas, internalPort: service.internal_port }, spec, rollback));

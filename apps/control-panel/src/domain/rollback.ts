@@ -1,8 +1,8 @@
 import { AppError } from '../errors.js';
 import { Prisma } from '../generated/prisma/client.js';
 import type { Tx } from '../db/database.js';
-import type { ServiceSpec } from '../db/deployment-spec.js';
-import { checkHealthCheckPort, checkReplicasWithVolumes } from './service-fields.js';
+import { DEFAULT_ROLLOUT, type ServiceSpec } from '../db/deployment-spec.js';
+import { checkHealthCheckPort, checkReplicasWithVolumes, checkRollout } from './service-fields.js';
 
 // A rollback (POST /v1/services/:id/rollback): the spec of a deployment that
 // once ran is written back into the service, so the next plain deploy does
@@ -11,8 +11,8 @@ import { checkHealthCheckPort, checkReplicasWithVolumes } from './service-fields
 // What comes back: image (as it ran, pinned by digest or by the node's image
 // id when its agent reported it), env, command, args, resources, volumes,
 // health check, and the internal port unless the service's routes need the
-// one it has now. What stays: the name, the replicas and drainSeconds (rollout
-// settings, not a release), the node, and the secrets' current values (their recorded versions are not
+// one it has now. What stays: the name, the replicas, drainSeconds and rollout
+// (rollout settings, not a release), the node, and the secrets' current values (their recorded versions are not
 // restored: docs/api.md says so).
 
 export interface RollbackRequest {
@@ -64,9 +64,13 @@ export async function rollbackSpec(tx: Tx, service: RollbackService, current: Se
     ...(current.drainSeconds === undefined ? {} : { drainSeconds: current.drainSeconds }),
     // Never unfenced by going back to a release made before the fence: the service's current setting.
     ...(current.failover === undefined ? {} : { failover: current.failover }),
+    // How to roll out, not what: the service's current rollout settings.
+    ...(current.rollout === undefined ? {} : { rollout: current.rollout }),
   };
   checkReplicasWithVolumes(spec.replicas, spec.volumes ?? []);
   checkHealthCheckPort(spec.healthCheck ?? null, spec.internalPort);
+  // A writable volume coming back refuses the surge the service's rollout asks for (set it to maxSurge 0 first).
+  checkRollout(spec.rollout ?? DEFAULT_ROLLOUT, spec.volumes ?? [], spec.failover?.fence ?? false);
   const json = (value: unknown) => (value === null ? Prisma.DbNull : (value as Prisma.InputJsonValue));
   await tx.service.update({
     where: { id: service.id },

@@ -1,6 +1,7 @@
 import { hasWritableVolume } from '@tether/protocol';
 import { AppError } from '../errors.js';
-import type { ServiceHealthCheck, ServiceResources, ServiceVolume } from '../db/deployment-spec.js';
+import { DEFAULT_ROLLOUT, type ServiceHealthCheck, type ServiceResources, type ServiceRollout, type ServiceVolume } from '../db/deployment-spec.js';
+import { rolloutLimits, rolloutOptionsOf } from '../scheduling/rollout-plan.js';
 
 // The rules of a service's command, resources and volumes beyond their JSON
 // shape (the HTTP schema checks that): volume names, mount paths, and what a
@@ -54,6 +55,20 @@ export function checkReplicasWithVolumes(replicas: number, volumes: readonly Ser
   if (replicas > 1 && hasWritableVolume({ volumes: [...volumes] })) {
     throw new AppError('VOLUME_NEEDS_ONE_REPLICA', `a service with a writable volume runs 0 or 1 replicas, not ${replicas}: mount it readOnly or scale down`);
   }
+}
+
+/** `rollout` as stored: a field left out (or the whole object null) is its default. */
+export function normaliseRollout(input: Partial<ServiceRollout> | null | undefined): ServiceRollout | undefined {
+  if (input === undefined) return undefined;
+  return { ...DEFAULT_ROLLOUT, ...Object.fromEntries(Object.entries(input ?? {}).filter(([, v]) => v !== undefined)) };
+}
+
+/**
+ * A rollout the scheduler could carry out: not both limits 0, and no surge for a service with a writable volume or
+ * failover.fence (rolloutLimits, the scheduler's own check). 400 VALIDATION_FAILED with `details.field`.
+ */
+export function checkRollout(rollout: ServiceRollout, volumes: readonly ServiceVolume[], fence: boolean): void {
+  rolloutLimits({ stateful: hasWritableVolume({ volumes: [...volumes] }), fenced: fence }, rolloutOptionsOf(rollout));
 }
 
 /** Resources as stored: only the limits given; none given is no limits (null). */

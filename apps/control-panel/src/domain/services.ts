@@ -4,8 +4,8 @@ import { Prisma, type Node, type Service } from '../generated/prisma/client.js';
 import { teamScope, type AuthContext } from './access.js';
 import { lockService, mapPrismaError } from '../db/prisma-helpers.js';
 import type { Tx } from '../db/database.js';
-import { DEFAULT_DRAIN_SECONDS, type ServiceHealthCheck, type ServiceResources, type ServiceSpec, type ServiceVolume } from '../db/deployment-spec.js';
-import { checkHealthCheckPort, checkReplicasWithVolumes, normaliseHealthCheck, normaliseResources, normaliseVolumes, type HealthCheckInput, type VolumeInput } from './service-fields.js';
+import { DEFAULT_DRAIN_SECONDS, DEFAULT_ROLLOUT, type ServiceHealthCheck, type ServiceResources, type ServiceRollout, type ServiceSpec, type ServiceVolume } from '../db/deployment-spec.js';
+import { checkHealthCheckPort, checkReplicasWithVolumes, checkRollout, normaliseHealthCheck, normaliseResources, normaliseRollout, normaliseVolumes, type HealthCheckInput, type VolumeInput } from './service-fields.js';
 import type { ApiDeps } from './api-deps.js';
 import { moveDomainsOf } from './domain-claims.js';
 import { routingNodeIds } from '../routing/serving-nodes.js';
@@ -16,8 +16,10 @@ import { checkSecretNames, presentSecrets, secretsOfService, writeServiceSecrets
 
 export type { ServiceSpec };
 
-export interface CreateServiceInput extends Partial<Omit<ServiceSpec, 'name' | 'image' | 'secrets' | 'registry' | 'volumes' | 'healthCheck'>> {
+export interface CreateServiceInput extends Partial<Omit<ServiceSpec, 'name' | 'image' | 'secrets' | 'registry' | 'volumes' | 'healthCheck' | 'rollout'>> {
   name: string;
+  /** A field left out, or the whole object null: its default. */
+  rollout?: Partial<ServiceRollout> | null;
   image: string;
   volumes?: VolumeInput[];
   healthCheck?: HealthCheckInput | null;
@@ -27,7 +29,9 @@ export interface CreateServiceInput extends Partial<Omit<ServiceSpec, 'name' | '
   secrets?: Record<string, string>;
 }
 
-export type UpdateServiceInput = Partial<Omit<ServiceSpec, 'secrets' | 'volumes' | 'healthCheck'>> & {
+export type UpdateServiceInput = Partial<Omit<ServiceSpec, 'secrets' | 'volumes' | 'healthCheck' | 'rollout'>> & {
+  /** Replaces the rollout settings whole (a field left out is its default); null: every one its default. */
+  rollout?: Partial<ServiceRollout> | null;
   volumes?: VolumeInput[];
   healthCheck?: HealthCheckInput | null;
   node?: string;
@@ -41,7 +45,7 @@ export type UpdateServiceInput = Partial<Omit<ServiceSpec, 'secrets' | 'volumes'
 type ServiceWithNode = Service & { node: Pick<Node, 'name'>; secrets: { name: string; version: number; setAt: Date }[] };
 
 /** A service's spec as its row holds it now: the optional fields always present. */
-type CurrentSpec = ServiceSpec & Required<Pick<ServiceSpec, 'command' | 'args' | 'resources' | 'volumes' | 'healthCheck' | 'drainSeconds' | 'failover'>>;
+type CurrentSpec = ServiceSpec & Required<Pick<ServiceSpec, 'command' | 'args' | 'resources' | 'volumes' | 'healthCheck' | 'drainSeconds' | 'failover' | 'rollout'>>;
 
 export const specOf = (s: Service): CurrentSpec => ({
   name: s.name,
@@ -52,7 +56,19 @@ export const specOf = (s: Service): CurrentSpec => ({
   ...processSpecOf(s),
   drainSeconds: s.drainSeconds,
   failover: { fence: s.fence },
+  rollout: rolloutOf(s),
 });
+
+/** The rollout columns as the spec carries them (null: the default). */
+const rolloutOf = (s: Pick<Service, 'rolloutMaxSurge' | 'rolloutMaxUnavailable' | 'rolloutProgressDeadlineSeconds'>): ServiceRollout => ({
+  maxSurge: s.rolloutMaxSurge,
+  maxUnavailable: s.rolloutMaxUnavailable,
+  progressDeadlineSeconds: s.rolloutProgressDeadlineSeconds,
+});
+
+/** Prisma's data for the rollout columns; undefined leaves them as they are. */
+const rolloutColumns = (rollout: ServiceRollout | undefined) =>
+  rollout === undefined ? {} : { rolloutMaxSurge: rollout.maxSurge, rolloutMaxUnavailable: rollout.maxUnavailable, rolloutProgressDeadlineSeconds: rollout.progressDeadlineSeconds };
 
 /** The command, resources and volumes columns as the spec carries them. */
 const processSpecOf = (s: Service): Required<Pick<ServiceSpec, 'command' | 'args' | 'resources' | 'volumes' | 'healthCheck'>> => ({
@@ -124,6 +140,8 @@ export async function createService({ prisma, events, keyring }: ApiDeps, auth: 
   checkReplicasWithVolumes(input.replicas ?? 1, volumes);
   const healthCheck = normaliseHealthCheck(input.healthCheck) ?? null;
   checkHealthCheckPort(healthCheck, input.internalPort ?? null);
+  const rollout = normaliseRollout(input.rollout) ?? DEFAULT_ROLLOUT;
+  checkRollout(rollout, volumes, input.failover?.fence ?? false);
   const service = await prisma.$transaction(async (tx) => {
     const teamId = await owningTeam(tx, auth, input.teamId);
     const placement = requestedPlacement(input, ANYWHERE);
@@ -141,6 +159,7 @@ export async function createService({ prisma, events, keyring }: ApiDeps, auth: 
           replicas: input.replicas ?? 1,
           drainSeconds: input.drainSeconds ?? DEFAULT_DRAIN_SECONDS,
           fence: input.failover?.fence ?? false,
+          ...rolloutColumns(rollout),
           ...processColumns({ ...input, volumes, healthCheck }),
         },
         select: { id: true },
@@ -200,12 +219,15 @@ export async function updateService({ prisma, events, keyring }: ApiDeps, auth: 
       replicas: patch.replicas,
       drainSeconds: patch.drainSeconds,
       fence: patch.failover?.fence,
+      ...rolloutColumns(normaliseRollout(patch.rollout)),
       ...processColumns({ ...patch, volumes: patch.volumes === undefined ? undefined : normaliseVolumes(patch.volumes), healthCheck: normaliseHealthCheck(patch.healthCheck) }),
     };
     const check = patch.healthCheck === undefined ? processSpecOf(current).healthCheck : (normaliseHealthCheck(patch.healthCheck) ?? null);
     checkHealthCheckPort(check, patch.internalPort === undefined ? current.internalPort : patch.internalPort);
     const { volumes } = processSpecOf({ ...current, ...(data.volumes === undefined ? {} : { volumes: data.volumes as Prisma.JsonValue }) });
     checkReplicasWithVolumes(patch.replicas ?? current.replicas, volumes);
+    // The rollout as it will be, against the volumes and fence as they will be (a volume or fence added refuses a surge set before).
+    checkRollout(normaliseRollout(patch.rollout) ?? rolloutOf(current), volumes, patch.failover?.fence ?? current.fence);
     // Its routes would point at nothing (and leave the routing map silently).
     if (patch.internalPort === null && current._count.routes > 0) {
       throw new AppError('SERVICE_HAS_NO_PORT', `service ${current.name} has routes: detach them before removing its internalPort`);

@@ -94,6 +94,37 @@ export const Failover = Type.Object(
   { additionalProperties: false, description: 'failover settings (default: { fence: false }); takes effect with the next deployment' },
 );
 
+export const MAX_PROGRESS_DEADLINE_SECONDS = 86_400;
+const Replicas = (description: string) => Type.Optional(Nullable(Type.Integer({ minimum: 0, maximum: 100 }), { description }));
+export const RolloutIn = Nullable(
+  Type.Object(
+    {
+      maxSurge: Replicas(
+        'replicas a rollout may run above the wanted count, as Kubernetes\' strategy.rollingUpdate.maxSurge (0-100; null or absent: 1, or 0 with a writable volume or failover.fence, which refuse any other value). ' +
+          '0: each old container stops before its replacement starts (agents need workload.stop-first)',
+      ),
+      maxUnavailable: Replicas('replicas a rollout may take below the wanted count (0-100; null or absent: 0, or 1 with a writable volume or failover.fence); maxSurge and maxUnavailable cannot both be 0'),
+      progressDeadlineSeconds: Type.Optional(
+        Nullable(Type.Integer({ minimum: 1, maximum: MAX_PROGRESS_DEADLINE_SECONDS }), {
+          description: `a rollout that makes no step for this long ends failed PROGRESS_DEADLINE_EXCEEDED and its replicas go back (1-${MAX_PROGRESS_DEADLINE_SECONDS}; null or absent: the panel's TETHER_PROGRESS_DEADLINE_SECONDS, default 600)`,
+        }),
+      ),
+    },
+    { additionalProperties: false },
+  ),
+  {
+    description:
+      'how a release rolls out across nodes for a service managed by allocations (issue 36): each step moves up to maxSurge + maxUnavailable replicas, the next once they run it healthy. ' +
+      'A PATCH replaces it whole (a field left out is its default); null: every one its default. A rollout setting like replicas (a rollback keeps it); its step sizes and deadline apply to the rollout under way at once. ' +
+      'Anything else: 400 VALIDATION_FAILED naming details.field',
+  },
+);
+
+export const RolloutOut = Type.Object(
+  { maxSurge: Nullable(Type.Integer()), maxUnavailable: Nullable(Type.Integer()), progressDeadlineSeconds: Nullable(Type.Integer()) },
+  { description: 'the rollout settings as given; null: the default' },
+);
+
 export const VolumeOut = Type.Object({ name: Type.String(), mountPath: Type.String(), readOnly: Type.Boolean() });
 
 /** The new fields of a service as answered. */
@@ -105,6 +136,7 @@ export const ServiceFieldsOut = {
   healthCheck: HealthCheckOut,
   drainSeconds: Type.Integer(),
   failover: Type.Object({ fence: Type.Boolean() }),
+  rollout: RolloutOut,
 };
 
 /** The new fields of a create or update body. */
@@ -116,4 +148,5 @@ export const ServiceFieldsIn = {
   healthCheck: Type.Optional(HealthCheckIn),
   drainSeconds: Type.Optional(DrainSeconds),
   failover: Type.Optional(Failover),
+  rollout: Type.Optional(RolloutIn),
 };

@@ -2,6 +2,7 @@ import { compareText } from './order.js';
 import { effectivePlacement, nodeViewOf, type ManagedServiceFacts, type NodeFacts } from './managed.js';
 import { planEvacuation, type EvacuationMove } from './evacuation-plan.js';
 import { decideRollout, runsHealthy, type RolloutAllocation, type TargetRelease } from './rollout-progress.js';
+import { rolloutLimits, rolloutOptionsOf, type RolloutOptions } from './rollout-plan.js';
 import { holdFenced, paceReplacements } from './failover-policy.js';
 import { schedule, wantedReplicas } from './schedule.js';
 import type { Allocation, NodeState, PendingChange, RefusedChange, ServiceSpec, StopChange } from './types.js';
@@ -34,6 +35,8 @@ export interface ServiceRow extends ManagedServiceFacts {
   createdAt?: number;
   /** failover.fence: its lost replicas wait for their agent's fence (failover-policy.ts holdFenced); rollouts never overlap. */
   fenced?: boolean;
+  /** The service's `rollout` (null: each its default; absent: all of them). */
+  rollout?: { maxSurge: number | null; maxUnavailable: number | null; progressDeadlineSeconds: number | null };
 }
 
 export interface DeploymentRow {
@@ -58,6 +61,7 @@ export interface EvaluationInput {
   /** Every allocation of the managed services. */
   allocations: readonly AllocationRow[];
   now: number;
+  /** The panel's TETHER_PROGRESS_DEADLINE_SECONDS: a service's rollout.progressDeadlineSeconds replaces it. */
   progressDeadlineMs: number;
   movedAt: ReadonlyMap<string, number>;
   progressAt: ReadonlyMap<string, number>;
@@ -245,9 +249,10 @@ export function evaluate(input: EvaluationInput): EvaluationPlan {
       previous: running && running.id !== target.id ? running.id : null,
       nodes: nodeById,
       now: input.now,
-      progressDeadlineMs: input.progressDeadlineMs,
+      progressDeadlineMs: service.rollout?.progressDeadlineSeconds ? service.rollout.progressDeadlineSeconds * 1000 : input.progressDeadlineMs,
       movedAt: input.movedAt,
       progressAt: input.progressAt.get(target.id),
+      options: rolloutOptions(service, spec),
     });
     switch (decision.kind) {
       case 'step':
@@ -372,6 +377,22 @@ function evacuate(input: EvaluationInput, plan: EvaluationPlan, ctx: EvacuationC
       under++;
     }
     plan.evacuations.push({ nodeId, moving: under, left: found.refused.length + found.pending.reduce((n, p) => n + p.count, 0) });
+  }
+}
+
+/**
+ * The limits a service's rollout runs with. The API refuses a `rollout` its volumes or fence cannot take
+ * (domain/service-fields.ts checkRollout); a row that slipped past (written by hand) rolls out with the defaults
+ * rather than stop every rollout of the evaluation.
+ */
+function rolloutOptions(service: ServiceRow, spec: ServiceSpec): RolloutOptions {
+  if (!service.rollout) return {};
+  const options = rolloutOptionsOf(service.rollout);
+  try {
+    rolloutLimits(spec, options);
+    return options;
+  } catch {
+    return {};
   }
 }
 

@@ -11,9 +11,15 @@ import { compareText } from './order.js';
 // replica of the step is healthy, so at most maxSurge replicas run above the
 // wanted count and at most maxUnavailable below it.
 
+/** A service's rollout settings (issue 36: `rollout` on the service, null columns left out): absent, the defaults. */
 export interface RolloutOptions {
   maxSurge?: number;
   maxUnavailable?: number;
+}
+
+/** The limits a service was given, as stored (null: the default, left out). */
+export function rolloutOptionsOf(rollout: { maxSurge: number | null; maxUnavailable: number | null }): RolloutOptions {
+  return { ...(rollout.maxSurge === null ? {} : { maxSurge: rollout.maxSurge }), ...(rollout.maxUnavailable === null ? {} : { maxUnavailable: rollout.maxUnavailable }) };
 }
 
 export interface Replacement {
@@ -33,25 +39,28 @@ export interface RolloutPlan {
 /**
  * Defaults: 1 and 0 (health-gated, never below the wanted count); a service
  * with a writable volume cannot run two containers on its data, and a fenced
- * one (failover.fence) must never run twice, so 0 and 1.
+ * one (failover.fence) must never run twice, so 0 and 1. The one check of a
+ * service's `rollout` against its volumes and fence: the API runs it on every
+ * write (domain/service-fields.ts checkRollout), the scheduler on every plan.
  */
-export function rolloutLimits(service: ServiceSpec, options: RolloutOptions = {}): { maxSurge: number; maxUnavailable: number } {
+export function rolloutLimits(service: Pick<ServiceSpec, 'stateful' | 'fenced'>, options: RolloutOptions = {}): { maxSurge: number; maxUnavailable: number } {
   const exclusive = service.stateful || service.fenced === true;
   const maxSurge = options.maxSurge ?? (exclusive ? 0 : 1);
   const maxUnavailable = options.maxUnavailable ?? (exclusive ? 1 : 0);
   for (const [field, value] of [['maxSurge', maxSurge], ['maxUnavailable', maxUnavailable]] as const) {
     if (!Number.isInteger(value) || value < 0 || value > 100) {
-      throw new AppError('VALIDATION_FAILED', `${field} is a whole number of replicas from 0 to 100`, { field });
+      throw new AppError('VALIDATION_FAILED', `rollout.${field} is a whole number of replicas from 0 to 100`, { field: `rollout.${field}` });
     }
   }
   if (maxSurge + maxUnavailable === 0) {
-    throw new AppError('VALIDATION_FAILED', 'maxSurge and maxUnavailable cannot both be 0: nothing could be replaced', { field: 'maxSurge' });
+    const field = options.maxSurge === undefined ? 'rollout.maxUnavailable' : 'rollout.maxSurge';
+    throw new AppError('VALIDATION_FAILED', 'rollout.maxSurge and rollout.maxUnavailable cannot both be 0 (a field left out is its default): no replica could ever be replaced', { field });
   }
   if (service.stateful && maxSurge > 0) {
-    throw new AppError('VALIDATION_FAILED', 'a service with a writable volume rolls out with maxSurge 0: two containers never share its data', { field: 'maxSurge' });
+    throw new AppError('VALIDATION_FAILED', `a service with a writable volume rolls out with maxSurge 0: two containers never share its data (rollout.maxSurge ${maxSurge} asks for a surge)`, { field: 'rollout.maxSurge' });
   }
   if (service.fenced === true && maxSurge > 0) {
-    throw new AppError('VALIDATION_FAILED', 'a fenced service rolls out with maxSurge 0: two copies never run at once', { field: 'maxSurge' });
+    throw new AppError('VALIDATION_FAILED', `a fenced service rolls out with maxSurge 0: two copies never run at once (rollout.maxSurge ${maxSurge} asks for a surge)`, { field: 'rollout.maxSurge' });
   }
   return { maxSurge, maxUnavailable };
 }

@@ -54,7 +54,7 @@ describe('deployments API', () => {
         id: expect.any(String),
         serviceId: service.id,
         nodeId: service.nodeId,
-        spec: { name: 'web', image: 'nginx:1.27', env: { MODE: 'prod' }, internalPort: 8080, replicas: 2, command: null, args: null, resources: null, volumes: [], healthCheck: null, drainSeconds: 30, failover: { fence: false } },
+        spec: { name: 'web', image: 'nginx:1.27', env: { MODE: 'prod' }, internalPort: 8080, replicas: 2, command: null, args: null, resources: null, volumes: [], healthCheck: null, drainSeconds: 30, failover: { fence: false }, rollout: { maxSurge: null, maxUnavailable: null, progressDeadlineSeconds: null } },
         status: 'pending',
         reason: null,
         sessionId: null,

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { code, sharedPostgres, startRestPanel, type RestPanel } from '../helpers/rest-harness.js';
+import { code, errorOf, sharedPostgres, startRestPanel, type RestPanel } from '../helpers/rest-harness.js';
 
 // Services CRUD: validation of the spec, placement on nodes, name uniqueness
 // per team, and the events the session layer acts on (after the commit).
@@ -150,6 +150,7 @@ describe('services API', () => {
         healthCheck: null,
         drainSeconds: 30,
         failover: { fence: false },
+        rollout: { maxSurge: null, maxUnavailable: null, progressDeadlineSeconds: null },
         placement: { nodes: ['beta'], labels: {} },
         nodeId: expect.any(String),
         nodeName: 'beta',
@@ -280,6 +281,95 @@ describe('services API', () => {
       expect(await code(patch({ node: 'alpha' }))).toMatchObject({ status: 409, code: 'NODE_DECOMMISSIONED' });
       expect(await code(p.call('PATCH', '/v1/services/nope', { token: team.token, body: { replicas: 1 } }))).toMatchObject({ status: 404 });
       expect(await code(p.call('PATCH', `/v1/services/${made.body.id}`, { token: null, body: { replicas: 1 } }))).toMatchObject({ status: 401 });
+    });
+  });
+
+  describe('rollout', () => {
+    const DEFAULTS = { maxSurge: null, maxUnavailable: null, progressDeadlineSeconds: null };
+    const field = (answer: { body: { error?: { details?: { field?: string } } } }) => answer.body.error?.details?.field;
+    const patchOf = (id: string) => (body: unknown) => p.call('PATCH', `/v1/services/${id}`, { token: team.token, body });
+
+    it('stores and answers rollout on create and PATCH (a PATCH replaces it whole, null: the defaults); a deployment carries it in its spec', async () => {
+      const made = await create({ name: 'ro1', image: 'nginx', node: 'beta', replicas: 4, rollout: { maxSurge: 2, progressDeadlineSeconds: 30 } });
+      expect(made.status).toBe(201);
+      expect(made.body.rollout).toEqual({ maxSurge: 2, maxUnavailable: null, progressDeadlineSeconds: 30 });
+      expect((await p.call('GET', `/v1/services/${made.body.id}`, { token: team.token })).body.rollout).toEqual(made.body.rollout);
+      const patch = patchOf(made.body.id);
+      expect((await patch({ rollout: { maxSurge: 0, maxUnavailable: 1 } })).body.rollout).toEqual({ maxSurge: 0, maxUnavailable: 1, progressDeadlineSeconds: null });
+      // Another field left alone keeps it.
+      expect((await patch({ replicas: 5 })).body.rollout).toEqual({ maxSurge: 0, maxUnavailable: 1, progressDeadlineSeconds: null });
+      const deployed = await p.call('POST', `/v1/services/${made.body.id}/deployments`, { token: team.token });
+      expect(deployed.body.spec.rollout).toEqual({ maxSurge: 0, maxUnavailable: 1, progressDeadlineSeconds: null });
+      expect((await patch({ rollout: null })).body.rollout).toEqual(DEFAULTS);
+      expect((await patch({ rollout: { maxSurge: 100, maxUnavailable: 100, progressDeadlineSeconds: 86_400 } })).body.rollout).toEqual({ maxSurge: 100, maxUnavailable: 100, progressDeadlineSeconds: 86_400 });
+      expect((await create({ name: 'ro2', image: 'nginx', node: 'beta', rollout: null })).body.rollout).toEqual(DEFAULTS);
+    });
+
+    it.each([
+      ['maxSurge -1', { maxSurge: -1 }],
+      ['maxSurge 101', { maxSurge: 101 }],
+      ['maxUnavailable 1.5', { maxUnavailable: 1.5 }],
+      ['maxSurge as a string', { maxSurge: '25%' }],
+      ['progressDeadlineSeconds 0', { progressDeadlineSeconds: 0 }],
+      ['progressDeadlineSeconds 86401', { progressDeadlineSeconds: 86_401 }],
+      ['an unknown field', { minReadySeconds: 5 }],
+    ])('refuses %s: 400 VALIDATION_FAILED', async (_what, rollout) => {
+      expect(await code(create({ name: 'ro-bad', image: 'nginx', node: 'beta', rollout }))).toMatchObject({ status: 400, code: 'VALIDATION_FAILED' });
+    });
+
+    it('maxSurge and maxUnavailable both 0 (given or by default): 400 naming the field, nothing stored or changed', async () => {
+      const before = await p.prisma.service.count();
+      for (const [rollout, named] of [
+        [{ maxSurge: 0, maxUnavailable: 0 }, 'rollout.maxSurge'],
+        [{ maxSurge: 0 }, 'rollout.maxSurge'],
+      ] as const) {
+        const res = await create({ name: 'ro-zero', image: 'nginx', node: 'beta', rollout });
+        expect(errorOf(res)).toMatchObject({ status: 400, code: 'VALIDATION_FAILED', message: expect.stringContaining('cannot both be 0') });
+        expect(field(res)).toBe(named);
+      }
+      expect(await p.prisma.service.count()).toBe(before);
+      const made = await create({ name: 'ro3', image: 'nginx', node: 'beta', rollout: { maxSurge: 3 } });
+      const res = await patchOf(made.body.id)({ rollout: { maxSurge: 0 } });
+      expect(errorOf(res)).toMatchObject({ status: 400, code: 'VALIDATION_FAILED' });
+      expect((await p.call('GET', `/v1/services/${made.body.id}`, { token: team.token })).body.rollout).toEqual({ maxSurge: 3, maxUnavailable: null, progressDeadlineSeconds: null });
+    });
+
+    it('a writable volume or failover.fence refuses a surge, whichever comes first; 0 and 1 (their defaults) are taken', async () => {
+      const volume = [{ name: 'data', mountPath: '/data' }];
+      const surge = await create({ name: 'ro-vol', image: 'nginx', node: 'beta', volumes: volume, rollout: { maxSurge: 1 } });
+      expect(errorOf(surge)).toMatchObject({ status: 400, code: 'VALIDATION_FAILED', message: expect.stringContaining('writable volume rolls out with maxSurge 0') });
+      expect(field(surge)).toBe('rollout.maxSurge');
+      // maxUnavailable 0 with the default maxSurge 0 of a writable volume: nothing could move.
+      expect(field(await create({ name: 'ro-vol', image: 'nginx', node: 'beta', volumes: volume, rollout: { maxUnavailable: 0 } }))).toBe('rollout.maxUnavailable');
+      expect((await create({ name: 'ro-vol', image: 'nginx', node: 'beta', volumes: volume, rollout: { maxSurge: 0, maxUnavailable: 1, progressDeadlineSeconds: 60 } })).status).toBe(201);
+      const read = await create({ name: 'ro-read', image: 'nginx', node: 'beta', volumes: [{ ...volume[0], readOnly: true }], rollout: { maxSurge: 2 } });
+      expect(read.status).toBe(201);
+      const fenced = await create({ name: 'ro-fence', image: 'nginx', node: 'beta', failover: { fence: true }, rollout: { maxSurge: 2 } });
+      expect(errorOf(fenced)).toMatchObject({ status: 400, message: expect.stringContaining('fenced service rolls out with maxSurge 0') });
+      // A surge set before: adding a writable volume or the fence is refused until the rollout says maxSurge 0.
+      const web = await create({ name: 'ro-web', image: 'nginx', node: 'beta', rollout: { maxSurge: 2 } });
+      const patch = patchOf(web.body.id);
+      expect(field(await patch({ volumes: volume }))).toBe('rollout.maxSurge');
+      expect(field(await patch({ failover: { fence: true } }))).toBe('rollout.maxSurge');
+      // null: the defaults, 0 and 1 for a fenced service.
+      expect((await patch({ failover: { fence: true }, rollout: null })).body).toMatchObject({ failover: { fence: true }, rollout: DEFAULTS });
+    });
+
+    it('a rollback keeps the service\'s rollout, and refuses one that brings a writable volume back under a surge', async () => {
+      const made = await create({ name: 'ro-back', image: 'nginx:1', node: 'beta', volumes: [{ name: 'data', mountPath: '/data' }] });
+      const first = await p.call('POST', `/v1/services/${made.body.id}/deployments`, { token: team.token });
+      await p.prisma.deployment.update({ where: { id: first.body.id }, data: { status: 'running', runningAt: new Date() } });
+      const patch = patchOf(made.body.id);
+      expect((await patch({ image: 'nginx:2', volumes: [], rollout: { maxSurge: 0, maxUnavailable: 2 } })).status).toBe(200);
+      await p.call('POST', `/v1/services/${made.body.id}/deployments`, { token: team.token });
+      const back = await p.call('POST', `/v1/services/${made.body.id}/rollback`, { token: team.token, body: {} });
+      expect(back.body).toMatchObject({ rollbackOf: first.body.id, spec: { image: 'nginx:1', volumes: [{ name: 'data' }], rollout: { maxSurge: 0, maxUnavailable: 2, progressDeadlineSeconds: null } } });
+      expect((await p.call('GET', `/v1/services/${made.body.id}`, { token: team.token })).body.rollout).toEqual({ maxSurge: 0, maxUnavailable: 2, progressDeadlineSeconds: null });
+      // With a surge now, going back to the release with the writable volume is refused: nothing changes.
+      expect((await patch({ volumes: [], rollout: { maxSurge: 1 } })).status).toBe(200);
+      const refused = await p.call('POST', `/v1/services/${made.body.id}/rollback`, { token: team.token, body: { to: first.body.id } });
+      expect(errorOf(refused)).toMatchObject({ status: 400, code: 'VALIDATION_FAILED', message: expect.stringContaining('writable volume') });
+      expect((await p.call('GET', `/v1/services/${made.body.id}`, { token: team.token })).body).toMatchObject({ volumes: [], rollout: { maxSurge: 1 } });
     });
   });
 

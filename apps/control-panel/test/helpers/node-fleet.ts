@@ -92,7 +92,9 @@ export async function startFleet(options: { tag: string; nodes: number; panelEnv
     containers,
     running: async (serviceId) => (await containers(serviceId)).filter((c) => c.State === 'running'),
     async answer(c) {
-      const address = Object.values(c.NetworkSettings.Networks)[0]!.IPAddress;
+      // A container listed running while it is being stopped may have left its network already: it answers nothing.
+      const address = Object.values(c.NetworkSettings.Networks ?? {})[0]?.IPAddress;
+      if (!address) return null;
       try {
         const res = await fetch(`http://${address}:8080/`, { signal: AbortSignal.timeout(1_000) });
         return res.ok ? (await res.text()).trim() : null;

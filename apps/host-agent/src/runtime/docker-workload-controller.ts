@@ -128,6 +128,8 @@ export class DockerWorkloadController implements WorkloadController {
       CAPABILITIES.WORKLOAD_DRAIN,
       CAPABILITIES.REGISTRY_AUTH,
       CAPABILITIES.WORKLOAD_ALLOCATIONS,
+      // Carried out by rollsOutWithoutOverlap in both rollouts (plan.ts, allocation-rollout.ts).
+      CAPABILITIES.WORKLOAD_STOP_FIRST,
       // workload.fence is announced by the session (handshake.ts) with the fence's timing, over setFenced below.
       ...(this.inventory ? [CAPABILITIES.VOLUMES_INVENTORY] : []),
     ];

@@ -4,7 +4,7 @@ import { CliError, EXIT, usage } from '../errors.js';
 import { describeChanges, serviceChanges, type ServiceChangeOptions } from './service-changes.js';
 
 // tether deploy <service> [--image IMG] [--command ARG]... [--arg ARG]...
-// [--cpus N] [--memory MIB] [--volume name:/path[:ro]]... [--drain-seconds N] [--wait | --wait-drain] [--timeout S]:
+// [--cpus N] [--memory MIB] [--volume name:/path[:ro]]... [--drain-seconds N] [--max-surge N] [--max-unavailable N] [--progress-deadline S] [--wait | --wait-drain] [--timeout S]:
 // changes those service fields (when given, service-changes.ts), records a deployment, and with --wait follows its events
 // (GET /v1/deployments/:id/events) until it is final, printing each state; with --wait-drain on until the drain of
 // the old containers ended (the stream's `drained` event), printing what it cut.

@@ -1,7 +1,7 @@
 import { usage } from '../errors.js';
 
 // The service fields `tether deploy` can change before it deploys: the image,
-// the process (command and args), the resource limits, the volumes and the drain. Each
+// the process (command and args), the resource limits, the volumes, the drain and the rollout. Each
 // flag becomes a field of one PATCH /v1/services/:id; the panel validates
 // them (and answers INVALID_VOLUME, VOLUME_NEEDS_ONE_REPLICA, … as API errors).
 
@@ -17,6 +17,10 @@ export interface ServiceChangeOptions {
   volume?: string[];
   /** --drain-seconds N: how long old containers keep their connections after a rollout's switch. */
   'drain-seconds'?: string;
+  /** --max-surge, --max-unavailable, --progress-deadline: the service's whole rollout (a flag left out: its default). */
+  'max-surge'?: string;
+  'max-unavailable'?: string;
+  'progress-deadline'?: string;
 }
 
 export interface ServiceChanges {
@@ -26,6 +30,13 @@ export interface ServiceChanges {
   resources?: { cpus?: number; memoryMiB?: number };
   volumes?: { name: string; mountPath: string; readOnly: boolean }[];
   drainSeconds?: number;
+  rollout?: { maxSurge?: number; maxUnavailable?: number; progressDeadlineSeconds?: number };
+}
+
+/** A whole number within bounds, or a usage error naming the flag. */
+function wholeNumber(flag: string, value: string, min: number, max: number, what: string): number {
+  if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) throw usage(`--${flag} takes ${what}, ${min}-${max}`);
+  return Number(value);
 }
 
 function volumeOf(flag: string): { name: string; mountPath: string; readOnly: boolean } {
@@ -57,10 +68,12 @@ export function serviceChanges(options: ServiceChangeOptions): ServiceChanges {
   if (Object.keys(resources).length > 0) changes.resources = resources;
   if (options.volume !== undefined) changes.volumes = options.volume.map(volumeOf);
   const drain = options['drain-seconds'];
-  if (drain !== undefined) {
-    if (!/^\d+$/.test(drain) || Number(drain) > 3600) throw usage('--drain-seconds takes whole seconds, 0-3600');
-    changes.drainSeconds = Number(drain);
-  }
+  if (drain !== undefined) changes.drainSeconds = wholeNumber('drain-seconds', drain, 0, 3600, 'whole seconds');
+  const rollout: NonNullable<ServiceChanges['rollout']> = {};
+  if (options['max-surge'] !== undefined) rollout.maxSurge = wholeNumber('max-surge', options['max-surge'], 0, 100, 'a number of replicas');
+  if (options['max-unavailable'] !== undefined) rollout.maxUnavailable = wholeNumber('max-unavailable', options['max-unavailable'], 0, 100, 'a number of replicas');
+  if (options['progress-deadline'] !== undefined) rollout.progressDeadlineSeconds = wholeNumber('progress-deadline', options['progress-deadline'], 1, 86_400, 'whole seconds');
+  if (Object.keys(rollout).length > 0) changes.rollout = rollout;
   return changes;
 }
 
@@ -72,6 +85,7 @@ export function describeChanges(c: ServiceChanges): string {
     c.args === undefined ? null : `args ${JSON.stringify(c.args)}`,
     c.resources === undefined ? null : `resources ${JSON.stringify(c.resources)}`,
     c.drainSeconds === undefined ? null : `drain ${c.drainSeconds}s`,
+    c.rollout === undefined ? null : `rollout ${JSON.stringify(c.rollout)}`,
     c.volumes === undefined ? null : `volumes ${c.volumes.map((v) => `${v.name}:${v.mountPath}${v.readOnly ? ':ro' : ''}`).join(', ') || 'none'}`,
   ]
     .filter((part) => part !== null)
