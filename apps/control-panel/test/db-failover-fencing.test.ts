@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPostgresPair, waitFor, type PostgresPair } from '@tether/testkit';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
+import { stopPairSuite } from './helpers/pair-teardown.js';
 import { RawAgent } from './helpers/raw-agent.js';
 
 // Fencing through a promotion that loses commits (issue 39): two panels on an
@@ -32,11 +33,7 @@ beforeAll(async () => {
   node = await panels[0]!.createNode('fenced-node');
 }, 90_000);
 
-afterAll(async () => {
-  for (const a of agents) a.close();
-  for (const p of panels) await p.close();
-  await pair?.stop();
-}, 60_000);
+afterAll(() => stopPairSuite(agents, panels, pair), 60_000);
 
 const holds = (p: Panel) => p.app.agentSide.registry.get(node.id) !== undefined;
 const connect = async (p: Panel) => {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPostgresPair, waitFor, type PostgresPair } from '@tether/testkit';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
+import { stopPairSuite } from './helpers/pair-teardown.js';
 import { RawAgent } from './helpers/raw-agent.js';
 
 // Three panels and 50 agents through a PostgreSQL failover (issue 39): a
@@ -40,11 +41,7 @@ beforeAll(async () => {
   await waitFor(() => panels.reduce((sum, p) => sum + p.app.agentSide.registry.size, 0) === AGENTS, { timeoutMs: 20_000 });
 }, 120_000);
 
-afterAll(async () => {
-  for (const a of agents) a.close();
-  for (const p of panels) await p.close();
-  await pair?.stop();
-}, 60_000);
+afterAll(() => stopPairSuite(agents, panels, pair), 60_000);
 
 const sessionIds = () => new Set(panels.flatMap((p) => p.app.agentSide.registry.list().map((s) => s.id)));
 

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CAPABILITIES } from '@tether/protocol';
 import { sleep, startPostgresPair, waitFor, type PostgresPair } from '@tether/testkit';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
+import { stopPairSuite } from './helpers/pair-teardown.js';
 import { RawAgent } from './helpers/raw-agent.js';
 
 // The scheduler through a promotion that loses its takeover (issue 39): two
@@ -64,11 +65,7 @@ beforeAll(async () => {
   }
 }, 90_000);
 
-afterAll(async () => {
-  for (const a of agents) a.close();
-  for (const p of panels) await p.close();
-  await pair?.stop();
-}, 60_000);
+afterAll(() => stopPairSuite(agents, panels, pair), 60_000);
 
 const held = (p: Panel) => p.app.scheduler.lease.held;
 const onStandby = <R extends object>(sql: string) => pair.standby.query<R & Record<string, unknown>>(sql, 'tether');
