@@ -15,6 +15,10 @@ const INCLUDE = ['test/**/*.test.ts', 'src/**/*.test.ts'];
  * @param {{ splitFast?: string }} options `splitFast`: the package's folder; its
  *   files without I/O (`fastFiles`) then run as a project of their own without
  *   isolation (one import of the modules for all of them), the rest as before.
+ *   `ioIsolate: false`: the rest runs without isolation too (each worker imports
+ *   the package's modules once, not once per file). Only for a package whose
+ *   code binds nothing at import (DESIGN.md) and whose tests restore what they
+ *   change (timers, env).
  */
 export function testConfig(name, overrides = {}, options = {}) {
   const base = {
@@ -35,7 +39,7 @@ export function testConfig(name, overrides = {}, options = {}) {
     outputFile,
     projects: [
       { test: { ...perProject, name: `${name}:fast`, include: fast, isolate: false } },
-      { test: { ...perProject, name: `${name}:io`, include, exclude: fast } },
+      { test: { ...perProject, name: `${name}:io`, include, exclude: fast, ...(options.ioIsolate === false ? { isolate: false } : {}) } },
     ],
   };
 }
