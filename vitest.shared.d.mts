@@ -1,3 +1,3 @@
-export declare function testConfig(name: string, overrides?: Record<string, unknown>, options?: { splitFast?: string }): Record<string, unknown>;
+export declare function testConfig(name: string, overrides?: Record<string, unknown>, options?: { splitFast?: string; ioIsolate?: boolean }): Record<string, unknown>;
 export declare function fastFiles(packageDir: string): string[];
 export declare function testedPackages(): Array<{ name: string; dir: string }>;
