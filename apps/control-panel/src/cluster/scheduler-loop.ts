@@ -319,7 +319,7 @@ export class Scheduler {
     if (view.brake?.reason === 'TOO_MANY_UNREACHABLE') this.#manyUnreachableAt = local;
     this.#replacedAt = this.#replacedAt.filter((at) => at > now - 60_000);
     const budget = Math.max(0, settings.perMinute - this.#replacedAt.length);
-    const name = new Map(nodes.map((n) => [n.id, n.name]));
+    const byId = new Map(nodes.map((n) => [n.id, n]));
     return {
       states: view.states,
       fenceHeld: view.fenceHeld,
@@ -328,10 +328,10 @@ export class Scheduler {
         const lost: string[] = [];
         const unreachable: string[] = [];
         for (const [id, state] of view.states) {
-          const n = nodes.find((x) => x.id === id);
+          const n = byId.get(id);
           if (!n || n.decommissioned) continue;
-          if (state === 'lost') lost.push(name.get(id) ?? id);
-          else if (state === 'unreachable') unreachable.push(name.get(id) ?? id);
+          if (state === 'lost') lost.push(n.name);
+          else if (state === 'unreachable') unreachable.push(n.name);
         }
         return { brake: view.brake, lost: lost.sort(), unreachable: unreachable.sort(), deferred: plan.deferred, replaced: this.#replaced };
       },
