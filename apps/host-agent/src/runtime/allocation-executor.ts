@@ -134,8 +134,12 @@ export class AllocationExecutor {
    */
   private disown(): void {
     const listed = new Set(this.set?.allocations.map((a) => a.allocationId) ?? []);
-    const owner = (c: AllocatedContainer) => c.allocationId ?? [...this.bindings].find(([, id]) => id === c.id)?.[0];
-    const disowned = new Set(this.containers.filter((c) => c.state === 'running' && owner(c) !== undefined && !listed.has(owner(c)!)).map((c) => c.id));
+    const boundTo = new Map([...this.bindings].map(([allocationId, containerId]) => [containerId, allocationId]));
+    const disowned = new Set<string>();
+    for (const c of this.containers) {
+      const owner = c.allocationId ?? boundTo.get(c.id);
+      if (c.state === 'running' && owner !== undefined && !listed.has(owner)) disowned.add(c.id);
+    }
     const before = this.disowned;
     this.disowned = disowned;
     if ([...disowned].some((id) => !before.has(id))) {
