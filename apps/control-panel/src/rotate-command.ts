@@ -3,12 +3,12 @@ import { loadConfig } from './config.js';
 import { createPrisma } from './db/database.js';
 import { PanelError } from './errors.js';
 import { loadKeyring } from './secrets/keyring.js';
-import { reencryptRegistries } from './secrets/registry-credentials.js';
-import { missingKeyIds, reencryptSecrets } from './secrets/secret-store.js';
+import { missingKeyIds, reencryptAll } from './secrets/sealed-rows.js';
 
 // `node dist/rotate-secrets.js` (docs/operations.md, "Secrets key"): with the
 // new key first in TETHER_SECRETS_KEY (or the key file) and the old ones
-// after it, re-encrypts every stored secret under the new key. Safe to run
+// after it, re-encrypts every sealed row (service secrets, registry passwords,
+// shared certificate keys: secrets/sealed-rows.ts) under the new key. Safe to run
 // again, and while panels serve: rows move in locked batches.
 
 /** Runs the rotation against the database the environment names; resolves with the exit code. */
@@ -40,10 +40,10 @@ export async function rotateSecrets(env: Record<string, string | undefined>, pri
       print(`✖ rows are encrypted under key ${missing.join(', ')}, which is not given: list the old key after the new one`);
       return 2;
     }
-    const moved = await reencryptSecrets(prisma, keyring);
-    const movedRegistries = await reencryptRegistries(prisma, keyring);
+    const moved = await reencryptAll(prisma, keyring);
     const left = (await missingKeyIds(prisma, keyring)).length;
-    print(`re-encrypted ${moved} secret row(s) and ${movedRegistries} registry row(s) under key ${keyring.activeKeyId}${left === 0 ? '' : `; ${left} key id(s) still unknown`}`);
+    const counts = moved.map((m) => `${m.moved} ${m.label} row(s)`);
+    print(`re-encrypted ${counts.slice(0, -1).join(', ')} and ${counts.at(-1)} under key ${keyring.activeKeyId}${left === 0 ? '' : `; ${left} key id(s) still unknown`}`);
     return 0;
   } catch (err) {
     print(`✖ rotation stopped: ${err instanceof Error ? err.message : String(err)}; rows already moved stay readable with the new key, run it again`);

@@ -139,7 +139,7 @@ describe.skipIf(!docker.available)('a secret value is found only in the containe
     // Step 3 of the rotation: every row moves to the new key; the panel (old,new) still opens them.
     const lines: string[] = [];
     expect(await rotateSecrets({ DATABASE_URL: panel.config.databaseUrl, TETHER_SECRETS_KEY: `${NEW_KEY},${OLD_KEY}` }, (l) => lines.push(l))).toBe(0);
-    expect(lines.join('\n')).toMatch(/re-encrypted 3 secret row\(s\) and 1 registry row\(s\)/);
+    expect(lines.join('\n')).toMatch(/re-encrypted 3 secret row\(s\), 1 registry row\(s\) and 0 certificate row\(s\)/);
     const afterRotation = await deployRunning(serviceId);
     expect(await containerEnv(afterRotation)).toContain(`DB_PASSWORD=${SECOND}`);
 

@@ -6,6 +6,7 @@ import { CAPABILITIES, type PanelMessage } from '@tether/protocol';
 import { sqlOf } from '../src/db/database.js';
 import type { PanelError } from '../src/errors.js';
 import { refuseUnreadableSecrets } from '../src/secrets/key-check.js';
+import { certificateAad, openCertificates } from '../src/secrets/certificate-store.js';
 import { generateKey, keyIdOf, loadKeyring } from '../src/secrets/keyring.js';
 import { rotateSecrets } from '../src/rotate-command.js';
 import { startPanel, type Panel } from './helpers/panel-harness.js';
@@ -163,8 +164,19 @@ describe('service secrets', () => {
     }
   });
 
-  it('rotation re-encrypts every row under the new key; the old key alone no longer starts a panel', async () => {
+  it('rotation re-encrypts every row under the new key, shared certificate keys too; the old key alone no longer starts a panel', async () => {
     const next = generateKey();
+    // A domain's shared certificate key (certificates.share) sealed under the old key, as storeCertificate seals it.
+    const issuer = await panel.createNode(`rotate-issuer-${process.pid}`);
+    const domain = `rotate-${process.pid}.example.test`;
+    const certKey = `-----BEGIN PRIVATE KEY-----\n${PLANTED}\n-----END PRIVATE KEY-----\n`;
+    const sealed = loadKeyring({ keys: KEY, keyFile: undefined })!.seal(certKey, certificateAad(domain));
+    await sqlOf(panel.prisma).run(
+      `INSERT INTO domain_certificates (domain, issuer_node_id, certificate_pem, key_id, key_nonce, key_ciphertext, not_after) VALUES ($1, $2, 'chain', $3, $4, $5, now() + interval '30 days')`,
+      [domain, issuer.id, sealed.keyId, Buffer.from(sealed.nonce), Buffer.from(sealed.ciphertext)],
+    );
+    // A domain whose issuer has not reported yet holds no key: nothing to open or move.
+    await sqlOf(panel.prisma).run(`INSERT INTO domain_certificates (domain, issuer_node_id) VALUES ($1, $2)`, [`pending-${domain}`, issuer.id]);
     const before = await sqlOf(panel.prisma).rows<{ id: string; ciphertext: Buffer }>(`SELECT id::text, ciphertext FROM service_secrets ORDER BY id`);
     expect(before.length).toBeGreaterThan(3);
     const lines: string[] = [];
@@ -173,13 +185,19 @@ describe('service secrets', () => {
     expect(lines.at(-1)).toMatch(/not given/);
     expect(await rotateSecrets({ DATABASE_URL: panel.config.databaseUrl, TETHER_SECRETS_KEY: `${next},${KEY}` }, (l) => lines.push(l))).toBe(0);
     expect(lines.at(-1)).toContain(`re-encrypted ${before.length} secret row(s)`);
+    expect(lines.at(-1)).toContain('and 1 certificate row(s)');
     const after = await sqlOf(panel.prisma).rows<{ id: string; key_id: string; ciphertext: Buffer }>(`SELECT id::text, key_id, ciphertext FROM service_secrets ORDER BY id`);
     expect(after.map((r) => r.key_id)).toEqual(after.map(() => keyIdOf(Buffer.from(next, 'base64'))));
     for (let i = 0; i < after.length; i++) expect(after[i]!.ciphertext.equals(before[i]!.ciphertext)).toBe(false);
     // Run again: nothing left to move.
     expect(await rotateSecrets({ DATABASE_URL: panel.config.databaseUrl, TETHER_SECRETS_KEY: next }, (l) => lines.push(l))).toBe(0);
     expect(lines.at(-1)).toContain('re-encrypted 0 secret row(s)');
-    expect(await refuseUnreadableSecrets(panel.prisma, loadKeyring({ keys: next, keyFile: undefined }))).toBeUndefined();
+    expect(lines.at(-1)).toContain('and 0 certificate row(s)');
+    const newOnly = loadKeyring({ keys: next, keyFile: undefined })!;
+    const opened = await openCertificates(panel.prisma, newOnly, [domain]);
+    expect(opened.unreadable).toEqual([]);
+    expect(opened.certificates.map((c) => c.keyPem)).toEqual([certKey]);
+    expect(await refuseUnreadableSecrets(panel.prisma, newOnly)).toBeUndefined();
     const old = await refuseUnreadableSecrets(panel.prisma, loadKeyring({ keys: KEY, keyFile: undefined })).catch((err: unknown) => err);
     expect((old as PanelError).code).toBe('SECRETS_KEY_MISSING');
   });

@@ -13,7 +13,7 @@ import type { Keyring } from './keyring.js';
 // way in from the issuer's report and on its way out in a `certificates`
 // frame to another node serving the domain.
 
-const aadOf = (domain: string) => `tether-certificate-key\0${domain}`;
+export const certificateAad = (domain: string) => `tether-certificate-key\0${domain}`;
 
 /** Why a reported certificate is not stored; null when it may be. */
 export function certificateProblem(c: SharedCertificate, now = new Date()): string | null {
@@ -49,7 +49,7 @@ export async function storeCertificate(db: Db, keyring: Keyring, nodeId: string,
     );
     if (!row || row.issuer_node_id !== nodeId) return { stored: false, code: 'CERTIFICATE_NOT_ISSUER', reason: `${c.domain}: this node is not its certificate issuer` } as const;
     if (row.certificate_pem === c.certificatePem) return { stored: true, changed: false } as const;
-    const sealed = keyring.seal(c.keyPem, aadOf(c.domain));
+    const sealed = keyring.seal(c.keyPem, certificateAad(c.domain));
     await sql.run(
       `UPDATE domain_certificates SET certificate_pem = $2, key_id = $3, key_nonce = $4, key_ciphertext = $5, not_after = $6, updated_at = now() WHERE domain = $1`,
       [c.domain, c.certificatePem, sealed.keyId, Buffer.from(sealed.nonce), Buffer.from(sealed.ciphertext), notAfterOf(c.certificatePem)],
@@ -88,7 +88,7 @@ export async function openCertificates(
   );
   for (const r of rows) {
     try {
-      const keyPem = keyring.open({ keyId: r.key_id, nonce: r.key_nonce, ciphertext: r.key_ciphertext }, aadOf(r.domain));
+      const keyPem = keyring.open({ keyId: r.key_id, nonce: r.key_nonce, ciphertext: r.key_ciphertext }, certificateAad(r.domain));
       certificates.push({ domain: r.domain, certificatePem: r.certificate_pem, keyPem, notAfter: r.not_after.toISOString() });
     } catch (err) {
       if (!(err instanceof PanelError)) throw err;

@@ -1,7 +1,7 @@
 import type { Db } from '../db/database.js';
 import { PanelError } from '../errors.js';
 import type { Keyring } from './keyring.js';
-import { missingKeyIds } from './secret-store.js';
+import { missingKeyIds } from './sealed-rows.js';
 
 /**
  * A panel that could not open what the database holds would fail every

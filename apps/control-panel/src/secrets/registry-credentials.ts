@@ -1,5 +1,4 @@
 import { sqlOf, type Db } from '../db/database.js';
-import { prismaSql } from '../db/sql.js';
 import { PanelError } from '../errors.js';
 import type { Keyring, SealedValue } from './keyring.js';
 
@@ -36,31 +35,4 @@ export async function openRegistryCredentials(db: Db, keyring: Keyring | null, i
     out.set(r.id, { host: r.host, username: r.username, password });
   }
   return out;
-}
-
-/** Key ids of registry rows (the start check and the rotation count them with service secrets). */
-export async function registryKeyIds(db: Db): Promise<string[]> {
-  const rows = await sqlOf(db).rows<{ key_id: string }>(`SELECT DISTINCT key_id FROM registries ORDER BY key_id`);
-  return rows.map((r) => r.key_id);
-}
-
-/** Re-encrypts every registry row not under the active key, in locked batches; returns how many moved. */
-export async function reencryptRegistries(db: Db, keyring: Keyring, batch = 200): Promise<number> {
-  let moved = 0;
-  for (;;) {
-    const n = await db.$transaction(async (tx) => {
-      const rows = await prismaSql(tx).rows<{ id: string; team_id: string; host: string; key_id: string; nonce: Uint8Array; ciphertext: Uint8Array }>(
-        `SELECT id, team_id, host, key_id, nonce, ciphertext FROM registries WHERE key_id <> $1 ORDER BY id LIMIT $2 FOR UPDATE`,
-        [keyring.activeKeyId, batch],
-      );
-      for (const r of rows) {
-        const aad = registryAad(r.id, r.team_id, r.host);
-        const sealed = keyring.seal(keyring.open({ keyId: r.key_id, nonce: r.nonce, ciphertext: r.ciphertext }, aad), aad);
-        await tx.registry.update({ where: { id: r.id }, data: { keyId: sealed.keyId, nonce: Buffer.from(sealed.nonce), ciphertext: Buffer.from(sealed.ciphertext) } });
-      }
-      return rows.length;
-    });
-    moved += n;
-    if (n < batch) return moved;
-  }
 }

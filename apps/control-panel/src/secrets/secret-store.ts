@@ -20,7 +20,7 @@ export interface SecretInfo {
 export type { SecretRef } from '../db/deployment-spec.js';
 import type { SecretRef } from '../db/deployment-spec.js';
 
-const aadOf = (serviceId: string, name: string, version: number) => `tether-secret\0${serviceId}\0${name}\0${version}`;
+export const secretAad = (serviceId: string, name: string, version: number) => `tether-secret\0${serviceId}\0${name}\0${version}`;
 
 /**
  * Sets (a string) or removes (null) secrets of a service, by name; the others
@@ -35,7 +35,7 @@ export async function writeSecrets(tx: Tx, keyring: Keyring, serviceId: string, 
       `SELECT COALESCE(MAX(version), 0) + 1 AS next FROM service_secrets WHERE service_id = $1 AND name = $2`,
       [serviceId, name],
     )) as [{ next: number }];
-    const sealed = keyring.seal(value, aadOf(serviceId, name, next));
+    const sealed = keyring.seal(value, secretAad(serviceId, name, next));
     await tx.serviceSecret.create({
       data: { serviceId, name, version: next, keyId: sealed.keyId, nonce: Buffer.from(sealed.nonce), ciphertext: Buffer.from(sealed.ciphertext) },
     });
@@ -58,7 +58,7 @@ export async function openSecrets(db: Db, keyring: Keyring | null, wanted: reado
     [wanted.map((w) => w.serviceId), wanted.map((w) => w.name), wanted.map((w) => w.version)],
   );
   for (const r of rows) {
-    const value = keyring.open({ keyId: r.key_id, nonce: r.nonce, ciphertext: r.ciphertext }, aadOf(r.service_id, r.name, r.version));
+    const value = keyring.open({ keyId: r.key_id, nonce: r.nonce, ciphertext: r.ciphertext }, secretAad(r.service_id, r.name, r.version));
     let values = out.get(r.service_id);
     if (!values) out.set(r.service_id, (values = {}));
     values[r.name] = value;
@@ -67,39 +67,4 @@ export async function openSecrets(db: Db, keyring: Keyring | null, wanted: reado
     if (out.get(w.serviceId)?.[w.name] === undefined) throw new PanelError('SECRET_UNREADABLE', `secret ${w.name} version ${w.version} of service ${w.serviceId} is not stored`);
   }
   return out;
-}
-
-/** Key ids of stored rows that the keyring cannot open (a start refuses them). */
-export async function missingKeyIds(db: Db, keyring: Keyring | null): Promise<string[]> {
-  // Registry passwords (secrets/registry-credentials.ts) are sealed under the same keyring.
-  const rows = await sqlOf(db).rows<{ key_id: string }>(`SELECT key_id FROM service_secrets UNION SELECT key_id FROM registries ORDER BY key_id`);
-  return rows.map((r) => r.key_id).filter((id) => !keyring?.has(id));
-}
-
-/**
- * Re-encrypts every row not under the keyring's active key, in batches, each
- * in its own transaction with the rows locked (a panel setting a secret at the
- * same time writes under the active key already). Returns how many rows moved.
- */
-export async function reencryptSecrets(db: Db, keyring: Keyring, batch = 200): Promise<number> {
-  let moved = 0;
-  for (;;) {
-    const n = await db.$transaction(async (tx) => {
-      const rows = await prismaSql(tx).rows<{ id: bigint; service_id: string; name: string; version: number; key_id: string; nonce: Uint8Array; ciphertext: Uint8Array }>(
-        `SELECT id, service_id, name, version, key_id, nonce, ciphertext FROM service_secrets WHERE key_id <> $1 ORDER BY id LIMIT $2 FOR UPDATE`,
-        [keyring.activeKeyId, batch],
-      );
-      for (const r of rows) {
-        const aad = aadOf(r.service_id, r.name, r.version);
-        const sealed = keyring.seal(keyring.open({ keyId: r.key_id, nonce: r.nonce, ciphertext: r.ciphertext }, aad), aad);
-        await tx.serviceSecret.update({
-          where: { id: r.id },
-          data: { keyId: sealed.keyId, nonce: Buffer.from(sealed.nonce), ciphertext: Buffer.from(sealed.ciphertext) },
-        });
-      }
-      return rows.length;
-    });
-    moved += n;
-    if (n < batch) return moved;
-  }
 }
