@@ -26,11 +26,12 @@ describe('allocations across panels', () => {
     const svc = await a.api('POST', '/v1/services', { teamId, name: 'alloc-x-web', image: 'busybox:1', node: node.name });
     expect(svc.status).toBe(201);
     const spec = { name: 'alloc-x-web', image: 'busybox:1', env: {}, internalPort: null, replicas: 1 };
-    const release = await a.prisma.deployment.create({ data: { serviceId: svc.body.id, nodeId: node.id, spec, status: 'running' } });
     const agent = await RawAgent.connect({ url: a.url, token: node.token, node: node.name, capabilities: CAPABLE });
     cleanup.push(() => agent.close());
     const first = await agent.waitFor<Allocations>((m) => m.type === 'allocations');
     expect(first.allocations).toEqual([]);
+    // Made after the first set: a running release with no allocation yet awaits its adoption, and holds the set.
+    const release = await a.prisma.deployment.create({ data: { serviceId: svc.body.id, nodeId: node.id, spec, status: 'running' } });
 
     const row = await a.prisma.allocation.create({ data: { serviceId: svc.body.id, nodeId: node.id, releaseId: release.id, cause: 'scale-up', epoch: 1n } });
     expect(b.app.agentSide.registry.get(node.id)).toBeUndefined();

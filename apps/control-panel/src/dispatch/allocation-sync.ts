@@ -4,6 +4,7 @@ import { sqlOf, type Db } from '../db/database.js';
 import { forAgent, releaseOf, type PlannedWorkload, type ServiceSpec } from '../db/deployment-spec.js';
 import { allocationsFrame, type LeftOutAllocation } from '../scheduling/allocation-frames.js';
 import { desiredWorkloads } from '../scheduling/desired-workloads.js';
+import { managedSql } from '../scheduling/managed.js';
 import type { Allocation } from '../scheduling/types.js';
 import { lackedDelivery, needsDelivery, type SecretDelivery } from '../secrets/secret-delivery.js';
 import { OPEN_READ_LINGER_MS } from '../session-writes/session-store.js';
@@ -22,6 +23,11 @@ import type { AgentSession } from '../sessions/session.js';
 // `workloads` (WorkloadSync skips it). An allocation the set cannot carry
 // (release unknown, a capability the agent lacks, past the frame's bound) is
 // left out, logged, and kept here until the next set, for the status answers.
+// No set goes out while a service homed on the node awaits its adoption (a
+// managed service with replicas and a running release but no allocation yet:
+// the upgrade's first evaluation makes them): the agent would read the set as
+// the node's whole intent and retire the containers the adoption is about to
+// take over. The adoption's commit tells the node, and the set follows.
 //
 // In: the agent's `allocations.status` (complete each time, not ACKed) is
 // recorded on the node's allocation rows through the session-fact outbox
@@ -51,6 +57,12 @@ export interface AllocationSyncOptions {
   elsewhere?: (nodeId: string, reason: string) => void;
 }
 
+/** A node's set as read: its allocation rows, and the services homed there whose adoption is still to come. */
+interface NodeRows {
+  rows: AllocationRow[];
+  awaitingAdoption: string[];
+}
+
 /** One allocation row as the set is read from it. */
 interface AllocationRow {
   id: string;
@@ -68,7 +80,7 @@ export class AllocationSync {
   /** Sessions with a send queued that has not started (its read is still to come). */
   private readonly waiting = new WeakSet<AgentSession>();
   /** The node's set, read once for every open of one turn of the loop (a reconnect storm). */
-  private readonly reads = new TickBatcher<string, AllocationRow[]>((nodeIds) => this.load(nodeIds), 500, 2, OPEN_READ_LINGER_MS);
+  private readonly reads = new TickBatcher<string, NodeRows>((nodeIds) => this.load(nodeIds), 500, 2, OPEN_READ_LINGER_MS);
   /** Per node: what the last set sent on its live session left out, by allocation id. */
   private readonly leftOutByNode = new Map<string, Map<string, LeftOut>>();
 
@@ -163,8 +175,12 @@ export class AllocationSync {
 
   private async send(session: AgentSession, reason: string): Promise<void> {
     try {
-      const rows = (await this.reads.load(session.nodeId)) ?? [];
+      const { rows, awaitingAdoption } = (await this.reads.load(session.nodeId)) ?? { rows: [], awaitingAdoption: [] };
       if (session.closed) return;
+      if (awaitingAdoption.length > 0) {
+        this.options.logger.info({ node: session.nodeName, services: awaitingAdoption, reason }, 'allocations held until the scheduler adopts what the node runs');
+        return;
+      }
       const { frame, leftOut } = await this.frameFor(session, rows);
       if (session.closed) return;
       this.leftOutByNode.set(session.nodeId, new Map(leftOut.map((l) => [l.allocationId, l])));
@@ -219,8 +235,9 @@ export class AllocationSync {
     return { wire, lacking: new Map(refused.map((w) => [w.deploymentId, lackedDelivery(session, w)])) };
   }
 
-  private async load(nodeIds: string[]): Promise<Map<string, AllocationRow[]>> {
-    const rows = await sqlOf(this.options.prisma).rows<AllocationRow & { node_id: string }>(
+  private async load(nodeIds: string[]): Promise<Map<string, NodeRows>> {
+    const sql = sqlOf(this.options.prisma);
+    const rows = await sql.rows<AllocationRow & { node_id: string }>(
       `SELECT a.id, a.node_id, a.service_id, s.name AS service_name, a.release_id, a.created_at,
         d.service_id AS release_service_id, d.spec
       FROM allocations a
@@ -229,12 +246,22 @@ export class AllocationSync {
       WHERE a.node_id = ANY($1::text[]) AND a.desired = 'run'`,
       [nodeIds],
     );
-    const byNode = new Map<string, AllocationRow[]>();
-    for (const r of rows) {
-      let list = byNode.get(r.node_id);
-      if (!list) byNode.set(r.node_id, (list = []));
-      list.push(r);
-    }
+    // As scheduling/evaluation.ts adopts: a managed service with no allocation at all, replicas wanted, a running release.
+    const awaiting = await sql.rows<{ node_id: string; id: string }>(
+      `SELECT s.node_id, s.id FROM services s JOIN nodes h ON h.id = s.node_id
+      WHERE s.node_id = ANY($1::text[]) AND ${managedSql('h')} AND s.replicas > 0
+        AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.service_id = s.id)
+        AND EXISTS (SELECT 1 FROM deployments d WHERE d.service_id = s.id AND d.status = 'running')`,
+      [nodeIds],
+    );
+    const byNode = new Map<string, NodeRows>();
+    const of = (nodeId: string) => {
+      let set = byNode.get(nodeId);
+      if (!set) byNode.set(nodeId, (set = { rows: [], awaitingAdoption: [] }));
+      return set;
+    };
+    for (const r of rows) of(r.node_id).rows.push(r);
+    for (const a of awaiting) of(a.node_id).awaitingAdoption.push(a.id);
     return byNode;
   }
 }
