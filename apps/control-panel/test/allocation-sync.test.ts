@@ -293,3 +293,30 @@ describe('status per replica', () => {
     expect(res.body.evidence).toMatchObject({ sessionId: agentU.welcome.sessionId });
   });
 });
+
+describe('a release that stops first (rollout.maxSurge 0)', () => {
+  it('is left out for an agent without workload.stop-first (AGENT_LACKS_CAPABILITY naming it) and carries stopFirst to one with it', async () => {
+    const ofNode = async (label: string, capabilities: string[]) => {
+      const node = await panel.createNode(`stop-first-${label}`);
+      const svc = await panel.api('POST', '/v1/services', { teamId, name: `stop-first-${label}`, image: 'busybox:1', node: node.name, rollout: { maxSurge: 0, maxUnavailable: 1 } });
+      expect(svc.status).toBe(201);
+      const spec = { name: `stop-first-${label}`, image: 'busybox:1', env: {}, internalPort: null, replicas: 1, rollout: { maxSurge: 0, maxUnavailable: 1 } };
+      const release = await panel.prisma.deployment.create({ data: { serviceId: svc.body.id, nodeId: node.id, spec, status: 'running' } });
+      const id = await allocation(svc.body.id, node.id, release.id);
+      const agent = await connect(node, capabilities);
+      return { node, id, release, frame: await agent.waitFor<Allocations>((m) => m.type === 'allocations') };
+    };
+    const old = await ofNode('old', CAPABLE);
+    expect(old.frame.allocations).toEqual([]);
+    expect(old.frame.releases).toEqual([]);
+    expect(panel.app.agentSide.allocations.leftOut(old.node.id).get(old.id)).toMatchObject({
+      reason: 'AGENT_LACKS_CAPABILITY',
+      releaseId: old.release.id,
+      missing: [CAPABILITIES.WORKLOAD_STOP_FIRST],
+    });
+    const capable = await ofNode('new', [...CAPABLE, CAPABILITIES.WORKLOAD_STOP_FIRST]);
+    expect(capable.frame.allocations.map((a) => a.allocationId)).toEqual([capable.id]);
+    expect(capable.frame.releases).toEqual([expect.objectContaining({ deploymentId: capable.release.id, stopFirst: true })]);
+    expect(panel.app.agentSide.allocations.leftOut(capable.node.id).size).toBe(0);
+  });
+});
