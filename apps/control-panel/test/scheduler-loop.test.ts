@@ -9,6 +9,7 @@ import { evacuateNode, setCordon } from '../src/domain/nodes.js';
 import type { ApiDeps } from '../src/domain/api-deps.js';
 import { PanelEvents } from '../src/panel-events.js';
 import { ALLOCATIONS_CAPABILITY, managedByAllocations, managedSql } from '../src/scheduling/managed.js';
+import { homeJoin } from '../src/db/where-services-run.js';
 import { useMigratedDatabase } from './helpers/migrated-database.js';
 
 // The scheduler of issue 36 on a real PostgreSQL, without agents: nodes with
@@ -141,12 +142,17 @@ afterEach(async () => {
 });
 
 describe('managed by allocations', () => {
-  it('the SQL form agrees with the pure function on every node', async () => {
+  it('the SQL form agrees with the pure function on every node, and a service without a home is managed', async () => {
     await addNode('legacy', []);
-    const got = await rows<{ name: string; managed: boolean; capabilities: string[] }>(`SELECT h.name, ${managedSql('h')} AS managed, h.capabilities FROM nodes h ORDER BY h.name`);
-    expect(got.map((n) => [n.name, n.managed])).toEqual(got.map((n) => [n.name, managedByAllocations(n)]));
-    expect(got.find((n) => n.name === 'legacy')?.managed).toBe(false);
-    expect(got.find((n) => n.name === 'a')?.managed).toBe(true);
+    for (const name of Object.keys(nodeIds)) await addService(`on-${name}`, 1, name);
+    await db.prisma.service.create({ data: { teamId, name: 'homeless', image: 'registry.example.com/web:1', replicas: 1, nodeId: null, placement: {} } });
+    const got = await rows<{ name: string; managed: boolean; capabilities: string[] | null }>(
+      `SELECT s.name, ${managedSql('s', 'h')} AS managed, h.capabilities FROM services s ${homeJoin('s', 'h')} ORDER BY s.name`,
+    );
+    expect(got.map((n) => [n.name, n.managed])).toEqual(got.map((n) => [n.name, managedByAllocations(n.capabilities === null ? null : { capabilities: n.capabilities })]));
+    expect(got.find((n) => n.name === 'on-legacy')?.managed).toBe(false);
+    expect(got.find((n) => n.name === 'on-a')?.managed).toBe(true);
+    expect(got.find((n) => n.name === 'homeless')?.managed).toBe(true);
   });
 });
 

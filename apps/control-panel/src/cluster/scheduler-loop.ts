@@ -5,7 +5,8 @@ import type { Db, Tx } from '../db/database.js';
 import { prismaSql } from '../db/sql.js';
 import { stringRecordOf } from '../db/json-columns.js';
 import { evaluate, isEmptyPlan, previewEvacuation, type AllocationRow, type DeploymentRow, type EvaluationPlan, type ServiceRow } from '../scheduling/evaluation.js';
-import { LIVE_ELSEWHERE, managedSql, type NodeFacts } from '../scheduling/managed.js';
+import { LIVE_ELSEWHERE, type NodeFacts } from '../scheduling/managed.js';
+import { homeJoin, managedSql } from '../db/where-services-run.js';
 import type { ReportedStatus } from '../scheduling/rollout-progress.js';
 import { failoverView, type Brake, type FailoverSettings } from '../scheduling/failover-policy.js';
 import { SchedulerLease, StaleEpochError } from './scheduler-lease.js';
@@ -382,8 +383,9 @@ function runNodesByService(services: readonly ServiceRow[], allocations: readonl
 
 interface ServiceSql {
   id: string;
-  node_id: string;
-  home_name: string;
+  node_id: string | null;
+  home_name: string | null;
+  pending: unknown;
   replicas: number;
   placement: unknown;
   volumes: { readOnly?: boolean }[] | null;
@@ -444,11 +446,11 @@ export async function readState(tx: Tx, holdsSession: (nodeId: string) => boolea
   const sql = prismaSql(tx);
   const [clock] = await sql.rows<{ now_ms: number }>(`SELECT (extract(epoch FROM now()) * 1000)::float8 AS now_ms`);
   const services = await sql.rows<ServiceSql>(
-    `SELECT s.id, s.node_id, h.name AS home_name, s.replicas, s.placement, s.volumes, s.fence,
+    `SELECT s.id, s.node_id, h.name AS home_name, s.replicas, s.placement, s.volumes, s.fence, s.pending,
       s.rollout_max_surge AS max_surge, s.rollout_max_unavailable AS max_unavailable, s.rollout_progress_deadline_seconds AS progress_deadline_s, (extract(epoch FROM s.created_at) * 1000)::float8 AS created_ms,
-      (EXISTS (SELECT 1 FROM routes r WHERE r.service_id = s.id) AND NOT '${CAPABILITIES.ROUTING_REMOTE}' = ANY(h.capabilities)) AS routed
-    FROM services s JOIN nodes h ON h.id = s.node_id
-    WHERE ${managedSql('h')}
+      (EXISTS (SELECT 1 FROM routes r WHERE r.service_id = s.id) AND NOT COALESCE('${CAPABILITIES.ROUTING_REMOTE}' = ANY(h.capabilities), false)) AS routed
+    FROM services s ${homeJoin('s', 'h')}
+    WHERE ${managedSql('s', 'h')}
     ORDER BY s.id`,
   );
   // No managed service: nothing to place, move or fail over, and every other read is of managed services too. The
@@ -462,15 +464,15 @@ export async function readState(tx: Tx, holdsSession: (nodeId: string) => boolea
   const allocations = await sql.rows<AllocationSql>(
     `SELECT a.id, a.service_id, a.node_id, a.release_id, a.desired, (extract(epoch FROM a.created_at) * 1000)::float8 AS created_ms,
       a.status, (extract(epoch FROM a.status_at) * 1000)::float8 AS status_ms
-    FROM allocations a JOIN services s ON s.id = a.service_id JOIN nodes h ON h.id = s.node_id
-    WHERE ${managedSql('h')}`,
+    FROM allocations a JOIN services s ON s.id = a.service_id ${homeJoin('s', 'h')}
+    WHERE ${managedSql('s', 'h')}`,
   );
   // deployments' times are timestamp(3) holding UTC (as Prisma writes them).
   const deployments = await sql.rows<DeploymentSql>(
     `SELECT d.id, d.service_id, d.status::text AS status, (extract(epoch FROM d.created_at AT TIME ZONE 'UTC') * 1000)::float8 AS created_ms,
       (extract(epoch FROM d.dispatched_at AT TIME ZONE 'UTC') * 1000)::float8 AS dispatched_ms, d.reason
-    FROM deployments d JOIN services s ON s.id = d.service_id JOIN nodes h ON h.id = s.node_id
-    WHERE ${managedSql('h')} AND d.status IN ('pending', 'delivered', 'running')`,
+    FROM deployments d JOIN services s ON s.id = d.service_id ${homeJoin('s', 'h')}
+    WHERE ${managedSql('s', 'h')} AND d.status IN ('pending', 'delivered', 'running')`,
   );
   return {
     now: Number(clock!.now_ms),
@@ -479,6 +481,7 @@ export async function readState(tx: Tx, holdsSession: (nodeId: string) => boolea
         id: s.id,
         homeNodeId: s.node_id,
         homeName: s.home_name,
+        pending: s.pending,
         replicas: s.replicas,
         placement: s.placement,
         routed: s.routed,
@@ -547,6 +550,19 @@ export async function writePlan(tx: Tx, plan: EvaluationPlan, epoch: number): Pr
   for (const move of plan.moves) {
     await sql.run(`UPDATE allocations SET release_id = $2, epoch = $3::bigint WHERE id = ANY($1::text[]) AND desired = 'run'`, [move.allocationIds, move.releaseId, epoch]);
   }
+  if (plan.homes.length > 0) {
+    // A service without a home gets its first replica's node (only while it has none), and its deployments with it.
+    const ids = plan.homes.map((h) => h.serviceId);
+    const nodes = plan.homes.map((h) => h.nodeId);
+    await sql.run(`UPDATE services s SET node_id = v.node_id FROM unnest($1::text[], $2::text[]) AS v(id, node_id) WHERE s.id = v.id AND s.node_id IS NULL`, [ids, nodes]);
+    await sql.run(`UPDATE deployments d SET node_id = s.node_id FROM services s WHERE s.id = ANY($1::text[]) AND d.service_id = s.id AND d.node_id IS NULL`, [ids]);
+  }
+  if (plan.pendingWrites.length > 0) {
+    await sql.run(`UPDATE services s SET pending = v.pending FROM unnest($1::text[], $2::jsonb[]) AS v(id, pending) WHERE s.id = v.id`, [
+      plan.pendingWrites.map((w) => w.serviceId),
+      plan.pendingWrites.map((w) => (w.pending === null ? null : JSON.stringify(w.pending))),
+    ]);
+  }
   if (plan.remove.length > 0) {
     await sql.run(`DELETE FROM allocations WHERE id = ANY($1::text[]) AND desired = 'stop' AND status->>'state' = 'removed'`, [plan.remove]);
   }
@@ -597,7 +613,7 @@ export async function evacuationAnswerIn(tx: Tx, nodeId: string, holdsSession: (
   const preview = previewEvacuation(nodeId, state);
   const sql = prismaSql(tx);
   const unmanaged = await sql.rows<{ id: string; name: string }>(
-    `SELECT s.id, s.name FROM services s JOIN nodes h ON h.id = s.node_id WHERE s.node_id = $1 AND s.replicas > 0 AND NOT ${managedSql('h')} ORDER BY s.name`,
+    `SELECT s.id, s.name FROM services s JOIN nodes h ON h.id = s.node_id WHERE s.node_id = $1 AND s.replicas > 0 AND NOT ${managedSql('s', 'h')} ORDER BY s.name`,
     [nodeId],
   );
   const ids = [...new Set([...preview.moves, ...preview.refused, ...preview.pending].map((c) => c.serviceId))];

@@ -5,6 +5,7 @@ import { decideRollout, runsHealthy, type RolloutAllocation, type TargetRelease 
 import { rolloutLimits, rolloutOptionsOf, type RolloutOptions } from './rollout-plan.js';
 import { holdFenced, paceReplacements } from './failover-policy.js';
 import { schedule, wantedReplicas } from './schedule.js';
+import { homesOf, pendingWrites, type HomeWrite, type PendingWrite } from './homes.js';
 import type { Allocation, NodeState, PendingChange, RefusedChange, ServiceSpec, StopChange } from './types.js';
 
 // One evaluation of the scheduler over managed services (issue 36), as a pure
@@ -13,7 +14,9 @@ import type { Allocation, NodeState, PendingChange, RefusedChange, ServiceSpec, 
 // transaction. In order:
 // 1. A managed service without any allocation adopts the replicas its home
 //    node runs now: one allocation per wanted replica there, on its running
-//    release (nothing restarts), before anything spreads.
+//    release (nothing restarts), before anything spreads. A service without a
+//    home (homes.ts) has nothing to adopt: its first placed replica's node
+//    becomes its home, and why replicas wait is recorded when it changes.
 // 2. schedule() places and stops (scale, lost and misplaced replicas).
 //    An evacuating node's replica whose replacement is placed (the service runs
 //    more than it wants) is *leaving*: schedule() does not see it.
@@ -27,7 +30,10 @@ import type { Allocation, NodeState, PendingChange, RefusedChange, ServiceSpec, 
 
 export interface ServiceRow extends ManagedServiceFacts {
   id: string;
-  homeNodeId: string;
+  /** Null: no home yet (its replicas pending until one is placed). */
+  homeNodeId: string | null;
+  /** services.pending as stored (homes.ts compares before it writes). */
+  pending?: unknown;
   replicas: number;
   /** A writable volume: one replica that never moves. */
   stateful: boolean;
@@ -116,6 +122,10 @@ export interface EvaluationPlan {
   deferred: number;
   /** Rollouts that made a step now. */
   progressed: string[];
+  /** Services without a home that get one now (their first replica's node). */
+  homes: HomeWrite[];
+  /** services.pending that changed. */
+  pendingWrites: PendingWrite[];
 }
 
 export interface EvacuationProgress {
@@ -127,7 +137,7 @@ export interface EvacuationProgress {
 }
 
 export function isEmptyPlan(plan: EvaluationPlan): boolean {
-  return plan.insert.length + plan.stop.length + plan.remove.length + plan.moves.length + plan.deployments.length === 0;
+  return plan.insert.length + plan.stop.length + plan.remove.length + plan.moves.length + plan.deployments.length + plan.homes.length + plan.pendingWrites.length === 0;
 }
 
 /** The service's target release and the one it runs: deployments newest first. */
@@ -140,7 +150,7 @@ export function releasesOf(deployments: readonly DeploymentRow[]): { target: Dep
 }
 
 export function evaluate(input: EvaluationInput): EvaluationPlan {
-  const plan: EvaluationPlan = { insert: [], stop: [], remove: [], moves: [], deployments: [], pending: [], refused: [], evacuations: [], changedNodes: [], moved: [], progressed: [], deferred: 0 };
+  const plan: EvaluationPlan = { insert: [], stop: [], remove: [], moves: [], deployments: [], pending: [], refused: [], evacuations: [], changedNodes: [], moved: [], progressed: [], deferred: 0, homes: [], pendingWrites: [] };
   const states = input.failover?.states;
   const nodeViews = input.nodes.map((n) => {
     const view = nodeViewOf(n);
@@ -187,7 +197,7 @@ export function evaluate(input: EvaluationInput): EvaluationPlan {
     }
     for (const a of own) if (a.desired === 'run' && !leaving.has(a.id)) forSchedule.push(toAllocation(a));
     // 1. Adoption: the replicas its home node runs become its allocations, on the release they run.
-    if (own.length === 0 && found.running) {
+    if (own.length === 0 && found.running && service.homeNodeId !== null) {
       for (let i = 0; i < wantedReplicas(spec); i++) {
         const row: NewAllocation = { id: input.newId(), serviceId: service.id, nodeId: service.homeNodeId, releaseId: found.running.id, cause: 'adopted' };
         adopted.set(row.id, row);
@@ -210,6 +220,8 @@ export function evaluate(input: EvaluationInput): EvaluationPlan {
   }
   plan.pending = result.pending;
   plan.refused = result.refused;
+  plan.homes = homesOf(input.services, result.place);
+  plan.pendingWrites = pendingWrites(input.services, new Map(specs.map((s) => [s.id, s.placement])), result.pending);
   const stopped = new Set<string>();
   for (const stop of result.stop) {
     stopped.add(stop.allocationId);
