@@ -213,6 +213,36 @@ describe('the migrated database matches schema.prisma', () => {
     expect(await query(url, "SELECT labels, cordoned FROM nodes WHERE id = 'n1'")).toEqual([{ labels: {}, cordoned: false }]);
   });
 
+  it('service pending: an upgrade keeps every service and deployment on its node, none pending; only new rows may have no node', async () => {
+    const url = await server.createDatabase();
+    const before = await mkdtemp(path.join(os.tmpdir(), 'tether-before-pending-'));
+    const later = (await readdir(MIGRATIONS_DIR)).filter((name) => name >= '20261205150000_service_pending' && !name.endsWith('.toml')).sort();
+    try {
+      await cp(MIGRATIONS_DIR, before, { recursive: true });
+      for (const name of later) await rm(path.join(before, name), { recursive: true });
+      await applyMigrations(url, before);
+    } finally {
+      await rm(before, { recursive: true, force: true });
+    }
+    await runSql(
+      url,
+      `INSERT INTO teams (id, name) VALUES ('t', 't');
+      INSERT INTO nodes (id, name, token_hash) VALUES ('n1', 'web-1', 'h1');
+      INSERT INTO services (id, team_id, name, image, node_id, replicas, updated_at) VALUES ('web', 't', 'web', 'nginx', 'n1', 2, now());
+      INSERT INTO deployments (id, service_id, node_id, spec, status) VALUES ('d1', 'web', 'n1', '{}', 'running');
+      INSERT INTO allocations (id, service_id, node_id, release_id, cause, epoch) VALUES ('a1', 'web', 'n1', 'd1', 'migrated', 0);`,
+    );
+    const applied = await applyMigrations(url, MIGRATIONS_DIR);
+    expect(applied.applied).toEqual(later);
+    expect(later[0]).toBe('20261205150000_service_pending');
+    expect(await query(url, 'SELECT id, node_id, pending FROM services')).toEqual([{ id: 'web', node_id: 'n1', pending: null }]);
+    expect(await query(url, 'SELECT id, node_id FROM deployments')).toEqual([{ id: 'd1', node_id: 'n1' }]);
+    expect(await query(url, 'SELECT id, node_id, release_id, desired FROM allocations')).toEqual([{ id: 'a1', node_id: 'n1', release_id: 'd1', desired: 'run' }]);
+    // A new service may have no node now; a node it names must still exist.
+    await runSql(url, `INSERT INTO services (id, team_id, name, image, node_id, updated_at) VALUES ('waiting', 't', 'waiting', 'nginx', NULL, now())`);
+    await expect(runSql(url, `INSERT INTO services (id, team_id, name, image, node_id, updated_at) VALUES ('bad', 't', 'bad', 'nginx', 'nope', now())`)).rejects.toThrow(/foreign key/);
+  });
+
   it('fails when a migration drifts from the schema (an extra statement in a copy of the migrations)', async () => {
     const dir = await mkdtemp(path.join(os.tmpdir(), 'tether-drift-'));
     try {
