@@ -32,6 +32,20 @@ async function query<T extends pg.QueryResultRow>(url: string, sql: string, para
   }
 }
 
+/** Applies every migration before `first` (the database as the release before it left it); the names left, in order. */
+async function migrateBefore(url: string, first: string): Promise<string[]> {
+  const before = await mkdtemp(path.join(os.tmpdir(), 'tether-before-'));
+  const later = (await readdir(MIGRATIONS_DIR)).filter((name) => name >= first && !name.endsWith('.toml')).sort();
+  try {
+    await cp(MIGRATIONS_DIR, before, { recursive: true });
+    for (const name of later) await rm(path.join(before, name), { recursive: true });
+    await applyMigrations(url, before);
+  } finally {
+    await rm(before, { recursive: true, force: true });
+  }
+  return later;
+}
+
 /** The catalog Prisma would create from schema.prisma with one more column, which no migration adds. */
 let expectedWithPlan: string[];
 
@@ -171,16 +185,8 @@ describe('the migrated database matches schema.prisma', () => {
 
   it('allocations: an upgrade pins every service to its node, one allocation per replica on its running release, moving nothing', async () => {
     const url = await server.createDatabase();
-    const before = await mkdtemp(path.join(os.tmpdir(), 'tether-before-allocations-'));
-    const later = (await readdir(MIGRATIONS_DIR)).filter((name) => name >= '20261203110000_allocations' && !name.endsWith('.toml')).sort();
-    try {
-      await cp(MIGRATIONS_DIR, before, { recursive: true });
-      // The database as the release before it left it: the allocations migration and every later one not applied.
-      for (const name of later) await rm(path.join(before, name), { recursive: true });
-      await applyMigrations(url, before);
-    } finally {
-      await rm(before, { recursive: true, force: true });
-    }
+    // The database as the release before it left it: the allocations migration and every later one not applied.
+    const later = await migrateBefore(url, '20261203110000_allocations');
     await runSql(
       url,
       `INSERT INTO teams (id, name) VALUES ('t', 't');
@@ -215,15 +221,7 @@ describe('the migrated database matches schema.prisma', () => {
 
   it('service pending: an upgrade keeps every service and deployment on its node, none pending; only new rows may have no node', async () => {
     const url = await server.createDatabase();
-    const before = await mkdtemp(path.join(os.tmpdir(), 'tether-before-pending-'));
-    const later = (await readdir(MIGRATIONS_DIR)).filter((name) => name >= '20261205150000_service_pending' && !name.endsWith('.toml')).sort();
-    try {
-      await cp(MIGRATIONS_DIR, before, { recursive: true });
-      for (const name of later) await rm(path.join(before, name), { recursive: true });
-      await applyMigrations(url, before);
-    } finally {
-      await rm(before, { recursive: true, force: true });
-    }
+    const later = await migrateBefore(url, '20261205150000_service_pending');
     await runSql(
       url,
       `INSERT INTO teams (id, name) VALUES ('t', 't');

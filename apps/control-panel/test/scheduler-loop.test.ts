@@ -11,6 +11,7 @@ import { PanelEvents } from '../src/panel-events.js';
 import { ALLOCATIONS_CAPABILITY, managedByAllocations, managedSql } from '../src/scheduling/managed.js';
 import { homeJoin } from '../src/db/where-services-run.js';
 import { useMigratedDatabase } from './helpers/migrated-database.js';
+import { markLive } from './helpers/live-node.js';
 
 // The scheduler of issue 36 on a real PostgreSQL, without agents: nodes with
 // the allocations capability and live sessions (the owner and report rows the
@@ -71,12 +72,7 @@ async function addNode(name: string, capabilities = [ALLOCATIONS_CAPABILITY]): P
   const node = await db.prisma.node.create({ data: { name, tokenHash: `hash-${name}`, capabilities } });
   nodeIds[name] = node.id;
   // A live session on panel "owner" (its lease live): the owner row and the report row of the same generation.
-  await sql(`INSERT INTO node_owners (node_id, panel_id, session_id, generation, claimed_at) VALUES ($1, 'owner', $2, 1, now())`, node.id, `sess-${name}`);
-  await sql(
-    `INSERT INTO node_reports (node_id, panel_id, session_id, generation, state, last_frame_at, report, updated_at) VALUES ($1, 'owner', $2, 1, 'connected', now(), '{}', now())`,
-    node.id,
-    `sess-${name}`,
-  );
+  await markLive(db.prisma, node.id, name);
   return node.id;
 }
 

@@ -9,6 +9,7 @@ import { PanelEvents } from '../src/panel-events.js';
 import { ALLOCATIONS_CAPABILITY } from '../src/scheduling/managed.js';
 import { serviceStatus, STATUS_SERVICE_SELECT } from '../src/status/service-status.js';
 import { useMigratedDatabase } from './helpers/migrated-database.js';
+import { markLive } from './helpers/live-node.js';
 
 // Capacity honest (issue 36) on a real PostgreSQL, without agents: a service
 // made while no node is eligible is created (no home, replicas pending with
@@ -46,12 +47,7 @@ const makeDeps = (): ApiDeps => ({
 async function liveNode(name: string): Promise<string> {
   const node = await createNode(db.prisma, { name });
   await db.prisma.node.update({ where: { id: node.id }, data: { capabilities: [ALLOCATIONS_CAPABILITY] } });
-  await sql(`INSERT INTO node_owners (node_id, panel_id, session_id, generation, claimed_at) VALUES ($1, 'owner', $2, 1, now())`, node.id, `sess-${name}`);
-  await sql(
-    `INSERT INTO node_reports (node_id, panel_id, session_id, generation, state, last_frame_at, report, updated_at) VALUES ($1, 'owner', $2, 1, 'connected', now(), '{}', now())`,
-    node.id,
-    `sess-${name}`,
-  );
+  await markLive(db.prisma, node.id, name);
   return node.id;
 }
 

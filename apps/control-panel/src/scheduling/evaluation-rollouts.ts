@@ -1,29 +1,22 @@
-import { decideRollout, type RolloutAllocation, type TargetRelease } from './rollout-progress.js';
+import { decideRollout, type RolloutAllocation, type RolloutInput, type TargetRelease } from './rollout-progress.js';
 import { rolloutLimits, rolloutOptionsOf, type RolloutOptions } from './rollout-plan.js';
 import { wantedReplicas } from './schedule.js';
 import type { DeploymentRow, EvaluationPlan, ServiceRow } from './evaluation-plan.js';
-import type { NodeView, ServiceSpec } from './types.js';
+import type { ServiceSpec } from './types.js';
 
 // Step 3 of an evaluation (evaluation.ts): a service with a target release
 // (its newest deployment that is not final, else its running one) rolls out
 // step by step (rollout-progress.ts decides), and the plan gets the release
 // moves and the deployment's row as the decision says.
 
-export interface RolloutStep {
+/** decideRollout's input as an evaluation has it (`progressDeadlineMs`: the panel's, which the service's replaces). */
+export type RolloutStep = Omit<RolloutInput, 'service' | 'allocations' | 'wanted' | 'target' | 'options'> & {
   service: ServiceRow;
   spec: ServiceSpec;
   /** The run allocations the rollout counts: kept, adopted and placed now, none leaving. */
   runs: RolloutAllocation[];
   target: DeploymentRow;
-  /** The release it replaces (its running one, when another), or null. */
-  previous: string | null;
-  nodes: ReadonlyMap<string, NodeView>;
-  now: number;
-  /** The panel's TETHER_PROGRESS_DEADLINE_SECONDS: the service's rollout.progressDeadlineSeconds replaces it. */
-  progressDeadlineMs: number;
-  movedAt: ReadonlyMap<string, number>;
-  progressAt: number | undefined;
-}
+};
 
 /** One service's rollout now, added to the plan. */
 export function stepRollout(plan: EvaluationPlan, args: RolloutStep): void {
