@@ -38,6 +38,7 @@ export const ERROR_CATALOG = defineErrorCatalog({
   NODE_CORDONED: { status: 409, message: 'the node is cordoned: nothing new is placed on it' },
   NO_NODE_AVAILABLE: { status: 409, message: 'no node is available to place the service on' },
   NO_NODE_MATCHES_LABELS: { status: 409, message: "no node that takes new services carries the placement's labels" },
+  SERVICE_PENDING: { status: 409, message: 'the service has no node yet: its replicas wait for an eligible node (see its pending)' },
   STORED_SECRET_UNREADABLE: {
     status: 409,
     message: 'a secret or registry password the deployment needs does not decrypt (its row was changed outside Tether, or its key is not given); set it again and deploy',

@@ -226,7 +226,7 @@ function createScheduler(app: FastifyInstance, deps: AppDependencies, parts: Pic
 async function pushRoutingOf(deps: AppDependencies, events: PanelParts['events'], deploymentIds: readonly string[]): Promise<void> {
   try {
     const rows = await deps.prisma.deployment.findMany({ where: { id: { in: [...deploymentIds] } }, select: { nodeId: true, spec: true } });
-    const nodeIds = [...new Set(rows.map((r) => r.nodeId))].sort();
+    const nodeIds = [...new Set(rows.flatMap((r) => (r.nodeId === null ? [] : [r.nodeId])))].sort();
     const names = rows.map((r) => (r.spec as { name?: string } | null)?.name ?? 'a service').join(', ');
     if (nodeIds.length > 0) events.emit('routing.changed', { nodeIds, reason: `${names} deployed (rolled out by the scheduler)` });
   } catch {

@@ -66,7 +66,7 @@ export async function registerPanelRoutes(app: FastifyInstance, { deps, parts, m
     const view = await cluster?.view(nodes.map((n) => n.id).filter((id) => !agents.registry.get(id)));
     return (node) => liveRoutingOf(node, agents.registry, view);
   };
-  const api: ApiDeps = { prisma, events, dispatcher: parts.dispatcher, keyring, volumes: new SessionVolumeRemover(agents.registry), liveRouting };
+  const api: ApiDeps = { prisma, events, dispatcher: parts.dispatcher, keyring, volumes: new SessionVolumeRemover(agents.registry), liveRouting, placesLater: config.scheduler.allocations };
   await app.register(
     async (v1) => {
       v1.addHook('onRequest', requireAuth);

@@ -3,7 +3,7 @@ import type { ConnectionCap } from './http/connection-cap.js';
 import type { HeldKind } from './http/held-streams.js';
 import type { PanelParts } from './panel-parts.js';
 import type { PrimaryLocator } from './db/primary-locator.js';
-import type { FailoverStatus } from './cluster/scheduler-loop.js';
+import type { FailoverStatus } from './cluster/scheduler-failover.js';
 
 // What can be observed of this panel's background parts, in one documented
 // place (docs/architecture.md, "Panel status"): the session-fact outbox's

@@ -161,4 +161,26 @@ describe.skipIf(!docker.available)('services across nodes: scheduler → allocat
     expect(seen.mostOnANode).toBe(1);
     expect(seen.fewest).toBeGreaterThanOrEqual(1);
   });
+
+  it('capacity honest: labels no node carries → 201 without a node, pending; its deployment waits; a node labelled → runs there with no other request', async () => {
+    const res = await panel.api('POST', '/v1/services', { teamId, name: 'gpu', image, env: { MESSAGE: 'gpu' }, internalPort: 8080, replicas: 1, placement: { labels: { gpu: 'yes' } } });
+    expect(res.status).toBe(201);
+    expect(res.body).toMatchObject({ nodeId: null, nodeName: null, pending: { count: 1, code: 'NO_NODE_MATCHES_LABELS' } });
+    const deploy = await panel.api('POST', `/v1/services/${res.body.id}/deployments`, {});
+    expect(deploy.status).toBe(201);
+    expect(deploy.body).toMatchObject({ status: 'pending', nodeId: null });
+    await sleep(SCHEDULER_MS * 5);
+    expect(await fleet.containers(res.body.id)).toEqual([]);
+    expect((await panel.api('GET', `/v1/services/${res.body.id}/status`)).body).toMatchObject({ state: 'pending', node: null, allocations: [{ allocationId: null, state: 'pending', code: 'NO_NODE_MATCHES_LABELS' }] });
+
+    const target = nodes[2]!;
+    const labelled = performance.now();
+    expect((await panel.api('PATCH', `/v1/nodes/${target.id}`, { labels: { gpu: 'yes' } })).status).toBe(200);
+    expect(await fleet.settled(deploy.body.id, 30_000)).toMatchObject({ status: 'running' });
+    console.log(`capacity honest: the waiting deployment running ${Math.round(performance.now() - labelled)} ms after the node was labelled`);
+    const list = await fleet.running(res.body.id);
+    expect(byNode(list)).toEqual([target.name]);
+    expect(await fleet.answer(list[0]!)).toBe('gpu');
+    expect((await panel.api('GET', `/v1/services/${res.body.id}`)).body).toMatchObject({ nodeId: target.id, nodeName: target.name, pending: null });
+  });
 });

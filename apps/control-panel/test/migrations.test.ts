@@ -32,6 +32,20 @@ async function query<T extends pg.QueryResultRow>(url: string, sql: string, para
   }
 }
 
+/** Applies every migration before `first` (the database as the release before it left it); the names left, in order. */
+async function migrateBefore(url: string, first: string): Promise<string[]> {
+  const before = await mkdtemp(path.join(os.tmpdir(), 'tether-before-'));
+  const later = (await readdir(MIGRATIONS_DIR)).filter((name) => name >= first && !name.endsWith('.toml')).sort();
+  try {
+    await cp(MIGRATIONS_DIR, before, { recursive: true });
+    for (const name of later) await rm(path.join(before, name), { recursive: true });
+    await applyMigrations(url, before);
+  } finally {
+    await rm(before, { recursive: true, force: true });
+  }
+  return later;
+}
+
 /** The catalog Prisma would create from schema.prisma with one more column, which no migration adds. */
 let expectedWithPlan: string[];
 
@@ -171,16 +185,8 @@ describe('the migrated database matches schema.prisma', () => {
 
   it('allocations: an upgrade pins every service to its node, one allocation per replica on its running release, moving nothing', async () => {
     const url = await server.createDatabase();
-    const before = await mkdtemp(path.join(os.tmpdir(), 'tether-before-allocations-'));
-    const later = (await readdir(MIGRATIONS_DIR)).filter((name) => name >= '20261203110000_allocations' && !name.endsWith('.toml')).sort();
-    try {
-      await cp(MIGRATIONS_DIR, before, { recursive: true });
-      // The database as the release before it left it: the allocations migration and every later one not applied.
-      for (const name of later) await rm(path.join(before, name), { recursive: true });
-      await applyMigrations(url, before);
-    } finally {
-      await rm(before, { recursive: true, force: true });
-    }
+    // The database as the release before it left it: the allocations migration and every later one not applied.
+    const later = await migrateBefore(url, '20261203110000_allocations');
     await runSql(
       url,
       `INSERT INTO teams (id, name) VALUES ('t', 't');
@@ -211,6 +217,28 @@ describe('the migrated database matches schema.prisma', () => {
       ...Array(3).fill({ service_id: 'three', node_id: 'n1', release_id: 'd-now', desired: 'run', epoch: '0' }),
     ]);
     expect(await query(url, "SELECT labels, cordoned FROM nodes WHERE id = 'n1'")).toEqual([{ labels: {}, cordoned: false }]);
+  });
+
+  it('service pending: an upgrade keeps every service and deployment on its node, none pending; only new rows may have no node', async () => {
+    const url = await server.createDatabase();
+    const later = await migrateBefore(url, '20261205150000_service_pending');
+    await runSql(
+      url,
+      `INSERT INTO teams (id, name) VALUES ('t', 't');
+      INSERT INTO nodes (id, name, token_hash) VALUES ('n1', 'web-1', 'h1');
+      INSERT INTO services (id, team_id, name, image, node_id, replicas, updated_at) VALUES ('web', 't', 'web', 'nginx', 'n1', 2, now());
+      INSERT INTO deployments (id, service_id, node_id, spec, status) VALUES ('d1', 'web', 'n1', '{}', 'running');
+      INSERT INTO allocations (id, service_id, node_id, release_id, cause, epoch) VALUES ('a1', 'web', 'n1', 'd1', 'migrated', 0);`,
+    );
+    const applied = await applyMigrations(url, MIGRATIONS_DIR);
+    expect(applied.applied).toEqual(later);
+    expect(later[0]).toBe('20261205150000_service_pending');
+    expect(await query(url, 'SELECT id, node_id, pending FROM services')).toEqual([{ id: 'web', node_id: 'n1', pending: null }]);
+    expect(await query(url, 'SELECT id, node_id FROM deployments')).toEqual([{ id: 'd1', node_id: 'n1' }]);
+    expect(await query(url, 'SELECT id, node_id, release_id, desired FROM allocations')).toEqual([{ id: 'a1', node_id: 'n1', release_id: 'd1', desired: 'run' }]);
+    // A new service may have no node now; a node it names must still exist.
+    await runSql(url, `INSERT INTO services (id, team_id, name, image, node_id, updated_at) VALUES ('waiting', 't', 'waiting', 'nginx', NULL, now())`);
+    await expect(runSql(url, `INSERT INTO services (id, team_id, name, image, node_id, updated_at) VALUES ('bad', 't', 'bad', 'nginx', 'nope', now())`)).rejects.toThrow(/foreign key/);
   });
 
   it('fails when a migration drifts from the schema (an extra statement in a copy of the migrations)', async () => {

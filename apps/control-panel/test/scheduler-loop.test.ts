@@ -9,7 +9,9 @@ import { evacuateNode, setCordon } from '../src/domain/nodes.js';
 import type { ApiDeps } from '../src/domain/api-deps.js';
 import { PanelEvents } from '../src/panel-events.js';
 import { ALLOCATIONS_CAPABILITY, managedByAllocations, managedSql } from '../src/scheduling/managed.js';
+import { homeJoin } from '../src/db/where-services-run.js';
 import { useMigratedDatabase } from './helpers/migrated-database.js';
+import { markLive } from './helpers/live-node.js';
 
 // The scheduler of issue 36 on a real PostgreSQL, without agents: nodes with
 // the allocations capability and live sessions (the owner and report rows the
@@ -70,12 +72,7 @@ async function addNode(name: string, capabilities = [ALLOCATIONS_CAPABILITY]): P
   const node = await db.prisma.node.create({ data: { name, tokenHash: `hash-${name}`, capabilities } });
   nodeIds[name] = node.id;
   // A live session on panel "owner" (its lease live): the owner row and the report row of the same generation.
-  await sql(`INSERT INTO node_owners (node_id, panel_id, session_id, generation, claimed_at) VALUES ($1, 'owner', $2, 1, now())`, node.id, `sess-${name}`);
-  await sql(
-    `INSERT INTO node_reports (node_id, panel_id, session_id, generation, state, last_frame_at, report, updated_at) VALUES ($1, 'owner', $2, 1, 'connected', now(), '{}', now())`,
-    node.id,
-    `sess-${name}`,
-  );
+  await markLive(db.prisma, node.id, name);
   return node.id;
 }
 
@@ -141,12 +138,17 @@ afterEach(async () => {
 });
 
 describe('managed by allocations', () => {
-  it('the SQL form agrees with the pure function on every node', async () => {
+  it('the SQL form agrees with the pure function on every node, and a service without a home is managed', async () => {
     await addNode('legacy', []);
-    const got = await rows<{ name: string; managed: boolean; capabilities: string[] }>(`SELECT h.name, ${managedSql('h')} AS managed, h.capabilities FROM nodes h ORDER BY h.name`);
-    expect(got.map((n) => [n.name, n.managed])).toEqual(got.map((n) => [n.name, managedByAllocations(n)]));
-    expect(got.find((n) => n.name === 'legacy')?.managed).toBe(false);
-    expect(got.find((n) => n.name === 'a')?.managed).toBe(true);
+    for (const name of Object.keys(nodeIds)) await addService(`on-${name}`, 1, name);
+    await db.prisma.service.create({ data: { teamId, name: 'homeless', image: 'registry.example.com/web:1', replicas: 1, nodeId: null, placement: {} } });
+    const got = await rows<{ name: string; managed: boolean; capabilities: string[] | null }>(
+      `SELECT s.name, ${managedSql('s', 'h')} AS managed, h.capabilities FROM services s ${homeJoin('s', 'h')} ORDER BY s.name`,
+    );
+    expect(got.map((n) => [n.name, n.managed])).toEqual(got.map((n) => [n.name, managedByAllocations(n.capabilities === null ? null : { capabilities: n.capabilities })]));
+    expect(got.find((n) => n.name === 'on-legacy')?.managed).toBe(false);
+    expect(got.find((n) => n.name === 'on-a')?.managed).toBe(true);
+    expect(got.find((n) => n.name === 'homeless')?.managed).toBe(true);
   });
 });
 

@@ -28,7 +28,8 @@ export interface Service {
   image: string;
   internalPort: number | null;
   replicas: number;
-  nodeName: string;
+  /** Null while no node was eligible for it (its replicas pending). */
+  nodeName: string | null;
 }
 
 /** A service by id or by name among those the token sees; a name several teams use must be given as an id. */

@@ -88,4 +88,31 @@ describe('replicas in tether status', () => {
       answers['/v1/status'] = { services: [web] };
     }
   });
+
+  it('a service without a node yet: NODE -, state pending, a line per replica waiting with its reason', async () => {
+    const waiting = {
+      allocationId: null,
+      node: null,
+      desired: 'run',
+      state: 'pending',
+      deploymentId: null,
+      runningDeploymentId: null,
+      health: null,
+      code: 'NO_NODE_MATCHES_LABELS',
+      reason: 'no live node that takes new replicas carries gpu=yes',
+      evidence: null,
+      movedFrom: null,
+    };
+    const early = { ...web, serviceId: 's4', name: 'early', node: null, state: 'pending', desiredReplicas: 2, runningReplicas: 0, unknownReplicas: 0, evidence: null, reason: '0/2 running: no node yet, 2 pending', allocations: [waiting, waiting] };
+    answers['/v1/status'] = { services: [early] };
+    try {
+      const { code, stdout } = await run(['status']);
+      expect(code).toBe(0);
+      const lines = stdout.trimEnd().split('\n');
+      expect(lines[1]).toMatch(/^early +pending +0\/2 +- +/);
+      expect(lines.slice(2)).toEqual(Array(2).fill('  ↳ replica not placed: pending NO_NODE_MATCHES_LABELS: no live node that takes new replicas carries gpu=yes'));
+    } finally {
+      answers['/v1/status'] = { services: [web] };
+    }
+  });
 });

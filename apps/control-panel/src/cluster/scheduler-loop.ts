@@ -1,16 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import { createLoop, type Logger, type Loop } from '@tether/common';
-import { CAPABILITIES, hasWritableVolume } from '@tether/protocol';
-import type { Db, Tx } from '../db/database.js';
-import { prismaSql } from '../db/sql.js';
-import { stringRecordOf } from '../db/json-columns.js';
-import { evaluate, isEmptyPlan, previewEvacuation, type AllocationRow, type DeploymentRow, type EvaluationPlan, type ServiceRow } from '../scheduling/evaluation.js';
-import { LIVE_ELSEWHERE, managedSql, type NodeFacts } from '../scheduling/managed.js';
-import type { ReportedStatus } from '../scheduling/rollout-progress.js';
-import { failoverView, type Brake, type FailoverSettings } from '../scheduling/failover-policy.js';
+import type { Db } from '../db/database.js';
+import { evaluate, isEmptyPlan, type AllocationRow, type EvaluationPlan, type ServiceRow } from '../scheduling/evaluation.js';
+import type { FailoverSettings } from '../scheduling/failover-policy.js';
 import { SchedulerLease, StaleEpochError } from './scheduler-lease.js';
 import { recordFailover } from './failover-record.js';
 import type { Signal, SignalKind } from './panel-signals.js';
+import { FailoverTracker, type FailoverStatus } from './scheduler-failover.js';
+import { readState } from './scheduler-reads.js';
+import { writePlan } from './scheduler-writes.js';
+
+// The evacuate answer reads as an evaluation reads; its callers know it by the scheduler.
+export { evacuationAnswer, evacuationAnswerIn, type EvacuationAnswer } from './evacuation-answer.js';
 
 // The scheduler of issue 36, run by one panel at a time. Every panel tries to
 // take or renew the scheduler lease (scheduler-lease.ts); the holder evaluates
@@ -24,7 +25,9 @@ import type { Signal, SignalKind } from './panel-signals.js';
 // writes nothing. Only after the commit are the nodes whose allocations
 // changed told: here through `allocationsChanged`, on the other panels by an
 // `allocations` signal (the panel holding the node's session sends it its
-// frame). No Docker or network I/O runs inside the transaction.
+// frame). No Docker or network I/O runs inside the transaction. What it reads
+// is scheduler-reads.ts, how it writes scheduler-writes.ts, its failover
+// clocks scheduler-failover.ts.
 
 export interface SchedulerSignals {
   send(kind: SignalKind, panel: string, ids: readonly string[]): Promise<void>;
@@ -60,20 +63,6 @@ export interface SchedulerOptions {
    * is ever re-placed off an unreachable node.
    */
   failover?: FailoverSettings & { perMinute: number };
-}
-
-/** What failover sees now (GET /v1/panel `scheduler.failover`), as of the holder's last evaluation. */
-export interface FailoverStatus {
-  /** Why nothing is re-placed now, or null. */
-  brake: Brake | null;
-  /** Nodes counted lost at the last evaluation (their stateless replicas re-placed). */
-  lost: string[];
-  /** Nodes unreachable, not (yet) lost. */
-  unreachable: string[];
-  /** Re-placements left for later by the pace at the last evaluation. */
-  deferred: number;
-  /** Lost replicas re-placed by this panel since it took the lease. */
-  replaced: number;
 }
 
 export interface EvaluationSummary {
@@ -116,20 +105,15 @@ export class Scheduler {
    */
   #nodesByService = new Map<string, Set<string>>();
   evaluations = 0;
-  /** This panel's start on its own monotonic clock: the brake holds for one grace after it. */
-  readonly #startedAt = performance.now();
-  /** The end of the last database outage an evaluation saw (monotonic ms), or null. */
-  #databaseBackAt: number | null = null;
-  #databaseDown = false;
-  /** The last evaluation that found too many nodes unreachable (monotonic ms), or null: the brake holds a grace after it. */
-  #manyUnreachableAt: number | null = null;
-  /** When each lost replica was re-placed (database clock, ms), for the pace per minute. */
-  #replacedAt: number[] = [];
-  #replaced = 0;
+  readonly #failover: FailoverTracker;
+
   /** The last failover status (null until the first evaluation with failover settings). */
-  failover: FailoverStatus | null = null;
+  get failover(): FailoverStatus | null {
+    return this.#failover.status;
+  }
 
   constructor(private readonly options: SchedulerOptions) {
+    this.#failover = new FailoverTracker(options.failover, options.logger);
     this.lease = options.lease ?? new SchedulerLease({ prisma: options.prisma, panelId: options.panelId, leaseMs: options.leaseMs, logger: options.logger });
     this.#loop = createLoop({
       name: 'scheduler',
@@ -142,7 +126,7 @@ export class Scheduler {
       this.#movedAt.clear();
       this.#progressAt.clear();
       this.#nodesByService.clear();
-      this.#replacedAt = [];
+      this.#failover.leaseChanged();
       if (held) this.nudge('scheduler lease taken');
     };
     options.signals?.on('signal', (signal) => this.#signalled(signal));
@@ -240,7 +224,7 @@ export class Scheduler {
       let failover: FailoverStatus | null = null;
       ({ plan, now, nodesByService, failover } = await this.lease.write(held.epoch, async (tx) => {
         const input = await readState(tx, this.options.holdsSession);
-        const view = this.#failoverView(input.nodes, input.now);
+        const view = this.#failover.view(input.nodes, input.now);
         const made = evaluate({
           ...input,
           progressDeadlineMs: this.options.progressDeadlineMs,
@@ -255,20 +239,17 @@ export class Scheduler {
         }
         return { plan: made, now: input.now, nodesByService: runNodesByService(input.services, input.allocations, made), failover: view?.status(made) ?? null };
       }));
-      this.#reportFailover(failover, plan, now, held.epoch);
+      this.#failover.report(failover, plan, now, held.epoch);
     } catch (err) {
       if (err instanceof StaleEpochError) {
         this.options.logger.warn({ epoch: held.epoch }, 'scheduler lease lost before the evaluation committed: nothing written');
         return null;
       }
       // The scheduler's own view of a database outage: the first evaluation that commits after failures ends it.
-      this.#databaseDown = true;
+      this.#failover.evaluationFailed();
       throw err;
     }
-    if (this.#databaseDown) {
-      this.#databaseDown = false;
-      this.#databaseBackAt = performance.now();
-    }
+    this.#failover.evaluationCommitted();
     for (const id of plan.moved) this.#movedAt.set(id, now);
     for (const id of plan.progressed) this.#progressAt.set(id, now);
     for (const d of plan.deployments) if (d.kind !== 'progress') this.#progressAt.delete(d.id);
@@ -299,71 +280,6 @@ export class Scheduler {
       failover: this.failover,
     };
   }
-
-  /** failoverView over the nodes as read now (database clock), with this panel's start and outage end on that clock. */
-  #failoverView(nodes: readonly NodeFacts[], now: number) {
-    const settings = this.options.failover;
-    if (!settings) return null;
-    const local = performance.now();
-    const onDbClock = (at: number) => now - (local - at);
-    const view = failoverView(
-      nodes.map((n) => ({ id: n.id, name: n.name, live: n.live, decommissioned: n.decommissioned, lostByOperator: n.lost === true, downSince: n.live ? null : (n.downSince ?? null), fence: n.fence ?? null })),
-      now,
-      settings,
-      {
-        panelStartedAt: onDbClock(this.#startedAt),
-        databaseBackAt: this.#databaseBackAt === null ? null : onDbClock(this.#databaseBackAt),
-        manyUnreachableAt: this.#manyUnreachableAt === null ? null : onDbClock(this.#manyUnreachableAt),
-      },
-    );
-    if (view.brake?.reason === 'TOO_MANY_UNREACHABLE') this.#manyUnreachableAt = local;
-    this.#replacedAt = this.#replacedAt.filter((at) => at > now - 60_000);
-    const budget = Math.max(0, settings.perMinute - this.#replacedAt.length);
-    const byId = new Map(nodes.map((n) => [n.id, n]));
-    return {
-      states: view.states,
-      fenceHeld: view.fenceHeld,
-      budget,
-      status: (plan: EvaluationPlan): FailoverStatus => {
-        const lost: string[] = [];
-        const unreachable: string[] = [];
-        for (const [id, state] of view.states) {
-          const n = byId.get(id);
-          if (!n || n.decommissioned) continue;
-          if (state === 'lost') lost.push(n.name);
-          else if (state === 'unreachable') unreachable.push(n.name);
-        }
-        return { brake: view.brake, lost: lost.sort(), unreachable: unreachable.sort(), deferred: plan.deferred, replaced: this.#replaced };
-      },
-    };
-  }
-
-  /** Counts re-placements for the pace, and logs what failover did and why it held (once per change). */
-  #reportFailover(status: FailoverStatus | null, plan: EvaluationPlan, now: number, epoch: number): void {
-    if (!status) return;
-    const replaced = plan.insert.filter((row) => row.cause === 'node-lost');
-    for (let i = 0; i < replaced.length; i++) this.#replacedAt.push(now);
-    this.#replaced += replaced.length;
-    status.replaced = this.#replaced;
-    const before = this.failover;
-    this.failover = status;
-    const { logger } = this.options;
-    // A warning only while the brake holds something back: a brake with every node live (each panel start) is no news.
-    const holding = (s: typeof status | null | undefined) => (s?.brake && s.unreachable.length > 0 ? s.brake.reason : null);
-    if (holding(before) !== holding(status)) {
-      // Holding back after the panel's own start is by design (its agents are still connecting): info, not a warning.
-      if (status.brake && holding(status)) {
-        const level = status.brake.reason === 'PANEL_STARTED' ? 'info' : 'warn';
-        logger[level]({ brake: status.brake, unreachable: status.unreachable }, `failover held: ${status.brake.reason}: nothing is re-placed off unreachable nodes`);
-      }
-      else if (holding(before)) logger.info({ brake: before!.brake }, 'failover brake released');
-    }
-    const newlyLost = status.lost.filter((n) => !(before?.lost ?? []).includes(n));
-    if (newlyLost.length > 0) logger.warn({ nodes: newlyLost, epoch }, `nodes lost (no live session for the reschedule grace): their stateless replicas are re-placed`);
-    if (replaced.length > 0 || plan.deferred > 0) {
-      logger.info({ replaced: replaced.map((r) => ({ allocation: r.id, service: r.serviceId, to: r.nodeId })), deferred: plan.deferred, epoch }, 'lost replicas re-placed');
-    }
-  }
 }
 
 /** Where each service runs once the plan is written (run allocations), including services with none: an empty set. */
@@ -380,242 +296,3 @@ function runNodesByService(services: readonly ServiceRow[], allocations: readonl
   return out;
 }
 
-interface ServiceSql {
-  id: string;
-  node_id: string;
-  home_name: string;
-  replicas: number;
-  placement: unknown;
-  volumes: { readOnly?: boolean }[] | null;
-  routed: boolean;
-  created_ms: number;
-  fence: boolean;
-  max_surge: number | null;
-  max_unavailable: number | null;
-  progress_deadline_s: number | null;
-}
-
-interface NodeSql {
-  id: string;
-  name: string;
-  cordoned: boolean;
-  evacuating: boolean;
-  decommissioned: boolean;
-  lost: boolean;
-  labels: unknown;
-  capabilities: string[] | null;
-  live_elsewhere: boolean;
-  down_ms: number | null;
-  fence_after_ms: number | null;
-  fence_stop_timeout_ms: number | null;
-}
-
-interface AllocationSql {
-  id: string;
-  service_id: string;
-  node_id: string;
-  release_id: string | null;
-  desired: string;
-  created_ms: number;
-  status: ReportedStatus | null;
-  status_ms: number | null;
-}
-
-interface DeploymentSql {
-  id: string;
-  service_id: string;
-  status: DeploymentRow['status'];
-  created_ms: number;
-  dispatched_ms: number | null;
-  reason: string | null;
-}
-
-/**
- * Since when a node has had no live session anywhere (failover, issue 38): its recorded teardown, or the lease
- * expiry of the panel that owns it when that panel itself died (its report may still say connected), the later.
- */
-const DOWN_SINCE = `(SELECT max(t) FROM (VALUES
-    ((extract(epoch FROM n.last_teardown_at) * 1000)::float8),
-    ((SELECT (extract(epoch FROM p.lease_until) * 1000)::float8 FROM node_owners w JOIN panels p ON p.id = w.panel_id
-      WHERE w.node_id = n.id AND p.lease_until <= now()))) AS d(t))`;
-
-/** Everything one evaluation reads, on the transaction it writes in. Times are the database's, in ms. */
-export async function readState(tx: Tx, holdsSession: (nodeId: string) => boolean) {
-  const sql = prismaSql(tx);
-  const [clock] = await sql.rows<{ now_ms: number }>(`SELECT (extract(epoch FROM now()) * 1000)::float8 AS now_ms`);
-  const services = await sql.rows<ServiceSql>(
-    `SELECT s.id, s.node_id, h.name AS home_name, s.replicas, s.placement, s.volumes, s.fence,
-      s.rollout_max_surge AS max_surge, s.rollout_max_unavailable AS max_unavailable, s.rollout_progress_deadline_seconds AS progress_deadline_s, (extract(epoch FROM s.created_at) * 1000)::float8 AS created_ms,
-      (EXISTS (SELECT 1 FROM routes r WHERE r.service_id = s.id) AND NOT '${CAPABILITIES.ROUTING_REMOTE}' = ANY(h.capabilities)) AS routed
-    FROM services s JOIN nodes h ON h.id = s.node_id
-    WHERE ${managedSql('h')}
-    ORDER BY s.id`,
-  );
-  // No managed service: nothing to place, move or fail over, and every other read is of managed services too. The
-  // node read (every node, with its liveness) is the costly one: a fleet of agents without workload.allocations
-  // pays nothing for it (10,000 nodes read at each evaluation slowed a reconnect storm fivefold, bench/fleet.ts).
-  if (services.length === 0) return { now: Number(clock!.now_ms), services: [], nodes: [], allocations: [], deployments: [] };
-  const nodes = await sql.rows<NodeSql>(
-    `SELECT n.id, n.name, n.cordoned, n.evacuating, n.decommissioned, n.lost_at IS NOT NULL AS lost, n.labels, n.capabilities, ${LIVE_ELSEWHERE} AS live_elsewhere, ${DOWN_SINCE} AS down_ms,
-      n.fence_after_ms, n.fence_stop_timeout_ms FROM nodes n ORDER BY n.name`,
-  );
-  const allocations = await sql.rows<AllocationSql>(
-    `SELECT a.id, a.service_id, a.node_id, a.release_id, a.desired, (extract(epoch FROM a.created_at) * 1000)::float8 AS created_ms,
-      a.status, (extract(epoch FROM a.status_at) * 1000)::float8 AS status_ms
-    FROM allocations a JOIN services s ON s.id = a.service_id JOIN nodes h ON h.id = s.node_id
-    WHERE ${managedSql('h')}`,
-  );
-  // deployments' times are timestamp(3) holding UTC (as Prisma writes them).
-  const deployments = await sql.rows<DeploymentSql>(
-    `SELECT d.id, d.service_id, d.status::text AS status, (extract(epoch FROM d.created_at AT TIME ZONE 'UTC') * 1000)::float8 AS created_ms,
-      (extract(epoch FROM d.dispatched_at AT TIME ZONE 'UTC') * 1000)::float8 AS dispatched_ms, d.reason
-    FROM deployments d JOIN services s ON s.id = d.service_id JOIN nodes h ON h.id = s.node_id
-    WHERE ${managedSql('h')} AND d.status IN ('pending', 'delivered', 'running')`,
-  );
-  return {
-    now: Number(clock!.now_ms),
-    services: services.map(
-      (s): ServiceRow => ({
-        id: s.id,
-        homeNodeId: s.node_id,
-        homeName: s.home_name,
-        replicas: s.replicas,
-        placement: s.placement,
-        routed: s.routed,
-        stateful: hasWritableVolume({ volumes: (Array.isArray(s.volumes) ? s.volumes : []) as never }),
-        createdAt: Number(s.created_ms),
-        fenced: s.fence,
-        rollout: { maxSurge: s.max_surge, maxUnavailable: s.max_unavailable, progressDeadlineSeconds: s.progress_deadline_s },
-      }),
-    ),
-    nodes: nodes.map(
-      (n): NodeFacts => ({
-        id: n.id,
-        name: n.name,
-        live: holdsSession(n.id) || n.live_elsewhere,
-        cordoned: n.cordoned,
-        evacuating: n.evacuating,
-        decommissioned: n.decommissioned,
-        ...(n.lost ? { lost: true } : {}),
-        labels: stringRecordOf(n.labels),
-        capabilities: n.capabilities ?? [],
-        downSince: n.down_ms === null ? null : Number(n.down_ms),
-        fence: n.fence_after_ms === null ? null : { afterMs: n.fence_after_ms, stopTimeoutMs: n.fence_stop_timeout_ms ?? 0 },
-      }),
-    ),
-    allocations: allocations.map(
-      (a): AllocationRow => ({
-        id: a.id,
-        serviceId: a.service_id,
-        nodeId: a.node_id,
-        releaseId: a.release_id,
-        desired: a.desired === 'stop' ? 'stop' : 'run',
-        createdAt: Number(a.created_ms),
-        status: a.status,
-        statusAt: a.status_ms === null ? null : Number(a.status_ms),
-      }),
-    ),
-    deployments: deployments.map(
-      (d): DeploymentRow => ({
-        id: d.id,
-        serviceId: d.service_id,
-        status: d.status,
-        createdAt: Number(d.created_ms),
-        dispatchedAt: d.dispatched_ms === null ? null : Number(d.dispatched_ms),
-        reason: d.reason,
-      }),
-    ),
-  };
-}
-
-const OPEN: ('pending' | 'delivered')[] = ['pending', 'delivered'];
-
-/** Writes a plan on the fenced transaction: allocations first (placed, stopped, moved, removed), then deployments. */
-export async function writePlan(tx: Tx, plan: EvaluationPlan, epoch: number): Promise<void> {
-  const sql = prismaSql(tx);
-  if (plan.insert.length > 0) {
-    await sql.run(
-      `INSERT INTO allocations (id, service_id, node_id, release_id, desired, cause, epoch, replaces)
-      SELECT id, service_id, node_id, release_id, 'run', cause, $6::bigint, replaces
-      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $7::text[]) AS v(id, service_id, node_id, release_id, cause, replaces)`,
-      [plan.insert.map((r) => r.id), plan.insert.map((r) => r.serviceId), plan.insert.map((r) => r.nodeId), plan.insert.map((r) => r.releaseId), plan.insert.map((r) => r.cause), epoch, plan.insert.map((r) => r.replaces ?? null)],
-    );
-  }
-  if (plan.stop.length > 0) {
-    await sql.run(`UPDATE allocations SET desired = 'stop', epoch = $2::bigint WHERE id = ANY($1::text[]) AND desired = 'run'`, [plan.stop.map((s) => s.allocationId), epoch]);
-  }
-  for (const move of plan.moves) {
-    await sql.run(`UPDATE allocations SET release_id = $2, epoch = $3::bigint WHERE id = ANY($1::text[]) AND desired = 'run'`, [move.allocationIds, move.releaseId, epoch]);
-  }
-  if (plan.remove.length > 0) {
-    await sql.run(`DELETE FROM allocations WHERE id = ANY($1::text[]) AND desired = 'stop' AND status->>'state' = 'removed'`, [plan.remove]);
-  }
-  const now = new Date();
-  for (const d of plan.deployments) {
-    switch (d.kind) {
-      case 'progress':
-        await tx.deployment.updateMany({ where: { id: d.id, status: { in: OPEN } }, data: { reason: d.reason } });
-        break;
-      case 'running': {
-        const done = await tx.deployment.updateMany({
-          where: { id: d.id, status: { in: OPEN } },
-          data: { status: 'running', reason: d.reason, finishedAt: now, runningAt: now, ...(d.imageRef ? { imageRef: d.imageRef } : {}) },
-        });
-        if (done.count > 0) {
-          await tx.deployment.updateMany({ where: { serviceId: d.serviceId, status: 'running', id: { not: d.id } }, data: { status: 'superseded', reason: `replaced by deployment ${d.id}` } });
-        }
-        break;
-      }
-      case 'failed':
-        await tx.deployment.updateMany({ where: { id: d.id, status: { in: OPEN } }, data: { status: 'failed', reason: d.reason, finishedAt: now } });
-        break;
-      case 'superseded':
-        await tx.deployment.updateMany({ where: { id: d.id, status: { in: OPEN } }, data: { status: 'superseded', reason: d.reason, finishedAt: now } });
-        break;
-    }
-  }
-}
-
-export interface EvacuationAnswer {
-  moves: { serviceId: string; serviceName: string; allocationId: string; from: string; to: string }[];
-  refused: { serviceId: string; serviceName: string; allocationId: string | null; code: string; message: string }[];
-  pending: { serviceId: string; serviceName: string; count: number; code: string }[];
-}
-
-/**
- * What evacuating the node moves (one at a time, by the scheduler) and what refuses, read as an evaluation reads
- * (POST /v1/nodes/:id/evacuate). A service on it that the scheduler does not manage (its home node's agent does
- * not speak allocations, or TETHER_ALLOCATIONS is off) refuses with NOT_MANAGED_BY_ALLOCATIONS.
- */
-export async function evacuationAnswer(prisma: Db, nodeId: string, holdsSession: (nodeId: string) => boolean): Promise<EvacuationAnswer> {
-  return prisma.$transaction((tx) => evacuationAnswerIn(tx, nodeId, holdsSession));
-}
-
-/** The same, on a transaction of the caller's (the evacuation's own, so the answer is the state it commits). */
-export async function evacuationAnswerIn(tx: Tx, nodeId: string, holdsSession: (nodeId: string) => boolean): Promise<EvacuationAnswer> {
-  const state = await readState(tx, holdsSession);
-  const preview = previewEvacuation(nodeId, state);
-  const sql = prismaSql(tx);
-  const unmanaged = await sql.rows<{ id: string; name: string }>(
-    `SELECT s.id, s.name FROM services s JOIN nodes h ON h.id = s.node_id WHERE s.node_id = $1 AND s.replicas > 0 AND NOT ${managedSql('h')} ORDER BY s.name`,
-    [nodeId],
-  );
-  const ids = [...new Set([...preview.moves, ...preview.refused, ...preview.pending].map((c) => c.serviceId))];
-  const names = new Map((await sql.rows<{ id: string; name: string }>(`SELECT id, name FROM services WHERE id = ANY($1::text[])`, [ids])).map((r) => [r.id, r.name]));
-  const nodeName = new Map(state.nodes.map((n) => [n.id, n.name]));
-  const name = (id: string) => names.get(id) ?? id;
-  return {
-    moves: preview.moves.map((m) => ({ serviceId: m.serviceId, serviceName: name(m.serviceId), allocationId: m.allocationId, from: nodeName.get(m.from) ?? m.from, to: nodeName.get(m.to) ?? m.to })),
-    refused: [
-      ...preview.refused.map((r) => ({ serviceId: r.serviceId, serviceName: name(r.serviceId), allocationId: r.allocationId, code: r.reason, message: r.message })),
-      ...unmanaged.map((s) => ({
-        serviceId: s.id,
-        serviceName: s.name,
-        allocationId: null,
-        code: 'NOT_MANAGED_BY_ALLOCATIONS',
-        message: 'the service runs by deploy frames on this node (its agent does not speak workload.allocations, or TETHER_ALLOCATIONS is off): it does not move',
-      })),
-    ],
-    pending: preview.pending.map((p) => ({ serviceId: p.serviceId, serviceName: name(p.serviceId), count: p.count, code: p.reason })),
-  };
-}

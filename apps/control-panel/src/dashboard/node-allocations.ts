@@ -1,6 +1,6 @@
 import type { AllocationView } from '@tether/fleet-wire';
 import type { Db } from '../db/database.js';
-import { ALLOCATIONS_CAPABILITY } from '../scheduling/managed.js';
+import { ALLOCATIONS_CAPABILITY } from '../db/where-services-run.js';
 import { serviceStatus, STATUS_SERVICE_SELECT } from '../status/service-status.js';
 import type { LeftOutLookup } from '../status/status-types.js';
 import type { RowSources } from './fleet-rows.js';
@@ -26,7 +26,8 @@ export async function nodeAllocations(
   leftOut?: LeftOutLookup,
   limit = NODE_ALLOCATIONS_SHOWN,
 ): Promise<{ items: AllocationView[]; more: number }> {
-  const managed = { node: { capabilities: { has: ALLOCATIONS_CAPABILITY } } };
+  // Managed by allocations (db/where-services-run.ts): no home yet, or a home that speaks them.
+  const managed = { OR: [{ nodeId: null }, { node: { capabilities: { has: ALLOCATIONS_CAPABILITY } } }] };
   const [services, total] = await Promise.all([
     prisma.service.findMany({
       where: { ...managed, allocations: { some: { nodeId } } },
@@ -41,7 +42,7 @@ export async function nodeAllocations(
   for (const service of services) {
     const placed = new Map(service.allocations.map((a) => [a.id, a.createdAt.getTime()]));
     for (const a of serviceStatus(service, sources.registry, now, sources.cluster, leftOut).allocations) {
-      if (a.node.id !== nodeId || items.length >= limit) continue;
+      if (a.allocationId === null || a.node?.id !== nodeId || items.length >= limit) continue;
       items.push({
         allocationId: a.allocationId,
         serviceId: service.id,

@@ -16,4 +16,9 @@ export interface ApiDeps {
   volumes?: VolumeRemover;
   /** The routing status live sessions carry for these nodes (route health); absent: every route reads unknown. */
   liveRouting?: (nodes: readonly RouteNode[]) => Promise<(node: RouteNode) => LiveRouting>;
+  /**
+   * The scheduler places a service made while no node is eligible once one is (TETHER_ALLOCATIONS=on): such a
+   * service is made without a home, its replicas pending. False or absent: it is refused (409) as before.
+   */
+  placesLater?: boolean;
 }

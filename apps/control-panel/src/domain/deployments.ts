@@ -9,7 +9,7 @@ import { prismaSql } from '../db/sql.js';
 import type { ApiDeps } from './api-deps.js';
 import type { ServiceSpec } from './services.js';
 import { rollbackSpec, type RollbackRequest } from './rollback.js';
-import { managedSql } from '../scheduling/managed.js';
+import { managedSql } from '../db/where-services-run.js';
 import { DEFAULT_DRAIN_SECONDS, DEFAULT_ROLLOUT, workloadOf, type ServiceHealthCheck, type ServiceResources, type ServiceVolume } from '../db/deployment-spec.js';
 
 // A deployment carries out a snapshot of its service's spec on the service's
@@ -44,10 +44,11 @@ export { workloadOf };
 const notFound = () => new AppError('NOT_FOUND', 'no such deployment');
 
 interface ServiceToDeploy {
-  node_id: string;
+  /** Null: the service has no home yet (its replicas pending); the scheduler gives the deployment one with it. */
+  node_id: string | null;
   team_id: string;
-  node_name: string;
-  decommissioned: boolean;
+  node_name: string | null;
+  decommissioned: boolean | null;
   name: string;
   image: string;
   env: Record<string, string>;
@@ -82,19 +83,25 @@ export async function createDeployment({ prisma, dispatcher, events }: ApiDeps, 
   const { teamId } = teamScope(auth);
   const { deployment, nodeName, spec, managed } = await prisma.$transaction(async (tx) => {
     // FOR SHARE OF n: a decommission waiting on the lock or committed before it is seen (the locked row is re-read).
-    const [service] = await prismaSql(tx).rows<ServiceToDeploy>(
-      `SELECT s.node_id, s.team_id, n.name AS node_name, n.decommissioned, s.name, s.image, s.env, s.internal_port, s.replicas,
+    // A service without a home is read the second way, its own row locked instead: the scheduler setting its home
+    // waits, and gives this deployment that home too. Homed between the two reads: the first way again.
+    const read = (homed: boolean) =>
+      prismaSql(tx).rows<ServiceToDeploy>(
+        `SELECT s.node_id, s.team_id, n.name AS node_name, n.decommissioned, s.name, s.image, s.env, s.internal_port, s.replicas,
         s.command, s.args, s.resources, s.volumes, s.health_check, s.drain_seconds, s.fence,
         s.rollout_max_surge, s.rollout_max_unavailable, s.rollout_progress_deadline_seconds,
         (SELECT COALESCE(json_agg(json_build_object('name', x.name, 'version', x.version) ORDER BY x.name), '[]'::json)
           FROM service_secrets x WHERE x.service_id = s.id AND x.removed_at IS NULL) AS secrets,
         (SELECT COALESCE(json_agg(json_build_object('id', r.id, 'host', r.host)), '[]'::json) FROM registries r WHERE r.team_id = s.team_id) AS registries,
-        ${managedSql('n')} AS managed
-      FROM services s JOIN nodes n ON n.id = s.node_id
-      WHERE s.id = $1 AND ($2::text IS NULL OR s.team_id = $2)
-      FOR SHARE OF n`,
-      [serviceId, teamId ?? null],
-    );
+        ${managedSql('s', 'n')} AS managed
+      FROM services s ${homed ? 'JOIN nodes n ON n.id = s.node_id' : 'LEFT JOIN nodes n ON false'}
+      WHERE s.id = $1 AND ($2::text IS NULL OR s.team_id = $2) ${homed ? '' : 'AND s.node_id IS NULL'}
+      FOR SHARE OF ${homed ? 'n' : 's'}`,
+        [serviceId, teamId ?? null],
+      );
+    let [service] = await read(true);
+    if (!service) [service] = await read(false);
+    if (!service) [service] = await read(true);
     if (!service) throw new AppError('NOT_FOUND', 'no such service');
     if (service.decommissioned) {
       throw new AppError('NODE_DECOMMISSIONED', `node ${service.node_name} is decommissioned; move the service to another node first`);
@@ -121,7 +128,12 @@ export async function createDeployment({ prisma, dispatcher, events }: ApiDeps, 
     let rollbackOf: string | null = null;
     if (rollback) ({ targetId: rollbackOf, spec } = await rollbackSpec(tx, { id: serviceId, replicas: service.replicas, internalPort: service.internal_port }, spec, rollback));
     // A managed service's deployment is handed to the scheduler at once (dispatched_at set: no panel sends it as a deploy frame).
-    const handed = service.managed ? { dispatchedAt: new Date(), reason: 'handed to the scheduler: it rolls the release out across nodes' } : {};
+    const handed = service.managed
+      ? {
+          dispatchedAt: new Date(),
+          reason: service.node_id === null ? 'handed to the scheduler: the service has no node yet (its replicas are pending); it rolls the release out once they are placed' : 'handed to the scheduler: it rolls the release out across nodes',
+        }
+      : {};
     const deployment = await tx.deployment.create({
       data: { serviceId, nodeId: service.node_id, spec: { ...spec } as unknown as Prisma.InputJsonObject, status: 'pending', rollbackOf, ...handed },
     });
@@ -132,14 +144,15 @@ export async function createDeployment({ prisma, dispatcher, events }: ApiDeps, 
   if (managed) {
     // Issue 36: the new deployment is the service's target release; the scheduler moves its allocations to it
     // step by step and ends the row running or failed (cluster/scheduler-loop.ts). 201: recorded, not yet sent.
-    events.emit('scheduler.nudge', { reason: `deployment ${deployment.id} created`, nodeId: deployment.nodeId });
+    events.emit('scheduler.nudge', { reason: `deployment ${deployment.id} created`, ...(deployment.nodeId ? { nodeId: deployment.nodeId } : {}) });
     return { httpStatus: 201 as const, deployment: presentDeployment(deployment) };
   }
 
   const workload = workloadOf(serviceId, deployment.id, spec);
   let outcome;
   try {
-    outcome = await dispatcher.dispatch({ deploymentId: deployment.id, nodeId: deployment.nodeId, nodeName, workload });
+    // Unmanaged: it has a home (a service without one is managed), so the row names a node.
+    outcome = await dispatcher.dispatch({ deploymentId: deployment.id, nodeId: deployment.nodeId!, nodeName: nodeName!, workload });
   } catch (err) {
     // Dispatchers record the terminal state before throwing an AppError. Anything
     // else is a bug; end the row anyway so the customer's request is not left pending.

@@ -89,7 +89,7 @@ export async function declareNodeLost({ prisma, events }: ApiDeps, id: string, h
 async function rehome(tx: Tx, lost: { id: string; name: string }, holdsSession: (nodeId: string) => boolean) {
   const sql = prismaSql(tx);
   const services = await sql.rows<HomedService>(
-    `SELECT s.id, s.name, s.placement, s.volumes, ${managedSql('h')} AS managed, (SELECT count(*)::int FROM routes r WHERE r.service_id = s.id) AS routes
+    `SELECT s.id, s.name, s.placement, s.volumes, ${managedSql('s', 'h')} AS managed, (SELECT count(*)::int FROM routes r WHERE r.service_id = s.id) AS routes
     FROM services s JOIN nodes h ON h.id = s.node_id WHERE s.node_id = $1 ORDER BY s.name FOR UPDATE OF s`,
     [lost.id],
   );

@@ -14,9 +14,17 @@ import type { Tx } from '../db/database.js';
 // cordon waits for the placement instead of racing it. A cordon only stops new
 // placements: services already there keep deploying.
 //
-// Until the scheduler of issue 36 runs, a service still runs on one node: the
-// placement chooses it. With no eligible node the answer is 409 (the scheduler
-// will keep such replicas pending instead).
+// A service runs on one home node, which the placement chooses here; the
+// scheduler of issue 36 spreads a managed service's replicas from there. With
+// no eligible node, a new service is still made (issue 36, capacity honest):
+// `placeOrWait` answers why its replicas wait (NO_NODE_AVAILABLE,
+// NO_NODE_MATCHES_LABELS) and the scheduler places them once a node is
+// eligible, as Kubernetes keeps a pod Pending. What no later change of the
+// fleet can cure is still refused: a node name that does not exist
+// (UNKNOWN_NODE), one named node that is decommissioned (NODE_DECOMMISSIONED);
+// one named node that is cordoned answers NODE_CORDONED (its operator chose to
+// keep new work off it: name another). A move of a service that has a home
+// is refused when nothing fits (it keeps running where it is).
 
 export interface ServicePlacement {
   /** Node names the service may run on; empty: any. */
@@ -49,6 +57,22 @@ export async function nodeFits(tx: Tx, nodeId: string, placement: ServicePlaceme
        AND labels @> ${JSON.stringify(placement.labels)}::jsonb AS fits
     FROM nodes WHERE id = ${nodeId}`;
   return rows[0]?.fits === true;
+}
+
+/** Why a new service's replicas wait: no node is eligible now (see above). */
+export interface PlacementWait {
+  code: 'NO_NODE_AVAILABLE' | 'NO_NODE_MATCHES_LABELS';
+  message: string;
+}
+
+/** The node a new service goes to, or why its replicas wait for one (errors that no fleet change cures are thrown). */
+export async function placeOrWait(tx: Tx, placement: ServicePlacement): Promise<Node | PlacementWait> {
+  try {
+    return await placeService(tx, placement);
+  } catch (err) {
+    if (err instanceof AppError && (err.code === 'NO_NODE_AVAILABLE' || err.code === 'NO_NODE_MATCHES_LABELS')) return { code: err.code, message: err.message };
+    throw err;
+  }
 }
 
 /** The node a service with this placement goes to (see above); locked FOR SHARE. */

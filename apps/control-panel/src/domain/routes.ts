@@ -60,6 +60,8 @@ export async function attachRoute(
       where: { id: input.serviceId },
       select: { nodeId: true, name: true, internalPort: true, teamId: true },
     });
+    // A domain is served from its service's node: a service without one yet (its replicas pending) takes none.
+    if (nodeId === null) throw new AppError('SERVICE_PENDING', `service ${name} has no node yet (its replicas are pending): attach routes once it is placed`);
     // The domain's row, locked: from here on no other attach on this domain runs until this one commits.
     await claimDomain(tx, domain, { teamId, nodeId });
     // Unique (domain, path_prefix) cannot see two NULL prefixes as equal; under the lock a read can.
@@ -81,14 +83,14 @@ export async function attachRoute(
 }
 
 const withNode = { service: { select: { node: { select: { id: true, name: true } } } } } as const;
-type RouteWithNode = Route & { service: { node: RouteNode } };
+type RouteWithNode = Route & { service: { node: RouteNode | null } };
 
 /** Routes as read, each with the nodes serving it and its health from their live sessions (status/route-serving.ts). */
 async function presentWithHealth(deps: ApiDeps, rows: RouteWithNode[]) {
   const serving = await servingNodes(sqlOf(deps.prisma), [...new Set(rows.map((r) => r.serviceId))]);
   const byService = new Map<string, ServingNodeRow[]>();
   for (const s of serving) byService.set(s.service_id, [...(byService.get(s.service_id) ?? []), s]);
-  const nodes = [...new Map([...rows.map((r) => [r.service.node.id, r.service.node] as const), ...serving.map((s) => [s.node_id, { id: s.node_id, name: s.node_name }] as const)]).values()];
+  const nodes = [...new Map([...rows.flatMap((r) => (r.service.node ? [[r.service.node.id, r.service.node] as const] : [])), ...serving.map((s) => [s.node_id, { id: s.node_id, name: s.node_name }] as const)]).values()];
   const live = deps.liveRouting ? await deps.liveRouting(nodes) : () => ({ why: 'route health is not read by this panel' });
   const now = Date.now();
   return rows.map((r) => ({ ...presentRoute(r), ...routeServing(r, r.service.node, byService.get(r.serviceId) ?? [], live, now) }));

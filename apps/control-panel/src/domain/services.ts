@@ -3,6 +3,7 @@ import { recordChange, type AuditChange, type AuditContext } from '../audit/audi
 import { Prisma, type Node, type Service } from '../generated/prisma/client.js';
 import { teamScope, type AuthContext } from './access.js';
 import { lockService, mapPrismaError } from '../db/prisma-helpers.js';
+import { waitingReplicas } from '../db/json-columns.js';
 import type { Tx } from '../db/database.js';
 import { DEFAULT_DRAIN_SECONDS, DEFAULT_ROLLOUT, type ServiceHealthCheck, type ServiceResources, type ServiceRollout, type ServiceSpec, type ServiceVolume } from '../db/deployment-spec.js';
 import { checkHealthCheckPort, checkReplicasWithVolumes, checkRollout, normaliseHealthCheck, normaliseResources, normaliseRollout, normaliseVolumes, type HealthCheckInput, type VolumeInput } from './service-fields.js';
@@ -11,7 +12,7 @@ import { moveDomainsOf } from './domain-claims.js';
 import { routingNodeIds } from '../routing/serving-nodes.js';
 import { sqlOf } from '../db/database.js';
 import { prismaSql } from '../db/sql.js';
-import { ANYWHERE, nodeFits, placementOf, placeService, type ServicePlacement } from './placement.js';
+import { ANYWHERE, nodeFits, placementOf, placeOrWait, placeService, type ServicePlacement } from './placement.js';
 import { checkSecretNames, presentSecrets, secretsOfService, writeServiceSecrets, type SecretsPatch } from './service-secrets.js';
 
 export type { ServiceSpec };
@@ -42,7 +43,7 @@ export type UpdateServiceInput = Partial<Omit<ServiceSpec, 'secrets' | 'volumes'
   leaveVolumes?: boolean;
 };
 
-type ServiceWithNode = Service & { node: Pick<Node, 'name'>; secrets: { name: string; version: number; setAt: Date }[] };
+type ServiceWithNode = Service & { node: Pick<Node, 'name'> | null; secrets: { name: string; version: number; setAt: Date }[] };
 
 /** A service's spec as its row holds it now: the optional fields always present. */
 type CurrentSpec = ServiceSpec & Required<Pick<ServiceSpec, 'command' | 'args' | 'resources' | 'volumes' | 'healthCheck' | 'drainSeconds' | 'failover' | 'rollout'>>;
@@ -86,10 +87,17 @@ export const presentService = (s: ServiceWithNode) => ({
   secrets: presentSecrets(s.secrets),
   placement: placementOf(s.placement),
   nodeId: s.nodeId,
-  nodeName: s.node.name,
+  nodeName: s.node?.name ?? null,
+  pending: waitingReplicas(s),
   createdAt: s.createdAt.toISOString(),
   updatedAt: s.updatedAt.toISOString(),
 });
+
+/** Tells whoever acts on the service's node that it changed: its home node's workload set, or the scheduler when it has none. */
+function announce(events: ApiDeps['events'], nodeId: string | null, reason: string): void {
+  if (nodeId === null) events.emit('scheduler.nudge', { reason });
+  else events.emit('workloads.changed', { nodeId, reason });
+}
 
 /** Prisma's data for the command, resources and volumes columns: undefined leaves a column as it is, null clears it. */
 function processColumns(input: { command?: string[] | null; args?: string[] | null; resources?: ServiceResources | null; volumes?: ServiceVolume[]; healthCheck?: ServiceHealthCheck | null }) {
@@ -103,7 +111,7 @@ function processColumns(input: { command?: string[] | null; args?: string[] | nu
   };
 }
 
-const withNode = { node: { select: { name: true } }, ...secretsOfService } as const;
+const withNode = { node: { select: { id: true, name: true } }, ...secretsOfService } as const;
 const nameTaken = (name: string) => new AppError('CONFLICT', `the team already has a service named ${name}`);
 const notFound = () => new AppError('NOT_FOUND', 'no such service');
 
@@ -134,7 +142,7 @@ async function owningTeam(tx: Tx, auth: AuthContext, teamId: string | undefined)
 const secretChanges = (serviceId: string, teamId: string, patch: Record<string, string | null>): AuditChange[] =>
   Object.entries(patch).map(([name, value]) => ({ action: value === null ? 'secret.remove' : 'secret.set', targetType: 'secret', targetId: `${serviceId}/${name}`, teamId }));
 
-export async function createService({ prisma, events, keyring }: ApiDeps, auth: AuthContext, input: CreateServiceInput, audit?: AuditContext) {
+export async function createService({ prisma, events, keyring, placesLater }: ApiDeps, auth: AuthContext, input: CreateServiceInput, audit?: AuditContext) {
   checkSecretNames(input.env ?? {}, Object.keys(input.secrets ?? {}), keyring, input.secrets ?? {});
   const volumes = normaliseVolumes(input.volumes ?? []);
   checkReplicasWithVolumes(input.replicas ?? 1, volumes);
@@ -145,12 +153,15 @@ export async function createService({ prisma, events, keyring }: ApiDeps, auth: 
   const service = await prisma.$transaction(async (tx) => {
     const teamId = await owningTeam(tx, auth, input.teamId);
     const placement = requestedPlacement(input, ANYWHERE);
-    const node = await placeService(tx, placement);
+    // No eligible node: made without a home, its replicas pending, when a scheduler will place them.
+    const node = placesLater ? await placeOrWait(tx, placement) : await placeService(tx, placement);
+    const wait = 'code' in node ? { count: input.replicas ?? 1, code: node.code, message: node.message } : null;
     try {
       const created = await tx.service.create({
         data: {
           teamId,
-          nodeId: node.id,
+          nodeId: 'code' in node ? null : node.id,
+          ...(wait ? { pending: wait } : {}),
           placement: placement as unknown as Prisma.InputJsonValue,
           name: input.name,
           image: input.image,
@@ -171,7 +182,7 @@ export async function createService({ prisma, events, keyring }: ApiDeps, auth: 
       mapPrismaError(err, { P2002: nameTaken(input.name) });
     }
   });
-  events.emit('workloads.changed', { nodeId: service.nodeId, reason: `service ${service.name} created` });
+  announce(events, service.nodeId, `service ${service.name} created`);
   return presentService(service);
 }
 
@@ -237,11 +248,15 @@ export async function updateService({ prisma, events, keyring }: ApiDeps, auth: 
     if (patch.node !== undefined || patch.placement !== undefined) {
       const placement = requestedPlacement(patch, placementOf(current.placement));
       data.placement = placement as unknown as Prisma.InputJsonValue;
-      if (!(await nodeFits(tx, current.nodeId, placement))) {
+      if (current.nodeId === null) {
+        // No home yet: the names are checked, the scheduler places it (and says again why it waits, if it does).
+        const node = await placeOrWait(tx, placement);
+        if ('code' in node) data.pending = { count: patch.replicas ?? current.replicas, code: node.code, message: node.message };
+      } else if (!(await nodeFits(tx, current.nodeId, placement))) {
         // Volumes live on the node: a move would start the service on empty ones, unless the caller says so.
         const kept = processSpecOf(current).volumes;
         if (kept.length > 0 && patch.leaveVolumes !== true) {
-          throw new AppError('SERVICE_HAS_VOLUMES', `service ${current.name} has volumes on node ${current.node.name} (${kept.map((v) => v.name).join(', ')}): moving it starts it on empty ones; say "leaveVolumes": true to move anyway`);
+          throw new AppError('SERVICE_HAS_VOLUMES', `service ${current.name} has volumes on node ${current.node?.name} (${kept.map((v) => v.name).join(', ')}): moving it starts it on empty ones; say "leaveVolumes": true to move anyway`);
         }
         data.nodeId = (await placeService(tx, placement)).id;
       }
@@ -258,12 +273,12 @@ export async function updateService({ prisma, events, keyring }: ApiDeps, auth: 
   const moved = before.nodeId !== after.nodeId;
   for (const nodeId of new Set([before.nodeId, after.nodeId])) {
     const what = moved ? (nodeId === before.nodeId ? `moved away` : `moved here`) : 'updated';
-    events.emit('workloads.changed', { nodeId, reason: `service ${after.name} ${what}` });
+    announce(events, nodeId, `service ${after.name} ${what}`);
   }
   // Upstreams are derived from the service's node, name and port.
   const upstreamChanged = moved || before.internalPort !== after.internalPort || before.name !== after.name;
   if (routes > 0 && upstreamChanged) {
-    const nodeIds = [...new Set([before.nodeId, ...(await routingNodeIds(sqlOf(prisma), id, after.nodeId))])];
+    const nodeIds = [...new Set([before.nodeId, ...(await routingNodeIds(sqlOf(prisma), id, after.nodeId))])].filter((n): n is string => n !== null);
     const why = moved ? 'moved' : before.internalPort !== after.internalPort ? `port ${after.internalPort ?? 'none'}` : `renamed from ${before.name}`;
     events.emit('routing.changed', { nodeIds, reason: `service ${after.name} ${why}` });
   }
@@ -274,9 +289,10 @@ export async function deleteService({ prisma, events, volumes }: ApiDeps, auth: 
   const deleted = await prisma.$transaction(async (tx) => {
     const current = await lockOwnService(tx, auth, id);
     // The node must be able to take the removal now, or nothing is deleted (no Docker work inside the transaction).
-    if (options.deleteVolumes) {
+    // A service without a home never ran anywhere: it has no volumes to remove.
+    if (options.deleteVolumes && current.node) {
       if (!volumes) throw new AppError('NODE_UNREACHABLE', 'this panel cannot reach nodes: volumes cannot be removed; nothing was deleted');
-      volumes.check({ id: current.nodeId, name: current.node.name });
+      volumes.check({ id: current.node.id, name: current.node.name });
     }
     // Before the delete takes its allocations along: every node serving its routes drops them.
     const routingNodes = current._count.routes > 0 ? await routingNodeIds(prismaSql(tx), id, current.nodeId) : [];
@@ -284,10 +300,10 @@ export async function deleteService({ prisma, events, volumes }: ApiDeps, auth: 
     await recordChange(tx, options.audit, { action: 'service.delete', targetType: 'service', targetId: id, teamId: current.teamId });
     return { ...current, routingNodes };
   });
-  events.emit('workloads.changed', { nodeId: deleted.nodeId, reason: `service ${deleted.name} deleted` });
+  announce(events, deleted.nodeId, `service ${deleted.name} deleted`);
   if (deleted._count.routes > 0) {
     events.emit('routing.changed', { nodeIds: deleted.routingNodes, reason: `service ${deleted.name} deleted with its routes` });
   }
   // After the commit: the agent removes the containers, then the volumes. Not delivered, the volumes stay.
-  if (options.deleteVolumes) await volumes!.remove({ id: deleted.nodeId, name: deleted.node.name }, deleted.id);
+  if (options.deleteVolumes && deleted.node) await volumes!.remove({ id: deleted.node.id, name: deleted.node.name }, deleted.id);
 }

@@ -52,7 +52,7 @@ async function owners(prisma: Pick<Db, 'service'>, rows: readonly Row[]) {
   return new Map(services.map((s) => [s.id, s]));
 }
 
-function present(row: Row, owner: { nodeId: string; name: string; volumes: unknown } | undefined): VolumeView {
+function present(row: Row, owner: { nodeId: string | null; name: string; volumes: unknown } | undefined): VolumeView {
   const here = owner && owner.nodeId === row.nodeId ? owner : undefined;
   const mount = here ? (here.volumes as Mount[]).find((v) => v.name === row.name) : undefined;
   return {

@@ -18,7 +18,7 @@ import { isFinal, waitUntilFinal } from '../domain/deployment-watch.js';
 const DeploymentSchema = Type.Object({
   id: Type.String(),
   serviceId: Type.String(),
-  nodeId: Type.String(),
+  nodeId: Nullable(Type.String({ description: "the service's home node when the deployment was made; null: it had none yet (its replicas pending), until the scheduler gives it one" })),
   spec: Type.Object(
     {
       name: Type.String(),

@@ -4,7 +4,7 @@ import { AppError } from '../errors.js';
 import type { LogRelay } from '../log-streams/log-relay.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import { requirePanel, type PanelVerifier } from './internal-auth.js';
-import { logRequestOf, LogQuery, serveLocalLogs } from './logs.js';
+import { homeOf, logRequestOf, LogQuery, serveLocalLogs } from './logs.js';
 import { IdParams } from './schemas.js';
 
 // GET /internal/v1/services/:id/logs: the stream of a node whose session this
@@ -29,9 +29,10 @@ export const internalLogRoutes: FastifyPluginAsyncTypebox<InternalLogOptions> = 
       const service = await prisma.service.findUnique({ where: { id: request.params.id }, select: { id: true, teamId: true, nodeId: true, node: { select: { name: true } } } });
       if (!service) throw new AppError('NOT_FOUND', 'no such service');
       const logRequest = logRequestOf(service.id, request.query);
-      const session = registry.get(service.nodeId);
-      if (!session) throw new AppError('NODE_UNREACHABLE', `node ${service.node.name} has no live session; its logs are unreachable until it rejoins`);
-      serveLocalLogs(reply, relay, session, service.node.name, logRequest, { teamId: service.teamId, followIdleMs });
+      const node = homeOf(service);
+      const session = registry.get(node.id);
+      if (!session) throw new AppError('NODE_UNREACHABLE', `node ${node.name} has no live session; its logs are unreachable until it rejoins`);
+      serveLocalLogs(reply, relay, session, node.name, logRequest, { teamId: service.teamId, followIdleMs });
     },
   );
 };

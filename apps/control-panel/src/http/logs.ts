@@ -67,7 +67,7 @@ export const logRoutes: FastifyPluginAsyncTypebox<LogRoutesOptions> = async (app
           'application/x-ndjson: one JSON object per line. `{"type":"log","replica","containerId","stream","time","text"}` for each line ' +
           '(text sanitised: invalid UTF-8 replaced, control characters escaped); `{"type":"notice","code","reason"}` when the rate cap holds the stream back; ' +
           'a last `{"type":"end","code","reason"}` says why it ended (END_OF_LOGS, SESSION_ENDED, …). ' +
-          '503 NODE_UNREACHABLE at once when the node has no live session; 429 LOG_STREAMS_EXHAUSTED at the per-node cap. ' +
+          '503 NODE_UNREACHABLE at once when the node has no live session; 409 SERVICE_PENDING when the service has no node yet; 429 LOG_STREAMS_EXHAUSTED at the per-node cap. ' +
           "A node whose session another panel holds: that panel's stream, passed on with the same answers; " +
           '503 OWNER_PANEL_UNREACHABLE / OWNER_PANEL_NO_INTERNAL_URL when it cannot be asked, and a last line OWNER_PANEL_LOST if it stops answering mid-stream.',
         security,
@@ -76,7 +76,7 @@ export const logRoutes: FastifyPluginAsyncTypebox<LogRoutesOptions> = async (app
         response: {
           200: { description: 'newline-delimited JSON', content: { 'application/x-ndjson': { schema: Type.String() } } },
           ...authErrors(404, 503),
-          ...errorResponses(429, 501),
+          ...errorResponses(409, 429, 501),
         },
       },
     },
@@ -88,10 +88,11 @@ export const logRoutes: FastifyPluginAsyncTypebox<LogRoutesOptions> = async (app
         select: { id: true, name: true, teamId: true, nodeId: true, node: { select: { name: true } } },
       });
       if (!service) throw new AppError('NOT_FOUND', 'no such service');
+      const node = homeOf(service);
       const logRequest = logRequestOf(service.id, request.query);
-      const session = registry.get(service.nodeId);
+      const session = registry.get(node.id);
       if (session) {
-        const stop = serveLocalLogs(reply, relay, session, service.node.name, logRequest, { teamId: service.teamId, followIdleMs });
+        const stop = serveLocalLogs(reply, relay, session, node.name, logRequest, { teamId: service.teamId, followIdleMs });
         const h = held.hold(auth, 'logs', () => stop(LOG_STREAM_END_CODES.TOKEN_REVOKED, REVOKED_REASON));
         reply.raw.once('close', () => held.release(h));
         return;
@@ -100,8 +101,8 @@ export const logRoutes: FastifyPluginAsyncTypebox<LogRoutesOptions> = async (app
       const abort = new AbortController();
       // A client that leaves while the owner is asked ends that request too (no stream read for nobody).
       reply.raw.once('close', () => abort.abort());
-      const remote = await remoteLogs?.open(service.nodeId, logRequest, abort.signal);
-      if (!remote) throw new AppError('NODE_UNREACHABLE', `node ${service.node.name} has no live session; its logs are unreachable until it rejoins`);
+      const remote = await remoteLogs?.open(node.id, logRequest, abort.signal);
+      if (!remote) throw new AppError('NODE_UNREACHABLE', `node ${node.name} has no live session; its logs are unreachable until it rejoins`);
       if (remote.upstream.statusCode !== 200) throw await refusalOf(remote.panelId, remote.upstream);
       reply.hijack();
       const res = reply.raw;
@@ -119,6 +120,12 @@ export const logRoutes: FastifyPluginAsyncTypebox<LogRoutesOptions> = async (app
 };
 
 /** The query as the relay (and another panel's internal surface) takes it; `since` refused unless a time or duration. */
+/** The node whose session carries a service's logs: its home; a service without one has no container anywhere yet. */
+export function homeOf(service: { nodeId: string | null; node: { name: string } | null }): { id: string; name: string } {
+  if (service.nodeId === null || service.node === null) throw new AppError('SERVICE_PENDING', 'the service has no node yet: its replicas wait for an eligible node, so it has no logs');
+  return { id: service.nodeId, name: service.node.name };
+}
+
 export function logRequestOf(serviceId: string, query: Static<typeof LogQuery>): LogRequest {
   const since = query.since === undefined ? null : parseSince(query.since);
   if (since === null && query.since !== undefined) {

@@ -6,7 +6,7 @@ import { requireOperator } from './auth.js';
 import { authErrors, IdParams, labelName, NodeLabels, NodeLabelsPatch, NullableTimestamp, security, Timestamp } from './schemas.js';
 import type { ApiDeps } from '../domain/api-deps.js';
 import { createNode, decommissionNode, evacuateNode, getNode, listNodes, setCordon, updateNode } from '../domain/nodes.js';
-import { evacuationAnswerIn } from '../cluster/scheduler-loop.js';
+import { evacuationAnswerIn } from '../cluster/evacuation-answer.js';
 import { declareNodeLost } from '../domain/node-lost.js';
 import { AppError } from '../errors.js';
 

@@ -70,8 +70,18 @@ const ServiceSchema = Type.Object({
   secrets: SecretsInfo,
   ...ServiceFieldsOut,
   placement: PlacementOut,
-  nodeId: Type.String(),
-  nodeName: Type.String(),
+  nodeId: Nullable(Type.String({ description: 'its home node; null while no node was eligible for it (its replicas pending: see pending)' })),
+  nodeName: Nullable(Type.String()),
+  pending: Nullable(
+    Type.Object(
+      {
+        count: Type.Integer({ description: 'replicas the scheduler could not place' }),
+        code: Type.String({ description: 'NO_NODE_AVAILABLE (no eligible node: none registered, live or taking new work) or NO_NODE_MATCHES_LABELS' }),
+        message: Type.String(),
+      },
+      { description: 'replicas waiting for an eligible node, as the scheduler last found (null: none waits); they are placed with no further request once a node is eligible' },
+    ),
+  ),
   createdAt: Timestamp,
   updatedAt: Timestamp,
 });

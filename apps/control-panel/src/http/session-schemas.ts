@@ -99,11 +99,11 @@ const Container = Type.Object({
 
 /** One replica of a service managed by allocations (issue 36), as its node last reported it (docs/api.md, "Status per replica"). */
 export const ReplicaStatusSchema = Type.Object({
-  allocationId: Type.String(),
-  node: Type.Object({ id: Type.String(), name: Type.String() }),
+  allocationId: Nullable(Type.String(), { description: 'null: a replica the scheduler could not place (state pending, code NO_NODE_AVAILABLE or NO_NODE_MATCHES_LABELS)' }),
+  node: Nullable(Type.Object({ id: Type.String(), name: Type.String() }), { description: 'null: not placed on any node (pending)' }),
   desired: Type.Union([Type.Literal('run'), Type.Literal('stop')], { description: 'run: one of the replicas; stop: drained and removed by its node, not counted' }),
   state: Type.Union(['pending', 'starting', 'running', 'failed', 'draining', 'removed', 'unknown'].map((s) => Type.Literal(s)), {
-    description: 'unknown: no live session proves its node, or the live session has not reported it yet',
+    description: 'unknown: no live session proves its node, or the live session has not reported it yet; pending: not started yet, or (allocationId null) waiting for an eligible node',
   }),
   deploymentId: Nullable(Type.String(), { description: 'the release the allocation must run; null: the service has none yet' }),
   runningDeploymentId: Nullable(Type.String(), { description: 'the release its serving container runs; null: none serves, or not reported' }),
@@ -129,12 +129,16 @@ export const ServiceStatusSchema = Type.Object({
   serviceId: Type.String(),
   name: Type.String(),
   teamId: Type.String(),
-  node: Type.Object({ id: Type.String(), name: Type.String() }),
-  state: Type.Union(['running', 'degraded', 'down', 'stopped', 'unknown'].map((s) => Type.Literal(s))),
+  node: Nullable(Type.Object({ id: Type.String(), name: Type.String() }), { description: 'its home node; null while it has none (no node was eligible: every replica pending)' }),
+  state: Type.Union(['running', 'degraded', 'down', 'stopped', 'unknown', 'pending'].map((s) => Type.Literal(s)), {
+    description: 'pending: it has no node yet and wants replicas (each in allocations, pending with its reason)',
+  }),
   desiredReplicas: Type.Integer(),
   runningReplicas: NullableInt,
   unknownReplicas: Type.Integer({ description: "replicas no live session proves: a managed service's run allocations on such nodes; an unmanaged one's desiredReplicas while it is unknown, else 0" }),
-  allocations: Type.Array(ReplicaStatusSchema, { description: 'one per allocation (run and stop) of a service managed by allocations (its node speaks workload.allocations); empty otherwise' }),
+  allocations: Type.Array(ReplicaStatusSchema, {
+    description: 'one per allocation (run and stop) of a service managed by allocations (its node speaks workload.allocations, or it has no node yet), then one per replica the scheduler could not place (pending, allocationId and node null); empty otherwise',
+  }),
   reason: Type.String(),
   containers: Type.Array(Container),
   evidence: Nullable(

@@ -21,7 +21,7 @@ export interface StatusRoutesOptions {
 }
 
 /** Every node a service's status reads: its home node and its allocations' nodes. */
-const nodesOf = (s: StatusInput): string[] => [s.node.id, ...(s.allocations ?? []).map((a) => a.nodeId)];
+const nodesOf = (s: StatusInput): string[] => [...(s.node ? [s.node.id] : []), ...(s.allocations ?? []).map((a) => a.nodeId)];
 
 /** Desired vs running replicas and the routes' health, from live sessions only, each with its evidence. */
 export const statusRoutes: FastifyPluginAsync<StatusRoutesOptions> = async (app, opts) => {
@@ -44,7 +44,8 @@ export const statusRoutes: FastifyPluginAsync<StatusRoutesOptions> = async (app,
       if (!read) {
         read = new LastGoodRead(() =>
           opts.prisma.service.findMany({
-            where: { node: { decommissioned: false }, ...teamScope(auth) },
+            // A service without a home yet is listed (its replicas pending); one on a decommissioned node is not.
+            where: { OR: [{ nodeId: null }, { node: { decommissioned: false } }], ...teamScope(auth) },
             orderBy: [{ teamId: 'asc' }, { name: 'asc' }],
             select: serviceSelect,
           }),
@@ -77,7 +78,7 @@ export const statusRoutes: FastifyPluginAsync<StatusRoutesOptions> = async (app,
         select: { ...serviceSelect, node: { select: { ...serviceSelect.node.select, decommissioned: true } } },
       });
       if (!service) throw new AppError('NOT_FOUND', `no service ${request.params.id}`);
-      if (service.node.decommissioned) {
+      if (service.node?.decommissioned) {
         throw new AppError('NOT_FOUND', `service ${service.name} left status: its node ${service.node.name} is decommissioned`);
       }
       const view = await opts.cluster?.view([...new Set(nodesOf(service))].filter((id) => !opts.registry.get(id)), { containers: true });

@@ -1,10 +1,11 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Loop } from '@tether/common';
-import { CAPABILITIES, CLOSE_CODES } from '@tether/protocol';
+import { CLOSE_CODES } from '@tether/protocol';
 import { healthOf, sqlOf, type Db } from '../db/database.js';
 import type { Sql } from '../db/sql.js';
 import { stringRecordOf } from '../db/json-columns.js';
 import { LastGoodRead, refreshedRead } from '../db/last-good-read.js';
+import { homeJoin, managedSql, whereServicesRunSql } from '../db/where-services-run.js';
 import type { NodeFacts } from './node-health.js';
 
 // The one node directory: what the database says of the nodes, kept in
@@ -135,26 +136,17 @@ export class NodeDirectory {
     const sql = sqlOf(this.prisma);
     const [nodes, services, allocations, acks] = await Promise.all([
       readNodes(sql),
-      // A managed service's replicas are where its allocations are (on several nodes, a few on each), not all on its home
-      // node. Managed: its home node announced workload.allocations (scheduling/managed.ts, which reads this folder).
+      // Where each service runs (db/where-services-run.ts): a managed service's replicas where its allocations are
+      // (on several nodes, a few on each), an unmanaged one's all on its home node.
       sql.rows<{ id: string; name: string; node_id: string; replicas: number }>(
-        `SELECT s.id, s.name, a.node_id, count(*)::int AS replicas FROM allocations a
-          JOIN services s ON s.id = a.service_id JOIN nodes h ON h.id = s.node_id
-        WHERE a.desired = 'run' AND a.release_id IS NOT NULL AND $1 = ANY(h.capabilities)
-        GROUP BY s.id, s.name, a.node_id
-        UNION ALL
-        SELECT s.id, s.name, s.node_id, s.replicas FROM services s JOIN nodes h ON h.id = s.node_id
-        WHERE NOT ($1 = ANY(h.capabilities))
-          AND EXISTS (SELECT 1 FROM deployments d WHERE d.service_id = s.id AND d.node_id = s.node_id AND d.status IN ('delivered', 'running'))
+        `SELECT s.id, s.name, w.node_id, w.replicas FROM (${whereServicesRunSql()}) w JOIN services s ON s.id = w.service_id
         ORDER BY 3, 2`,
-        [CAPABILITIES.WORKLOAD_ALLOCATIONS],
       ),
       sql.rows<{ node_id: string; n: number; status_at: number | null }>(
         `SELECT a.node_id, count(*)::int AS n, ${ms('max(a.status_at)')} AS status_at FROM allocations a
-          JOIN services s ON s.id = a.service_id JOIN nodes h ON h.id = s.node_id
-        WHERE $1 = ANY(h.capabilities)
+          JOIN services s ON s.id = a.service_id ${homeJoin('s', 'h')}
+        WHERE ${managedSql('s', 'h')}
         GROUP BY a.node_id`,
-        [CAPABILITIES.WORKLOAD_ALLOCATIONS],
       ),
       sql.rows<{ node_id: string; n: number }>(
         `SELECT node_id, count(*)::int AS n FROM session_events

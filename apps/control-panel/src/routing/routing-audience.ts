@@ -1,6 +1,6 @@
 import type { Logger } from '@tether/common';
 import { sqlOf, type Db } from '../db/database.js';
-import { managedSql } from '../scheduling/managed.js';
+import { homeJoin, managedSql } from '../db/where-services-run.js';
 import { servingNodes } from './serving-nodes.js';
 
 // Which maps a change of a replica touches (issue 37). A routed service's
@@ -55,8 +55,8 @@ export class RoutingAudience {
     try {
       const sql = sqlOf(this.options.prisma);
       const services = await sql.rows<{ service_id: string; node_id: string }>(
-        `SELECT DISTINCT a.service_id, a.node_id FROM allocations a JOIN services s ON s.id = a.service_id JOIN nodes h ON h.id = s.node_id
-        WHERE a.node_id = ANY($1::text[]) AND ${managedSql('h')} AND EXISTS (SELECT 1 FROM routes r WHERE r.service_id = a.service_id)`,
+        `SELECT DISTINCT a.service_id, a.node_id FROM allocations a JOIN services s ON s.id = a.service_id ${homeJoin('s', 'h')}
+        WHERE a.node_id = ANY($1::text[]) AND ${managedSql('s', 'h')} AND EXISTS (SELECT 1 FROM routes r WHERE r.service_id = a.service_id)`,
         [batch.map(([nodeId]) => nodeId)],
       );
       if (services.length === 0) return;

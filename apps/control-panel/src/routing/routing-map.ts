@@ -2,7 +2,7 @@ import { CAPABILITIES, canonicalRoutes, routingHash, serviceUpstream, type Remot
 import { TickBatcher } from '@tether/common';
 import { sqlOf, type Db } from '../db/database.js';
 import { OPEN_READ_LINGER_MS } from '../session-writes/session-store.js';
-import { managedSql } from '../scheduling/managed.js';
+import { homeJoin, managedSql, whereServicesRunSql } from '../db/where-services-run.js';
 import { INGRESS_LABEL, REMOTE_CAPABILITY, remoteEndpointsSql, type EndpointRow } from './serving-nodes.js';
 import { certificateIssuerFor } from './certificate-issuers.js';
 import { domainIssuers } from './domain-issuers.js';
@@ -79,19 +79,14 @@ export class DbRoutingMapSource implements RoutingMapSource {
         SELECT n.id, n.name, ('${REMOTE_CAPABILITY}' = ANY(n.capabilities)) AS remote, ('${CAPABILITIES.CERTIFICATES_SHARE}' = ANY(n.capabilities)) AS shares, (n.labels ->> '${INGRESS_LABEL}') = 'true' AS ingress
         FROM nodes n WHERE n.id = ANY($1::text[])
       )
-      SELECT r.domain, r.path_prefix, r.service_id, t.id AS node_id, t.name AS node_name, s.internal_port, false AS remote, false AS shares
-      FROM t JOIN services s ON s.node_id = t.id JOIN nodes h ON h.id = s.node_id JOIN routes r ON r.service_id = s.id
-      WHERE s.internal_port IS NOT NULL AND NOT ${managedSql('h')}
-        AND EXISTS (SELECT 1 FROM deployments d WHERE d.service_id = s.id AND d.node_id = s.node_id AND d.status IN ('delivered', 'running'))
-      UNION
-      SELECT r.domain, r.path_prefix, r.service_id, t.id, t.name, s.internal_port, t.remote, t.shares
-      FROM t JOIN allocations a ON a.node_id = t.id AND a.desired = 'run' AND a.release_id IS NOT NULL
-        JOIN services s ON s.id = a.service_id JOIN nodes h ON h.id = s.node_id JOIN routes r ON r.service_id = s.id
-      WHERE s.internal_port IS NOT NULL AND ${managedSql('h')}
+      SELECT r.domain, r.path_prefix, r.service_id, t.id AS node_id, t.name AS node_name, s.internal_port, w.managed AND t.remote AS remote, w.managed AND t.shares AS shares
+      FROM t JOIN (${whereServicesRunSql({ nodes: '$1' })}) w ON w.node_id = t.id
+        JOIN services s ON s.id = w.service_id JOIN routes r ON r.service_id = s.id
+      WHERE s.internal_port IS NOT NULL
       UNION
       SELECT r.domain, r.path_prefix, r.service_id, t.id, t.name, s.internal_port, true, t.shares
-      FROM t JOIN services s ON t.ingress AND t.remote JOIN nodes h ON h.id = s.node_id JOIN routes r ON r.service_id = s.id
-      WHERE s.internal_port IS NOT NULL AND ${managedSql('h')}
+      FROM t JOIN services s ON t.ingress AND t.remote ${homeJoin('s', 'h')} JOIN routes r ON r.service_id = s.id
+      WHERE s.internal_port IS NOT NULL AND ${managedSql('s', 'h')}
         AND EXISTS (SELECT 1 FROM allocations a WHERE a.service_id = s.id AND a.desired = 'run' AND a.release_id IS NOT NULL)`,
       [nodeIds],
     );

@@ -1,6 +1,6 @@
 import { CAPABILITIES } from '@tether/protocol';
 import type { Sql } from '../db/sql.js';
-import { managedSql } from '../scheduling/managed.js';
+import { homeJoin, managedSql, whereServicesRunSql } from '../db/where-services-run.js';
 
 // Where a route is served (issue 37), defined once in SQL: the routing maps
 // (routing-map.ts), the route answers of the API (GET /v1/routes/:id) and
@@ -8,7 +8,8 @@ import { managedSql } from '../scheduling/managed.js';
 // goes to and the nodes the API names never disagree.
 //
 // A service managed by allocations is served by every node with a replica
-// of it (a `run` allocation with a release) and by every node labelled
+// of it (a `run` allocation with a release: where it runs, as
+// db/where-services-run.ts defines it) and by every node labelled
 // tether.io/ingress=true whose agent speaks routing.remote. Any other
 // service is served by its node. A replica is reachable from other nodes
 // (a remote endpoint) while its node's session is live, its agent reported
@@ -54,15 +55,14 @@ export async function servingNodes(sql: Sql, serviceIds: readonly string[]): Pro
     `SELECT DISTINCT ON (x.service_id, n.name) x.service_id, n.id AS node_id, n.name AS node_name, n.private_address, x.role
     FROM (
       SELECT s.id AS service_id, s.node_id, 'home' AS role, 0 AS rank
-      FROM services s JOIN nodes h ON h.id = s.node_id WHERE s.id = ANY($1::text[]) AND NOT ${managedSql('h')}
+      FROM services s JOIN nodes h ON h.id = s.node_id WHERE s.id = ANY($1::text[]) AND NOT ${managedSql('s', 'h')}
       UNION ALL
-      SELECT a.service_id, a.node_id, 'replica', 1
-      FROM allocations a JOIN services s ON s.id = a.service_id JOIN nodes h ON h.id = s.node_id
-      WHERE a.service_id = ANY($1::text[]) AND a.desired = 'run' AND a.release_id IS NOT NULL AND ${managedSql('h')}
+      SELECT w.service_id, w.node_id, 'replica', 1
+      FROM (${whereServicesRunSql({ services: '$1' })}) w WHERE w.managed
       UNION ALL
       SELECT s.id, n.id, 'ingress', 2
-      FROM services s JOIN nodes h ON h.id = s.node_id JOIN nodes n ON (n.labels ->> '${INGRESS_LABEL}') = 'true' AND '${REMOTE_CAPABILITY}' = ANY(n.capabilities)
-      WHERE s.id = ANY($1::text[]) AND ${managedSql('h')} AND NOT n.decommissioned
+      FROM services s ${homeJoin('s', 'h')} JOIN nodes n ON (n.labels ->> '${INGRESS_LABEL}') = 'true' AND '${REMOTE_CAPABILITY}' = ANY(n.capabilities)
+      WHERE s.id = ANY($1::text[]) AND ${managedSql('s', 'h')} AND NOT n.decommissioned
         AND EXISTS (SELECT 1 FROM allocations a WHERE a.service_id = s.id AND a.desired = 'run' AND a.release_id IS NOT NULL)
     ) x JOIN nodes n ON n.id = x.node_id
     ORDER BY x.service_id, n.name, x.rank`,
@@ -71,7 +71,7 @@ export async function servingNodes(sql: Sql, serviceIds: readonly string[]): Pro
 }
 
 /** The nodes whose maps carry a service's routes (its serving nodes and its home node): who a route change is pushed to. */
-export async function routingNodeIds(sql: Sql, serviceId: string, homeNodeId: string): Promise<string[]> {
+export async function routingNodeIds(sql: Sql, serviceId: string, homeNodeId: string | null): Promise<string[]> {
   const serving = await servingNodes(sql, [serviceId]);
-  return [...new Set([homeNodeId, ...serving.map((s) => s.node_id)])].sort();
+  return [...new Set([...(homeNodeId === null ? [] : [homeNodeId]), ...serving.map((s) => s.node_id)])].sort();
 }

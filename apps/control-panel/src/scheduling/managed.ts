@@ -1,32 +1,22 @@
-import { CAPABILITIES } from '@tether/protocol';
 import { stringRecordOf } from '../db/json-columns.js';
+import { ALLOCATIONS_CAPABILITY } from '../db/where-services-run.js';
 import type { NodeView, Placement } from './types.js';
 
-// Which services the scheduler places (issue 36), defined once here with its
-// SQL form beside it. A service is *managed by allocations* when its home node
-// (Service.nodeId) announced `workload.allocations` at its last session open
-// (nodes.capabilities). Unmanaged services keep the path of today: deploy
-// frames and the workloads set, on Service.nodeId alone; the scheduler neither
-// reads nor writes their allocations. A managed service's replicas go only to
-// nodes that speak allocations too; a routed service whose home node's agent
-// does not speak cross-node routing (routing.remote) stays on its home node,
-// where its domains are served; a service with a writable volume stays with
-// its data there; a placement that names nodes keeps it there.
+// Which services the scheduler places (issue 36): *managed by allocations* is
+// defined once, in db/where-services-run.ts (with its SQL form and where a
+// service runs), for every folder that reads it. A service without a home
+// node (no node was eligible when it was made) is managed; so is one whose
+// home node (Service.nodeId) announced `workload.allocations` at its last
+// session open (nodes.capabilities). Unmanaged services keep the path of
+// today: deploy frames and the workloads set, on Service.nodeId alone; the
+// scheduler neither reads nor writes their allocations. A managed service's
+// replicas go only to nodes that speak allocations too; a routed service whose
+// home node's agent does not speak cross-node routing (routing.remote) stays
+// on its home node, where its domains are served; a service with a writable
+// volume stays with its data there; a placement that names nodes keeps it
+// there.
 
-export const ALLOCATIONS_CAPABILITY = CAPABILITIES.WORKLOAD_ALLOCATIONS;
-
-/** True when a service whose home node announced these capabilities is placed by the scheduler. */
-export function managedByAllocations(home: { capabilities: readonly string[] }): boolean {
-  return home.capabilities.includes(ALLOCATIONS_CAPABILITY);
-}
-
-/**
- * The same test in SQL, on the home node's row under `homeAlias` (`FROM services s JOIN nodes h ON h.id =
- * s.node_id … WHERE ${managedSql('h')}`). The capability is a constant of the protocol, never user input.
- */
-export function managedSql(homeAlias: string): string {
-  return `('${ALLOCATIONS_CAPABILITY}' = ANY(${homeAlias}.capabilities))`;
-}
+export { ALLOCATIONS_CAPABILITY, managedByAllocations, managedSql } from '../db/where-services-run.js';
 
 /**
  * A node (its row under the alias `n`) live on another panel: the report row of the session its owner holds now
@@ -44,7 +34,8 @@ export function takesAllocations(node: { capabilities: readonly string[] }): boo
 }
 
 export interface ManagedServiceFacts {
-  homeName: string;
+  /** Its home node's name; null: none yet (its first placed replica's node becomes its home). */
+  homeName: string | null;
   /** The placement column as stored. */
   placement: unknown;
   /** The service has routes and its home node's agent does not speak routing.remote: its replicas stay on its home node. */
@@ -58,7 +49,7 @@ export interface ManagedServiceFacts {
  * or when a writable volume pins it.
  */
 export function effectivePlacement(service: ManagedServiceFacts): Placement {
-  if (service.routed || service.stateful) return { nodes: [service.homeName] };
+  if ((service.routed || service.stateful) && service.homeName !== null) return { nodes: [service.homeName] };
   const value = service.placement;
   if (!value || typeof value !== 'object' || Array.isArray(value)) return {};
   // Read as domain/placement.ts reads the column (not imported: domain/ imports this folder).

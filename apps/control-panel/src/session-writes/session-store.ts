@@ -3,6 +3,7 @@ import type { HelloFence } from '@tether/protocol';
 import { sqlOf, type Db } from '../db/database.js';
 import { workloadOf, type PlannedWorkload, type ServiceSpec } from '../db/deployment-spec.js';
 import { withDeadline } from '../db/db-faults.js';
+import { homeDeploymentsSql } from '../db/where-services-run.js';
 import { AppError } from '../errors.js';
 import type { DeploymentTerminal } from './facts.js';
 import type { SessionFactOutbox } from './outbox.js';
@@ -185,14 +186,15 @@ export class OutboxSessionStore implements SessionStore {
   }
 
   private async loadWorkloads(nodeIds: string[]): Promise<Map<string, DesiredWorkloads>> {
-    // Per service placed on these nodes, its newest deployment made for the node it is placed on (a service
-    // moved here runs once it is deployed here) that was delivered or runs; a service without one comes with nulls.
+    // Per service homed on these nodes, its newest deployment made for its home (a service moved here runs once it
+    // is deployed here) that was delivered or runs (db/where-services-run.ts: what an unmanaged service runs there);
+    // a service without one comes with nulls. Every service homed here, managed or not: a session whose agent speaks
+    // allocations is never sent this set, and one that stopped speaking them must not lose its services meanwhile.
     const rows = await sqlOf(this.prisma).rows<{ service_id: string; name: string; node_id: string; deployment_id: string | null; spec: ServiceSpec | null }>(
       `SELECT s.id AS service_id, s.name, s.node_id, d.id AS deployment_id, d.spec
       FROM services s LEFT JOIN LATERAL (
-        SELECT id, spec FROM deployments
-        WHERE service_id = s.id AND node_id = s.node_id AND status IN ('delivered', 'running')
-        ORDER BY created_at DESC, id DESC LIMIT 1
+        SELECT d.id, d.spec FROM ${homeDeploymentsSql('s')}
+        ORDER BY d.created_at DESC, d.id DESC LIMIT 1
       ) d ON true
       WHERE s.node_id = ANY($1::text[])
       ORDER BY s.id`,

@@ -1,11 +1,12 @@
-import { CAPABILITIES } from '@tether/protocol';
 import { clusterProof, nodeHealth, type ClusterProof } from '../node-health/node-health.js';
 import type { ClusterView } from '../sessions/remote-report.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import { containerReady } from '../node-health/container-verdict.js';
 import { oomNote, unhealthyNote } from './container-notes.js';
 import { replicaMove } from './replica-moves.js';
-import type { AllocationInput, HomeStatus, LeftOutLookup, ReplicaState, ReplicaStatus, ServiceState, ServiceStatus, StatusInput } from './status-types.js';
+import { managedByAllocations as managedHome } from '../db/where-services-run.js';
+import type { PendingReplicas } from '../db/json-columns.js';
+import type { AllocationInput, HomeStatus, LeftOutLookup, PlacedReplica, ReplicaState, ReplicaStatus, ServiceState, ServiceStatus, StatusInput } from './status-types.js';
 
 export type { LeftOutLookup, ReplicaState, ReplicaStatus } from './status-types.js';
 
@@ -23,7 +24,50 @@ export type { LeftOutLookup, ReplicaState, ReplicaStatus } from './status-types.
 
 
 
-export const managedByAllocations = (service: StatusInput): boolean => service.node.capabilities?.includes(CAPABILITIES.WORKLOAD_ALLOCATIONS) === true;
+/** Managed by allocations (db/where-services-run.ts): no home node yet, or one that speaks workload.allocations. */
+export const managedByAllocations = (service: StatusInput): boolean => managedHome(service.node);
+
+/** One entry per replica the scheduler could not place: no allocation, no node, `pending` with the reason. */
+export function pendingEntries(waiting: PendingReplicas | null): ReplicaStatus[] {
+  return Array.from({ length: waiting?.count ?? 0 }, () => ({
+    allocationId: null,
+    node: null,
+    desired: 'run' as const,
+    state: 'pending' as const,
+    deploymentId: null,
+    runningDeploymentId: null,
+    health: null,
+    code: waiting!.code,
+    reason: waiting!.message,
+    evidence: null,
+    movedFrom: null,
+  }));
+}
+
+/** A managed service's status with its replicas that wait for a node after those placed. */
+export function withPending(status: Omit<ServiceStatus, 'routes'>, waiting: PendingReplicas | null): Omit<ServiceStatus, 'routes'> {
+  if (!waiting) return status;
+  return { ...status, reason: `${status.reason}; ${waiting.count} pending: ${waiting.code}: ${waiting.message}`, allocations: [...status.allocations, ...pendingEntries(waiting)] };
+}
+
+/** A service without a home node: nothing runs anywhere (it has no allocation), every wanted replica pending. */
+export function homeless(service: StatusInput, waiting: PendingReplicas | null): Omit<ServiceStatus, 'routes'> {
+  const reason = waiting ? `0/${service.replicas} running: no node yet, ${waiting.count} pending: ${waiting.code}: ${waiting.message}` : 'no node yet; no replica wanted';
+  return {
+    serviceId: service.id,
+    name: service.name,
+    teamId: service.teamId,
+    node: null,
+    state: service.replicas === 0 ? 'stopped' : 'pending',
+    desiredReplicas: service.replicas,
+    runningReplicas: 0,
+    reason,
+    containers: [],
+    evidence: null,
+    unknownReplicas: 0,
+    allocations: pendingEntries(waiting),
+  };
+}
 
 /** An unmanaged service: today's answer; all its replicas unknown while the service is. */
 export function unmanaged(home: HomeStatus): Omit<ServiceStatus, 'routes'> {
@@ -62,7 +106,7 @@ export function withAllocations(
     const c = containerIdOf(a) !== null ? homeContainers.get(containerIdOf(a)!) : undefined;
     return c ? { ...r, health: c.state === 'running' ? c.health : r.health } : r;
   });
-  const serving = (a: ReplicaStatus, input: AllocationInput | undefined): boolean => {
+  const serving = (a: PlacedReplica, input: AllocationInput | undefined): boolean => {
     const onHome = homeLive && input !== undefined && input.nodeId === home.node.id;
     const c = onHome ? homeContainers.get(containerIdOf(input) ?? '') : undefined;
     if (c) return a.state !== 'unknown' && a.state !== 'removed' && a.state !== 'draining' && containerReady(c);
@@ -100,7 +144,7 @@ function containerIdOf(a: AllocationInput): string | null {
   return typeof id === 'string' ? id : null;
 }
 
-function replica(a: AllocationInput, registry: Pick<SessionRegistry, 'get' | 'lastTeardown'>, now: number, proof: ClusterProof | undefined, leftOut?: LeftOutLookup): ReplicaStatus {
+function replica(a: AllocationInput, registry: Pick<SessionRegistry, 'get' | 'lastTeardown'>, now: number, proof: ClusterProof | undefined, leftOut?: LeftOutLookup): PlacedReplica {
   const reported = (a.status ?? null) as Reported | null;
   const base = {
     allocationId: a.id,

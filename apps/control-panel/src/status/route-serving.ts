@@ -6,7 +6,8 @@ import type { ServingNodeRow } from '../routing/serving-nodes.js';
 // own verdict (its agent probes the route through its own proxy), and the
 // route's: `serving` while any node serves it, else `failing` when one's probe
 // failed, else `unknown`. With no serving node (a service not yet deployed),
-// the verdict is its home node's, as before cross-node routing.
+// the verdict is its home node's, as before cross-node routing; `unknown`
+// for a service without a home (its replicas pending: it runs nowhere).
 
 export interface ServedBy {
   node: RouteNode;
@@ -26,7 +27,7 @@ export interface RouteServing {
 
 export function routeServing(
   route: { domain: string; pathPrefix: string | null },
-  home: RouteNode,
+  home: RouteNode | null,
   serving: readonly ServingNodeRow[],
   live: (node: RouteNode) => LiveRouting,
   now = Date.now(),
@@ -36,7 +37,8 @@ export function routeServing(
     const nodeLive = live(node);
     return { node, privateAddress: s.private_address, role: s.role, health: routeHealth(route, nodeLive, now), certificate: routeCertificate(route, nodeLive) };
   });
-  if (servedBy.length === 0) {
+  if (servedBy.length === 0 && home === null) return { health: { state: 'unknown', reason: 'the service has no node yet: its replicas are pending', evidence: null }, certificate: null, servedBy };
+  if (servedBy.length === 0 && home !== null) {
     const homeLive = live(home);
     return { health: routeHealth(route, homeLive, now), certificate: routeCertificate(route, homeLive), servedBy };
   }

@@ -7,7 +7,8 @@ import { oomNote, unhealthyNote } from './container-notes.js';
 import { liveRoutingOf } from './route-health.js';
 import { routeServing } from './route-serving.js';
 import type { ServingNodeRow } from '../routing/serving-nodes.js';
-import { managedByAllocations, unmanaged, withAllocations } from './replica-status.js';
+import { homeless, managedByAllocations, unmanaged, withAllocations, withPending } from './replica-status.js';
+import { waitingReplicas } from '../db/json-columns.js';
 import type { HomeStatus, LeftOutLookup, ServiceState, ServiceStatus, StatusInput } from './status-types.js';
 
 export type { AllocationInput, HomeStatus, ServiceRoute, ServiceState, ServiceStatus, StatusInput } from './status-types.js';
@@ -51,6 +52,7 @@ export const STATUS_SERVICE_SELECT = {
   name: true,
   teamId: true,
   replicas: true,
+  pending: true,
   node: { select: { id: true, name: true, unreachableSince: true, lastTeardownReason: true, capabilities: true } },
   routes: STATUS_ROUTES,
   allocations: STATUS_ALLOCATIONS,
@@ -65,8 +67,12 @@ export function serviceStatus(
   cluster?: ClusterView | ClusterProof,
   leftOut?: LeftOutLookup,
 ): ServiceStatus {
-  const home = replicaStatus(service, registry, now, cluster);
-  const status = managedByAllocations(service) ? withAllocations(home, service, registry, now, cluster, leftOut) : unmanaged(home);
+  const waiting = waitingReplicas({ nodeId: service.node?.id ?? null, replicas: service.replicas, pending: service.pending });
+  const status = service.node === null
+    ? homeless(service, waiting)
+    : managedByAllocations(service)
+      ? withPending(withAllocations(replicaStatus({ ...service, node: service.node }, registry, now, cluster), service, registry, now, cluster, leftOut), waiting)
+      : unmanaged(replicaStatus({ ...service, node: service.node }, registry, now, cluster));
   if (!service.routes) return status;
   // A managed service's routes are served by every node with a replica (issue 37): their health is read as GET
   // /v1/routes reads it (status/route-serving.ts). Entry points (the ingress label) are not in this read: that answer lists them.
@@ -90,7 +96,7 @@ function replicaNodes(service: StatusInput): ServingNodeRow[] {
   return [...byNode.values()].sort((x, y) => (x.node_name < y.node_name ? -1 : x.node_name > y.node_name ? 1 : 0));
 }
 
-function replicaStatus(service: StatusInput, registry: Pick<SessionRegistry, 'get' | 'lastTeardown'>, now: number, cluster?: ClusterView | ClusterProof): HomeStatus {
+function replicaStatus(service: StatusInput & { node: NonNullable<StatusInput['node']> }, registry: Pick<SessionRegistry, 'get' | 'lastTeardown'>, now: number, cluster?: ClusterView | ClusterProof): HomeStatus {
   const base = {
     serviceId: service.id,
     name: service.name,
@@ -140,9 +146,9 @@ function replicaStatus(service: StatusInput, registry: Pick<SessionRegistry, 'ge
   return counted(base, service, report.containers, `session ${session.id}`, evidence);
 }
 
-type Base = Pick<ServiceStatus, 'serviceId' | 'name' | 'teamId' | 'node' | 'desiredReplicas'>;
+type Base = Pick<HomeStatus, 'serviceId' | 'name' | 'teamId' | 'node' | 'desiredReplicas'>;
 
-function counted(base: Base, service: StatusInput, all: ContainerState[], by: string, evidence: NonNullable<ServiceStatus['evidence']>): HomeStatus {
+function counted(base: Base, service: StatusInput & { node: NonNullable<StatusInput['node']> }, all: ContainerState[], by: string, evidence: NonNullable<ServiceStatus['evidence']>): HomeStatus {
   const containers = all.filter((c) => c.serviceId === service.id);
   const running = upReplicas(containers, service.id);
   let state: ServiceState;
@@ -154,7 +160,7 @@ function counted(base: Base, service: StatusInput, all: ContainerState[], by: st
 }
 
 /** Status from the report row another panel (the owner, its lease live) wrote. */
-function fromReport(base: Base, service: StatusInput, r: RemoteReport, now: number): HomeStatus {
+function fromReport(base: Base, service: StatusInput & { node: NonNullable<StatusInput['node']> }, r: RemoteReport, now: number): HomeStatus {
   const evidence = { sessionId: r.sessionId, lastFrameAgeMs: Math.max(0, now - r.lastFrameAt), reportAgeMs: Math.max(0, now - r.updatedAt), panelId: r.panelId, source: r.source };
   if (r.runtime && !r.runtime.available) {
     const reason = `container runtime unavailable on node ${service.node.name}: ${r.runtime.error ?? 'no detail'}`;

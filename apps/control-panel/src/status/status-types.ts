@@ -4,14 +4,18 @@ import type { RouteHealth, routeCertificate } from './route-health.js';
 // The shapes of a service's status, shared by service-status.ts (the home node's answer) and replica-status.ts
 // (status per replica), which each build part of it.
 
-export type ServiceState = 'running' | 'degraded' | 'down' | 'stopped' | 'unknown';
+/** pending: no replica runs and some wait for an eligible node (a service without a home node). */
+export type ServiceState = 'running' | 'degraded' | 'down' | 'stopped' | 'unknown' | 'pending';
 
 export interface StatusInput {
   id: string;
   name: string;
   teamId: string;
   replicas: number;
-  node: { id: string; name: string; unreachableSince: Date | null; lastTeardownReason: string | null; capabilities?: string[] | null };
+  /** Its home node; null: none yet (no node was eligible: its replicas wait, managed by the scheduler). */
+  node: { id: string; name: string; unreachableSince: Date | null; lastTeardownReason: string | null; capabilities?: string[] | null } | null;
+  /** services.pending (replicas the scheduler could not place, and why); absent: not read. */
+  pending?: unknown;
   /** The service's routes; absent: the status carries none. */
   routes?: { id: string; domain: string; pathPrefix: string | null }[];
   /** Its allocations (run and stop), read when the home node speaks workload.allocations; absent: none read. */
@@ -46,7 +50,8 @@ export interface ServiceStatus {
   serviceId: string;
   name: string;
   teamId: string;
-  node: { id: string; name: string };
+  /** Its home node; null while it has none (every replica pending). */
+  node: { id: string; name: string } | null;
   state: ServiceState;
   desiredReplicas: number;
   runningReplicas: number | null;
@@ -62,14 +67,16 @@ export interface ServiceStatus {
 }
 
 /** The service's state as its home node's session reports it (today's answer, before allocations). */
-export type HomeStatus = Omit<ServiceStatus, 'unknownReplicas' | 'allocations'>;
+export type HomeStatus = Omit<ServiceStatus, 'unknownReplicas' | 'allocations' | 'node'> & { node: { id: string; name: string } };
 
 /** What an allocation's node last reported, or what the panel knows instead. */
 export type ReplicaState = 'pending' | 'starting' | 'running' | 'failed' | 'draining' | 'removed' | 'unknown';
 
 export interface ReplicaStatus {
-  allocationId: string;
-  node: { id: string; name: string };
+  /** Null: a replica the scheduler could not place (state pending, code NO_NODE_AVAILABLE or NO_NODE_MATCHES_LABELS). */
+  allocationId: string | null;
+  /** Null: not placed on any node (pending). */
+  node: { id: string; name: string } | null;
   /** run: one of the service's replicas; stop: being drained and removed (not counted). */
   desired: 'run' | 'stop';
   state: ReplicaState;
@@ -85,6 +92,9 @@ export interface ReplicaStatus {
   /** Placed by failover in place of a lost node's replica: where from, why, when (status/replica-moves.ts); null otherwise. */
   movedFrom: ReplicaMove | null;
 }
+
+/** A replica placed on a node (an allocation). */
+export type PlacedReplica = ReplicaStatus & { allocationId: string; node: { id: string; name: string } };
 
 /** A replica failover moved off a lost node, from the facts the scheduler recorded when it placed the replacement. */
 export interface ReplicaMove {

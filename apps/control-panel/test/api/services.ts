@@ -20,8 +20,27 @@ describe('services API', () => {
   const create = (body: unknown, token = team.token) => p.call('POST', '/v1/services', { token, body });
 
   describe('placement', () => {
-    it('with no node at all: 409 NO_NODE_AVAILABLE, nothing stored', async () => {
-      expect(await code(create({ name: 'early', image: 'nginx' }))).toMatchObject({ status: 409, code: 'NO_NODE_AVAILABLE' });
+    // Issue 36, capacity honest: it was 409 NO_NODE_AVAILABLE with nothing stored.
+    it('with no node at all: 201 without a node, its replicas pending NO_NODE_AVAILABLE (status says so); no node is told', async () => {
+      p.emitted.length = 0;
+      const made = await create({ name: 'early', image: 'nginx', replicas: 2 });
+      expect(made.status).toBe(201);
+      expect(made.body).toMatchObject({ nodeId: null, nodeName: null, pending: { count: 2, code: 'NO_NODE_AVAILABLE', message: expect.stringContaining('register one') } });
+      // No node has it: no workload set changes (the scheduler is nudged instead).
+      expect(p.emitted).toEqual([]);
+      const status = await p.call('GET', `/v1/services/${made.body.id}/status`, { token: team.token });
+      expect(status.status).toBe(200);
+      expect(status.body).toMatchObject({ node: null, state: 'pending', desiredReplicas: 2, runningReplicas: 0, unknownReplicas: 0 });
+      expect(status.body.allocations).toEqual([0, 1].map(() => expect.objectContaining({ allocationId: null, node: null, state: 'pending', code: 'NO_NODE_AVAILABLE' })));
+      const all = await p.call('GET', '/v1/status', { token: team.token });
+      expect(all.body.services.map((s: { name: string; state: string }) => [s.name, s.state])).toEqual([['early', 'pending']]);
+      // A deployment is accepted and waits for the scheduler; routes and logs need a node.
+      const deployed = await p.call('POST', `/v1/services/${made.body.id}/deployments`, { token: team.token });
+      expect(deployed.status).toBe(201);
+      expect(deployed.body).toMatchObject({ status: 'pending', nodeId: null });
+      expect(await code(p.call('POST', '/v1/routes', { token: team.token, body: { domain: 'early.example.com', serviceId: made.body.id } }))).toMatchObject({ status: 409, code: 'SERVICE_PENDING' });
+      expect(await code(p.call('GET', `/v1/services/${made.body.id}/logs`, { token: team.token }))).toMatchObject({ status: 409, code: 'SERVICE_PENDING' });
+      expect((await p.call('DELETE', `/v1/services/${made.body.id}`, { token: team.token })).status).toBe(204);
       expect(await p.prisma.service.count()).toBe(0);
     });
 
@@ -70,15 +89,19 @@ describe('services API', () => {
       expect(both.body).toMatchObject({ nodeName: 'pl-3', placement: { nodes: ['pl-2', 'pl-3'], labels: { zone: 'pl-y', 'disk.example.com/kind': 'ssd' } } });
     });
 
-    it('nothing carries the labels: 409 NO_NODE_MATCHES_LABELS, nothing stored; a named node without them too', async () => {
+    // Issue 36, capacity honest: each was 409 NO_NODE_MATCHES_LABELS with nothing stored.
+    it('nothing carries the labels: 201 without a node, pending NO_NODE_MATCHES_LABELS; a named node without them too; an unknown name is still 400', async () => {
       const before = await p.prisma.service.count();
-      const none = await code(create({ name: 'lz', image: 'nginx', placement: { labels: { zone: 'pl-z' } } }));
-      expect(none).toMatchObject({ status: 409, code: 'NO_NODE_MATCHES_LABELS' });
-      expect(none.message).toContain('zone=pl-z');
-      expect(await code(create({ name: 'lz', image: 'nginx', placement: { nodes: ['pl-1', 'pl-2'], labels: { zone: 'pl-y' } } }))).toMatchObject({ status: 409, code: 'NO_NODE_MATCHES_LABELS' });
-      expect(await code(create({ name: 'lz', image: 'nginx', node: 'pl-1', placement: { labels: { zone: 'pl-y' } } }))).toMatchObject({ status: 409, code: 'NO_NODE_MATCHES_LABELS' });
-      expect(await code(create({ name: 'lz', image: 'nginx', placement: { nodes: ['pl-1', 'nowhere'] } }))).toMatchObject({ status: 400, code: 'UNKNOWN_NODE' });
-      expect(await p.prisma.service.count()).toBe(before);
+      const none = await create({ name: 'lz', image: 'nginx', placement: { labels: { zone: 'pl-z' } } });
+      expect(none.status).toBe(201);
+      expect(none.body).toMatchObject({ nodeId: null, nodeName: null, pending: { count: 1, code: 'NO_NODE_MATCHES_LABELS', message: expect.stringContaining('zone=pl-z') } });
+      const among = await create({ name: 'lz2', image: 'nginx', placement: { nodes: ['pl-1', 'pl-2'], labels: { zone: 'pl-y' } } });
+      expect(among.body).toMatchObject({ nodeName: null, pending: { code: 'NO_NODE_MATCHES_LABELS' } });
+      const named = await create({ name: 'lz3', image: 'nginx', node: 'pl-1', placement: { labels: { zone: 'pl-y' } } });
+      expect(named.body).toMatchObject({ nodeName: null, pending: { code: 'NO_NODE_MATCHES_LABELS' } });
+      expect(await code(create({ name: 'lz4', image: 'nginx', placement: { nodes: ['pl-1', 'nowhere'] } }))).toMatchObject({ status: 400, code: 'UNKNOWN_NODE' });
+      expect(await p.prisma.service.count()).toBe(before + 3);
+      for (const made of [none, among, named]) await p.call('DELETE', `/v1/services/${made.body.id}`, { token: team.token });
     });
 
     it.each([
@@ -121,7 +144,10 @@ describe('services API', () => {
       try {
         const patch = (body: unknown) => p.call('PATCH', `/v1/services/${made.body.id}`, { token: team.token, body });
         expect((await patch({ placement: { nodes: ['pl-3', 'pl-2'] } })).body.nodeName).toBe('pl-3');
-        expect(await code(create({ name: 'lc2', image: 'nginx', placement: { labels: { zone: 'pl-y' } } }))).toMatchObject({ status: 409, code: 'NO_NODE_AVAILABLE' });
+        // Issue 36, capacity honest: it was 409 NO_NODE_AVAILABLE.
+        const waiting = await create({ name: 'lc2', image: 'nginx', placement: { labels: { zone: 'pl-y' } } });
+        expect(waiting.body).toMatchObject({ nodeName: null, pending: { code: 'NO_NODE_AVAILABLE', message: expect.stringMatching(/cordoned/) } });
+        await p.call('DELETE', `/v1/services/${waiting.body.id}`, { token: team.token });
         expect((await patch({ placement: { nodes: ['pl-2'] } })).body.nodeName).toBe('pl-2');
       } finally {
         await p.call('POST', `/v1/nodes/${ids['pl-3']}/uncordon`);
@@ -154,6 +180,7 @@ describe('services API', () => {
         placement: { nodes: ['beta'], labels: {} },
         nodeId: expect.any(String),
         nodeName: 'beta',
+        pending: null,
         createdAt: expect.any(String),
         updatedAt: expect.any(String),
       });

@@ -235,9 +235,11 @@ describe('teams, tokens and nodes API', () => {
         expect((await p.call('POST', `/v1/services/${onA.body.id}/deployments`, { token: team.token })).body.status).toBe('pending');
 
         await p.call('POST', `/v1/nodes/${b.id}/cordon`);
-        const none = await code(p.call('POST', '/v1/services', { token: team.token, body: { name: 'nowhere', image: 'nginx' } }));
-        expect(none).toMatchObject({ status: 409, code: 'NO_NODE_AVAILABLE' });
-        expect(none.message).toMatch(/cordoned/);
+        // Issue 36, capacity honest: it was 409 NO_NODE_AVAILABLE; now made without a node, its replica pending.
+        const none = await p.call('POST', '/v1/services', { token: team.token, body: { name: 'nowhere', image: 'nginx' } });
+        expect(none.status).toBe(201);
+        expect(none.body).toMatchObject({ nodeName: null, pending: { code: 'NO_NODE_AVAILABLE', message: expect.stringMatching(/cordoned/) } });
+        await p.call('DELETE', `/v1/services/${none.body.id}`, { token: team.token });
 
         const lifted = await p.call('POST', `/v1/nodes/${a.id}/uncordon`);
         expect(lifted.body).toMatchObject({ cordoned: false, services: 1 });

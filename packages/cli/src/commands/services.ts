@@ -10,7 +10,7 @@ export async function services(ctx: Context): Promise<number> {
       ? 'no services'
       : table(
           ['NAME', 'ID', 'NODE', 'REPLICAS', 'IMAGE'],
-          body.map((s) => [s.name, s.id, s.nodeName, String(s.replicas), s.image]),
+          body.map((s) => [s.name, s.id, s.nodeName ?? '(pending)', String(s.replicas), s.image]),
         ),
   );
   return 0;

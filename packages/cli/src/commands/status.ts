@@ -6,7 +6,8 @@ import { certificateText, healthText, routeName, routeProblems, servingText, typ
 interface ServiceStatus {
   serviceId: string;
   name: string;
-  node: { name: string };
+  /** Null: no node yet (every replica pending). */
+  node: { name: string } | null;
   state: string;
   desiredReplicas: number;
   runningReplicas: number | null;
@@ -22,8 +23,9 @@ interface ServiceStatus {
 }
 
 interface Replica {
-  allocationId: string;
-  node: { name: string };
+  /** Null (and node null): a replica waiting for an eligible node (state pending). */
+  allocationId: string | null;
+  node: { name: string } | null;
   desired: 'run' | 'stop';
   state: string;
   health: string | null;
@@ -42,7 +44,8 @@ function replicaProblems(s: ServiceStatus): string[] {
       const state = r.state === 'running' && r.health ? `running, ${r.health}` : r.state;
       const why = [r.code, r.reason].filter(Boolean).join(': ');
       const seen = r.evidence ? ` (last status ${Math.round(r.evidence.statusAgeMs / 1000)} s ago, session ${r.evidence.sessionId})` : '';
-      return `replica ${r.allocationId} on ${r.node.name}: ${state}${why ? ` ${why}` : ''}${seen}`;
+      const which = r.allocationId === null || r.node === null ? 'replica not placed' : `replica ${r.allocationId} on ${r.node.name}`;
+      return `${which}: ${state}${why ? ` ${why}` : ''}${seen}`;
     });
 }
 
@@ -63,8 +66,8 @@ const NODES_LISTED = 3;
  * node for a service without allocations (a single-node service, a panel before status per replica).
  */
 function nodesText(s: ServiceStatus): string {
-  const names = [...new Set((s.allocations ?? []).filter((r) => r.desired === 'run').map((r) => r.node.name))].sort();
-  if (names.length === 0) return s.node.name;
+  const names = [...new Set((s.allocations ?? []).flatMap((r) => (r.desired === 'run' && r.node ? [r.node.name] : [])))].sort();
+  if (names.length === 0) return s.node?.name ?? '-';
   return names.length > NODES_LISTED ? `${names.length} nodes` : names.join(',');
 }
 
