@@ -1,10 +1,10 @@
 import { KeyedSerialQueue, TickBatcher, type Logger } from '@tether/common';
 import { CAPABILITIES, createIdGenerator, type AllocationsStatus, type Capability, type Workload } from '@tether/protocol';
 import { sqlOf, type Db } from '../db/database.js';
+import { managedSql } from '../db/where-services-run.js';
 import { forAgent, releaseOf, type PlannedWorkload, type ServiceSpec } from '../db/deployment-spec.js';
 import { allocationsFrame, type LeftOutAllocation } from '../scheduling/allocation-frames.js';
 import { desiredWorkloads } from '../scheduling/desired-workloads.js';
-import { managedSql } from '../scheduling/managed.js';
 import type { Allocation } from '../scheduling/types.js';
 import { lackedDelivery, needsDelivery, type SecretDelivery } from '../secrets/secret-delivery.js';
 import { OPEN_READ_LINGER_MS } from '../session-writes/session-store.js';
@@ -249,7 +249,7 @@ export class AllocationSync {
     // As scheduling/evaluation.ts adopts: a managed service with no allocation at all, replicas wanted, a running release.
     const awaiting = await sql.rows<{ node_id: string; id: string }>(
       `SELECT s.node_id, s.id FROM services s JOIN nodes h ON h.id = s.node_id
-      WHERE s.node_id = ANY($1::text[]) AND ${managedSql('h')} AND s.replicas > 0
+      WHERE s.node_id = ANY($1::text[]) AND ${managedSql('s', 'h')} AND s.replicas > 0
         AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.service_id = s.id)
         AND EXISTS (SELECT 1 FROM deployments d WHERE d.service_id = s.id AND d.status = 'running')`,
       [nodeIds],
