@@ -73,11 +73,21 @@ export interface WorkloadController {
   /** `listener` runs whenever the allocations' status changes and after every applied set; returns the unsubscribe. */
   onAllocationStatus?(listener: () => void): () => void;
   /**
+   * What the workloads report on their own (a drain ended, a container crashed past its restart budget): `listener`
+   * runs for each; returns the unsubscribe. The agent (agent.ts) sends them through the panel session.
+   */
+  onReport?(listener: (report: WorkloadReport) => void): () => void;
+  /**
    * Capability workload.fence (with workload.allocations): true stops every container of a fenced release and keeps
    * them stopped; false lets the sets run them again. The session calls it (connection/panel-fence.ts).
    */
   setFenced?(fenced: boolean): void;
 }
+
+/** A report the workloads make on their own: a drain that ended, a deployment whose container failed for good. */
+export type WorkloadReport =
+  | { kind: 'drained'; drain: DrainReport }
+  | { kind: 'failed'; deploymentId: string; code: string; reason: string };
 
 /** An `allocations` frame as the controller takes it. */
 export interface AllocationSet {

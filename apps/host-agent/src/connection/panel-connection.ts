@@ -150,6 +150,11 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     return this.state_;
   }
 
+  /** The session the panel's welcome opened; null between sessions. */
+  get currentSessionId(): string | null {
+    return this.sessionId;
+  }
+
   start(): void {
     if (this.state_ === 'stopped') throw new Error('a stopped connection cannot start again');
     this.fence?.start();

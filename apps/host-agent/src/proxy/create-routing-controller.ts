@@ -7,7 +7,7 @@ import { DockerContainerRuntime } from '../runtime/docker-runtime.js';
 import { DEFAULT_RUNTIME_TIMING } from '../runtime/settings.js';
 import { DisabledRouting } from '../null-controllers.js';
 import { createCaddyAdmin, parseAdminUrl } from './caddy-admin.js';
-import { CaddyContainer, caddyHostDir, caddyHostPaths } from './caddy-container.js';
+import { CaddyContainer, caddyHostDir, caddyHostPaths, runningProxy } from './caddy-container.js';
 import { CADDY_CONTAINER, CADDY_CONTAINER_ADMIN, ensureCaddyImage } from './caddy-image.js';
 import type { ReloadRecord } from './configurator.js';
 import type { CaddyAdminSettings, ProxyTlsMode } from './render.js';
@@ -250,8 +250,6 @@ export function createRoutingController(
     onReload?: (reload: ReloadRecord) => void;
     /** Containers whose HTTP health check does not pass now (left out of the answers). */
     notServing?: () => ReadonlySet<string>;
-    /** Given, in container mode, what finds the proxy container's address (the canary's way to Caddy). */
-    proxyAddress?: (resolve: () => Promise<string | null>) => void;
   },
 ): RoutingController {
   const p = config.proxy;
@@ -300,7 +298,7 @@ export function createRoutingController(
       certificateStorage: p.caddyStorageDir,
     });
   }
-  const { controller, container } = createContainerRoutingController({
+  const { controller } = createContainerRoutingController({
     ...common,
     docker: dockerOf(deps),
     dockerTimeoutMs: config.runtime.timing.callTimeoutMs,
@@ -313,6 +311,16 @@ export function createRoutingController(
     ...(p.answererImage ? { answererImage: p.answererImage } : {}),
     answererRoot: p.answererRoot,
   });
-  deps.proxyAddress?.(() => container.address());
   return controller;
+}
+
+/**
+ * Container mode: how the canary and route probes find the proxy container's address on Tether's network (null
+ * while none runs); undefined in any other mode. Made before the routing controller, from the runtime alone.
+ */
+export function proxyAddressReader(config: AgentConfig, docker: Docker): (() => Promise<string | null>) | undefined {
+  if (config.proxy.kind !== 'container') return undefined;
+  const runtime = new DockerContainerRuntime(docker, { callTimeoutMs: config.runtime.timing.callTimeoutMs });
+  const { network } = config.runtime;
+  return async () => (await runningProxy(runtime, config.nodeName, network))?.address ?? null;
 }

@@ -2,7 +2,7 @@ import { backoffDelay, errorMessage, KeyedSerialQueue, sanitizeText, silentLogge
 import { LABELS } from '../docker/docker-client.js';
 import { createLoop, type Loop } from '@tether/common';
 import { CAPABILITIES, type AllocationStatus, type ContainerState, type RuntimeStatus, type Workload } from '@tether/protocol';
-import type { DeployOutcome, DrainReport, DrainStats, Observation, ProxyTraffic, WorkloadController } from '../controllers.js';
+import type { DeployOutcome, DrainReport, DrainStats, Observation, ProxyTraffic, WorkloadController, WorkloadReport } from '../controllers.js';
 import type { ContainerRuntime } from './container-runtime.js';
 import { AllocationExecutor, type AllocationSet } from './allocation-executor.js';
 import { ContainerReader, toContainerState, type ReadContainer } from './container-reader.js';
@@ -44,7 +44,7 @@ export interface DockerWorkloadControllerOptions {
   privateImagesFile?: string;
   /** Where drains in progress survive agent restarts (TETHER_STATE_DIR/drains.json); default: memory only. */
   drainsFile?: string;
-  /** The proxy's side of a drain (read when a drain needs it: the routing controller is made after this one); absent: nothing is proxied. */
+  /** The proxy's side of a drain (read when a drain needs it: the agent passes its traffic channel, traffic-channel.ts); absent: nothing is proxied. */
   traffic?: () => ProxyTraffic | undefined;
   /** A drain ended (`deploy.drained`). */
   onDrained?: (report: DrainReport) => void;
@@ -110,6 +110,7 @@ export class DockerWorkloadController implements WorkloadController {
   private halted = false;
   private releaseOnSet = false;
   private readonly haltedIds = new Set<string>();
+  private readonly reportListeners = new Set<(report: WorkloadReport) => void>();
 
   constructor(private readonly options: DockerWorkloadControllerOptions) {
     this.timing = { ...DEFAULT_RUNTIME_TIMING, ...options.timing };
@@ -140,7 +141,10 @@ export class DockerWorkloadController implements WorkloadController {
       book: this.drains,
       traffic: () => options.traffic?.(),
       retire: (container) => stopAndRemove(this.deps, container),
-      report: (report) => options.onDrained?.(report),
+      report: (drain) => {
+        options.onDrained?.(drain);
+        this.report({ kind: 'drained', drain });
+      },
       logger: this.logger,
     });
     this.deps = {
@@ -159,6 +163,7 @@ export class DockerWorkloadController implements WorkloadController {
         this.ledger.markReported(failure.containerId);
         this.logger.error({ ...failure }, 'container crashed past its restart budget');
         options.onFailure?.(failure);
+        this.report({ kind: 'failed', deploymentId: failure.deploymentId, code: failure.code, reason: failure.reason });
       },
     };
     this.allocations = new AllocationExecutor({
@@ -389,6 +394,15 @@ export class DockerWorkloadController implements WorkloadController {
         )
         .finally(() => this.fencing.delete(actual.id));
     }
+  }
+
+  onReport(listener: (report: WorkloadReport) => void): () => void {
+    this.reportListeners.add(listener);
+    return () => this.reportListeners.delete(listener);
+  }
+
+  private report(report: WorkloadReport): void {
+    for (const listener of this.reportListeners) listener(report);
   }
 
   onAllocationStatus(listener: () => void): () => void {
