@@ -289,10 +289,9 @@ export function createRoutingController(
         : () => Promise.resolve(new Map()),
   };
   if (p.kind === 'external') {
-    // loadConfig refuses external mode without an admin URL.
     return createExternalRoutingController({
       ...common,
-      adminUrl: p.caddyAdminUrl as string,
+      adminUrl: p.caddyAdminUrl,
       ...(p.caddyAdminListen ? { adminListen: p.caddyAdminListen } : {}),
       answererListen: p.answererListen,
       certificateStorage: p.caddyStorageDir,
