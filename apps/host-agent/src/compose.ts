@@ -10,7 +10,6 @@ import { startAgentMetrics } from './metrics/index.js';
 import { UnavailableWorkloads } from './null-controllers.js';
 import { EventJournal, createRoutingController, proxyAddressReader, reloadEvent } from './proxy/index.js';
 import { createDockerWorkloadController } from './runtime/index.js';
-import { createDockerClient } from './docker/docker-client.js';
 import { NetworkIsolation, elsewhere, hostCommands } from './docker/isolation.js';
 import { DockerLogSource, LogStreams } from './logs/index.js';
 import { createCanary, withCanary } from './canary/index.js';
@@ -39,10 +38,9 @@ export interface ComposedAgent {
   stop(): Promise<void>;
 }
 
-export async function composeAgent(config: AgentConfig, logger: Logger): Promise<ComposedAgent> {
+/** `docker`: the process's one Docker client (main.ts makes it; it connects per call, so making it costs no I/O). */
+export async function composeAgent(config: AgentConfig, logger: Logger, docker: Docker): Promise<ComposedAgent> {
   const journal = config.proxy.kind === 'none' ? undefined : await EventJournal.open(path.join(config.stateDir, 'proxy-events.json'), { logger });
-  // The one Docker client of the process (it connects per call: making it costs no I/O, also when unused).
-  const docker = createDockerClient(config.runtime.dockerHost);
   // Container mode: the canary and the route probes find Caddy at its container's address.
   const proxyAddress = proxyAddressReader(config, docker);
   const canary = await createCanary(config, { logger, onDrop: (event) => void journal?.record(event), ...(proxyAddress ? { proxyAddress } : {}) });

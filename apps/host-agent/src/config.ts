@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { isIP } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { answererRootUsable } from './proxy/knot-image.js';
+import { answererRootUsable } from './answerer-root.js';
 import { ConfigError, parseEnv, splitHostPort } from '@tether/common';
 import { pinnedProtocolRange } from '@tether/protocol';
 import { canonicalIp } from './runtime/published-port.js';

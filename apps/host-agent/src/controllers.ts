@@ -1,5 +1,4 @@
-import type { VolumeSnapshot } from './volumes/index.js';
-import type { Allocation, AllocationStatus, CanaryDropEvent, ContainerState, Release, ReloadEvent, Route, RoutingStatus, RuntimeStatus, SharedCertificate, Workload } from '@tether/protocol';
+import type { Allocation, AllocationStatus, CanaryDropEvent, ContainerState, Release, ReloadEvent, ReportedVolume, Route, RoutingStatus, RuntimeStatus, SharedCertificate, Workload } from '@tether/protocol';
 
 // The seams between the agent's panel session and the two things it drives.
 // The session (connection/) only talks to these interfaces; runtime/ (Docker)
@@ -9,6 +8,13 @@ export type DeployOutcome =
   /** `imageRef`: the image as it ran, pinned (runtime/image-pin.ts); absent when the engine could not say. */
   | { status: 'running'; reason: string; imageRef?: string }
   | { status: 'failed'; reason: string; code: string };
+
+/** The node's named volumes as `volumes.report` sends them (runtime/volume-inventory.ts). */
+export interface VolumeSnapshot {
+  volumes: ReportedVolume[];
+  /** Grows when the set or a size changed, and once per measure interval: a report is due when it differs. */
+  revision: number;
+}
 
 /** Drains of this agent run (metrics). */
 export interface DrainStats {

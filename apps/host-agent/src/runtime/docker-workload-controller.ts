@@ -1,7 +1,6 @@
 import { createLoop, KeyedSerialQueue, type Loop } from '@tether/common';
 import type { AllocationStatus, Workload } from '@tether/protocol';
-import type { DeployOutcome, DrainStats, Observation, WorkloadController, WorkloadReport } from '../controllers.js';
-import type { VolumeSnapshot } from '../volumes/index.js';
+import type { DeployOutcome, DrainStats, Observation, VolumeSnapshot, WorkloadController, WorkloadReport } from '../controllers.js';
 import type { AllocationSet } from './allocation-executor.js';
 import { toContainerState, type ReadContainer } from './container-reader.js';
 import { DeploymentBook, failure, outcomeOf } from './deployment-book.js';

@@ -1,6 +1,7 @@
 import { backoffDelay, type Logger } from '@tether/common';
 import { LABELS } from '../docker/docker-client.js';
-import type { PendingRemoval, PendingRemovals, VolumeInventory } from '../volumes/index.js';
+import type { PendingRemoval, PendingRemovals } from '../volumes/index.js';
+import type { VolumeInventory } from './volume-inventory.js';
 import type { ContainerReader } from './container-reader.js';
 import type { ContainerRuntime } from './container-runtime.js';
 

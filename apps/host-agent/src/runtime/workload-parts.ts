@@ -1,6 +1,7 @@
 import { silentLogger, type Logger } from '@tether/common';
 import type { DrainReport, ProxyTraffic, WorkloadReport } from '../controllers.js';
-import { PendingRemovals, VolumeInventory, type MeasureBudget } from '../volumes/index.js';
+import { PendingRemovals, type MeasureBudget } from '../volumes/index.js';
+import { VolumeInventory } from './volume-inventory.js';
 import { AllocationExecutor } from './allocation-executor.js';
 import { workloadCapabilities } from './capabilities.js';
 import { ContainerReader } from './container-reader.js';
