@@ -13,17 +13,18 @@ import { freeText, routingStatus, runtimeStatus } from './handshake.js';
 import type { PanelFence } from './panel-fence.js';
 import { SessionTerms } from './session-terms.js';
 
-// One panel session: made when the panel's welcome arrives, dropped when its socket closes (panel-connection.ts
-// keeps the socket and the backoff, nothing of a session). Everything that lives for one session is a field here:
-// what it agreed on (session-terms.ts), the heartbeat at the cadence welcome gave, the log streams' channel, what
-// it was last sent of the volumes and which `allocations` frame it last took, and where each of its frames goes.
+// One panel session: made at welcome, dropped when its socket closes (panel-connection.ts keeps the socket and
+// the backoff). Everything that lives for one session is a field here: what it agreed on (session-terms.ts), the
+// heartbeat at welcome's cadence, the log streams' channel, its proxy events in flight, the volumes revision it
+// was sent, the `allocations` frame it last took, and where each of its frames goes.
 
 /** What outlives a session: the parts it drives and what waits for the next one. */
 export interface SessionParts {
   workloads: WorkloadController;
   routing: RoutingController;
   logs?: LogStreams | undefined;
-  events: EventSender | null;
+  /** The journal of reload and canary events (each session sends them through a sender of its own). */
+  events: PendingEvents | null;
   certificates: CertificateReporter | null;
   /** Results that could not be sent, held for the next session. */
   results: DeployResultQueue;
@@ -51,7 +52,7 @@ export function sessionParts(
     workloads: options.workloads,
     routing: options.routing,
     logs: options.logs,
-    events: options.events ? new EventSender(options.events, nextId) : null,
+    events: options.events ?? null,
     certificates: sharing ? new CertificateReporter(sharing, nextId, options.logger) : null,
     results: new DeployResultQueue(),
     fence,
@@ -77,6 +78,8 @@ export class PanelSession {
   readonly heartbeatMs: number;
   private readonly router = new PanelFrameRouter();
   private readonly heartbeat: Loop;
+  /** proxy.events of this session: what is in flight until the panel's ACK (event-sender.ts). */
+  private readonly events: EventSender | null;
   /** The inventory revision this session was last sent in `volumes.report`. */
   private volumesSent: number | null = null;
   /** The id of this session's last `allocations` frame (`allocations.status` names it); null before the first. */
@@ -91,6 +94,7 @@ export class PanelSession {
     this.id = welcome.sessionId;
     this.terms = new SessionTerms(welcome.capabilities, parts);
     this.heartbeatMs = parts.heartbeatIntervalMs ?? welcome.timing.heartbeatIntervalMs;
+    this.events = parts.events ? new EventSender(parts.events, parts.nextId) : null;
     this.heartbeat = createLoop({
       name: 'heartbeat',
       intervalMs: this.heartbeatMs,
@@ -103,7 +107,7 @@ export class PanelSession {
   /** The session begins: heartbeats, what waited for it, and the log streams' channel. */
   open(timing: Timing): void {
     const { parts, terms } = this;
-    parts.events?.sessionReady(terms.confirmed, timing.ackTimeoutMs);
+    this.events?.sessionReady(terms.confirmed, timing.ackTimeoutMs);
     this.heartbeat.start();
     // A drain's report goes only to a panel that speaks it (one that did not never sent drainSeconds).
     parts.results.drain((result) => (result.type === 'deploy.drained' && !terms.drainReports ? undefined : this.send(result)));
@@ -126,7 +130,6 @@ export class PanelSession {
   close(): Promise<void> {
     if (this.closing) return this.closing;
     this.parts.logs?.detach();
-    this.parts.events?.sessionClosed();
     this.parts.certificates?.sessionClosed();
     return (this.closing = this.heartbeat.stop());
   }
@@ -154,7 +157,7 @@ export class PanelSession {
   /** Reload and canary events to a panel that speaks proxy.events (event-sender.ts). */
   sendEvents(): void {
     if (this.closed) return;
-    this.parts.events?.flush((message) => this.send(message));
+    this.events?.flush((message) => this.send(message));
   }
 
   /**
@@ -230,7 +233,7 @@ export class PanelSession {
         if (parts.certificates?.refused(message)) return;
         logger.warn({ code: message.code, ref: message.ref, message: message.message }, 'panel rejected a frame');
       })
-      .handle('ack', (message) => void (parts.events?.acknowledged(message.ref) || parts.certificates?.acknowledged(message.ref)));
+      .handle('ack', (message) => void (this.events?.acknowledged(message.ref) || parts.certificates?.acknowledged(message.ref)));
   }
 
   private async sendHeartbeat(): Promise<void> {
