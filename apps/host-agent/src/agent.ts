@@ -33,6 +33,12 @@ export function createAgent(
     fence: { afterMs: config.fence.afterMs, stopTimeoutMs: config.runtime.timing.stopTimeoutMs },
     logger: deps.logger,
   });
+  // What the workloads report on their own goes through the session (held for the next one when none is open).
+  deps.workloads.onReport?.((report) =>
+    report.kind === 'drained'
+      ? connection.reportDrained(report.drain)
+      : connection.reportResult(report.deploymentId, { status: 'failed', code: report.code, reason: report.reason }),
+  );
   const guard = new DecommissionGuard(config.stateDir, deps.workloads, deps.logger);
   return {
     connection,

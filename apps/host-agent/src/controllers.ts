@@ -1,5 +1,4 @@
-import type { VolumeSnapshot } from './volumes/index.js';
-import type { Allocation, AllocationStatus, CanaryDropEvent, ContainerState, Release, ReloadEvent, Route, RoutingStatus, RuntimeStatus, SharedCertificate, Workload } from '@tether/protocol';
+import type { Allocation, AllocationStatus, CanaryDropEvent, ContainerState, Release, ReloadEvent, ReportedVolume, Route, RoutingStatus, RuntimeStatus, SharedCertificate, Workload } from '@tether/protocol';
 
 // The seams between the agent's panel session and the two things it drives.
 // The session (connection/) only talks to these interfaces; runtime/ (Docker)
@@ -9,6 +8,13 @@ export type DeployOutcome =
   /** `imageRef`: the image as it ran, pinned (runtime/image-pin.ts); absent when the engine could not say. */
   | { status: 'running'; reason: string; imageRef?: string }
   | { status: 'failed'; reason: string; code: string };
+
+/** The node's named volumes as `volumes.report` sends them (runtime/volume-inventory.ts). */
+export interface VolumeSnapshot {
+  volumes: ReportedVolume[];
+  /** Grows when the set or a size changed, and once per measure interval: a report is due when it differs. */
+  revision: number;
+}
 
 /** Drains of this agent run (metrics). */
 export interface DrainStats {
@@ -73,11 +79,21 @@ export interface WorkloadController {
   /** `listener` runs whenever the allocations' status changes and after every applied set; returns the unsubscribe. */
   onAllocationStatus?(listener: () => void): () => void;
   /**
+   * What the workloads report on their own (a drain ended, a container crashed past its restart budget): `listener`
+   * runs for each; returns the unsubscribe. The agent (agent.ts) sends them through the panel session.
+   */
+  onReport?(listener: (report: WorkloadReport) => void): () => void;
+  /**
    * Capability workload.fence (with workload.allocations): true stops every container of a fenced release and keeps
    * them stopped; false lets the sets run them again. The session calls it (connection/panel-fence.ts).
    */
   setFenced?(fenced: boolean): void;
 }
+
+/** A report the workloads make on their own: a drain that ended, a deployment whose container failed for good. */
+export type WorkloadReport =
+  | { kind: 'drained'; drain: DrainReport }
+  | { kind: 'failed'; deploymentId: string; code: string; reason: string };
 
 /** An `allocations` frame as the controller takes it. */
 export interface AllocationSet {

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import type { Logger } from '@tether/common';
+import { splitHostPort, type Logger } from '@tether/common';
 import type { AgentConfig } from '../config.js';
 import type { RoutingController } from '../controllers.js';
 import { layered } from '../routing-layer.js';
@@ -20,12 +20,6 @@ export interface Canary {
   endpoint: CanaryEndpoint;
   /** Tell the canary of every reload (the routing controller's onReload). */
   noteReload(reload: ReloadRecord): void;
-}
-
-/** Parses `host:port` (IPv6 in brackets). */
-function hostPort(address: string): { host: string; port: number } {
-  const url = new URL(`http://${address}`);
-  return { host: url.hostname.replace(/^\[|\]$/g, ''), port: Number(url.port) };
 }
 
 /**
@@ -50,7 +44,7 @@ export async function createCanary(
   const secret = randomBytes(24).toString('base64url');
   let endpoint: CanaryEndpoint;
   try {
-    endpoint = await startCanaryEndpoint({ ...hostPort(config.canary.listen), secret });
+    endpoint = await startCanaryEndpoint({ ...splitHostPort(config.canary.listen), secret });
   } catch (error) {
     // The canary proves the proxy path; it must never keep the agent (and so deploys and routing) from running.
     deps.logger.error({ err: error, listen: config.canary.listen }, 'canary endpoint cannot listen; running without the canary');

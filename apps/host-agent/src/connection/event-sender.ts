@@ -5,8 +5,9 @@ import type { PendingEvents } from '../controllers.js';
 // The session's side of proxy.events: sends the outbox's events to a panel
 // that confirmed the capability, at most 500 a message, and forgets them only
 // on the panel's ACK. What a message carried goes again when its ACK is late
-// (the panel's database may be down) or the session ends; the panel's unique
-// key stores each event once.
+// (the panel's database may be down) or the session ends (each session has a
+// sender of its own, panel-session.ts); the panel's unique key stores each
+// event once.
 
 const BATCH = 500;
 const key = (e: { epoch: number; seq: number }) => `${e.epoch}:${e.seq}`;
@@ -29,12 +30,6 @@ export class EventSender {
     this.enabled = capabilities.includes(CAPABILITIES.PROXY_EVENTS);
     this.staticKinds = capabilities.includes(CAPABILITIES.PROXY_STATIC);
     this.ackTimeoutMs = ackTimeoutMs;
-    this.inFlight.clear();
-  }
-
-  /** The session ended: whatever was in flight goes again on the next one. */
-  sessionClosed(): void {
-    this.enabled = false;
     this.inFlight.clear();
   }
 

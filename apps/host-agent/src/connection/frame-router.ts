@@ -1,4 +1,4 @@
-import type { PanelMessage } from '@tether/protocol';
+import { FRAME_ERROR_CODES, type AgentMessage, type PanelMessage } from '@tether/protocol';
 
 // Where a frame of type X from the panel goes: one handler per type,
 // registered by the part that owns it (panel-connection.ts registers the
@@ -27,4 +27,9 @@ export class PanelFrameRouter {
     const handler = this.handlers.get(message.type);
     return handler !== undefined && handler(message) !== false;
   }
+}
+
+/** The reply to a frame nobody takes on this connection. */
+export function unexpected(message: PanelMessage, id: string): AgentMessage {
+  return { type: 'error', id, ref: message.id, code: FRAME_ERROR_CODES.UNEXPECTED_MESSAGE, message: `${message.type} is not accepted from the panel` };
 }

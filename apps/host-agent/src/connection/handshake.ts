@@ -1,9 +1,10 @@
-import { sanitizeText } from '@tether/common';
-import { CAPABILITIES, FIELD_LIMITS, type RouteProbe, type RoutingStatus, type RuntimeStatus } from '@tether/protocol';
-import type { PendingEvents, RoutingController, WorkloadController } from '../controllers.js';
+import { errorMessage, sanitizeText } from '@tether/common';
+import { CAPABILITIES, type DeployResult, CLOSE_CODES, DEFAULT_PROTOCOL_RANGE, FRAME_ERROR_CODES, FIELD_LIMITS, versionBelow, type ErrorMessage, type Hello, type ProtocolRange, type RouteProbe, type RoutingStatus, type RuntimeStatus } from '@tether/protocol';
+import type { DeployOutcome, PendingEvents, RoutingController, WorkloadController } from '../controllers.js';
 import type { LogStreams } from '../logs/index.js';
 
-// What the agent says about itself: the capabilities hello announces, and the
+// What the agent says about itself: hello, the capabilities it announces, the
+// protocol version it says (stepping down when a panel refuses it), and the
 // free text of every frame, sanitised on the way out.
 
 /**
@@ -72,4 +73,86 @@ export function agentCapabilities(parts: Parts): string[] {
     // Built in: every workload's secrets become its container's environment (runtime/workload-spec.ts).
     CAPABILITIES.SECRETS,
   ];
+}
+
+/** The agent's hello: who it is, what runs (read now), what routing is in place, what it announces. */
+export async function helloFrame(
+  parts: Parts & { nodeName: string; agentVersion: string; fence?: { afterMs: number; stopTimeoutMs: number }; fenced: boolean },
+  id: string,
+  protocolVersion: number,
+): Promise<Hello> {
+  const observation = await parts.workloads.observe().catch((err: unknown) => ({
+    containers: [],
+    runtime: { available: false, error: errorMessage(err) },
+  }));
+  const privateAddress = remoteRoutingAddress(parts);
+  const port = challengePort(parts);
+  return {
+    type: 'hello',
+    id,
+    node: parts.nodeName,
+    agentVersion: parts.agentVersion,
+    protocolVersion,
+    containers: observation.containers,
+    runtime: runtimeStatus(observation.runtime),
+    routing: routingStatus(parts.routing.status()),
+    capabilities: agentCapabilities(parts),
+    ...(privateAddress ? { privateAddress } : {}),
+    ...(port !== null ? { challengePort: port } : {}),
+    ...(parts.fenced && parts.fence ? { fence: parts.fence } : {}),
+  };
+}
+
+/**
+ * The protocol version each connection's hello says (docs/protocol.md, "Versions"): the highest this agent speaks
+ * (TETHER_PROTOCOL_VERSION_MAX), unless the last connection was refused for its version; then the next lower one,
+ * at once. An upgraded panel is found without a restart, an old one costs one refused upgrade per reconnect.
+ */
+export class ProtocolVersions {
+  /** The version this connection's hello says. */
+  current: number;
+  private stepDownTo: number | null = null;
+  /** The panel answered this connection's hello with UNSUPPORTED_PROTOCOL_VERSION. */
+  private refused = false;
+
+  constructor(private readonly range: ProtocolRange = DEFAULT_PROTOCOL_RANGE) {
+    this.current = range.max;
+  }
+
+  /** A new connection: the version its hello says. */
+  begin(): number {
+    this.current = this.stepDownTo ?? this.range.max;
+    this.stepDownTo = null;
+    this.refused = false;
+    return this.current;
+  }
+
+  /** An error before welcome (the only frame sent is hello): true when it refused hello's version. */
+  error(message: ErrorMessage): void {
+    if (message.code === FRAME_ERROR_CODES.UNSUPPORTED_PROTOCOL_VERSION) this.refused = true;
+  }
+
+  /**
+   * The socket closed: whether this connection was refused for its version (never one that had a session), and the
+   * lower version the next says at once (null: none lower; refused at the oldest, only an operator can help).
+   */
+  closed(code: number, hadSession: boolean): { refused: boolean; lower: number | null } {
+    const refused = !hadSession && (this.refused || code === CLOSE_CODES.UNSUPPORTED_PROTOCOL_VERSION);
+    const lower = refused ? versionBelow(this.range, this.current) : null;
+    if (lower !== null) this.stepDownTo = lower;
+    return { refused, lower };
+  }
+}
+
+/** A deployment's outcome as `deploy.result` says it. */
+export function resultFrame(id: string, deploymentId: string, outcome: DeployOutcome): DeployResult {
+  return {
+    type: 'deploy.result',
+    id,
+    deploymentId,
+    status: outcome.status,
+    reason: freeText(outcome.reason),
+    code: outcome.status === 'failed' ? outcome.code : null,
+    ...(outcome.status === 'running' && outcome.imageRef ? { imageRef: outcome.imageRef } : {}),
+  };
 }

@@ -58,3 +58,9 @@ async function createNetworkOnce(docker: Docker, name: string): Promise<void> {
     if ((err as { statusCode?: number }).statusCode !== 409) throw err;
   }
 }
+
+/** Docker's label filter (`key=value` per label). */
+export const labelFilter = (labels: Record<string, string>) => Object.entries(labels).map(([k, v]) => `${k}=${v}`);
+
+/** dockerode 5 honours `abortSignal` on every call; @types/dockerode does not declare it everywhere. */
+export const withSignal = <T>(abortSignal: AbortSignal, options: object = {}): T => ({ ...options, abortSignal }) as unknown as T;

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import type Docker from 'dockerode';
 import { CodedError, createLoop, errorMessage, sanitizeText, type Logger, type Loop } from '@tether/common';
-import { AGENT_ERROR_CODES } from '../errors.js';
+import { AGENT_OWN_ERROR_CODES as AGENT_ERROR_CODES } from '../own-errors.js';
 import { ensureNetwork } from './docker-client.js';
 
 // "Private by construction" (DESIGN, services across nodes): with cross-node

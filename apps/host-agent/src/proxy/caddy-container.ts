@@ -58,6 +58,21 @@ export function caddyHostPaths(hostDir: string) {
   return { dataDir: path.join(hostDir, 'data'), socketDir, socketPath: path.join(socketDir, 'admin.sock') };
 }
 
+function proxyContainers(runtime: ContainerRuntime, node: string) {
+  return runtime.list({ [LABELS.managed]: 'true', [LABELS.role]: 'proxy', [LABELS.node]: node });
+}
+
+/**
+ * This node's running proxy container, its id and its address on Tether's network; null while none runs. A
+ * function of the runtime alone, so what needs the address (the canary, route probes) is made before the routing
+ * controller that supervises the container.
+ */
+export async function runningProxy(runtime: ContainerRuntime, node: string, network: string): Promise<{ id: string; address: string | null } | null> {
+  const running = (await proxyContainers(runtime, node)).find((c) => c.state === 'running');
+  if (!running) return null;
+  return { id: running.id, address: (await runtime.inspect(running.id)).ipAddresses?.[network] ?? null };
+}
+
 export class CaddyContainer implements ProxySupervisor {
   private readonly paths: ReturnType<typeof caddyHostPaths>;
   private inFlight: Promise<void> | null = null;
@@ -139,10 +154,8 @@ export class CaddyContainer implements ProxySupervisor {
   }
 
   /** The running proxy container's id and address on Tether's network (the answerer joins its network namespace). */
-  async running(): Promise<{ id: string; address: string | null } | null> {
-    const running = (await this.list()).find((c) => c.state === 'running');
-    if (!running) return null;
-    return { id: running.id, address: (await this.options.runtime.inspect(running.id)).ipAddresses?.[this.options.network] ?? null };
+  running(): Promise<{ id: string; address: string | null } | null> {
+    return runningProxy(this.options.runtime, this.options.node, this.options.network);
   }
 
   /** Removes the proxy container (decommissioning a node; tests). An agent stop leaves it running. */
@@ -151,7 +164,7 @@ export class CaddyContainer implements ProxySupervisor {
   }
 
   private list() {
-    return this.options.runtime.list({ [LABELS.managed]: 'true', [LABELS.role]: 'proxy', [LABELS.node]: this.options.node });
+    return proxyContainers(this.options.runtime, this.options.node);
   }
 
   private spec(image: string): ContainerSpec {

@@ -1,18 +1,14 @@
 import type { Logger } from '@tether/common';
 import path from 'node:path';
 import type Docker from 'dockerode';
-import type { AgentConfig } from '../config.js';
-import type { RoutingController } from '../controllers.js';
 import { DockerContainerRuntime } from '../runtime/docker-runtime.js';
 import { DEFAULT_RUNTIME_TIMING } from '../runtime/settings.js';
-import { DisabledRouting } from '../null-controllers.js';
 import { createCaddyAdmin, parseAdminUrl } from './caddy-admin.js';
 import { CaddyContainer, caddyHostDir, caddyHostPaths } from './caddy-container.js';
 import { CADDY_CONTAINER, CADDY_CONTAINER_ADMIN, ensureCaddyImage } from './caddy-image.js';
 import type { ReloadRecord } from './configurator.js';
 import type { CaddyAdminSettings, ProxyTlsMode } from './render.js';
-import { dockerEndpoints, type EndpointSource } from './docker-endpoints.js';
-import { issuanceLogPaths } from './issuance-logging.js';
+import type { EndpointSource } from './docker-endpoints.js';
 import { KnotAnswerer } from './knot-answerer.js';
 import { KnotContainerAnswerer } from './knot-container-answerer.js';
 import { ensureKnotImage } from './knot-image.js';
@@ -26,7 +22,8 @@ import { StaticRoutingController } from './static-routing-controller.js';
 // (container: knotd a container in Caddy's network namespace, the domain
 // files under the data folder Caddy already mounts, so moving to this config
 // never recreates Caddy). The agent calls createRoutingController(config, …);
-// tests and tools call the per-place functions with explicit options.
+// tests and tools call the per-place functions with explicit options
+// (routing-from-config.ts makes them from the configuration).
 
 export interface ServingOptions {
   tls: ProxyTlsMode;
@@ -234,85 +231,4 @@ export function once<T>(make: () => Promise<T>): () => Promise<T> {
       value = undefined;
       throw error;
     }));
-}
-
-/** The process's one Docker client (main.ts makes it); only the modes that talk to Docker need it. */
-function dockerOf(deps: { docker?: Docker }): Docker {
-  if (!deps.docker) throw new Error('this proxy mode talks to Docker: createRoutingController needs deps.docker');
-  return deps.docker;
-}
-
-export function createRoutingController(
-  config: AgentConfig,
-  deps: {
-    logger: Logger;
-    docker?: Docker;
-    onReload?: (reload: ReloadRecord) => void;
-    /** Containers whose HTTP health check does not pass now (left out of the answers). */
-    notServing?: () => ReadonlySet<string>;
-    /** Given, in container mode, what finds the proxy container's address (the canary's way to Caddy). */
-    proxyAddress?: (resolve: () => Promise<string | null>) => void;
-  },
-): RoutingController {
-  const p = config.proxy;
-  if (p.kind === 'none') return new DisabledRouting();
-  const node = config.nodeName;
-  const common: CommonOptions = {
-    stateDir: config.stateDir,
-    configPath: p.caddyConfigPath,
-    adminTimeoutMs: p.adminTimeoutMs,
-    checkIntervalMs: p.checkIntervalMs,
-    serving: {
-      tls: p.tls,
-      httpPort: p.httpPort,
-      httpsPort: p.httpsPort,
-      acmeEmail: p.acmeEmail ?? null,
-      acmeCa: p.acmeCa ?? null,
-      acmeCaRoot: p.acmeCaRoot ?? null,
-      // One issuer per domain needs certificates ordered from an ACME CA and a private address to forward challenges to.
-      shareCertificates: p.tls === 'auto' && p.tlsIssuer === 'acme' && config.remote.privateAddress !== null,
-    },
-    logger: deps.logger,
-    ...(deps.onReload ? { onReload: deps.onReload } : {}),
-    canary: config.canary.intervalMs > 0 ? { port: config.canary.proxyPort, upstream: config.canary.upstream } : null,
-    knotd: p.knotd,
-    knotc: p.knotc,
-    answererProbeTimeoutMs: p.answererProbeTimeoutMs,
-    answersIntervalMs: p.answererCheckMs,
-    lookupRefreshMs: p.lookupRefreshMs,
-    askPort: p.askPort,
-    issuer: p.tlsIssuer,
-    issuanceLog: p.tls === 'auto' ? issuanceLogPaths(p, config.stateDir).caddyPath : null,
-    // Only a panel that heard routing.remote sends remote endpoints: with none in the map nothing is probed.
-    remoteProbes: { intervalMs: config.remote.probeIntervalMs, timeoutMs: config.remote.probeTimeoutMs },
-    endpoints:
-      config.runtime.kind === 'docker'
-        ? dockerEndpoints(dockerOf(deps), { network: config.runtime.network, node, ...(deps.notServing ? { notServing: deps.notServing } : {}) })
-        : () => Promise.resolve(new Map()),
-  };
-  if (p.kind === 'external') {
-    // loadConfig refuses external mode without an admin URL.
-    return createExternalRoutingController({
-      ...common,
-      adminUrl: p.caddyAdminUrl as string,
-      ...(p.caddyAdminListen ? { adminListen: p.caddyAdminListen } : {}),
-      answererListen: p.answererListen,
-      certificateStorage: p.caddyStorageDir,
-    });
-  }
-  const { controller, container } = createContainerRoutingController({
-    ...common,
-    docker: dockerOf(deps),
-    dockerTimeoutMs: config.runtime.timing.callTimeoutMs,
-    network: config.runtime.network,
-    node,
-    ...(p.caddyImage ? { image: p.caddyImage } : {}),
-    caddyBinary: p.caddyBinary,
-    bindAddress: p.bindAddress,
-    answererPort: p.answererListen.port,
-    ...(p.answererImage ? { answererImage: p.answererImage } : {}),
-    answererRoot: p.answererRoot,
-  });
-  deps.proxyAddress?.(() => container.address());
-  return controller;
 }

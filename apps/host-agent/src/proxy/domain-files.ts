@@ -1,6 +1,6 @@
 import { mkdir, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { writeFileAtomic } from '../state/atomic-file.js';
+import { readFileIfExists, writeFileAtomic } from '../state/atomic-file.js';
 
 // The domain lists Caddy reads per request: one empty file per name, so the
 // `file` matcher (routing) and the TLS `ask` server (certificates) answer
@@ -25,4 +25,18 @@ export async function syncNameFiles(dir: string, names: readonly string[]): Prom
     removed += 1;
   }
   return { added, removed };
+}
+
+/** The names in place in `dir` that stay in `next`: the first step of a change removes, the last one adds. */
+export async function keptNames(dir: string, next: readonly string[]): Promise<string[]> {
+  const nextSet = new Set(next);
+  const current = await readdir(dir).catch(() => [] as string[]);
+  return current.filter((n) => nextSet.has(n));
+}
+
+/** The digest of the answers on disk (`answersDir/digest`), if the zone the answerer serves holds it. */
+export async function answersDigestOnDisk(answersDir: string, zonePath: string): Promise<string | null> {
+  const digest = (await readFileIfExists(path.join(answersDir, 'digest')))?.toString('utf8').trim() ?? null;
+  const zone = (await readFileIfExists(zonePath))?.toString('utf8') ?? '';
+  return digest !== null && zone.includes(`; answers ${digest}`) ? digest : null;
 }

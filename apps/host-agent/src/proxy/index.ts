@@ -7,6 +7,7 @@ export { DISRUPTIVE_RELOAD_KINDS, RELOAD_KINDS, type ReloadKind } from './routin
 export { CaddyContainer } from './caddy-container.js';
 export { ensureCaddyImage, CADDY_CONTAINER_ADMIN } from './caddy-image.js';
 export * from './create-routing-controller.js';
+export { createRoutingController, proxyAddressReader } from './routing-from-config.js';
 export { EventJournal, reloadEvent, eventKey, type JournalEvent, type NewJournalEvent } from './event-journal.js';
 export { StaticRoutingController, type StaticRoutingControllerOptions, type StaticProxyStats } from './static-routing-controller.js';
 export { KnotAnswerer } from './knot-answerer.js';

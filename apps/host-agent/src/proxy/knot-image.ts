@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import type Docker from 'dockerode';
-import path from 'node:path';
+import { answererRootUsable } from '../answerer-root.js';
 import { binaryFiles, ensureLocalImage, textFile, treeFiles, type ImageFile } from './local-image.js';
 
 // The answerer's image (TETHER_PROXY=container with static routing), made
@@ -23,10 +23,7 @@ export interface KnotImageOptions {
   repository?: string;
 }
 
-/** The answerer tree the agent image carries, when it holds both binaries. */
-export function answererRootUsable(root: string | null | undefined): root is string {
-  return !!root && ['knotd', 'knotc'].every((b) => existsSync(path.join(root, 'usr', 'sbin', b)));
-}
+export { answererRootUsable };
 
 async function knotFiles(options: KnotImageOptions): Promise<ImageFile[]> {
   // The tree holds its own nsswitch.conf, /tmp and /run/knot already.

@@ -1,36 +1,31 @@
-import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { createLoop, sleep, type Logger, type Loop } from '@tether/common';
-import { canonicalRoutes, routingHash, type Route } from '@tether/protocol';
+import { canonicalRoutes, routingHash, type Route, type SharedCertificate } from '@tether/protocol';
 import type { CaddyAdmin } from './caddy-admin.js';
 import { caddyTraffic } from './proxy-traffic.js';
-import type { AnswererHealth, ProxyTraffic, RoutingApplyResult, RoutingController, RoutingMapInput } from '../controllers.js';
-import { readFileIfExists, writeFileAtomic } from '../state/atomic-file.js';
-import { matchesCanonicalJson } from './canonical-json.js';
+import type { AnswererHealth, CertificateSharing, ProxyTraffic, RoutingApplyResult, RoutingController, RoutingMapInput } from '../controllers.js';
+import { writeFileAtomic } from '../state/atomic-file.js';
 import type { ProxyConfigurator, ProxySupervisor, ReloadRecord } from './configurator.js';
 import { upstreamByAddress, type EndpointSource } from './docker-endpoints.js';
-import { syncNameFiles } from './domain-files.js';
+import { answersDigestOnDisk, keptNames, syncNameFiles } from './domain-files.js';
 import { ProxyError } from './errors.js';
 import type { Answerer } from './answerer.js';
-import { classifyReload } from './reload-kind.js';
 import { CertificateShare, issuedHere, type IssuedCertificate } from './certificate-share.js';
-import type { CertificateSharing } from '../controllers.js';
 import { caddyIssuerKey } from './certificate-storage.js';
-import type { SharedCertificate } from '@tether/protocol';
 import { RemoteProbes } from './remote-probes.js';
 import { RoutingLane } from './routing-lane.js';
-import { NAME_LISTS, computeAnswers, type Answers, type NameList } from './static-answers.js';
-import { STATIC_ID_PREFIX, renderStaticConfig, type StaticRenderOptions, type StaticRendered } from './static-render.js';
+import { NAME_LISTS, computeAnswers, type Answers } from './static-answers.js';
+import type { StaticRenderOptions } from './static-render.js';
+import { StaticConfigLoader } from './static-config-loader.js';
 
 // The agent's only routing (docs/architecture.md, "Static proxy"). Caddy
 // holds a config made from settings only; a routing map changes only the
 // answers (the answerer's zone and the domain files), never Caddy's config.
 // Compare-before-act stays, for both: the answers are written only when
-// their digest differs from what is in place, and the config is loaded only
-// when Caddy does not hold its `@id` (start, a restarted Caddy, new settings,
-// a Caddy still running an older agent's per-route config). The answerer is supervised by
-// answersLoop, which also re-reads the ready containers, so a redeploy moves
-// the SRV targets without any load.
+// their digest differs from what is in place, the config loaded only when
+// Caddy lacks its `@id` (static-config-loader.ts). The answerer is supervised
+// by answersLoop, which also re-reads the ready containers, so a redeploy
+// moves the SRV targets without any load.
 
 export interface StaticRoutingControllerOptions {
   proxy: ProxyConfigurator;
@@ -75,14 +70,11 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
   private answersDigest: string | null = null;
   /** Hash of the map whose answers were last published in this run (the static config serves nothing without them). */
   private publishedFor: string | null = null;
-  private rendered: StaticRendered | null = null;
-  /** Caddy held `rendered.id` at the last check. */
-  private configInPlace = false;
-  private readonly renderDigest: string;
+  /** Caddy's static config: loaded when Caddy does not hold it (static-config-loader.ts). */
+  private readonly config: StaticConfigLoader;
   private readonly checkLoop: Loop | null;
   private readonly answersLoop: Loop | null;
   private closed: Promise<void> | null = null;
-  readonly adminCalls = { idReads: 0, configReads: 0, loads: 0 };
   readonly stats: StaticProxyStats = { answerWrites: 0, unserved: 0, legacy: 0, lastAnswersAt: null };
   readonly traffic: ProxyTraffic | undefined;
   private readonly answersDir: string;
@@ -95,8 +87,7 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
     super(options, options.now ?? (() => new Date()));
     this.answersDir = options.answersDir ?? options.render.answersDir;
     this.traffic = options.upstreams ? caddyTraffic({ admin: options.upstreams, switchAnswers: () => this.switchAnswers() }) : undefined;
-    // The config itself decides it: a release that renders otherwise makes its one load a `change`, not drift.
-    this.renderDigest = `static-${renderStaticConfig(options.render).id.slice(STATIC_ID_PREFIX.length, STATIC_ID_PREFIX.length + 24)}`;
+    this.config = new StaticConfigLoader({ ...options, now: this.now, store: () => this.ready() });
     const onError = (what: string) => (error: unknown) => options.logger.warn({ err: error }, `${what} failed; retrying next interval`);
     this.checkLoop =
       options.checkIntervalMs > 0
@@ -151,6 +142,11 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
     this.remote?.track(routes.flatMap((r) => r.remote?.map((e) => e.endpoint) ?? []));
   }
 
+  /** Admin API calls of the config checks (tests read how cheap a no-op check is). */
+  get adminCalls(): { idReads: number; configReads: number; loads: number } {
+    return this.config.adminCalls;
+  }
+
   get knot(): Answerer {
     return this.options.answerer;
   }
@@ -162,7 +158,7 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
 
   async start(): Promise<void> {
     const store = await this.ready();
-    this.answersDigest = await this.digestOnDisk();
+    this.answersDigest = await answersDigestOnDisk(this.answersDir, this.options.answerer.zonePath);
     // Answers first (so the static config never serves a domain the answerer cannot name), then the config.
     await this.options.answerer.ensure().catch((error: unknown) => this.options.logger.error({ err: error }, 'answerer not running at start'));
     if (store.appliedHash !== null) {
@@ -219,7 +215,7 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
         if (desired !== null && this.publishedFor !== desired.hash) {
           throw new ProxyError('PROXY_ANSWERS_UNPUBLISHED', 'the answers for the routes in place are not published yet (the answerer did not take them): the static config waits');
         }
-        await this.ensureConfig(options.full === true);
+        await this.config.ensure(options.full === true);
         return null;
       } catch (e) {
         return e;
@@ -263,12 +259,12 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
       return this.answer(hash, false, false, error);
     }
     try {
-      reloaded = await this.ensureConfig(full, { hash, routes: ordered });
+      reloaded = await this.config.ensure(full, { hash, routes: ordered });
     } catch (error) {
       return this.answer(hash, changed, false, error);
     }
     try {
-      if (!reloaded) await store.markApplied(hash, ordered, this.renderDigest);
+      if (!reloaded) await store.markApplied(hash, ordered, this.config.renderDigest);
     } catch (error) {
       return this.answer(hash, changed || reloaded, reloaded, error);
     }
@@ -291,7 +287,7 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
     if (answers.digest === this.answersDigest) return { answers, changed: false };
     const dir = this.answersDir;
     // Added names become routable only after the answerer can name their upstreams; removed ones stop first.
-    for (const kind of NAME_LISTS) await syncNameFiles(path.join(dir, kind), await this.kept(kind, answers[kind]));
+    for (const kind of NAME_LISTS) await syncNameFiles(path.join(dir, kind), await keptNames(path.join(dir, kind), answers[kind]));
     await this.options.answerer.publish([`; answers ${answers.digest}`, ...answers.records]);
     for (const kind of NAME_LISTS) await syncNameFiles(path.join(dir, kind), answers[kind]);
     await writeFileAtomic(path.join(dir, 'digest'), `${answers.digest}\n`);
@@ -301,58 +297,4 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
     return { answers, changed: true };
   }
 
-  /** The names in place that stay: the first step of a change removes, the last one adds. */
-  private async kept(kind: NameList, next: readonly string[]): Promise<string[]> {
-    const nextSet = new Set(next);
-    const current = await readdir(path.join(this.answersDir, kind)).catch(() => [] as string[]);
-    return current.filter((n) => nextSet.has(n));
-  }
-
-  /** The digest of the answers on disk, if the zone the answerer serves holds it. */
-  private async digestOnDisk(): Promise<string | null> {
-    const digest = (await readFileIfExists(path.join(this.answersDir, 'digest')))?.toString('utf8').trim() ?? null;
-    const zone = (await readFileIfExists(this.options.answerer.zonePath))?.toString('utf8') ?? '';
-    return digest !== null && zone.includes(`; answers ${digest}`) ? digest : null;
-  }
-
-  /**
-   * Loads the static config when Caddy does not hold it; true when it loaded.
-   * `applied` is the map this load serves (recorded with the reload), if any.
-   */
-  private async ensureConfig(full: boolean, applied?: { hash: string; routes: Route[] }): Promise<boolean> {
-    await this.options.supervisor?.ensure();
-    const created = this.options.supervisor?.takeCreated?.() ?? false;
-    const rendered = (this.rendered ??= renderStaticConfig(this.options.render));
-    if (!full && !created && this.configInPlace) {
-      this.adminCalls.idReads += 1;
-      if (await this.options.proxy.hasObject(rendered.id).catch(() => false)) return false;
-    }
-    const onDisk = await readFileIfExists(this.options.configPath);
-    if (onDisk === null || !onDisk.equals(rendered.file)) await writeFileAtomic(this.options.configPath, rendered.file);
-    this.adminCalls.configReads += 1;
-    const running = await this.options.proxy.readRunning();
-    if (matchesCanonicalJson(running, rendered.json)) {
-      this.configInPlace = true;
-      return false;
-    }
-    const store = await this.ready();
-    const { kind, reason } = classifyReload({ running, created, appliedHash: store.appliedHash, appliedDigest: store.renderDigest, digest: this.renderDigest });
-    const startedAt = this.now();
-    this.adminCalls.loads += 1;
-    this.configInPlace = false;
-    await this.options.proxy.load(rendered.json);
-    this.configInPlace = true;
-    const at = this.now();
-    const hash = applied?.hash ?? store.appliedHash ?? routingHash([]);
-    const routes = applied?.routes ?? [...store.appliedRoutes];
-    const hashBefore = store.appliedHash;
-    await store.recordReload(hash, routes, reason, kind, this.renderDigest, at);
-    this.options.logger.info({ kind, reason }, 'proxy loaded the static config');
-    try {
-      this.options.onReload?.({ kind, reason, startedAt, at, hashBefore, hashAfter: hash });
-    } catch (error) {
-      this.options.logger.error({ err: error }, 'reload listener failed');
-    }
-    return true;
-  }
 }

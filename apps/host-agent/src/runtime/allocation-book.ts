@@ -1,4 +1,5 @@
 import type { Logger } from '@tether/common';
+import type { Allocation } from '@tether/protocol';
 import { JsonStateFile } from '../state/json-state-file.js';
 import { failedKey } from './allocation-plan.js';
 
@@ -88,4 +89,16 @@ export class AllocationBook {
 
 function sameEntries(a: ReadonlyMap<string, string>, b: ReadonlyMap<string, string>): boolean {
   return a.size === b.size && [...a].every(([k, v]) => b.get(k) === v);
+}
+
+/** The bindings once one service's converge settled: the other services' as booked (of allocations still listed), this one's as it left them. */
+export function mergedBindings(booked: ReadonlyMap<string, string>, allocations: readonly Allocation[], serviceId: string, bindings: ReadonlyMap<string, string>): Map<string, string> {
+  const listed = new Set(allocations.map((a) => a.allocationId));
+  const merged = new Map([...booked].filter(([allocationId]) => listed.has(allocationId)));
+  for (const a of allocations.filter((x) => x.serviceId === serviceId)) {
+    const id = bindings.get(a.allocationId);
+    if (id) merged.set(a.allocationId, id);
+    else merged.delete(a.allocationId);
+  }
+  return merged;
 }

@@ -1,17 +1,15 @@
 import type { Logger } from '@tether/common';
 import type { Allocation, AllocationStatus, Release } from '@tether/protocol';
 import type { AllocationSet, ProxyTraffic } from '../controllers.js';
-import { AllocationBook } from './allocation-book.js';
-import { planAllocations, type AllocatedContainer, type AllocationPlan, type AllocationRollout } from './allocation-plan.js';
+import { AllocationBook, mergedBindings } from './allocation-book.js';
+import { disownedContainers, planAllocations, type AllocatedContainer, type AllocationPlan } from './allocation-plan.js';
 import { AllocationReport } from './allocation-report.js';
-import { rollAllocations } from './allocation-rollout.js';
+import { rollAndRecord } from './allocation-rollout.js';
 import { BoundedMap } from './bounded-map.js';
 import type { ContainerReader } from './container-reader.js';
 import { DrainBook } from './drain-book.js';
 import { Drainer } from './drainer.js';
-import { isDeploymentFault } from './errors.js';
 import { applyMaintenance, retire, stopAndRemove, type ContainerFailure, type ExecutorDeps } from './executor.js';
-import { pinImage } from './image-pin.js';
 import { publishedEndpoint } from './published-port.js';
 import { plan, type Action, type PlanContext } from './plan.js';
 
@@ -133,13 +131,7 @@ export class AllocationExecutor {
    * of those copies from the set's arrival on (the replacement wins). Their drain and stop are the converge's.
    */
   private disown(): void {
-    const listed = new Set(this.set?.allocations.map((a) => a.allocationId) ?? []);
-    const boundTo = new Map([...this.bindings].map(([allocationId, containerId]) => [containerId, allocationId]));
-    const disowned = new Set<string>();
-    for (const c of this.containers) {
-      const owner = c.allocationId ?? boundTo.get(c.id);
-      if (c.state === 'running' && owner !== undefined && !listed.has(owner)) disowned.add(c.id);
-    }
+    const disowned = disownedContainers(this.containers, this.bindings, this.set?.allocations ?? []);
     const before = this.disowned;
     this.disowned = disowned;
     if ([...disowned].some((id) => !before.has(id))) {
@@ -202,12 +194,12 @@ export class AllocationExecutor {
     const first = this.planFor(serviceId, containers);
     await applyMaintenance(this.deps, this.keepAlive(first, containers));
     const leaving = first.retire.map((c) => this.leave(c));
-    for (const rollout of first.rollouts) await this.roll(rollout);
+    for (const rollout of first.rollouts) await rollAndRecord(this.deps, rollout, { report: this.report, book: this.book, drainer: this.drainer, logger: this.options.logger });
     await Promise.all(leaving);
     containers = (await this.read(serviceId)) ?? containers;
     const settled = this.planFor(serviceId, containers);
     await this.settle(serviceId, settled.bindings);
-    await this.pin(containers);
+    await this.report.pinImages(this.deps.runtime, containers, (deploymentId) => this.known.get(deploymentId));
     this.containers = [...this.containers.filter((c) => c.serviceId !== serviceId), ...containers];
     // Rolling ends once the bindings are settled, so no report shows an allocation back on `pending` in between.
     for (const a of first.rollouts.flatMap((r) => r.allocations)) this.report.rolling.delete(a.allocationId);
@@ -249,31 +241,6 @@ export class AllocationExecutor {
 
   private rebinds(serviceId: string, bindings: ReadonlyMap<string, string>): boolean {
     return (this.set?.allocations.filter(ofService(serviceId)) ?? []).some((a) => bindings.get(a.allocationId) !== this.bindings.get(a.allocationId));
-  }
-
-  private async roll(rollout: AllocationRollout): Promise<void> {
-    const { release } = rollout;
-    const mark = (state: 'pending' | 'starting') => {
-      for (const a of rollout.allocations) this.report.rolling.set(a.allocationId, state);
-      this.report.update();
-    };
-    mark('pending');
-    const result = await rollAllocations(this.deps, rollout, () => mark('starting'));
-    if (result.drain) this.drainer.follow(result.drain);
-    const { outcome } = result;
-    if (outcome.status === 'failed') {
-      // Not the release's fault (Docker away, a daemon error): the next pass tries again.
-      if (isDeploymentFault(outcome.code)) {
-        for (const a of rollout.allocations) {
-          await this.book.recordFailure({ allocationId: a.allocationId, deploymentId: release.deploymentId, code: outcome.code, reason: outcome.reason, at: Date.now() });
-        }
-      }
-      this.options.logger.warn({ deploymentId: release.deploymentId, code: outcome.code, reason: outcome.reason }, 'allocation rollout failed');
-    } else {
-      this.options.logger.info({ deploymentId: release.deploymentId, allocations: rollout.allocations.map((a) => a.allocationId), reason: outcome.reason }, 'allocations rolled out');
-    }
-    this.report.update();
-    await result.cleanup;
   }
 
   /** A container no allocation owns: out of the answers, drained for its release's drainSeconds (when it has any), stopped, removed. */
@@ -319,13 +286,7 @@ export class AllocationExecutor {
   private async settle(serviceId: string, bindings: ReadonlyMap<string, string>): Promise<void> {
     const set = this.set;
     if (!set) return;
-    const listed = new Set(set.allocations.map((a) => a.allocationId));
-    const merged = new Map([...this.book.boundView()].filter(([allocationId]) => listed.has(allocationId)));
-    for (const a of set.allocations.filter(ofService(serviceId))) {
-      const id = bindings.get(a.allocationId);
-      if (id) merged.set(a.allocationId, id);
-      else merged.delete(a.allocationId);
-    }
+    const merged = mergedBindings(this.book.boundView(), set.allocations, serviceId, bindings);
     this.bindings = merged;
     await this.book.settle(merged, new Map(set.allocations.map((a) => [a.allocationId, a.deploymentId])));
   }
@@ -334,15 +295,5 @@ export class AllocationExecutor {
   private endpointOf(c: AllocatedContainer, privateAddress: string): string | null {
     const port = this.known.get(c.deploymentId)?.port;
     return port ? publishedEndpoint(c.ports, privateAddress, port) : null;
-  }
-
-  /** The image each serving release runs, pinned once per release. */
-  private async pin(containers: readonly AllocatedContainer[]): Promise<void> {
-    for (const deploymentId of new Set(containers.filter((c) => c.state === 'running').map((c) => c.deploymentId))) {
-      const release = this.known.get(deploymentId);
-      if (!release || this.report.imageRefs.has(deploymentId)) continue;
-      const ref = await pinImage(this.deps.runtime, release.image);
-      if (ref) this.report.imageRefs.set(deploymentId, ref);
-    }
   }
 }

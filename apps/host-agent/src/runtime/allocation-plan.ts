@@ -103,3 +103,15 @@ function preferServing(deploymentId: string) {
 function compareCreated(x: AllocatedContainer, y: AllocatedContainer): number {
   return x.createdAt - y.createdAt || (x.id < y.id ? -1 : x.id > y.id ? 1 : 0);
 }
+
+/** Running containers whose allocation (by label, else by binding) the set no longer holds. */
+export function disownedContainers(containers: readonly AllocatedContainer[], bindings: ReadonlyMap<string, string>, allocations: readonly Allocation[]): Set<string> {
+  const listed = new Set(allocations.map((a) => a.allocationId));
+  const boundTo = new Map([...bindings].map(([allocationId, containerId]) => [containerId, allocationId]));
+  const disowned = new Set<string>();
+  for (const c of containers) {
+    const owner = c.allocationId ?? boundTo.get(c.id);
+    if (c.state === 'running' && owner !== undefined && !listed.has(owner)) disowned.add(c.id);
+  }
+  return disowned;
+}

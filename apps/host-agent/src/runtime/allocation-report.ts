@@ -1,4 +1,6 @@
-import type { Allocation, AllocationStatus } from '@tether/protocol';
+import type { Allocation, AllocationStatus, Release } from '@tether/protocol';
+import type { ContainerRuntime } from './container-runtime.js';
+import { pinImage } from './image-pin.js';
 import type { AllocatedContainer } from './allocation-plan.js';
 import type { AllocationFailure } from './allocation-book.js';
 import { allocationStatuses } from './allocation-status.js';
@@ -60,5 +62,15 @@ export class AllocationReport {
     if (!force && text === this.heard) return;
     this.heard = text;
     for (const listener of this.listeners) listener();
+  }
+
+  /** The image each serving release runs, pinned once per release. */
+  async pinImages(runtime: ContainerRuntime, containers: readonly AllocatedContainer[], release: (deploymentId: string) => Release | undefined): Promise<void> {
+    for (const deploymentId of new Set(containers.filter((c) => c.state === 'running').map((c) => c.deploymentId))) {
+      const known = release(deploymentId);
+      if (!known || this.imageRefs.has(deploymentId)) continue;
+      const ref = await pinImage(runtime, known.image);
+      if (ref) this.imageRefs.set(deploymentId, ref);
+    }
   }
 }

@@ -1,5 +1,10 @@
 import { rollsOutWithoutOverlap, type Workload } from '@tether/protocol';
+import type { Logger } from '@tether/common';
+import type { AllocationBook } from './allocation-book.js';
 import type { AllocationRollout } from './allocation-plan.js';
+import type { AllocationReport } from './allocation-report.js';
+import type { Drainer } from './drainer.js';
+import { isDeploymentFault } from './errors.js';
 import { rolloutWithoutOverlap } from './exclusive-rollout.js';
 import { failed, prepare, rollout, type ExecutorDeps, type RolloutResult } from './executor.js';
 import { allocationContainerSpec } from './workload-spec.js';
@@ -25,4 +30,38 @@ export async function rollAllocations(deps: ExecutorDeps, plan: AllocationRollou
   const overlap = !rollsOutWithoutOverlap(workload);
   const action = { kind: 'replace' as const, serviceId: plan.serviceId, workload, replicas: [], keep: [], retire: old, overlap };
   return old.length > 0 && !overlap ? rolloutWithoutOverlap(deps, action, specs) : rollout(deps, action, specs);
+}
+
+/**
+ * One rollout of the allocation executor, booked: its allocations `pending` (image pulled), then `starting` in the
+ * report; a release's fault recorded as each allocation's failure (not Docker's: the next pass tries again); the
+ * old containers' drain followed.
+ */
+export async function rollAndRecord(
+  deps: ExecutorDeps,
+  rollout: AllocationRollout,
+  o: { report: AllocationReport; book: Pick<AllocationBook, 'recordFailure'>; drainer: Drainer; logger: Logger },
+): Promise<void> {
+  const { release } = rollout;
+  const mark = (state: 'pending' | 'starting') => {
+    for (const a of rollout.allocations) o.report.rolling.set(a.allocationId, state);
+    o.report.update();
+  };
+  mark('pending');
+  const result = await rollAllocations(deps, rollout, () => mark('starting'));
+  if (result.drain) o.drainer.follow(result.drain);
+  const { outcome } = result;
+  if (outcome.status === 'failed') {
+    // Not the release's fault (Docker away, a daemon error): the next pass tries again.
+    if (isDeploymentFault(outcome.code)) {
+      for (const a of rollout.allocations) {
+        await o.book.recordFailure({ allocationId: a.allocationId, deploymentId: release.deploymentId, code: outcome.code, reason: outcome.reason, at: Date.now() });
+      }
+    }
+    o.logger.warn({ deploymentId: release.deploymentId, code: outcome.code, reason: outcome.reason }, 'allocation rollout failed');
+  } else {
+    o.logger.info({ deploymentId: release.deploymentId, allocations: rollout.allocations.map((a) => a.allocationId), reason: outcome.reason }, 'allocations rolled out');
+  }
+  o.report.update();
+  await result.cleanup;
 }

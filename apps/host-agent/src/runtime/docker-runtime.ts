@@ -1,5 +1,6 @@
 import type Docker from 'dockerode';
-import { ensureNetwork } from '../docker/docker-client.js';
+import { ensureNetwork, labelFilter, withSignal } from '../docker/docker-client.js';
+import { subscribeEvents } from './docker-events.js';
 import type {
   CallOptions,
   ContainerDetails,
@@ -32,8 +33,6 @@ function healthOf(value: string | undefined): HealthState {
   return value === 'starting' || value === 'healthy' || value === 'unhealthy' ? value : 'none';
 }
 
-const labelFilter = (labels: Record<string, string>) => Object.entries(labels).map(([k, v]) => `${k}=${v}`);
-
 function exposedPorts(spec: ContainerSpec): Record<string, object> | undefined {
   const ports = [...(spec.exposedPort === null ? [] : [`${spec.exposedPort}/tcp`]), ...Object.keys(spec.publish ?? {})];
   return ports.length === 0 ? undefined : Object.fromEntries(ports.map((port) => [port, {}]));
@@ -47,9 +46,6 @@ function portBindings(ports: Record<string, { HostIp: string; HostPort: string }
 }
 
 const logConfig = (o: ContainerLogOptions) => ({ 'max-size': o.maxSize, 'max-file': String(o.maxFile) });
-
-/** dockerode 5 honours `abortSignal` on every call; @types/dockerode does not declare it everywhere. */
-const withSignal = <T>(abortSignal: AbortSignal, options: object = {}): T => ({ ...options, abortSignal }) as unknown as T;
 
 /** ContainerRuntime over the Docker Engine API (dockerode). Every call is bounded; every failure is a RuntimeError. */
 export class DockerContainerRuntime implements ContainerRuntime {
@@ -274,46 +270,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
   }
 
   events(labels: Record<string, string>, handlers: EventHandlers): EventSubscription {
-    const controller = new AbortController();
-    let stream: NodeJS.ReadableStream | undefined;
-    let closed = false;
-    const finish = (error: Error | null) => {
-      if (closed) return;
-      closed = true;
-      clearTimeout(connectTimer);
-      handlers.onClose(error);
-    };
-    // A frozen daemon accepts the connection and never answers: bound the wait for the stream to open.
-    const connectTimer = setTimeout(() => {
-      controller.abort();
-      finish(new RuntimeError(RUNTIME_ERROR_CODES.RUNTIME_UNAVAILABLE, `docker did not open the event stream within ${this.options.callTimeoutMs} ms`));
-    }, this.options.callTimeoutMs);
-    connectTimer.unref();
-    this.docker
-      .getEvents(withSignal<Docker.GetEventsOptions>(controller.signal, { filters: { type: ['container'], label: labelFilter(labels) } }))
-      .then((s) => {
-        stream = s;
-        if (closed) return (s as unknown as { destroy(): void }).destroy();
-        clearTimeout(connectTimer);
-        handlers.onOpen();
-        parseJsonLines(s, (line) => {
-          const event = line as { Type?: string; Action?: string; Actor?: { ID?: string; Attributes?: Record<string, string> } };
-          if (event.Type !== 'container' || !event.Action || !event.Actor?.ID) return;
-          handlers.onEvent({ action: event.Action, containerId: event.Actor.ID, labels: event.Actor.Attributes ?? {} });
-        }).then(
-          () => finish(new RuntimeError(RUNTIME_ERROR_CODES.RUNTIME_UNAVAILABLE, 'docker closed the event stream')),
-          (err: unknown) => finish(toRuntimeError(err, 'event stream', 'daemon')),
-        );
-      })
-      .catch((err: unknown) => finish(toRuntimeError(err, 'open event stream', 'daemon')));
-    return {
-      close() {
-        closed = true;
-        clearTimeout(connectTimer);
-        controller.abort();
-        (stream as unknown as { destroy?: () => void } | undefined)?.destroy?.();
-      },
-    };
+    return subscribeEvents(this.docker, labels, handlers, this.options.callTimeoutMs);
   }
 }
 

@@ -1,5 +1,7 @@
 import { errorMessage, type Logger } from '@tether/common';
-import type { ProbeEvidence, WorkloadHealthCheck } from '@tether/protocol';
+import type { ContainerState, ProbeEvidence, Workload, WorkloadHealthCheck } from '@tether/protocol';
+import type { ReadContainer } from './container-reader.js';
+import type { ActualContainer } from './plan.js';
 import { evidenceOf, probeHttp } from './http-probe.js';
 
 // The HTTP health checks of running containers (capability
@@ -77,6 +79,26 @@ export class HealthMonitor {
   view(containerId: string): CheckView | undefined {
     const entry = this.tracked.get(containerId);
     return entry ? { verdict: entry.verdict, lastProbe: entry.last } : undefined;
+  }
+
+  /** The running containers of the desired deployment of a workload with a health check are checked; no other. */
+  trackRunning(rows: readonly ReadContainer[], workloadOf: (actual: ActualContainer) => Pick<Workload, 'healthCheck' | 'deploymentId'> | undefined, network: string): void {
+    const keep = new Set<string>();
+    for (const { actual, details } of rows) {
+      const workload = workloadOf(actual);
+      const check = workload?.healthCheck;
+      if (!check || actual.state !== 'running' || workload.deploymentId !== actual.deploymentId) continue;
+      keep.add(actual.id);
+      this.track(actual.id, { serviceId: actual.serviceId, check, host: details.ipAddresses?.[network] ?? null, startedAt: details.startedAt });
+    }
+    this.retain(keep);
+  }
+
+  /** A checked container's health is its HTTP check's verdict, with the last probe as evidence. */
+  withCheck(state: ContainerState): ContainerState {
+    const view = this.view(state.containerId);
+    if (!view) return state;
+    return { ...state, health: view.verdict, ...(view.lastProbe ? { lastProbe: view.lastProbe } : {}) };
   }
 
   /** Checked containers that must take no traffic now: not (yet, or no longer) healthy. */

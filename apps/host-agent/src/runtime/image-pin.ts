@@ -1,4 +1,5 @@
 import type { ContainerRuntime } from './container-runtime.js';
+import type { DeployOutcome } from '../controllers.js';
 
 // What a deployment ran, pinned (deploy.result `imageRef`): a rollback to it
 // must run the same bytes even when its tag was moved since. A registry's
@@ -37,4 +38,11 @@ export async function pinImage(runtime: Pick<ContainerRuntime, 'imageIdentity'>,
   } catch {
     return undefined;
   }
+}
+
+/** A running outcome with the image it ran pinned (every answer for a running deployment names it, a redelivery's too). */
+export async function withPinnedImage(runtime: Pick<ContainerRuntime, 'imageIdentity'>, image: string, outcome: DeployOutcome): Promise<DeployOutcome> {
+  if (outcome.status !== 'running' || outcome.imageRef) return outcome;
+  const imageRef = await pinImage(runtime, image);
+  return imageRef ? { ...outcome, imageRef } : outcome;
 }

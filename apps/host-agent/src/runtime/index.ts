@@ -1,6 +1,6 @@
 import type Docker from 'dockerode';
-import type { AgentConfig } from '../config.js';
 import { DockerContainerRuntime } from './docker-runtime.js';
+import type { ContainerLogOptions, RestartPolicy, RuntimeTiming } from './settings.js';
 import { DockerWorkloadController, type DockerWorkloadControllerOptions } from './docker-workload-controller.js';
 
 export { DockerWorkloadController, type DockerWorkloadControllerOptions } from './docker-workload-controller.js';
@@ -11,10 +11,19 @@ export type { ContainerFailure } from './executor.js';
 export { plan, type Action, type ActualContainer, type PlanContext } from './plan.js';
 export { DEFAULT_RESTART_POLICY, DEFAULT_RUNTIME_TIMING, type RestartPolicy, type RuntimeTiming } from './settings.js';
 
-/** The agent's WorkloadController for TETHER_RUNTIME=docker, built from its config, on the process's one Docker client. */
+/** What the workloads take of the agent's configuration (its `runtime` settings). */
+export interface RuntimeSettings {
+  network: string;
+  timing: Partial<RuntimeTiming> & Pick<RuntimeTiming, 'callTimeoutMs'>;
+  restart: Partial<RestartPolicy>;
+  containerLogs: ContainerLogOptions;
+  volumes: { scanIntervalMs: number; measureIntervalMs: number };
+}
+
+/** The agent's WorkloadController for TETHER_RUNTIME=docker, built from its runtime settings, on the process's one Docker client. */
 export function createDockerWorkloadController(
   docker: Docker,
-  config: AgentConfig['runtime'],
+  config: RuntimeSettings,
   node: string,
   options: Pick<
     DockerWorkloadControllerOptions,

@@ -1,3 +1,2 @@
 export { DEFAULT_MEASURE_BUDGET, measureFolder, type MeasureBudget, type Measurement } from './measure-folder.js';
 export { PendingRemovals, type PendingRemoval } from './pending-removals.js';
-export { VolumeInventory, type VolumeInventoryOptions, type VolumeSnapshot } from './volume-inventory.js';

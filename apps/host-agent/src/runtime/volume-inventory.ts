@@ -1,8 +1,9 @@
 import { createLoop, silentLogger, type Logger, type Loop } from '@tether/common';
 import type { ReportedVolume } from '@tether/protocol';
 import { LABELS } from '../docker/docker-client.js';
-import type { ContainerRuntime } from '../runtime/container-runtime.js';
-import { DEFAULT_MEASURE_BUDGET, measureFolder, type MeasureBudget } from './measure-folder.js';
+import type { VolumeSnapshot } from '../controllers.js';
+import type { ContainerRuntime } from './container-runtime.js';
+import { DEFAULT_MEASURE_BUDGET, measureFolder, type MeasureBudget } from '../volumes/measure-folder.js';
 
 // The node's named volumes as `volumes.report` carries them (capability volumes.inventory): listed from
 // Docker every scan, each one's data folder measured at most once per measure interval and within a
@@ -17,12 +18,6 @@ export interface VolumeInventoryOptions {
   measureIntervalMs: number;
   budget?: MeasureBudget;
   logger?: Logger;
-}
-
-export interface VolumeSnapshot {
-  volumes: ReportedVolume[];
-  /** Grows when the set or a size changed, and once per measure interval: a report is due when it differs. */
-  revision: number;
 }
 
 const LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
