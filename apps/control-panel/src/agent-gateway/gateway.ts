@@ -3,7 +3,6 @@ import type { FastifyBaseLogger, FastifyPluginAsync, FastifyRequest } from 'fast
 import { sanitizeText, truncate } from '@tether/common';
 import type { RawData, WebSocket } from 'ws';
 import {
-  AGENT_MESSAGE_TYPES,
   CAPABILITIES,
   CLOSE_CODES,
   FRAME_ERROR_CODES,
@@ -28,6 +27,7 @@ import { FrameGuard, frameBytes, refuseByHead } from './frame-guard.js';
 import { OpenAdmission } from './open-admission.js';
 import { PendingUpgrades } from './pending-upgrades.js';
 import { installUpgradeGate, isAgentConnect } from './upgrade-gate.js';
+import { AGENT_TYPES, acceptedOnSession, panelCapabilities } from './panel-capabilities.js';
 import type { ConnectionCap } from '../http/connection-cap.js';
 import type { Slots } from '../lifecycle.js';
 
@@ -65,22 +65,6 @@ export interface GatewayOptions {
   allocations?: boolean;
   /** Confirms `certificates.share`: this panel has a secrets key to seal certificate keys with; absent: not confirmed. */
   certificates?: boolean;
-}
-
-// Once a session is open: every type an agent sends (the protocol's list) but a second hello.
-const AGENT_TYPES: ReadonlySet<string> = new Set(AGENT_MESSAGE_TYPES.filter((type) => type !== 'hello'));
-/**
- * Optional protocol features this panel speaks (docs/protocol.md, "Capabilities"). `workload.allocations` only
- * with `allocations` (TETHER_ALLOCATIONS=on): such a session gets `allocations` sets (dispatch/allocation-sync.ts)
- * and may send `allocations.status`, and the scheduler places its node's services.
- */
-function panelCapabilities(allocations: boolean, certificates: boolean): ReadonlySet<string> {
-  // Cross-node routing serves replicas of allocations: without them it has nothing to route to.
-  // Fenced releases travel in allocations sets only (and failover, which waits for the fence, places allocations).
-  const allocationsOnly: string[] = [CAPABILITIES.WORKLOAD_ALLOCATIONS, CAPABILITIES.ROUTING_REMOTE, CAPABILITIES.CERTIFICATES_SHARE, CAPABILITIES.WORKLOAD_FENCE];
-  // A certificate's key is stored sealed like a secret: without a key to seal it with, every node orders its own.
-  const keyed = (c: string) => certificates || c !== CAPABILITIES.CERTIFICATES_SHARE;
-  return new Set(Object.values(CAPABILITIES).filter((c) => (allocations || !allocationsOnly.includes(c)) && keyed(c)));
 }
 
 declare module 'fastify' {
@@ -275,14 +259,7 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
           return protocolError(`first frame must be hello, got ${message.type}`);
         }
         if (session.closed) return;
-        if (
-          !AGENT_TYPES.has(message.type) ||
-          (message.type === 'proxy.events' && !session.hasCapability(CAPABILITIES.PROXY_EVENTS)) ||
-          (message.type === 'volumes.report' && !session.hasCapability(CAPABILITIES.VOLUMES_INVENTORY)) ||
-          (message.type === 'deploy.drained' && !session.hasCapability(CAPABILITIES.WORKLOAD_DRAIN)) ||
-          (message.type === 'allocations.status' && !session.hasCapability(CAPABILITIES.WORKLOAD_ALLOCATIONS)) ||
-          (message.type === 'certificates.report' && !session.hasCapability(CAPABILITIES.CERTIFICATES_SHARE))
-        ) {
+        if (!acceptedOnSession(message.type, session)) {
           const streak = session.recordInvalid();
           reject({ code: FRAME_ERROR_CODES.UNEXPECTED_MESSAGE, message: `${message.type} is not accepted from an agent here`, ref: message.id }, frameBytes(data));
           if (streak >= MAX_INVALID_STREAK) protocolError(`${streak} invalid frames in a row`);

@@ -1,4 +1,3 @@
-import type { EventEmitter } from 'node:events';
 import { CLOSE_CODES } from '@tether/protocol';
 import { healthOf, locatorOf, type Db } from '../db/database.js';
 import type { PrimaryLocator } from '../db/primary-locator.js';
@@ -23,7 +22,9 @@ import { OwnerReports } from './owner-reports.js';
 import { PanelLease, type PanelLeaseOptions } from './panel-lease.js';
 import { PeerClient } from './peer-client.js';
 import { PANEL_AUTH_SCHEME, PanelSecret, PeerVerifier } from './peer-credentials.js';
-import { PanelSignals, type Signal } from './panel-signals.js';
+import { PanelSignals } from './panel-signals.js';
+import { SignalRelay } from './signal-relay.js';
+import { listeners } from './listeners.js';
 import { TimelineFence } from './timeline-fence.js';
 
 // Several panels on one PostgreSQL (issue 10). This panel's lease, its claims
@@ -75,6 +76,7 @@ export class PanelCluster {
   private readonly deploys: DeploySignals;
   private readonly off: (() => void)[] = [];
   private readonly claims: ClaimBatch;
+  private readonly relay: SignalRelay;
 
   constructor(private readonly options: ClusterOptions) {
     const { prisma, databaseUrl, panelId, logger } = options;
@@ -115,6 +117,7 @@ export class PanelCluster {
     this.expiredOwners = new ExpiredOwnerSweep(prisma, options.outbox, logger);
     this.dispatcher = new ClusterDispatcher({ ...options.dispatch, registry: options.registry, lease: this.lease, signals: this.signals, prisma, logger });
     this.deploys = this.dispatcher;
+    this.relay = new SignalRelay({ ...options, signals: this.signals, deploys: this.deploys });
   }
 
   get panelId(): string {
@@ -172,22 +175,16 @@ export class PanelCluster {
 
   /** Starts LISTEN, the sweep, and the report writer's listeners (the lease is started before, on its own). */
   async start(): Promise<void> {
-    const { registry, events, logger } = this.options;
-    // Typed emitters of several kinds: each listener's arguments are spelled out where it is added.
-    const on = <T extends unknown[]>(emitter: object, event: string, listener: (...a: T) => void) => {
-      const target = emitter as EventEmitter;
-      const l = listener as (...a: unknown[]) => void;
-      target.on(event, l);
-      this.off.push(() => target.off(event, l));
-    };
+    const { registry, logger } = this.options;
+    const { on, off } = listeners();
+    this.off.push(off);
     on(registry, 'opened', (s: AgentSession) => this.reports.observe(s, 'connected'));
     this.off.push(this.options.frames.observe((s) => this.reports.observe(s, 'connected')));
     on(registry, 'closed', (s: AgentSession) => {
       this.reports.observe(s, 'closed');
       this.generations.delete(s.id);
     });
-    on(this.signals, 'signal', (signal: Signal) => this.received(signal));
-    on(this.signals, 'connected', () => void this.rescan());
+    this.off.push(this.relay.start());
     on(this.lease, 'renewed', () => this.renewed());
     on(this.lease, 'lost', ({ othersSeen }: { othersSeen: boolean }) => {
       // With another live panel, this one's agents can move there; alone, keeping the sessions keeps liveness.
@@ -196,23 +193,6 @@ export class PanelCluster {
         return;
       }
       for (const s of registry.list()) s.teardown(CLOSE_CODES.GOING_AWAY, `panel ${this.panelId} lost its lease; reconnect to another panel`);
-    });
-    // REST changes committed here reach the owner wherever it is (a signal to self is ignored on receipt).
-    on(events, 'routing.changed', (e: { nodeIds: string[]; remote?: boolean }) => {
-      const ids = e.nodeIds.filter((id) => !registry.get(id));
-      if (!e.remote && ids.length > 0) void this.signals.send('routing', this.panelId, ids);
-    });
-    on(events, 'workloads.changed', (e: { nodeId: string; remote?: boolean }) => {
-      if (!e.remote && !registry.get(e.nodeId)) void this.signals.send('workloads', this.panelId, [e.nodeId]);
-    });
-    on(events, 'node.decommissioned', (e: { nodeId: string; remote?: boolean }) => {
-      if (!e.remote) void this.signals.send('decommissioned', this.panelId, [e.nodeId]);
-    });
-    on(events, 'token.revoked', (e: { tokenId: string; remote?: boolean }) => {
-      if (!e.remote) void this.signals.send('revoked', this.panelId, [e.tokenId]);
-    });
-    on(events, 'cookie.signed-out', (e: { cookieId: string; expiresAtMs: number; remote?: boolean }) => {
-      if (!e.remote) void this.signals.send('signed-out', this.panelId, [`${e.cookieId}/${e.expiresAtMs}`]);
     });
     this.signals.start();
     // The lease started before (its own component: it is given up after the outbox drains); its first renewal
@@ -233,85 +213,5 @@ export class PanelCluster {
     void this.peerView.refresh();
     // Panels whose lease ended drop out of the internal surface's credentials.
     this.verifier.refresh().catch((err: unknown) => this.options.logger.warn({ err }, 'could not read other panels\' credentials'));
-  }
-
-  private received(signal: Signal): void {
-    const { registry, events } = this.options;
-    switch (signal.kind) {
-      case 'owner':
-        // Its own claims never close a session here: the registry replaces an older session of a node itself,
-        // and a claim made again for a live session (timeline-fence.ts) must not close that session.
-        if (signal.panel === this.panelId) break;
-        for (const entry of signal.ids) {
-          const [nodeId, gen] = entry.split('/');
-          const generation = Number(gen);
-          if (nodeId && Number.isFinite(generation)) this.supersedeIfOlder(nodeId, generation, signal.panel);
-        }
-        break;
-      case 'deploy':
-        if (signal.panel === this.panelId) for (const id of signal.ids) this.deploys.requested(id);
-        break;
-      case 'deployed':
-        for (const entry of signal.ids) {
-          const [id, outcome] = entry.split('/');
-          if (id) this.deploys.answered(id, outcome);
-        }
-        break;
-      case 'routing': {
-        if (signal.panel === this.panelId) break;
-        const nodeIds = signal.ids.filter((id) => registry.get(id));
-        if (nodeIds.length > 0) events.emit('routing.changed', { nodeIds, reason: `changed on panel ${signal.panel}`, remote: true });
-        break;
-      }
-      case 'revoked':
-        if (signal.panel === this.panelId) break;
-        for (const tokenId of signal.ids) events.emit('token.revoked', { tokenId, remote: true });
-        break;
-      case 'decommissioned':
-        // Every panel forgets the node's token; the one holding its session closes it with 4005.
-        if (signal.panel === this.panelId) break;
-        for (const nodeId of signal.ids) events.emit('node.decommissioned', { nodeId, remote: true });
-        break;
-      case 'signed-out':
-        if (signal.panel === this.panelId) break;
-        for (const entry of signal.ids) {
-          const [cookieId, at] = entry.split('/');
-          if (cookieId && Number.isFinite(Number(at))) events.emit('cookie.signed-out', { cookieId, expiresAtMs: Number(at), remote: true });
-        }
-        break;
-      case 'workloads':
-        if (signal.panel === this.panelId) break;
-        for (const nodeId of signal.ids) if (registry.get(nodeId)) events.emit('workloads.changed', { nodeId, reason: `changed on panel ${signal.panel}`, remote: true });
-        break;
-      default:
-        break;
-    }
-  }
-
-  private supersedeIfOlder(nodeId: string, generation: number, panel: string): void {
-    const session = this.options.registry.get(nodeId);
-    if (!session) return;
-    const mine = this.generations.get(session.id);
-    if (mine !== undefined && mine < generation) {
-      session.teardown(CLOSE_CODES.SUPERSEDED, `superseded by a newer session of the node on panel ${panel} (generation ${generation})`);
-    }
-  }
-
-  /** After LISTEN (re)connects: signals sent meanwhile are lost, so ownership and pending work are read again. */
-  private async rescan(): Promise<void> {
-    const sessions = this.options.registry.list();
-    try {
-      if (sessions.length > 0) {
-        const rows = await this.options.prisma.$queryRaw<{ node_id: string; generation: bigint; panel_id: string }[]>`
-          SELECT node_id, generation, panel_id FROM node_owners WHERE node_id = ANY(${sessions.map((s) => s.nodeId)}::text[])`;
-        for (const r of rows) this.supersedeIfOlder(r.node_id, Number(r.generation), r.panel_id);
-        // Routing changes signalled while LISTEN was down: the owner pushes the full map (the agent ignores an identical one).
-        const owned = this.options.registry.list().map((s) => s.nodeId);
-        if (owned.length > 0) this.options.events.emit('routing.changed', { nodeIds: owned, reason: 'rescan after LISTEN reconnected', remote: true });
-      }
-      void this.deploys.rescan().catch((err: unknown) => this.options.logger.warn({ err }, 'deployment rescan failed'));
-    } catch (err) {
-      this.options.logger.warn({ err }, 'rescan after LISTEN reconnect failed');
-    }
   }
 }

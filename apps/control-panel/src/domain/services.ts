@@ -1,19 +1,19 @@
 import { AppError } from '../errors.js';
 import { recordChange, type AuditChange, type AuditContext } from '../audit/audit-entry.js';
-import { Prisma, type Node, type Service } from '../generated/prisma/client.js';
+import type { Prisma } from '../generated/prisma/client.js';
 import { teamScope, type AuthContext } from './access.js';
 import { lockService, mapPrismaError } from '../db/prisma-helpers.js';
-import { waitingReplicas } from '../db/json-columns.js';
 import type { Tx } from '../db/database.js';
-import { DEFAULT_DRAIN_SECONDS, DEFAULT_ROLLOUT, type ServiceHealthCheck, type ServiceResources, type ServiceRollout, type ServiceSpec, type ServiceVolume } from '../db/deployment-spec.js';
-import { checkHealthCheckPort, checkReplicasWithVolumes, checkRollout, normaliseHealthCheck, normaliseResources, normaliseRollout, normaliseVolumes, type HealthCheckInput, type VolumeInput } from './service-fields.js';
+import { DEFAULT_DRAIN_SECONDS, DEFAULT_ROLLOUT, type ServiceRollout, type ServiceSpec } from '../db/deployment-spec.js';
+import { checkHealthCheckPort, checkReplicasWithVolumes, checkRollout, normaliseHealthCheck, normaliseRollout, normaliseVolumes, type HealthCheckInput, type VolumeInput } from './service-fields.js';
 import type { ApiDeps } from './api-deps.js';
 import { moveDomainsOf } from './domain-claims.js';
 import { routingNodeIds } from '../routing/serving-nodes.js';
 import { sqlOf } from '../db/database.js';
 import { prismaSql } from '../db/sql.js';
 import { ANYWHERE, nodeFits, placementOf, placeOrWait, placeService, type ServicePlacement } from './placement.js';
-import { checkSecretNames, presentSecrets, secretsOfService, writeServiceSecrets, type SecretsPatch } from './service-secrets.js';
+import { checkSecretNames, secretsOfService, writeServiceSecrets, type SecretsPatch } from './service-secrets.js';
+import { presentService, processColumns, processSpecOf, rolloutColumns, rolloutOf } from './service-rows.js';
 
 export type { ServiceSpec };
 
@@ -43,72 +43,10 @@ export type UpdateServiceInput = Partial<Omit<ServiceSpec, 'secrets' | 'volumes'
   leaveVolumes?: boolean;
 };
 
-type ServiceWithNode = Service & { node: Pick<Node, 'name'> | null; secrets: { name: string; version: number; setAt: Date }[] };
-
-/** A service's spec as its row holds it now: the optional fields always present. */
-type CurrentSpec = ServiceSpec & Required<Pick<ServiceSpec, 'command' | 'args' | 'resources' | 'volumes' | 'healthCheck' | 'drainSeconds' | 'failover' | 'rollout'>>;
-
-export const specOf = (s: Service): CurrentSpec => ({
-  name: s.name,
-  image: s.image,
-  env: s.env as Record<string, string>,
-  internalPort: s.internalPort,
-  replicas: s.replicas,
-  ...processSpecOf(s),
-  drainSeconds: s.drainSeconds,
-  failover: { fence: s.fence },
-  rollout: rolloutOf(s),
-});
-
-/** The rollout columns as the spec carries them (null: the default). */
-const rolloutOf = (s: Pick<Service, 'rolloutMaxSurge' | 'rolloutMaxUnavailable' | 'rolloutProgressDeadlineSeconds'>): ServiceRollout => ({
-  maxSurge: s.rolloutMaxSurge,
-  maxUnavailable: s.rolloutMaxUnavailable,
-  progressDeadlineSeconds: s.rolloutProgressDeadlineSeconds,
-});
-
-/** Prisma's data for the rollout columns; undefined leaves them as they are. */
-const rolloutColumns = (rollout: ServiceRollout | undefined) =>
-  rollout === undefined ? {} : { rolloutMaxSurge: rollout.maxSurge, rolloutMaxUnavailable: rollout.maxUnavailable, rolloutProgressDeadlineSeconds: rollout.progressDeadlineSeconds };
-
-/** The command, resources and volumes columns as the spec carries them. */
-const processSpecOf = (s: Service): Required<Pick<ServiceSpec, 'command' | 'args' | 'resources' | 'volumes' | 'healthCheck'>> => ({
-  command: (s.command as string[] | null) ?? null,
-  args: (s.args as string[] | null) ?? null,
-  resources: (s.resources as ServiceResources | null) ?? null,
-  volumes: (s.volumes as unknown as ServiceVolume[] | null) ?? [],
-  healthCheck: (s.healthCheck as unknown as ServiceHealthCheck | null) ?? null,
-});
-
-export const presentService = (s: ServiceWithNode) => ({
-  id: s.id,
-  teamId: s.teamId,
-  ...specOf(s),
-  secrets: presentSecrets(s.secrets),
-  placement: placementOf(s.placement),
-  nodeId: s.nodeId,
-  nodeName: s.node?.name ?? null,
-  pending: waitingReplicas(s),
-  createdAt: s.createdAt.toISOString(),
-  updatedAt: s.updatedAt.toISOString(),
-});
-
 /** Tells whoever acts on the service's node that it changed: its home node's workload set, or the scheduler when it has none. */
 function announce(events: ApiDeps['events'], nodeId: string | null, reason: string): void {
   if (nodeId === null) events.emit('scheduler.nudge', { reason });
   else events.emit('workloads.changed', { nodeId, reason });
-}
-
-/** Prisma's data for the command, resources and volumes columns: undefined leaves a column as it is, null clears it. */
-function processColumns(input: { command?: string[] | null; args?: string[] | null; resources?: ServiceResources | null; volumes?: ServiceVolume[]; healthCheck?: ServiceHealthCheck | null }) {
-  const json = (value: unknown) => (value === null ? Prisma.DbNull : (value as Prisma.InputJsonValue | undefined));
-  return {
-    command: json(input.command),
-    args: json(input.args),
-    resources: json(normaliseResources(input.resources)),
-    volumes: input.volumes as unknown as Prisma.InputJsonValue | undefined,
-    healthCheck: json(input.healthCheck),
-  };
 }
 
 const withNode = { node: { select: { id: true, name: true } }, ...secretsOfService } as const;
