@@ -48,6 +48,12 @@ if (!process.env.TETHER_ADMIN_TOKEN && !existsSync(adminTokenFile)) {
 }
 const adminToken = process.env.TETHER_ADMIN_TOKEN ?? readFileSync(adminTokenFile, 'utf8').trim();
 
+// And one secrets key (docs/operations.md, "Secrets key"), so service secrets, registry passwords and shared
+// certificates work locally as installed; `npm run reset` removes it with the data it encrypts.
+const secretsKeyFile = path.join(dataDir, 'secrets.key');
+const ownSecretsKey = !process.env.TETHER_SECRETS_KEY && !process.env.TETHER_SECRETS_KEY_FILE;
+if (ownSecretsKey && !existsSync(secretsKeyFile)) writeFileSync(secretsKeyFile, `${randomBytes(32).toString('base64')}\n`, { mode: 0o600 });
+
 const children = [];
 /** The agent process of each node while it runs, and how to start it again. */
 const agents = new Map();
@@ -94,6 +100,7 @@ const panelEnv = {
   ...process.env,
   TETHER_DATA_DIR: dataDir,
   TETHER_ADMIN_TOKEN: adminToken,
+  ...(ownSecretsKey ? { TETHER_SECRETS_KEY_FILE: secretsKeyFile } : {}),
   TETHER_LOG_FORMAT: logFormat,
   ...(single ? {} : { TETHER_RESCHEDULE_AFTER_MS: String(rescheduleAfterMs) }),
 };

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -167,6 +167,14 @@ describe.skipIf(!root.available || !docker.available || !pty.available)('the fir
       });
     expect(await npx(['login', url], `${token}\n`)).toMatchObject({ code: 0, stdout: expect.stringContaining(`Logged in to ${url} (1 services visible)`) });
     expect((await npx(['status'])).stdout).toMatch(/^hello +running +1\/1 +local /m);
+    // Secrets work as installed: npm start made the panel a key (./.tether/secrets.key, owner-only).
+    const api = (method: string, route: string, body?: unknown) =>
+      fetch(`${url}${route}`, { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, ...(body ? { body: JSON.stringify(body) } : {}) });
+    const [hello] = ((await (await api('GET', '/v1/services')).json()) as { id: string; name: string }[]).filter((x) => x.name === 'hello');
+    const patched = await api('PATCH', `/v1/services/${hello!.id}`, { secrets: { GREETING: 'first-hour' } });
+    expect(patched.status).toBe(200);
+    expect(((await patched.json()) as { secrets: { name: string }[] }).secrets.map((x) => x.name)).toEqual(['GREETING']);
+    expect(statSync(path.join(checkout.dir, '.tether', 'secrets.key')).mode & 0o777).toBe(0o600);
     const deploy = await npx(['deploy', 'hello', '--wait']);
     expect(deploy.stderr).toBe('');
     expect(deploy).toMatchObject({ code: 0, stdout: expect.stringMatching(/^deployment \S+ running after \d+\.\ds/m) });
