@@ -1,4 +1,3 @@
-import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { createLoop, sleep, type Logger, type Loop } from '@tether/common';
 import { canonicalRoutes, routingHash, type Route } from '@tether/protocol';
@@ -9,7 +8,7 @@ import { readFileIfExists, writeFileAtomic } from '../state/atomic-file.js';
 import { matchesCanonicalJson } from './canonical-json.js';
 import type { ProxyConfigurator, ProxySupervisor, ReloadRecord } from './configurator.js';
 import { upstreamByAddress, type EndpointSource } from './docker-endpoints.js';
-import { syncNameFiles } from './domain-files.js';
+import { listNameFiles, syncNameFiles } from './domain-files.js';
 import { ProxyError } from './errors.js';
 import type { Answerer } from './answerer.js';
 import { classifyReload } from './reload-kind.js';
@@ -86,6 +85,8 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
   readonly stats: StaticProxyStats = { answerWrites: 0, unserved: 0, legacy: 0, lastAnswersAt: null };
   readonly traffic: ProxyTraffic | undefined;
   private readonly answersDir: string;
+  /** Containers' addresses as last read for the answers, by the first 12 characters of their id: what a drain counts. */
+  private addresses = new Map<string, string>();
   /** Other nodes' endpoints of the applied map, probed by this agent: failing ones leave the answers. */
   readonly remote: RemoteProbes | null;
   /** certificates.share: shared certificates in place, and what this node issued that the panel has not stored. */
@@ -94,7 +95,9 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
   constructor(private readonly options: StaticRoutingControllerOptions) {
     super(options, options.now ?? (() => new Date()));
     this.answersDir = options.answersDir ?? options.render.answersDir;
-    this.traffic = options.upstreams ? caddyTraffic({ admin: options.upstreams, switchAnswers: () => this.switchAnswers() }) : undefined;
+    this.traffic = options.upstreams
+      ? caddyTraffic({ admin: options.upstreams, switchAnswers: () => this.switchAnswers(), addressesOf: (ids) => ids.flatMap((id) => this.addresses.get(id.slice(0, 12).toLowerCase()) ?? []) })
+      : undefined;
     // The config itself decides it: a release that renders otherwise makes its one load a `change`, not drift.
     this.renderDigest = `static-${renderStaticConfig(options.render).id.slice(STATIC_ID_PREFIX.length, STATIC_ID_PREFIX.length + 24)}`;
     const onError = (what: string) => (error: unknown) => options.logger.warn({ err: error }, `${what} failed; retrying next interval`);
@@ -278,7 +281,9 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
   /** Writes the answers for `routes` when they differ from those in place. */
   private async publish(routes: readonly Route[]): Promise<{ answers: Answers; changed: boolean }> {
     const canary = this.options.render.canary ? await upstreamByAddress(this.options.render.canary.upstream) : null;
-    const answers = computeAnswers(routes, await this.options.endpoints(), {
+    const endpoints = await this.options.endpoints();
+    this.addresses = new Map([...endpoints.values()].flat().map((e) => [e.id.slice(0, 12).toLowerCase(), e.ip.toLowerCase()]));
+    const answers = computeAnswers(routes, endpoints, {
       canaryUpstream: canary,
       ...(this.remote ? { failingRemote: this.remote.failingEndpoints } : {}),
       ...(this.certificates ? { sharedInPlace: this.certificates.sharedInPlace } : {}),
@@ -304,7 +309,7 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
   /** The names in place that stay: the first step of a change removes, the last one adds. */
   private async kept(kind: NameList, next: readonly string[]): Promise<string[]> {
     const nextSet = new Set(next);
-    const current = await readdir(path.join(this.answersDir, kind)).catch(() => [] as string[]);
+    const current = await listNameFiles(path.join(this.answersDir, kind));
     return current.filter((n) => nextSet.has(n));
   }
 

@@ -75,8 +75,8 @@ describe('static routing in container mode', () => {
     });
     const config = JSON.parse(json) as { apps: { http: { servers: Record<string, { routes: Array<{ match?: Array<{ file?: { root: string } }> }> }> } } };
     const roots = Object.values(config.apps.http.servers).flatMap((s) => s.routes.flatMap((r) => (r.match ?? []).map((m) => m.file?.root).filter(Boolean)));
-    // Routing (routes, prefixed) and the on-demand TLS ask (domains) all read the mounted folder.
-    expect(new Set(roots)).toEqual(new Set(['routes', 'prefixed', 'domains'].map((d) => `/data/answers/${d}`)));
+    // Routing (lookups, prefixed) and the on-demand TLS ask (domains) all read the mounted folder.
+    expect(new Set(roots)).toEqual(new Set(['lookups', 'prefixed', 'domains'].map((d) => `/data/answers/${d}`)));
     expect(roots.filter((r) => r === '/data/answers/domains')).toHaveLength(1);
     expect(json).toContain('"addresses":["udp/127.0.0.1:5399"]');
     expect(json).not.toContain('/tmp');

@@ -23,8 +23,13 @@ describe('static answers', () => {
     );
     expect(a.records).toEqual([
       'health A 127.0.0.1',
+      // One port serves each route: its owner names the addresses too (Caddy's `a` source, an unbounded cache).
+      '_a_b-c._v1._api.shop.example.test.h A 127.0.0.1',
       '_a_b-c._v1._api.shop.example.test.h SRV 10 10 9001 ip-127-0-0-1.e',
+      '_api.shop.example.test.h A 127.0.0.1',
       '_api.shop.example.test.h SRV 10 10 9000 ip-127-0-0-1.e',
+      'shop.example.test.h A 172.18.0.5',
+      'shop.example.test.h A 172.18.0.6',
       'shop.example.test.h SRV 10 10 8080 c-0123456789ab.e',
       'shop.example.test.h SRV 10 10 8080 c-abcdef012345.e',
       'c-0123456789ab.e A 172.18.0.6',
@@ -33,7 +38,16 @@ describe('static answers', () => {
     ]);
     expect(a.domains).toEqual(['idle.example.test', 'shop.example.test']);
     expect(a.prefixed).toEqual(['shop.example.test']);
-    expect(a.routes).toEqual(['_a_b-c._v1._api.shop.example.test', '_api.shop.example.test', 'idle.example.test', 'shop.example.test']);
+    // Every route can be looked up by SRV; those one port serves by address on that port (an unserved one: SRV only).
+    expect(a.lookups).toEqual([
+      '_a_b-c._v1._api.shop.example.test/9001',
+      '_a_b-c._v1._api.shop.example.test/srv',
+      '_api.shop.example.test/9000',
+      '_api.shop.example.test/srv',
+      'idle.example.test/srv',
+      'shop.example.test/8080',
+      'shop.example.test/srv',
+    ]);
     expect(a.unserved).toBe(1);
     expect(a.legacy).toEqual([]);
     // Same inputs in another order: same digest (nothing to write).
@@ -57,6 +71,7 @@ describe('static answers', () => {
     const a = computeAnswers([route], both);
     expect(a.records).toEqual([
       'health A 127.0.0.1',
+      'shop.example.test.h A 172.18.0.5',
       'shop.example.test.h SRV 10 10 8080 c-aaaaaaaaaaaa.e',
       'c-aaaaaaaaaaaa.e A 172.18.0.5',
       'c-bbbbbbbbbbbb.e A 172.18.0.6',
@@ -75,7 +90,8 @@ describe('static answers', () => {
 
     it('local first: while a local replica serves, SRV names it alone (the remote targets keep their address records)', () => {
       const a = computeAnswers([shop], local);
-      expect(a.records).toEqual(['health A 127.0.0.1', 'shop.example.test.h SRV 10 10 8080 c-aaaaaaaaaaaa.e', 'c-aaaaaaaaaaaa.e A 172.18.0.5', ...remoteRecords]);
+      expect(a.records).toEqual(['health A 127.0.0.1', 'shop.example.test.h A 172.18.0.5', 'shop.example.test.h SRV 10 10 8080 c-aaaaaaaaaaaa.e', 'c-aaaaaaaaaaaa.e A 172.18.0.5', ...remoteRecords]);
+      expect(a.lookups).toEqual(['shop.example.test/8080', 'shop.example.test/srv']);
       expect(a.unserved).toBe(0);
     });
 
@@ -87,6 +103,8 @@ describe('static answers', () => {
         ...remoteRecords,
       ];
       expect(computeAnswers([shop], new Map()).records).toEqual(expected);
+      // Two ports: no address records at the owner, SRV lookups only.
+      expect(computeAnswers([shop], new Map()).lookups).toEqual(['shop.example.test/srv']);
       const leaving = computeAnswers([shop], new Map([['svc_shop', [{ id: 'aaaaaaaaaaaa0000', ip: '172.18.0.5', serving: false }]]]));
       expect(leaving.records).toEqual([...expected.slice(0, 3), 'c-aaaaaaaaaaaa.e A 172.18.0.5', ...remoteRecords]);
       expect(leaving.unserved).toBe(0);
@@ -94,7 +112,8 @@ describe('static answers', () => {
 
     it('an endpoint failing the probe is dropped, records and all; every one failing leaves the route unserved', () => {
       const one = computeAnswers([shop], new Map(), { failingRemote: new Set(['10.0.0.2:32768']) });
-      expect(one.records).toEqual(['health A 127.0.0.1', 'shop.example.test.h SRV 10 10 32769 r-fd00--3-32769.e', 'r-fd00--3-32769.e AAAA fd00::3']);
+      expect(one.records).toEqual(['health A 127.0.0.1', 'shop.example.test.h AAAA fd00::3', 'shop.example.test.h SRV 10 10 32769 r-fd00--3-32769.e', 'r-fd00--3-32769.e AAAA fd00::3']);
+      expect(one.lookups).toEqual(['shop.example.test/32769', 'shop.example.test/srv']);
       const none = computeAnswers([shop], new Map(), { failingRemote: new Set(remote.map((e) => e.endpoint)) });
       expect(none.records).toEqual(['health A 127.0.0.1']);
       expect(none.unserved).toBe(1);
@@ -105,7 +124,7 @@ describe('static answers', () => {
       const a = computeAnswers([shop], new Map());
       expect(computeAnswers([{ ...shop, remote: [...remote].reverse() }], new Map(), { failingRemote: new Set(['10.9.9.9:1']) }).digest).toBe(a.digest);
       const ip = { ...r('ip.example.test', '127.0.0.1:9000'), remote };
-      expect(computeAnswers([ip], new Map()).records).toEqual(['health A 127.0.0.1', 'ip.example.test.h SRV 10 10 9000 ip-127-0-0-1.e', 'ip-127-0-0-1.e A 127.0.0.1']);
+      expect(computeAnswers([ip], new Map()).records).toEqual(['health A 127.0.0.1', 'ip.example.test.h A 127.0.0.1', 'ip.example.test.h SRV 10 10 9000 ip-127-0-0-1.e', 'ip-127-0-0-1.e A 127.0.0.1']);
     });
   });
 
@@ -125,7 +144,7 @@ describe('static answers', () => {
     const deep = r('a.example.test', '127.0.0.1:1', '/api/v1/x/y');
     const a = computeAnswers([deep, r('a.example.test', '127.0.0.1:2')], new Map());
     expect(a.legacy).toEqual([deep]);
-    expect(a.records).toEqual(['health A 127.0.0.1', 'a.example.test.h SRV 10 10 2 ip-127-0-0-1.e', 'ip-127-0-0-1.e A 127.0.0.1']);
+    expect(a.records).toEqual(['health A 127.0.0.1', 'a.example.test.h A 127.0.0.1', 'a.example.test.h SRV 10 10 2 ip-127-0-0-1.e', 'ip-127-0-0-1.e A 127.0.0.1']);
   });
 
   it('the static config names no domain of the map: it is made from settings only', () => {
