@@ -7,7 +7,7 @@
 // p99 of known names while another client floods unknown Host names and
 // random first segments (never cached), with the load average at each step.
 //
-//   cd bench && npx tsx proxy-routes.ts [--domains 1000] [--requests 5000] [--seconds 5]
+//   cd bench && npx tsx proxy-routes.ts [--domains 1000] [--requests 5000] [--seconds 5] [--refresh 1000]
 //
 // Needs caddy, knotd and knotc on PATH (apt-get install caddy knot). Figures go
 // to docs/benchmarks.md, section "Static proxy". Caddy asks knotd directly, as
@@ -19,8 +19,12 @@ import { parseArgs } from 'node:util';
 import { perRouteBaseline } from './per-route-baseline.js';
 import { get, sequential, startRig } from './static-proxy-rig.js';
 
-const { values } = parseArgs({ options: { domains: { type: 'string', default: '1000' }, requests: { type: 'string', default: '5000' }, seconds: { type: 'string', default: '5' } } });
+const { values } = parseArgs({
+  options: { domains: { type: 'string', default: '1000' }, requests: { type: 'string', default: '5000' }, seconds: { type: 'string', default: '5' }, refresh: { type: 'string', default: '1000' } },
+});
 const DOMAINS = Number(values.domains);
+/** Caddy's lookup refresh (the agent's TETHER_PROXY_LOOKUP_REFRESH_MS, default 1000). */
+const REFRESH_MS = Number(values.refresh);
 const REQUESTS = Number(values.requests);
 const SECONDS = Number(values.seconds);
 const load = () => os.loadavg().map((l) => l.toFixed(2)).join(' ');
@@ -42,7 +46,7 @@ async function main() {
     await perRoute.stop();
 
     // Static config, Caddy's resolver pointed at knotd.
-    const statik = await rig.startStatic(`udp/127.0.0.1:${rig.knotPort}`);
+    const statik = await rig.startStatic(`udp/127.0.0.1:${rig.knotPort}`, { lookupRefreshMs: REFRESH_MS });
     const loadsAtStart = statik.loads();
     await sequential(caddy.httpPort, names, 500, agent);
     loads.push(load());
@@ -82,7 +86,7 @@ async function main() {
     await flood;
 
     const f = (n: number) => n.toFixed(2);
-    console.log(`domains ${DOMAINS} (+${rig.routes.length - DOMAINS} /api prefixes), ${REQUESTS} sequential keep-alive GETs over all names, Caddy loads after start: ${statik.loads() - loadsAtStart}`);
+    console.log(`domains ${DOMAINS} (+${rig.routes.length - DOMAINS} /api prefixes), refresh ${REFRESH_MS} ms, ${REQUESTS} sequential keep-alive GETs over all names, Caddy loads after start: ${statik.loads() - loadsAtStart}`);
     console.log(`per-route config: p50 ${f(config.p50)} ms, p99 ${f(config.p99)} ms, errors ${config.errors}`);
     console.log(`static config   : p50 ${f(dynamic.p50)} ms, p99 ${f(dynamic.p99)} ms, errors ${dynamic.errors}; queries at the answerer ${lookedUp} (${f(lookedUp / REQUESTS)} a request)`);
     console.log(`ratio static/per-route: p50 ${f(dynamic.p50 / config.p50)}, p99 ${f(dynamic.p99 / config.p99)}`);

@@ -168,26 +168,31 @@ function staticConfig(o: StaticRenderOptions, id: string | null) {
   const [domains, prefixed, lookups] = [list('domains'), list('prefixed'), list('lookups')];
   const upperHost = { '{http.request.host}': { pattern: '[A-Z]' } };
   const upperPath = { '{http.request.uri.path}': { pattern: '[A-Z]' } };
+  // Caddy evaluates the matchers of one set in an order of its own (a map's), so a file check could run before the
+  // cheap regexps that rule it out: each file check sits in a subroute behind the regexps that guard it, and a
+  // request pays only the file checks of the depths its path has.
+  const guarded = (match: unknown[], inner: unknown[]) => ({ match, handle: [{ handler: 'subroute', routes: inner }] });
   const routes: unknown[] = [
     // Host names and path segments match without case, files do not: a request with an upper-case Host, or an
     // upper-case path on a domain with prefix routes, takes the lookups alone, deepest first (the answerer's
     // DNS names are case-blind), each miss one uncached query. Its unknown names answer no-upstream, not no-route.
-    ...DEPTHS.map((depth) => ({
-      match: [
-        { vars_regexp: upperHost, ...segmentsRegexp(depth, true) },
-        { ...fileMatch(prefixed, '{http.request.host}'), vars_regexp: upperPath, ...segmentsRegexp(depth, true) },
+    guarded(
+      [{ vars_regexp: upperHost }, { vars_regexp: upperPath }],
+      [
+        ...DEPTHS.map((depth) => ({
+          match: [
+            { vars_regexp: upperHost, ...segmentsRegexp(depth, true) },
+            { ...fileMatch(prefixed, '{http.request.host}'), vars_regexp: upperPath, ...segmentsRegexp(depth, true) },
+          ],
+          handle: [dynamicProxy(o, [...DEPTHS.filter((d) => d <= depth), 0])],
+          terminal: true,
+        })),
+        { match: [{ vars_regexp: upperHost }], handle: [dynamicProxy(o, [0])], terminal: true },
       ],
-      handle: [dynamicProxy(o, [...DEPTHS.filter((d) => d <= depth), 0])],
-      terminal: true,
-    })),
-    { match: [{ vars_regexp: upperHost }], handle: [dynamicProxy(o, [0])], terminal: true },
+    ),
     // The deepest prefix with a route of its own wins: one file check per depth, one lookup; `/api` is a
     // segment, so `/apix` tries the file of `apix` and never the route of `/api`. No prefix: the whole domain.
-    ...DEPTHS.map((depth) => ({
-      match: [{ ...lookupMatch(lookups, depth), ...segmentsRegexp(depth, false) }],
-      handle: [routeProxy(o, depth)],
-      terminal: true,
-    })),
+    ...DEPTHS.map((depth) => guarded([segmentsRegexp(depth, false)], [{ match: [lookupMatch(lookups, depth)], handle: [routeProxy(o, depth)] }])),
     { match: [lookupMatch(lookups, 0)], handle: [routeProxy(o, 0)], terminal: true },
     {
       ...(id === null ? {} : { '@id': id }),
