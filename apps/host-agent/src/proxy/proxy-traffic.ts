@@ -29,9 +29,13 @@ export function openOn(loads: readonly UpstreamLoad[], containerIds: readonly st
   return open;
 }
 
-export function caddyTraffic(o: { admin: Pick<CaddyAdmin, 'upstreams'>; switchAnswers: () => Promise<void>; addressesOf: (containerIds: readonly string[]) => string[] }): ProxyTraffic {
+export function caddyTraffic(o: {
+  admin: Pick<CaddyAdmin, 'upstreams'>;
+  switchAnswers: () => Promise<void>;
+  addressesOf: (containerIds: readonly string[]) => Promise<string[]>;
+}): ProxyTraffic {
   return {
     switchAnswers: o.switchAnswers,
-    openConnections: async (containerIds) => openOn(await o.admin.upstreams(), containerIds, o.addressesOf(containerIds)),
+    openConnections: async (containerIds) => openOn(await o.admin.upstreams(), containerIds, await o.addressesOf(containerIds)),
   };
 }

@@ -14,10 +14,12 @@ import { isValidDomain, isValidUpstream } from './route-validation.js';
 
 /** The zone the answerer serves; under the reserved suffix, so no customer domain can be in it. */
 export const ANSWER_ZONE = 'rt.tether.internal';
-/** Names of routes (SRV, and A/AAAA when one port serves the route: LOOKUP_SRV): `<domain>.h.<zone>` for a whole domain, `_<segN>.…._<seg1>.<domain>.h.<zone>` for a prefix (protocol's staticRouteName). */
+/** SRV names of routes: `<domain>.h.<zone>` for a whole domain, `_<segN>.…._<seg1>.<domain>.h.<zone>` for a prefix (protocol's staticRouteName). */
 export const HOSTS_LABEL = 'h';
 /** A/AAAA names of upstream targets: `<target>.e.<zone>` (SRV targets must be names, never IPs): `c-<container>`, `ip-<address>`, `r-<address>-<port>` (another node's replica). */
 export const TARGETS_LABEL = 'e';
+/** A/AAAA names of address sets (LOOKUP_SRV): `<digest of the set>.a.<zone>`, the same records for as long as the name exists. */
+export const ADDRESSES_LABEL = 'a';
 /** SRV names of forwarded ACME challenges (certificates.share): `<domain>.c.<zone>` names the domain's issuer. */
 export const CHALLENGES_LABEL = 'c';
 /** Answered by the answerer whatever the map: what its health probe asks. */
@@ -38,12 +40,21 @@ export type NameList = (typeof NAME_LISTS)[number];
 /**
  * The entries of a route's `lookups/<name>/` folder. Every route has `srv`: an SRV lookup of its owner (targets
  * and ports). A route whose targets all listen on one port (its local containers, an IP upstream, remote replicas
- * on one port) also has a file named by that port, which sorts first: Caddy then looks the owner up as A/AAAA
- * records and dials that port. Caddy 2.6.2 caches 100 SRV names (random eviction), while its A cache is evicted
- * only once that SRV cache is full: with the port in a file, a route in steady use costs one lookup per refresh,
- * not nearly one per request (docs/benchmarks.md, "Static proxy").
+ * on one port) also has `<port>-<set>`, which sorts first: Caddy then looks up `<set>.a.<zone>`, the A/AAAA
+ * records of exactly those addresses, and dials that port. Caddy 2.6.2 caches 100 SRV names (random eviction),
+ * while its A cache is evicted only once that SRV cache is full, and keys it by name and port: a name whose
+ * records never change can be kept as long as Caddy likes (ADDRESS_REFRESH_MS), and a route whose addresses
+ * change gets another file, so its next request looks up the new set at once (docs/benchmarks.md, "Static proxy").
  */
 export const LOOKUP_SRV = 'srv';
+
+/** Caddy's refresh of an address set's lookup: its records never change, so only an answerer outage would show. */
+export const ADDRESS_REFRESH_MS = 3_600_000;
+
+/** The name of a set of addresses (`A 10.0.0.1` …, any order): the first 16 hex digits of their digest. */
+export function addressSetName(addresses: Iterable<string>): string {
+  return createHash('sha256').update([...addresses].sort().join('\n')).digest('hex').slice(0, 16);
+}
 
 /** One ready container of a service, as it can be dialled from Caddy. */
 export interface Endpoint {
@@ -134,6 +145,7 @@ export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap,
   const domains = new Set<string>();
   const prefixed = new Set<string>();
   const lookups = new Set<string>();
+  const sets = new Set<string>();
   const challenges = new Map<string, string>();
   const legacy: Route[] = [];
   let unserved = 0;
@@ -148,7 +160,7 @@ export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap,
     const owner = `${name}.${HOSTS_LABEL}`;
     const found = isIP(host) ? [null] : (endpoints.get(route.serviceId) ?? []);
     let served = 0;
-    // The route's targets as address records of its owner, and their ports: one port, and Caddy can use them.
+    // The route's targets' addresses and ports: one port, and Caddy can look the set up by address.
     const addresses = new Set<string>();
     const ports = new Set<number>();
     for (const endpoint of found) {
@@ -157,7 +169,7 @@ export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap,
       targets.add(`${target.name} ${target.type} ${target.ip}`);
       if (endpoint?.serving === false) continue;
       srv.add(`${owner} SRV 10 10 ${port} ${target.name}`);
-      addresses.add(`${owner} ${target.type} ${target.ip}`);
+      addresses.add(`${target.type} ${target.ip}`);
       ports.add(port);
       served += 1;
     }
@@ -170,15 +182,16 @@ export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap,
       targets.add(`${target.name} ${target.type} ${target.ip}`);
       if (local) continue;
       srv.add(`${owner} SRV 10 10 ${target.port} ${target.name}`);
-      addresses.add(`${owner} ${target.type} ${target.ip}`);
+      addresses.add(`${target.type} ${target.ip}`);
       ports.add(target.port);
       served += 1;
     }
     if (served === 0) unserved += 1;
     lookups.add(`${name}/${LOOKUP_SRV}`);
     if (ports.size === 1) {
-      for (const record of addresses) srv.add(record);
-      lookups.add(`${name}/${[...ports][0]!}`);
+      const set = addressSetName(addresses);
+      for (const address of addresses) sets.add(`${set}.${ADDRESSES_LABEL} ${address}`);
+      lookups.add(`${name}/${[...ports][0]!}-${set}`);
     }
     const via = route.certificateIssuer ? remoteTarget(route.certificateIssuer.challengeVia) : null;
     if (via) {
@@ -199,7 +212,7 @@ export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap,
     srv.add(record);
     if (!options.sharedInPlace?.has(domain)) domains.delete(domain);
   }
-  const records = [`health A 127.0.0.1`, ...[...srv].sort(), ...[...targets].sort()];
+  const records = [`health A 127.0.0.1`, ...[...srv].sort(), ...[...targets].sort(), ...[...sets].sort()];
   const lists = { domains: [...domains].sort(), prefixed: [...prefixed].sort(), lookups: [...lookups].sort(), challenges: [...challenges.keys()].sort() };
   // A map without shared certificates digests as before (the answers of an upgraded agent are not rewritten).
   const digested = lists.challenges.length === 0 ? [records, lists.domains, lists.prefixed, lists.lookups] : [records, lists.domains, lists.prefixed, lists.lookups, lists.challenges];

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { STATIC_ROUTE_SHAPE } from '@tether/protocol';
 import { canonicalJson } from './canonical-json.js';
 import { CANARY_HOST, CANARY_SERVER_NAME, SERVER_NAME, acmeIssuer, type RenderOptions } from './render.js';
-import { ANSWER_ZONE, CHALLENGES_LABEL, HOSTS_LABEL, type NameList } from './static-answers.js';
+import { ADDRESSES_LABEL, ADDRESS_REFRESH_MS, ANSWER_ZONE, CHALLENGES_LABEL, HOSTS_LABEL, type NameList } from './static-answers.js';
 import { issuanceLogging } from './issuance-logging.js';
 
 // The static proxy config (docs/architecture.md, "Static proxy"): rendered
@@ -12,7 +12,7 @@ import { issuanceLogging } from './issuance-logging.js';
 // to three path segments and the domain) that Caddy's `file` matchers check
 // per request, deepest prefix first, so a path no route covers is Caddy's own
 // no-route; where a request goes is a lookup of that name against the
-// answerer (A/AAAA and the port the folder names, else SRV: LOOKUP_SRV),
+// answerer (the address set and port its folder names, else SRV: LOOKUP_SRV),
 // re-asked once the cached answer is older than `refresh`. No route is ever
 // rendered into it.
 
@@ -58,8 +58,8 @@ function srvSource(name: string, o: StaticRenderOptions) {
   return { source: 'srv', name, refresh: `${o.lookupRefreshMs}ms`, resolver: { addresses: [o.answerer] } };
 }
 
-/** `vars_regexp` capture of the port a route's lookup file names (LOOKUP_SRV): `{http.regexp.tether_port.1}`. */
-const PORT_CAPTURE = 'tether_port';
+/** `vars_regexp` capture of a route's lookup file (LOOKUP_SRV): `{http.regexp.tether_set.1}` the port, `.2` the address set. */
+const SET_CAPTURE = 'tether_set';
 
 /** The SRV owner of the route a request would take at `depth` path segments (0: its host): staticRouteName in placeholders. */
 function routeName(depth: number): string {
@@ -82,18 +82,18 @@ const ownerName = (depth: number) => `${routeName(depth)}.${HOSTS_LABEL}.${ANSWE
 
 /**
  * Upstreams of the route named at `depths`: one source spread round robin, several tried in order (`first`).
- * `port`: the addresses of the one name (`a` source) on this port (a placeholder), not its SRV records.
+ * `bySet`: the address set its lookup file names (`a` source, on the file's port), not its SRV records.
  */
-function dynamicProxy(o: StaticRenderOptions, depths: readonly number[], port?: string) {
+function dynamicProxy(o: StaticRenderOptions, depths: readonly number[], bySet = false) {
   const source = (depth: number) => srvSource(ownerName(depth), o);
   const single = depths.length === 1;
   const r = UPSTREAM_RETRY;
-  const upstreams =
-    port !== undefined && single
-      ? { source: 'a', name: ownerName(depths[0]!), port, refresh: `${o.lookupRefreshMs}ms`, resolver: { addresses: [o.answerer] } }
-      : single
-        ? source(depths[0]!)
-        : { source: 'multi', sources: depths.map(source) };
+  const captured = (n: number) => `{http.regexp.${SET_CAPTURE}.${n}}`;
+  const upstreams = bySet
+    ? { source: 'a', name: `${captured(2)}.${ADDRESSES_LABEL}.${ANSWER_ZONE}`, port: captured(1), refresh: `${ADDRESS_REFRESH_MS}ms`, resolver: { addresses: [o.answerer] } }
+    : single
+      ? source(depths[0]!)
+      : { source: 'multi', sources: depths.map(source) };
   return {
     handler: 'reverse_proxy',
     dynamic_upstreams: upstreams,
@@ -113,19 +113,19 @@ function fileMatch(root: string, placeholder: string) {
 
 /**
  * The route at `depth` exists when its lookups folder holds a file (never a temp file: those start with a dot);
- * the first in order is a port when one port serves the route (LOOKUP_SRV), else `srv`.
+ * the first in order is `<port>-<set>` when one port serves the route (LOOKUP_SRV), else `srv`.
  */
 function lookupMatch(root: string, depth: number) {
   return { file: { root, try_files: [`/${routeName(depth)}/[0-9a-z]*`] } };
 }
 
-/** The route the lookup file at `depth` chose: by address on the file's port, else by SRV. */
+/** The route the lookup file at `depth` chose: its address set on its port, else by SRV. */
 function routeProxy(o: StaticRenderOptions, depth: number) {
-  const port = { vars_regexp: { '{http.matchers.file.relative}': { name: PORT_CAPTURE, pattern: '^/[^/]+/([0-9]{1,5})$' } } };
+  const set = { vars_regexp: { '{http.matchers.file.relative}': { name: SET_CAPTURE, pattern: '^/[^/]+/([0-9]{1,5})-([0-9a-f]{16})$' } } };
   return {
     handler: 'subroute',
     routes: [
-      { match: [port], handle: [dynamicProxy(o, [depth], `{http.regexp.${PORT_CAPTURE}.1}`)], terminal: true },
+      { match: [set], handle: [dynamicProxy(o, [depth], true)], terminal: true },
       { handle: [dynamicProxy(o, [depth])] },
     ],
   };

@@ -18,7 +18,7 @@ import { caddyIssuerKey } from './certificate-storage.js';
 import type { SharedCertificate } from '@tether/protocol';
 import { RemoteProbes } from './remote-probes.js';
 import { RoutingLane } from './routing-lane.js';
-import { NAME_LISTS, computeAnswers, type Answers, type NameList } from './static-answers.js';
+import { NAME_LISTS, computeAnswers, type Answers, type EndpointMap, type NameList } from './static-answers.js';
 import { STATIC_ID_PREFIX, renderStaticConfig, type StaticRenderOptions, type StaticRendered } from './static-render.js';
 
 // The agent's only routing (docs/architecture.md, "Static proxy"). Caddy
@@ -96,7 +96,7 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
     super(options, options.now ?? (() => new Date()));
     this.answersDir = options.answersDir ?? options.render.answersDir;
     this.traffic = options.upstreams
-      ? caddyTraffic({ admin: options.upstreams, switchAnswers: () => this.switchAnswers(), addressesOf: (ids) => ids.flatMap((id) => this.addresses.get(id.slice(0, 12).toLowerCase()) ?? []) })
+      ? caddyTraffic({ admin: options.upstreams, switchAnswers: () => this.switchAnswers(), addressesOf: (ids) => this.addressesOf(ids) })
       : undefined;
     // The config itself decides it: a release that renders otherwise makes its one load a `change`, not drift.
     this.renderDigest = `static-${renderStaticConfig(options.render).id.slice(STATIC_ID_PREFIX.length, STATIC_ID_PREFIX.length + 24)}`;
@@ -282,7 +282,7 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
   private async publish(routes: readonly Route[]): Promise<{ answers: Answers; changed: boolean }> {
     const canary = this.options.render.canary ? await upstreamByAddress(this.options.render.canary.upstream) : null;
     const endpoints = await this.options.endpoints();
-    this.addresses = new Map([...endpoints.values()].flat().map((e) => [e.id.slice(0, 12).toLowerCase(), e.ip.toLowerCase()]));
+    this.remember(endpoints);
     const answers = computeAnswers(routes, endpoints, {
       canaryUpstream: canary,
       ...(this.remote ? { failingRemote: this.remote.failingEndpoints } : {}),
@@ -304,6 +304,17 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
     this.stats.answerWrites += 1;
     this.stats.lastAnswersAt = this.now().toISOString();
     return { answers, changed: true };
+  }
+
+  private remember(endpoints: EndpointMap): void {
+    this.addresses = new Map([...endpoints.values()].flat().map((e) => [e.id.slice(0, 12).toLowerCase(), e.ip.toLowerCase()]));
+  }
+
+  /** Containers' addresses (what Caddy lists a route looked up by address under); read again for one not seen yet (a drain resumed after a restart). */
+  private async addressesOf(ids: readonly string[]): Promise<string[]> {
+    const key = (id: string) => id.slice(0, 12).toLowerCase();
+    if (ids.some((id) => !this.addresses.has(key(id)))) this.remember(await this.options.endpoints());
+    return ids.flatMap((id) => this.addresses.get(key(id)) ?? []);
   }
 
   /** The names in place that stay: the first step of a change removes, the last one adds. */
