@@ -2,7 +2,6 @@
 // one loopback upstream, N domains (and a `/api` prefix on every tenth), the
 // agent's own static routing controller, and timed sequential GETs.
 import { execFile } from 'node:child_process';
-import dgram from 'node:dgram';
 import http from 'node:http';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -49,38 +48,11 @@ export async function sequential(port: number, names: readonly string[], n: numb
   return { ...pct(times), errors };
 }
 
-/** A UDP relay in front of knotd that counts the queries it passes (one socket to knotd, queries matched by id). */
-export async function countingRelay(target: number): Promise<{ port: number; queries: () => number; close(): void }> {
-  const front = dgram.createSocket('udp4');
-  const back = dgram.createSocket('udp4');
-  const waiting = new Map<number, { port: number; address: string }>();
-  let queries = 0;
-  front.on('message', (msg, from) => {
-    queries += 1;
-    waiting.set(msg.readUInt16BE(0), { port: from.port, address: from.address });
-    back.send(msg, target, '127.0.0.1');
-  });
-  back.on('message', (answer) => {
-    const id = answer.readUInt16BE(0);
-    const to = waiting.get(id);
-    waiting.delete(id);
-    if (to) front.send(answer, to.port, to.address);
-  });
-  await new Promise<void>((resolve) => front.bind(0, '127.0.0.1', resolve));
-  await new Promise<void>((resolve) => back.bind(0, '127.0.0.1', resolve));
-  return {
-    port: front.address().port,
-    queries: () => queries,
-    close: () => {
-      front.close();
-      back.close();
-    },
-  };
-}
-
 export interface Rig {
   caddy: TestCaddy;
   knotPort: number;
+  /** The zone file knotd serves. */
+  zonePath: string;
   upstreamPort: number;
   routes: Route[];
   map: { version: number; hash: string; routes: Route[] };
@@ -94,11 +66,14 @@ export interface Rig {
 }
 
 export async function startRig(domains: number): Promise<Rig> {
+  // Each service at an address of its own (127.1.x.y on loopback), as each service's containers are: routes to
+  // one address would share one address set, one lookup for all of them (static-answers.ts LOOKUP_SRV).
   const upstream = http.createServer((_req, res) => res.end('ok'));
-  await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => upstream.listen(0, '0.0.0.0', resolve));
   const upstreamPort = (upstream.address() as { port: number }).port;
-  const routes: Route[] = Array.from({ length: domains }, (_, i) => ({ domain: `app-${i}.bench.example.com`, pathPrefix: null, serviceId: `svc_${i}`, upstream: `127.0.0.1:${upstreamPort}` }));
-  for (let i = 0; i < domains; i += 10) routes.push({ domain: `app-${i}.bench.example.com`, pathPrefix: '/api', serviceId: `api_${i}`, upstream: `127.0.0.1:${upstreamPort}` });
+  const at = (n: number) => `127.${1 + (n >> 16)}.${(n >> 8) & 255}.${n & 255}:${upstreamPort}`;
+  const routes: Route[] = Array.from({ length: domains }, (_, i) => ({ domain: `app-${i}.bench.example.com`, pathPrefix: null, serviceId: `svc_${i}`, upstream: at(i + 1) }));
+  for (let i = 0; i < domains; i += 10) routes.push({ domain: `app-${i}.bench.example.com`, pathPrefix: '/api', serviceId: `api_${i}`, upstream: at(domains + i + 1) });
   const map = { version: 1, hash: routingHash(routes), routes };
   const caddy = await startCaddy();
   const dir = await mkdtemp(path.join(os.tmpdir(), 'tether-bench-static-'));
@@ -108,6 +83,7 @@ export async function startRig(domains: number): Promise<Rig> {
   return {
     caddy,
     knotPort,
+    zonePath: answerer.zonePath,
     upstreamPort,
     routes,
     map,
