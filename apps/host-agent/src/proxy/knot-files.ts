@@ -51,8 +51,18 @@ export function knotConf(paths: KnotPaths, listen: { host: string; port: number 
     'log:',
     '  - target: stderr',
     '    any: warning',
+    // Queries by type (`knotc -s <socket> stats mod-stats`): how many of Caddy's requests missed its cache.
+    'mod-stats:',
+    '  - id: lookups',
+    '    request-protocol: off',
+    '    server-operation: off',
+    '    request-bytes: off',
+    '    response-bytes: off',
+    '    response-code: off',
+    '    query-type: on',
     'template:',
     '  - id: default',
+    '    global-module: mod-stats/lookups',
     `    storage: ${q(path.dirname(paths.zone))}`,
     '    file: "%s.zone"',
     // The agent owns the file: knotd never writes it back, keeps no journal, always loads it whole.

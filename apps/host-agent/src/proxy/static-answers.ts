@@ -18,6 +18,8 @@ export const ANSWER_ZONE = 'rt.tether.internal';
 export const HOSTS_LABEL = 'h';
 /** A/AAAA names of upstream targets: `<target>.e.<zone>` (SRV targets must be names, never IPs): `c-<container>`, `ip-<address>`, `r-<address>-<port>` (another node's replica). */
 export const TARGETS_LABEL = 'e';
+/** A/AAAA names of address sets (LOOKUP_SRV): `<digest of the set>.a.<zone>`, the same records for as long as the name exists. */
+export const ADDRESSES_LABEL = 'a';
 /** SRV names of forwarded ACME challenges (certificates.share): `<domain>.c.<zone>` names the domain's issuer. */
 export const CHALLENGES_LABEL = 'c';
 /** Answered by the answerer whatever the map: what its health probe asks. */
@@ -27,11 +29,32 @@ export const HEALTH_NAME = `health.${ANSWER_ZONE}`;
 /**
  * The folders of one empty file per name that Caddy reads per request (under the answers dir): `domains` (any
  * route; the TLS ask check), `prefixed` (a domain with a prefix route: an upper-case path there takes the
- * case-blind lookups), `routes` (one file per route, named as its SRV owner: the static config's `file` matchers),
- * `challenges` (a domain another node issues: its HTTP-01 challenges are forwarded there, certificates.share).
+ * case-blind lookups), `lookups` (one folder per route, named as its answerer owner, holding how Caddy looks it up:
+ * the static config's `file` matchers, see LOOKUP_SRV), `challenges` (a domain another node issues: its HTTP-01
+ * challenges are forwarded there, certificates.share). `routes` (one flat file per route) of older agents is no
+ * longer written.
  */
-export const NAME_LISTS = ['domains', 'prefixed', 'routes', 'challenges'] as const;
+export const NAME_LISTS = ['domains', 'prefixed', 'lookups', 'challenges'] as const;
 export type NameList = (typeof NAME_LISTS)[number];
+
+/**
+ * The entries of a route's `lookups/<name>/` folder. Every route has `srv`: an SRV lookup of its owner (targets
+ * and ports). A route whose targets all listen on one port (its local containers, an IP upstream, remote replicas
+ * on one port) also has `<port>-<set>`, which sorts first: Caddy then looks up `<set>.a.<zone>`, the A/AAAA
+ * records of exactly those addresses, and dials that port. Caddy 2.6.2 caches 100 SRV names (random eviction),
+ * while its A cache is evicted only once that SRV cache is full, and keys it by name and port: a name whose
+ * records never change can be kept as long as Caddy likes (ADDRESS_REFRESH_MS), and a route whose addresses
+ * change gets another file, so its next request looks up the new set at once (docs/benchmarks.md, "Static proxy").
+ */
+export const LOOKUP_SRV = 'srv';
+
+/** Caddy's refresh of an address set's lookup: its records never change, so only an answerer outage would show. */
+export const ADDRESS_REFRESH_MS = 3_600_000;
+
+/** The name of a set of addresses (`A 10.0.0.1` …, any order): the first 16 hex digits of their digest. */
+export function addressSetName(addresses: Iterable<string>): string {
+  return createHash('sha256').update([...addresses].sort().join('\n')).digest('hex').slice(0, 16);
+}
 
 /** One ready container of a service, as it can be dialled from Caddy. */
 export interface Endpoint {
@@ -68,8 +91,8 @@ export interface Answers {
   challenges: string[];
   /** Domains with a prefix route: an upper-case path there pays the case-blind lookups. */
   prefixed: string[];
-  /** Every route's name (staticRouteName): the files the static config's `file` matchers try, deepest prefix first. */
-  routes: string[];
+  /** `<name>/srv` for every route (staticRouteName), and `<name>/<port>` when one port serves it (LOOKUP_SRV). */
+  lookups: string[];
   /** Routes outside the static shape: the caller renders them into the config (the reload-costing path). */
   legacy: Route[];
   /** Routes with no ready endpoint now (answered `no-upstream` until one is ready). */
@@ -121,7 +144,8 @@ export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap,
   const targets = new Set<string>();
   const domains = new Set<string>();
   const prefixed = new Set<string>();
-  const names = new Set<string>();
+  const lookups = new Set<string>();
+  const sets = new Set<string>();
   const challenges = new Map<string, string>();
   const legacy: Route[] = [];
   let unserved = 0;
@@ -136,12 +160,17 @@ export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap,
     const owner = `${name}.${HOSTS_LABEL}`;
     const found = isIP(host) ? [null] : (endpoints.get(route.serviceId) ?? []);
     let served = 0;
+    // The route's targets' addresses and ports: one port, and Caddy can look the set up by address.
+    const addresses = new Set<string>();
+    const ports = new Set<number>();
     for (const endpoint of found) {
       const target = targetFor(host, endpoint);
       if (!target) continue;
       targets.add(`${target.name} ${target.type} ${target.ip}`);
       if (endpoint?.serving === false) continue;
       srv.add(`${owner} SRV 10 10 ${port} ${target.name}`);
+      addresses.add(`${target.type} ${target.ip}`);
+      ports.add(port);
       served += 1;
     }
     // Local first: another node costs a hop on the private network. A passing remote target keeps its A record
@@ -153,16 +182,23 @@ export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap,
       targets.add(`${target.name} ${target.type} ${target.ip}`);
       if (local) continue;
       srv.add(`${owner} SRV 10 10 ${target.port} ${target.name}`);
+      addresses.add(`${target.type} ${target.ip}`);
+      ports.add(target.port);
       served += 1;
     }
     if (served === 0) unserved += 1;
+    lookups.add(`${name}/${LOOKUP_SRV}`);
+    if (ports.size === 1) {
+      const set = addressSetName(addresses);
+      for (const address of addresses) sets.add(`${set}.${ADDRESSES_LABEL} ${address}`);
+      lookups.add(`${name}/${[...ports][0]!}-${set}`);
+    }
     const via = route.certificateIssuer ? remoteTarget(route.certificateIssuer.challengeVia) : null;
     if (via) {
       challenges.set(route.domain, `${route.domain}.${CHALLENGES_LABEL} SRV 10 10 ${via.port} ${via.name}`);
       targets.add(`${via.name} ${via.type} ${via.ip}`);
     }
     domains.add(route.domain);
-    names.add(name);
     if (segments.length > 0) prefixed.add(route.domain);
   }
   // The canary's route goes through the answerer too, so an answerer outage shows as a canary drop.
@@ -176,10 +212,10 @@ export function computeAnswers(routes: readonly Route[], endpoints: EndpointMap,
     srv.add(record);
     if (!options.sharedInPlace?.has(domain)) domains.delete(domain);
   }
-  const records = [`health A 127.0.0.1`, ...[...srv].sort(), ...[...targets].sort()];
-  const lists = { domains: [...domains].sort(), prefixed: [...prefixed].sort(), routes: [...names].sort(), challenges: [...challenges.keys()].sort() };
+  const records = [`health A 127.0.0.1`, ...[...srv].sort(), ...[...targets].sort(), ...[...sets].sort()];
+  const lists = { domains: [...domains].sort(), prefixed: [...prefixed].sort(), lookups: [...lookups].sort(), challenges: [...challenges.keys()].sort() };
   // A map without shared certificates digests as before (the answers of an upgraded agent are not rewritten).
-  const digested = lists.challenges.length === 0 ? [records, lists.domains, lists.prefixed, lists.routes] : [records, lists.domains, lists.prefixed, lists.routes, lists.challenges];
+  const digested = lists.challenges.length === 0 ? [records, lists.domains, lists.prefixed, lists.lookups] : [records, lists.domains, lists.prefixed, lists.lookups, lists.challenges];
   const digest = createHash('sha256').update(JSON.stringify(digested)).digest('hex').slice(0, 32);
   return { records, ...lists, legacy, unserved, digest };
 }

@@ -2,18 +2,19 @@ import { createHash } from 'node:crypto';
 import { STATIC_ROUTE_SHAPE } from '@tether/protocol';
 import { canonicalJson } from './canonical-json.js';
 import { CANARY_HOST, CANARY_SERVER_NAME, SERVER_NAME, acmeIssuer, type RenderOptions } from './render.js';
-import { ANSWER_ZONE, CHALLENGES_LABEL, HOSTS_LABEL, type NameList } from './static-answers.js';
+import { ADDRESSES_LABEL, ADDRESS_REFRESH_MS, ANSWER_ZONE, CHALLENGES_LABEL, HOSTS_LABEL, type NameList } from './static-answers.js';
 import { issuanceLogging } from './issuance-logging.js';
 
 // The static proxy config (docs/architecture.md, "Static proxy"): rendered
 // from settings only, so attaching, removing or moving a route never loads
 // Caddy again (Caddy 2.6.2 closes every proxied WebSocket on any load). Which
-// routes exist is one empty file per route (its answerer name: the domain,
-// or up to three path segments and the domain) that Caddy's `file` matchers
-// check per request, deepest prefix first, so a path no route covers is
-// Caddy's own no-route; where a request goes is an SRV lookup of that name
-// against the answerer, re-asked once the cached answer is older than
-// `refresh`. No route is ever rendered into it.
+// routes exist is one folder per route (its answerer name: the domain, or up
+// to three path segments and the domain) that Caddy's `file` matchers check
+// per request, deepest prefix first, so a path no route covers is Caddy's own
+// no-route; where a request goes is a lookup of that name against the
+// answerer (the address set and port its folder names, else SRV: LOOKUP_SRV),
+// re-asked once the cached answer is older than `refresh`. No route is ever
+// rendered into it.
 
 export interface StaticRenderOptions extends RenderOptions {
   /** `udp/host:port` of the answerer, as Caddy dials it. */
@@ -57,6 +58,9 @@ function srvSource(name: string, o: StaticRenderOptions) {
   return { source: 'srv', name, refresh: `${o.lookupRefreshMs}ms`, resolver: { addresses: [o.answerer] } };
 }
 
+/** `vars_regexp` capture of a route's lookup file (LOOKUP_SRV): `{http.regexp.tether_set.1}` the port, `.2` the address set. */
+const SET_CAPTURE = 'tether_set';
+
 /** The SRV owner of the route a request would take at `depth` path segments (0: its host): staticRouteName in placeholders. */
 function routeName(depth: number): string {
   const segments = Array.from({ length: depth }, (_, i) => `_{http.request.uri.path.${depth - 1 - i}}.`).join('');
@@ -74,14 +78,25 @@ function routeName(depth: number): string {
  */
 export const UPSTREAM_RETRY = Object.freeze({ dialTimeoutMs: 500, tryIntervalMs: 100, tryDurationMs: 700 });
 
-/** Upstreams of the route named at `depths`: one source spread round robin, several tried in order (`first`). */
-function dynamicProxy(o: StaticRenderOptions, depths: readonly number[]) {
-  const source = (depth: number) => srvSource(`${routeName(depth)}.${HOSTS_LABEL}.${ANSWER_ZONE}`, o);
+const ownerName = (depth: number) => `${routeName(depth)}.${HOSTS_LABEL}.${ANSWER_ZONE}`;
+
+/**
+ * Upstreams of the route named at `depths`: one source spread round robin, several tried in order (`first`).
+ * `bySet`: the address set its lookup file names (`a` source, on the file's port), not its SRV records.
+ */
+function dynamicProxy(o: StaticRenderOptions, depths: readonly number[], bySet = false) {
+  const source = (depth: number) => srvSource(ownerName(depth), o);
   const single = depths.length === 1;
   const r = UPSTREAM_RETRY;
+  const captured = (n: number) => `{http.regexp.${SET_CAPTURE}.${n}}`;
+  const upstreams = bySet
+    ? { source: 'a', name: `${captured(2)}.${ADDRESSES_LABEL}.${ANSWER_ZONE}`, port: captured(1), refresh: `${ADDRESS_REFRESH_MS}ms`, resolver: { addresses: [o.answerer] } }
+    : single
+      ? source(depths[0]!)
+      : { source: 'multi', sources: depths.map(source) };
   return {
     handler: 'reverse_proxy',
-    dynamic_upstreams: single ? source(depths[0]!) : { source: 'multi', sources: depths.map(source) },
+    dynamic_upstreams: upstreams,
     // The case-blind fallbacks need `first` (the deepest source that answered), which retries only the same target,
     // and each retry would repeat their uncached misses: no retries there.
     load_balancing: single
@@ -94,6 +109,26 @@ function dynamicProxy(o: StaticRenderOptions, depths: readonly number[]) {
 
 function fileMatch(root: string, placeholder: string) {
   return { file: { root, try_files: [`/${placeholder}`] } };
+}
+
+/**
+ * The route at `depth` exists when its lookups folder holds a file (never a temp file: those start with a dot);
+ * the first in order is `<port>-<set>` when one port serves the route (LOOKUP_SRV), else `srv`.
+ */
+function lookupMatch(root: string, depth: number) {
+  return { file: { root, try_files: [`/${routeName(depth)}/[0-9a-z]*`] } };
+}
+
+/** The route the lookup file at `depth` chose: its address set on its port, else by SRV. */
+function routeProxy(o: StaticRenderOptions, depth: number) {
+  const set = { vars_regexp: { '{http.matchers.file.relative}': { name: SET_CAPTURE, pattern: '^/[^/]+/([0-9]{1,5})-([0-9a-f]{16})$' } } };
+  return {
+    handler: 'subroute',
+    routes: [
+      { match: [set], handle: [dynamicProxy(o, [depth], true)], terminal: true },
+      { handle: [dynamicProxy(o, [depth])] },
+    ],
+  };
 }
 
 /** A path whose first `depth` segments have the static shape (any case with `ci`), then `/` or its end. */
@@ -130,30 +165,35 @@ const DEPTHS = Array.from({ length: STATIC_ROUTE_SHAPE.maxSegments }, (_, i) => 
 
 function staticConfig(o: StaticRenderOptions, id: string | null) {
   const list = (name: NameList) => `${o.answersDir}/${name}`;
-  const [domains, prefixed, named] = [list('domains'), list('prefixed'), list('routes')];
+  const [domains, prefixed, lookups] = [list('domains'), list('prefixed'), list('lookups')];
   const upperHost = { '{http.request.host}': { pattern: '[A-Z]' } };
   const upperPath = { '{http.request.uri.path}': { pattern: '[A-Z]' } };
+  // Caddy evaluates the matchers of one set in an order of its own (a map's), so a file check could run before the
+  // cheap regexps that rule it out: each file check sits in a subroute behind the regexps that guard it, and a
+  // request pays only the file checks of the depths its path has.
+  const guarded = (match: unknown[], inner: unknown[]) => ({ match, handle: [{ handler: 'subroute', routes: inner }] });
   const routes: unknown[] = [
     // Host names and path segments match without case, files do not: a request with an upper-case Host, or an
     // upper-case path on a domain with prefix routes, takes the lookups alone, deepest first (the answerer's
     // DNS names are case-blind), each miss one uncached query. Its unknown names answer no-upstream, not no-route.
-    ...DEPTHS.map((depth) => ({
-      match: [
-        { vars_regexp: upperHost, ...segmentsRegexp(depth, true) },
-        { ...fileMatch(prefixed, '{http.request.host}'), vars_regexp: upperPath, ...segmentsRegexp(depth, true) },
+    guarded(
+      [{ vars_regexp: upperHost }, { vars_regexp: upperPath }],
+      [
+        ...DEPTHS.map((depth) => ({
+          match: [
+            { vars_regexp: upperHost, ...segmentsRegexp(depth, true) },
+            { ...fileMatch(prefixed, '{http.request.host}'), vars_regexp: upperPath, ...segmentsRegexp(depth, true) },
+          ],
+          handle: [dynamicProxy(o, [...DEPTHS.filter((d) => d <= depth), 0])],
+          terminal: true,
+        })),
+        { match: [{ vars_regexp: upperHost }], handle: [dynamicProxy(o, [0])], terminal: true },
       ],
-      handle: [dynamicProxy(o, [...DEPTHS.filter((d) => d <= depth), 0])],
-      terminal: true,
-    })),
-    { match: [{ vars_regexp: upperHost }], handle: [dynamicProxy(o, [0])], terminal: true },
+    ),
     // The deepest prefix with a route of its own wins: one file check per depth, one lookup; `/api` is a
     // segment, so `/apix` tries the file of `apix` and never the route of `/api`. No prefix: the whole domain.
-    ...DEPTHS.map((depth) => ({
-      match: [{ ...fileMatch(named, routeName(depth)), ...segmentsRegexp(depth, false) }],
-      handle: [dynamicProxy(o, [depth])],
-      terminal: true,
-    })),
-    { match: [fileMatch(named, routeName(0))], handle: [dynamicProxy(o, [0])], terminal: true },
+    ...DEPTHS.map((depth) => guarded([segmentsRegexp(depth, false)], [{ match: [lookupMatch(lookups, depth)], handle: [routeProxy(o, depth)] }])),
+    { match: [lookupMatch(lookups, 0)], handle: [routeProxy(o, 0)], terminal: true },
     {
       ...(id === null ? {} : { '@id': id }),
       handle: [mark('no-route'), { handler: 'static_response', status_code: 404, body: 'no such app\n' }],

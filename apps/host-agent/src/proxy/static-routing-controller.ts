@@ -15,6 +15,7 @@ import { caddyIssuerKey } from './certificate-storage.js';
 import { RemoteProbes } from './remote-probes.js';
 import { RoutingLane } from './routing-lane.js';
 import { NAME_LISTS, computeAnswers, type Answers } from './static-answers.js';
+import { ContainerAddresses } from './container-addresses.js';
 import type { StaticRenderOptions } from './static-render.js';
 import { StaticConfigLoader } from './static-config-loader.js';
 
@@ -78,6 +79,7 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
   readonly stats: StaticProxyStats = { answerWrites: 0, unserved: 0, legacy: 0, lastAnswersAt: null };
   readonly traffic: ProxyTraffic | undefined;
   private readonly answersDir: string;
+  private readonly addresses: ContainerAddresses;
   /** Other nodes' endpoints of the applied map, probed by this agent: failing ones leave the answers. */
   readonly remote: RemoteProbes | null;
   /** certificates.share: shared certificates in place, and what this node issued that the panel has not stored. */
@@ -86,7 +88,10 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
   constructor(private readonly options: StaticRoutingControllerOptions) {
     super(options, options.now ?? (() => new Date()));
     this.answersDir = options.answersDir ?? options.render.answersDir;
-    this.traffic = options.upstreams ? caddyTraffic({ admin: options.upstreams, switchAnswers: () => this.switchAnswers() }) : undefined;
+    this.addresses = new ContainerAddresses(() => this.options.endpoints());
+    this.traffic = options.upstreams
+      ? caddyTraffic({ admin: options.upstreams, switchAnswers: () => this.switchAnswers(), addressesOf: (ids) => this.addresses.of(ids) })
+      : undefined;
     this.config = new StaticConfigLoader({ ...options, now: this.now, store: () => this.ready() });
     const onError = (what: string) => (error: unknown) => options.logger.warn({ err: error }, `${what} failed; retrying next interval`);
     this.checkLoop =
@@ -274,7 +279,9 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
   /** Writes the answers for `routes` when they differ from those in place. */
   private async publish(routes: readonly Route[]): Promise<{ answers: Answers; changed: boolean }> {
     const canary = this.options.render.canary ? await upstreamByAddress(this.options.render.canary.upstream) : null;
-    const answers = computeAnswers(routes, await this.options.endpoints(), {
+    const endpoints = await this.options.endpoints();
+    this.addresses.remember(endpoints);
+    const answers = computeAnswers(routes, endpoints, {
       canaryUpstream: canary,
       ...(this.remote ? { failingRemote: this.remote.failingEndpoints } : {}),
       ...(this.certificates ? { sharedInPlace: this.certificates.sharedInPlace } : {}),
@@ -296,5 +303,4 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
     this.stats.lastAnswersAt = this.now().toISOString();
     return { answers, changed: true };
   }
-
 }

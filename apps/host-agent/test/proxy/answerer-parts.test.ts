@@ -73,10 +73,20 @@ describe('static routing in container mode', () => {
       askPort: 9082,
       issuer: 'internal',
     });
-    const config = JSON.parse(json) as { apps: { http: { servers: Record<string, { routes: Array<{ match?: Array<{ file?: { root: string } }> }> }> } } };
-    const roots = Object.values(config.apps.http.servers).flatMap((s) => s.routes.flatMap((r) => (r.match ?? []).map((m) => m.file?.root).filter(Boolean)));
-    // Routing (routes, prefixed) and the on-demand TLS ask (domains) all read the mounted folder.
-    expect(new Set(roots)).toEqual(new Set(['routes', 'prefixed', 'domains'].map((d) => `/data/answers/${d}`)));
+    // Every file matcher's root, subroutes included.
+    const roots: string[] = [];
+    const walk = (v: unknown): void => {
+      if (Array.isArray(v)) v.forEach(walk);
+      else if (v && typeof v === 'object') {
+        for (const [k, inner] of Object.entries(v)) {
+          if (k === 'file' && inner && typeof (inner as { root?: unknown }).root === 'string') roots.push((inner as { root: string }).root);
+          walk(inner);
+        }
+      }
+    };
+    walk((JSON.parse(json) as { apps: { http: unknown } }).apps.http);
+    // Routing (lookups, prefixed) and the on-demand TLS ask (domains) all read the mounted folder.
+    expect(new Set(roots)).toEqual(new Set(['lookups', 'prefixed', 'domains'].map((d) => `/data/answers/${d}`)));
     expect(roots.filter((r) => r === '/data/answers/domains')).toHaveLength(1);
     expect(json).toContain('"addresses":["udp/127.0.0.1:5399"]');
     expect(json).not.toContain('/tmp');

@@ -2,12 +2,16 @@ import { describe, expect, it } from 'vitest';
 import { serviceUpstream, type Route } from '@tether/protocol';
 import { computeAnswers, isStaticShape, renderStaticConfig } from '../../src/proxy/index.js';
 import { createAgentMetrics } from '../../src/metrics/agent-metrics.js';
+import { addressSetName } from '../../src/proxy/static-answers.js';
 
 // What the static proxy serves, without Caddy: the zone records and domain
 // lists a map gives, which routes fall outside the static shape, and that
 // the config never names a domain.
 
 const r = (domain: string, upstream: string, pathPrefix: string | null = null, serviceId = `svc_${domain.split('.')[0]}`): Route => ({ domain, pathPrefix, serviceId, upstream });
+/** An address set's records (`<set>.a A …`), sorted as the answers sort them. */
+const setRecords = (...addresses: string[]) => addresses.map((a) => `${addressSetName(addresses)}.a ${a}`).sort();
+const local = addressSetName(['A 127.0.0.1']);
 
 describe('static answers', () => {
   it('names hosts and first segments, points service aliases at ready containers and IPs at themselves', () => {
@@ -21,6 +25,7 @@ describe('static answers', () => {
       ],
       endpoints,
     );
+    const shop = addressSetName(['A 172.18.0.5', 'A 172.18.0.6']);
     expect(a.records).toEqual([
       'health A 127.0.0.1',
       '_a_b-c._v1._api.shop.example.test.h SRV 10 10 9001 ip-127-0-0-1.e',
@@ -30,10 +35,21 @@ describe('static answers', () => {
       'c-0123456789ab.e A 172.18.0.6',
       'c-abcdef012345.e A 172.18.0.5',
       'ip-127-0-0-1.e A 127.0.0.1',
+      // One port serves each route: its address set has a name of its own (Caddy's `a` source), shared by routes.
+      ...[...setRecords('A 127.0.0.1'), ...setRecords('A 172.18.0.5', 'A 172.18.0.6')].sort(),
     ]);
     expect(a.domains).toEqual(['idle.example.test', 'shop.example.test']);
     expect(a.prefixed).toEqual(['shop.example.test']);
-    expect(a.routes).toEqual(['_a_b-c._v1._api.shop.example.test', '_api.shop.example.test', 'idle.example.test', 'shop.example.test']);
+    // Every route can be looked up by SRV; those one port serves by address on that port (an unserved one: SRV only).
+    expect(a.lookups).toEqual([
+      `_a_b-c._v1._api.shop.example.test/9001-${local}`,
+      '_a_b-c._v1._api.shop.example.test/srv',
+      `_api.shop.example.test/9000-${local}`,
+      '_api.shop.example.test/srv',
+      'idle.example.test/srv',
+      `shop.example.test/8080-${shop}`,
+      'shop.example.test/srv',
+    ]);
     expect(a.unserved).toBe(1);
     expect(a.legacy).toEqual([]);
     // Same inputs in another order: same digest (nothing to write).
@@ -49,6 +65,18 @@ describe('static answers', () => {
     expect(computeAnswers([r('shop.example.test', serviceUpstream('shop', 8080))], new Map([['svc_shop', [{ id: 'ffff', ip: '172.18.0.9' }]]])).digest).not.toBe(a.digest);
   });
 
+  it('an address set is named by its content: shared by the routes it serves, renamed when it changes', () => {
+    const route = (domain: string) => r(domain, serviceUpstream('shop', 8080), null, 'svc_shop');
+    const at = (...ips: string[]) => computeAnswers([route('a.example.test'), route('b.example.test')], new Map([['svc_shop', ips.map((ip, i) => ({ id: `${i}`.repeat(12), ip }))]]));
+    const two = at('172.18.0.5', '172.18.0.6');
+    const set = addressSetName(['A 172.18.0.6', 'A 172.18.0.5']);
+    expect(two.lookups).toEqual([`a.example.test/8080-${set}`, 'a.example.test/srv', `b.example.test/8080-${set}`, 'b.example.test/srv']);
+    expect(two.records.filter((x) => x.includes('.a '))).toEqual(setRecords('A 172.18.0.5', 'A 172.18.0.6'));
+    // The same addresses in another order: the same name. A redeploy: another file, so Caddy asks at once.
+    expect(at('172.18.0.6', '172.18.0.5').lookups).toEqual(two.lookups);
+    expect(at('172.18.0.7').lookups[0]).toBe(`a.example.test/8080-${addressSetName(['A 172.18.0.7'])}`);
+  });
+
   it('a container out of the picks (draining, health not passed) keeps its A record while it runs, never an SRV', () => {
     // Caddy cached the SRV answer naming the old container before the switch and resolves that target per dial:
     // without its A record every request in the refresh window failed 502 while the old container still ran.
@@ -60,6 +88,7 @@ describe('static answers', () => {
       'shop.example.test.h SRV 10 10 8080 c-aaaaaaaaaaaa.e',
       'c-aaaaaaaaaaaa.e A 172.18.0.5',
       'c-bbbbbbbbbbbb.e A 172.18.0.6',
+      ...setRecords('A 172.18.0.5'),
     ]);
     expect(a.unserved).toBe(0);
     const onlyLeaving = computeAnswers([route], new Map([['svc_shop', [{ id: 'bbbbbbbbbbbb0000', ip: '172.18.0.6', serving: false }]]]));
@@ -75,7 +104,8 @@ describe('static answers', () => {
 
     it('local first: while a local replica serves, SRV names it alone (the remote targets keep their address records)', () => {
       const a = computeAnswers([shop], local);
-      expect(a.records).toEqual(['health A 127.0.0.1', 'shop.example.test.h SRV 10 10 8080 c-aaaaaaaaaaaa.e', 'c-aaaaaaaaaaaa.e A 172.18.0.5', ...remoteRecords]);
+      expect(a.records).toEqual(['health A 127.0.0.1', 'shop.example.test.h SRV 10 10 8080 c-aaaaaaaaaaaa.e', 'c-aaaaaaaaaaaa.e A 172.18.0.5', ...remoteRecords, ...setRecords('A 172.18.0.5')]);
+      expect(a.lookups).toEqual([`shop.example.test/8080-${addressSetName(['A 172.18.0.5'])}`, 'shop.example.test/srv']);
       expect(a.unserved).toBe(0);
     });
 
@@ -87,6 +117,8 @@ describe('static answers', () => {
         ...remoteRecords,
       ];
       expect(computeAnswers([shop], new Map()).records).toEqual(expected);
+      // Two ports: no address records at the owner, SRV lookups only.
+      expect(computeAnswers([shop], new Map()).lookups).toEqual(['shop.example.test/srv']);
       const leaving = computeAnswers([shop], new Map([['svc_shop', [{ id: 'aaaaaaaaaaaa0000', ip: '172.18.0.5', serving: false }]]]));
       expect(leaving.records).toEqual([...expected.slice(0, 3), 'c-aaaaaaaaaaaa.e A 172.18.0.5', ...remoteRecords]);
       expect(leaving.unserved).toBe(0);
@@ -94,7 +126,8 @@ describe('static answers', () => {
 
     it('an endpoint failing the probe is dropped, records and all; every one failing leaves the route unserved', () => {
       const one = computeAnswers([shop], new Map(), { failingRemote: new Set(['10.0.0.2:32768']) });
-      expect(one.records).toEqual(['health A 127.0.0.1', 'shop.example.test.h SRV 10 10 32769 r-fd00--3-32769.e', 'r-fd00--3-32769.e AAAA fd00::3']);
+      expect(one.records).toEqual(['health A 127.0.0.1', 'shop.example.test.h SRV 10 10 32769 r-fd00--3-32769.e', 'r-fd00--3-32769.e AAAA fd00::3', ...setRecords('AAAA fd00::3')]);
+      expect(one.lookups).toEqual([`shop.example.test/32769-${addressSetName(['AAAA fd00::3'])}`, 'shop.example.test/srv']);
       const none = computeAnswers([shop], new Map(), { failingRemote: new Set(remote.map((e) => e.endpoint)) });
       expect(none.records).toEqual(['health A 127.0.0.1']);
       expect(none.unserved).toBe(1);
@@ -105,7 +138,7 @@ describe('static answers', () => {
       const a = computeAnswers([shop], new Map());
       expect(computeAnswers([{ ...shop, remote: [...remote].reverse() }], new Map(), { failingRemote: new Set(['10.9.9.9:1']) }).digest).toBe(a.digest);
       const ip = { ...r('ip.example.test', '127.0.0.1:9000'), remote };
-      expect(computeAnswers([ip], new Map()).records).toEqual(['health A 127.0.0.1', 'ip.example.test.h SRV 10 10 9000 ip-127-0-0-1.e', 'ip-127-0-0-1.e A 127.0.0.1']);
+      expect(computeAnswers([ip], new Map()).records).toEqual(['health A 127.0.0.1', 'ip.example.test.h SRV 10 10 9000 ip-127-0-0-1.e', 'ip-127-0-0-1.e A 127.0.0.1', ...setRecords('A 127.0.0.1')]);
     });
   });
 
@@ -125,7 +158,7 @@ describe('static answers', () => {
     const deep = r('a.example.test', '127.0.0.1:1', '/api/v1/x/y');
     const a = computeAnswers([deep, r('a.example.test', '127.0.0.1:2')], new Map());
     expect(a.legacy).toEqual([deep]);
-    expect(a.records).toEqual(['health A 127.0.0.1', 'a.example.test.h SRV 10 10 2 ip-127-0-0-1.e', 'ip-127-0-0-1.e A 127.0.0.1']);
+    expect(a.records).toEqual(['health A 127.0.0.1', 'a.example.test.h SRV 10 10 2 ip-127-0-0-1.e', 'ip-127-0-0-1.e A 127.0.0.1', `${local}.a A 127.0.0.1`]);
   });
 
   it('the static config names no domain of the map: it is made from settings only', () => {

@@ -139,7 +139,9 @@ describe.skipIf(!ready)('static proxy in container mode: Caddy and the answerer 
     await waitFor(async () => (await body('two.example.test')) === 'two /', { timeoutMs: REFRESH_MS + 2_000, intervalMs: 20, message: 'attached route' });
     const attachMs = performance.now() - attachAt;
 
-    // Move: Caddy keeps the cached answer until it is older than refresh, then asks again.
+    // Move to another port: the route's lookup file names the port, and Caddy's cache is keyed by name and port,
+    // so the new port is a new lookup: served at once. (Another address on the same port waits for the refresh:
+    // remote-routing.test.ts, "a local replica takes the route alone".)
     expect(await body('one.example.test')).toBe('one /');
     const moveAt = performance.now();
     routes[0] = route('one.example.test', `${gateway}:${servers.three}`, 'three');
@@ -154,9 +156,8 @@ describe.skipIf(!ready)('static proxy in container mode: Caddy and the answerer 
     await controller.apply(mapOf(routes));
     await waitFor(async () => (await getWithMarker(httpPort, 'web.example.test')).marker === 'no-route', { timeoutMs: REFRESH_MS + 2_000, intervalMs: 20, message: 'removed route' });
     const removeMs = performance.now() - removeAt;
-    console.log(`container static: attach ${attachMs.toFixed(0)} ms, move ${moveMs.toFixed(0)} ms (old answer right after the push: ${stillOld}), remove ${removeMs.toFixed(0)} ms; bound ${REFRESH_MS + 2_000} ms`);
-    expect(stillOld).toBe('one /');
-    expect(moveMs).toBeGreaterThan(REFRESH_MS / 3);
+    console.log(`container static: attach ${attachMs.toFixed(0)} ms, move ${moveMs.toFixed(0)} ms (answer right after the push: ${stillOld}), remove ${removeMs.toFixed(0)} ms; bound ${REFRESH_MS + 2_000} ms`);
+    expect(stillOld).toBe('three /');
     expect(moveMs).toBeLessThan(REFRESH_MS + 2_000);
     expect(witness.loads).toBe(1);
   }, 120_000);
