@@ -1,21 +1,20 @@
-import path from 'node:path';
 import { createLoop, sleep, type Logger, type Loop } from '@tether/common';
 import { canonicalRoutes, routingHash, type Route, type SharedCertificate } from '@tether/protocol';
 import type { CaddyAdmin } from './caddy-admin.js';
 import { caddyTraffic } from './proxy-traffic.js';
 import type { AnswererHealth, CertificateSharing, ProxyTraffic, RoutingApplyResult, RoutingController, RoutingMapInput } from '../controllers.js';
-import { writeFileAtomic } from '../state/atomic-file.js';
 import type { ProxyConfigurator, ProxySupervisor, ReloadRecord } from './configurator.js';
 import { upstreamByAddress, type EndpointSource } from './docker-endpoints.js';
-import { answersDigestOnDisk, keptNames, syncNameFiles } from './domain-files.js';
+import { answersDigestOnDisk } from './domain-files.js';
 import { ProxyError } from './errors.js';
 import type { Answerer } from './answerer.js';
 import { CertificateShare, issuedHere, type IssuedCertificate } from './certificate-share.js';
 import { caddyIssuerKey } from './certificate-storage.js';
 import { RemoteProbes } from './remote-probes.js';
 import { RoutingLane } from './routing-lane.js';
-import { NAME_LISTS, computeAnswers, type Answers } from './static-answers.js';
+import { computeAnswers, type Answers } from './static-answers.js';
 import { ContainerAddresses } from './container-addresses.js';
+import { writeAnswers } from './answers-writer.js';
 import type { StaticRenderOptions } from './static-render.js';
 import { StaticConfigLoader } from './static-config-loader.js';
 
@@ -292,12 +291,7 @@ export class StaticRoutingController extends RoutingLane implements RoutingContr
     }
     this.stats.legacy = answers.legacy.length;
     if (answers.digest === this.answersDigest) return { answers, changed: false };
-    const dir = this.answersDir;
-    // Added names become routable only after the answerer can name their upstreams; removed ones stop first.
-    for (const kind of NAME_LISTS) await syncNameFiles(path.join(dir, kind), await keptNames(path.join(dir, kind), answers[kind]));
-    await this.options.answerer.publish([`; answers ${answers.digest}`, ...answers.records]);
-    for (const kind of NAME_LISTS) await syncNameFiles(path.join(dir, kind), answers[kind]);
-    await writeFileAtomic(path.join(dir, 'digest'), `${answers.digest}\n`);
+    await writeAnswers(this.answersDir, answers, (lines) => this.options.answerer.publish(lines));
     this.answersDigest = answers.digest;
     this.stats.answerWrites += 1;
     this.stats.lastAnswersAt = this.now().toISOString();
