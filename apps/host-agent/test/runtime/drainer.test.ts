@@ -164,4 +164,32 @@ describe('drainer', () => {
       await rm(dir, { recursive: true, force: true });
     }
   });
+  it('an allocation rollout\'s drain keeps its allocations across a restart and reports them (allocations.drained), never marking the deployment', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'drains-'));
+    try {
+      const file = path.join(dir, 'allocation-drains.json');
+      const open = { n: 1 as number | Error };
+      const first = setup(fakeTraffic(open).traffic, new DrainBook({ file, logger: silentLogger }));
+      first.drainer.follow(await first.drainer.switchAway(workload, old, 4, ['alc_2', 'alc_1']));
+      await vi.advanceTimersByTimeAsync(1_000);
+      await first.drainer.stop();
+
+      const book = new DrainBook({ file, logger: silentLogger });
+      const second = setup(fakeTraffic(open).traffic, book);
+      const records = await book.load();
+      expect(records).toEqual([{ deploymentId: 'dep_2', serviceId: 'svc_a', containers: old, switchedAt: 1_000_000, deadline: 1_004_000, openAtSwitch: 1, allocationIds: ['alc_2', 'alc_1'] }]);
+      for (const r of records) second.drainer.follow(r);
+      await vi.advanceTimersByTimeAsync(3_100);
+      await vi.waitFor(() => expect(second.reports).toEqual([{ deploymentId: 'dep_2', allocationIds: ['alc_2', 'alc_1'], connectionsOpenAtSwitch: 1, connectionsCut: 1, drainEndedAt: expect.any(String) }]));
+      expect(second.retired.map((r) => r.at - 1_000_000)).toEqual([4_000]);
+      // It is no deploy's drain: a redelivery of the deployment would still report its own.
+      expect(second.drainer.knows('dep_2')).toBe(false);
+      second.drainer.reportNothing('dep_3', ['alc_1']);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(second.reports[1]).toMatchObject({ deploymentId: 'dep_3', allocationIds: ['alc_1'], connectionsOpenAtSwitch: 0, connectionsCut: 0 });
+      expect(second.drainer.knows('dep_3')).toBe(false);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 });
