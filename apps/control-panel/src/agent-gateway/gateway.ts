@@ -77,7 +77,7 @@ const AGENT_TYPES: ReadonlySet<string> = new Set(AGENT_MESSAGE_TYPES.filter((typ
 function panelCapabilities(allocations: boolean, certificates: boolean): ReadonlySet<string> {
   // Cross-node routing serves replicas of allocations: without them it has nothing to route to.
   // Fenced releases travel in allocations sets only (and failover, which waits for the fence, places allocations).
-  const allocationsOnly: string[] = [CAPABILITIES.WORKLOAD_ALLOCATIONS, CAPABILITIES.ROUTING_REMOTE, CAPABILITIES.CERTIFICATES_SHARE, CAPABILITIES.WORKLOAD_FENCE];
+  const allocationsOnly: string[] = [CAPABILITIES.WORKLOAD_ALLOCATIONS, CAPABILITIES.ROUTING_REMOTE, CAPABILITIES.CERTIFICATES_SHARE, CAPABILITIES.WORKLOAD_FENCE, CAPABILITIES.ALLOCATIONS_DRAIN];
   // A certificate's key is stored sealed like a secret: without a key to seal it with, every node orders its own.
   const keyed = (c: string) => certificates || c !== CAPABILITIES.CERTIFICATES_SHARE;
   return new Set(Object.values(CAPABILITIES).filter((c) => (allocations || !allocationsOnly.includes(c)) && keyed(c)));
@@ -235,7 +235,12 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
         session.recordHello(hello.containers, hello.runtime, hello.routing);
         // Agents without the list (older ones) get none and no `capabilities` field, as before.
         // workload.fence without hello.fence names no deadline failover could wait for: not agreed.
-        const agreed = (c: string) => spoken.has(c) && (c !== CAPABILITIES.WORKLOAD_FENCE || hello.fence !== undefined);
+        // allocations.drain reports drains of allocation rollouts: only beside workload.allocations and workload.drain.
+        const named = (c: string) => spoken.has(c) && hello.capabilities?.includes(c) === true;
+        const agreed = (c: string) =>
+          spoken.has(c) &&
+          (c !== CAPABILITIES.WORKLOAD_FENCE || hello.fence !== undefined) &&
+          (c !== CAPABILITIES.ALLOCATIONS_DRAIN || (named(CAPABILITIES.WORKLOAD_ALLOCATIONS) && named(CAPABILITIES.WORKLOAD_DRAIN)));
         const capabilities = hello.capabilities ? [...new Set(hello.capabilities)].filter(agreed) : null;
         // A private address that is not an address is not one: the node is then served by its own replicas only.
         session.setCapabilities(capabilities ?? [], hello.privateAddress && isIP(hello.privateAddress) !== 0 ? hello.privateAddress : null, hello.challengePort ?? null, hello.fence ?? null);
@@ -281,6 +286,7 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
           (message.type === 'volumes.report' && !session.hasCapability(CAPABILITIES.VOLUMES_INVENTORY)) ||
           (message.type === 'deploy.drained' && !session.hasCapability(CAPABILITIES.WORKLOAD_DRAIN)) ||
           (message.type === 'allocations.status' && !session.hasCapability(CAPABILITIES.WORKLOAD_ALLOCATIONS)) ||
+          (message.type === 'allocations.drained' && !session.hasCapability(CAPABILITIES.ALLOCATIONS_DRAIN)) ||
           (message.type === 'certificates.report' && !session.hasCapability(CAPABILITIES.CERTIFICATES_SHARE))
         ) {
           const streak = session.recordInvalid();
