@@ -189,6 +189,7 @@ export function createAgentSide(deps: {
     }),
     frames.handle('deploy.result', (session, message) => void dispatcher.resultReceived(session, message)),
     frames.handle('deploy.drained', (session, message) => void dispatcher.drainedReceived(session, message)),
+    frames.handle('allocations.drained', (session, message) => void dispatcher.allocationsDrainedReceived(session, message)),
     wireRouting(registry, frames, events, routing),
     frames.handle('volumes.report', (session, message) => volumeReports.received(session, message)),
     frames.handle('certificates.report', (session, message) => certificates.received(session, message)),

@@ -176,9 +176,11 @@ export interface ProxyTraffic {
   openConnections(containerIds: readonly string[]): Promise<number>;
 }
 
-/** A drain that ended (agent → panel `deploy.drained`). */
+/** A drain that ended (agent → panel `deploy.drained`, or `allocations.drained` with `allocationIds`). */
 export interface DrainReport {
   deploymentId: string;
+  /** An allocation rollout's drain (capability allocations.drain): the allocations it moved to the release. */
+  allocationIds?: string[];
   /** Null when the proxy could not be read (or none runs). */
   connectionsOpenAtSwitch: number | null;
   connectionsCut: number | null;

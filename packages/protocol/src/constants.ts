@@ -143,6 +143,13 @@ export const CAPABILITIES = Object.freeze({
    * writable volume or a fenced release.
    */
   WORKLOAD_STOP_FIRST: 'workload.stop-first',
+  /**
+   * Drains of allocation rollouts reported (needs `workload.allocations` and `workload.drain`): after each rollout of
+   * an `allocations` set on the node (the allocations of one service moved to one release) the agent sends
+   * `allocations.drained` once the replaced containers' drain ended, so a deployment managed by allocations reports
+   * its drain as a deployment sent as `deploy` does.
+   */
+  ALLOCATIONS_DRAIN: 'allocations.drain',
 } as const);
 export type Capability = (typeof CAPABILITIES)[keyof typeof CAPABILITIES];
 

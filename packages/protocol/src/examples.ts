@@ -167,6 +167,15 @@ export const EXAMPLE_MESSAGES: { [K in MessageType]: Extract<Message, { type: K 
     connectionsCut: 1,
     drainEndedAt: '2026-01-01T00:00:30.000Z',
   },
+  'allocations.drained': {
+    type: 'allocations.drained',
+    id: 'a-12',
+    deploymentId: 'dep_08',
+    allocationIds: ['alc_01'],
+    connectionsOpenAtSwitch: 2,
+    connectionsCut: 0,
+    drainEndedAt: '2026-01-01T00:00:12.000Z',
+  },
   'routing.map': { type: 'routing.map', id: 'p-5', version: 42, hash: routingHash(routes), routes },
   'routing.applied': {
     type: 'routing.applied',

@@ -553,6 +553,25 @@ export const DeployDrained = Type.Object({
 });
 export type DeployDrained = Static<typeof DeployDrained>;
 
+/**
+ * agent → panel, capability `allocations.drain` (named only beside `workload.allocations` and `workload.drain`): the
+ * drain of one allocation rollout on this node ended. `allocationIds` are the allocations that rollout moved to
+ * release `deploymentId` (one rollout per service and release: every allocation the node moved at once); the
+ * counts and time are as in `deploy.drained`. A rollout that replaced nothing, or one without overlap, reports 0
+ * and 0 at once. Never sent for a removed allocation's drain. Held across reconnects like `deploy.result`; the panel
+ * keeps the first report naming an allocation for a deployment and ignores any later one naming it again.
+ */
+export const AllocationsDrained = Type.Object({
+  type: Type.Literal('allocations.drained'),
+  id: Id,
+  deploymentId: Id,
+  allocationIds: Type.Array(Id, { minItems: 1, maxItems: 2_000 }),
+  connectionsOpenAtSwitch: Nullable(Count),
+  connectionsCut: Nullable(Count),
+  drainEndedAt: Timestamp,
+});
+export type AllocationsDrained = Static<typeof AllocationsDrained>;
+
 export const RoutingMap = Type.Object({
   type: Type.Literal('routing.map'),
   id: Id,
@@ -805,6 +824,7 @@ export const MESSAGE_SCHEMAS = {
   ack: Ack,
   'deploy.result': DeployResult,
   'deploy.drained': DeployDrained,
+  'allocations.drained': AllocationsDrained,
   'routing.map': RoutingMap,
   'routing.applied': RoutingApplied,
   'proxy.events': ProxyEvents,
@@ -829,7 +849,7 @@ export type MessageOf<T extends MessageType> = Extract<Message, { type: T }>;
 
 /** The types an agent sends and a panel receives, declared once: the panel's gateway accepts these (after `hello`). */
 export const AGENT_MESSAGE_TYPES = Object.freeze([
-  'hello', 'heartbeat', 'pong', 'ack', 'deploy.result', 'deploy.drained', 'routing.applied', 'proxy.events', 'logs.chunk', 'logs.end', 'volumes.report', 'allocations.status', 'certificates.report', 'error',
+  'hello', 'heartbeat', 'pong', 'ack', 'deploy.result', 'deploy.drained', 'allocations.drained', 'routing.applied', 'proxy.events', 'logs.chunk', 'logs.end', 'volumes.report', 'allocations.status', 'certificates.report', 'error',
 ] as const satisfies readonly MessageType[]);
 /** The types a panel sends and an agent receives. */
 export const PANEL_MESSAGE_TYPES = Object.freeze([

@@ -72,15 +72,16 @@ describe('the v1 contract holds', () => {
 
   it('messages added since v1 are exactly those a capability announces', () => {
     const added = MESSAGE_TYPES.filter((type) => !V1_MESSAGE_TYPES.includes(type)).sort();
-    expect(added).toEqual(['allocations', 'allocations.status', 'certificates', 'certificates.report', 'deploy.drained', 'logs.chunk', 'logs.close', 'logs.credit', 'logs.end', 'logs.open', 'proxy.events', 'volumes.remove', 'volumes.report']);
+    expect(added).toEqual(['allocations', 'allocations.drained', 'allocations.status', 'certificates', 'certificates.report', 'deploy.drained', 'logs.chunk', 'logs.close', 'logs.credit', 'logs.end', 'logs.open', 'proxy.events', 'volumes.remove', 'volumes.report']);
     // workload.allocations adds allocations and allocations.status (and containers' allocationId);
+    // allocations.drain adds allocations.drained;
     // workload.drain adds deploy.drained (and the field drainSeconds); workload.volumes adds volumes.remove, volumes.inventory adds volumes.report (and volumes.remove's `names`); the other workload.* capabilities,
     // `secrets` and `registry.auth` add fields only (see the next test); proxy.static adds no message either: only the reload kind `static-move`
     // inside proxy.events, which the agent sends only to a panel that named the capability back (apps/host-agent/src/connection/event-sender.ts);
     // routing.remote adds fields only (hello's privateAddress, allocations.status's endpoint, routing.map routes' remote);
     // certificates.share adds certificates and certificates.report (and hello's challengePort, routes' certificateIssuer);
     // workload.fence adds fields only (hello's fence, a release's fence); workload.stop-first a release's stopFirst.
-    expect(Object.values(CAPABILITIES).sort()).toEqual(['certificates.share', 'logs', 'proxy.events', 'proxy.static', 'registry.auth', 'routes.probe', 'routing.remote', 'secrets', 'volumes.inventory', 'workload.allocations', 'workload.command', 'workload.drain', 'workload.fence', 'workload.healthCheck', 'workload.resources', 'workload.stop-first', 'workload.volumes']);
+    expect(Object.values(CAPABILITIES).sort()).toEqual(['allocations.drain', 'certificates.share', 'logs', 'proxy.events', 'proxy.static', 'registry.auth', 'routes.probe', 'routing.remote', 'secrets', 'volumes.inventory', 'workload.allocations', 'workload.command', 'workload.drain', 'workload.fence', 'workload.healthCheck', 'workload.resources', 'workload.stop-first', 'workload.volumes']);
     // A v1 peer refuses them: they may travel only on a session whose hello and welcome both named the capability.
     for (const type of added) {
       const refused = decodeV1(encode(EXAMPLE_MESSAGES[type] as Message));

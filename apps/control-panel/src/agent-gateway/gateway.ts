@@ -3,7 +3,6 @@ import type { FastifyBaseLogger, FastifyPluginAsync, FastifyRequest } from 'fast
 import { sanitizeText, truncate } from '@tether/common';
 import type { RawData, WebSocket } from 'ws';
 import {
-  CAPABILITIES,
   CLOSE_CODES,
   FRAME_ERROR_CODES,
   FIELD_LIMITS,
@@ -27,7 +26,7 @@ import { FrameGuard, frameBytes, refuseByHead } from './frame-guard.js';
 import { OpenAdmission } from './open-admission.js';
 import { PendingUpgrades } from './pending-upgrades.js';
 import { installUpgradeGate, isAgentConnect } from './upgrade-gate.js';
-import { AGENT_TYPES, acceptedOnSession, panelCapabilities } from './panel-capabilities.js';
+import { AGENT_TYPES, acceptedOnSession, agreedCapabilities, panelCapabilities } from './panel-capabilities.js';
 import type { ConnectionCap } from '../http/connection-cap.js';
 import type { Slots } from '../lifecycle.js';
 
@@ -218,9 +217,7 @@ export const agentGateway: FastifyPluginAsync<GatewayOptions> = async (app, opts
         session = s;
         session.recordHello(hello.containers, hello.runtime, hello.routing);
         // Agents without the list (older ones) get none and no `capabilities` field, as before.
-        // workload.fence without hello.fence names no deadline failover could wait for: not agreed.
-        const agreed = (c: string) => spoken.has(c) && (c !== CAPABILITIES.WORKLOAD_FENCE || hello.fence !== undefined);
-        const capabilities = hello.capabilities ? [...new Set(hello.capabilities)].filter(agreed) : null;
+        const capabilities = agreedCapabilities(spoken, hello);
         // A private address that is not an address is not one: the node is then served by its own replicas only.
         session.setCapabilities(capabilities ?? [], hello.privateAddress && isIP(hello.privateAddress) !== 0 ? hello.privateAddress : null, hello.challengePort ?? null, hello.fence ?? null);
         session.send({

@@ -1,4 +1,5 @@
 import type { Tx } from '../db/database.js';
+import { finishManagedDrains, markReportsDrain } from '../db/managed-drains.js';
 import { prismaSql } from '../db/sql.js';
 import type { EvaluationPlan } from '../scheduling/evaluation.js';
 
@@ -54,6 +55,9 @@ export async function writePlan(tx: Tx, plan: EvaluationPlan, epoch: number): Pr
         });
         if (done.count > 0) {
           await tx.deployment.updateMany({ where: { serviceId: d.serviceId, status: 'running', id: { not: d.id } }, data: { status: 'superseded', reason: `replaced by deployment ${d.id}` } });
+          // Its drain (allocations.drained of its nodes): whether it is reported, and its sums if every report is in.
+          await markReportsDrain(sql, d.id);
+          await finishManagedDrains(sql, [d.id]);
         }
         break;
       }

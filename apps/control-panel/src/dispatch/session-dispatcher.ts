@@ -1,5 +1,5 @@
 import { sanitizeText, type Logger } from '@tether/common';
-import { CAPABILITIES, createIdGenerator, workloadCapabilities, type DeployDrained, type DeployResult, type Heartbeat, type Workload } from '@tether/protocol';
+import { CAPABILITIES, createIdGenerator, workloadCapabilities, type AllocationsDrained, type DeployDrained, type DeployResult, type Heartbeat, type Workload } from '@tether/protocol';
 import { AppError, PanelError } from '../errors.js';
 import { lackedDelivery, lacksDeliveryReason, needsDelivery, type PlannedWorkload, type SecretDelivery } from '../secrets/secret-delivery.js';
 import type { PanelEvents } from '../panel-events.js';
@@ -204,18 +204,33 @@ export class SessionDispatcher implements DeploymentDispatcher {
   drainedReceived(session: AgentSession, message: DeployDrained): Promise<void> {
     return this.guarded(session, message.type, async () => {
       const { deploymentId, connectionsOpenAtSwitch, connectionsCut } = message;
-      // The protocol bounds the time's text, not its meaning: one that is no time is recorded as received here.
-      const reported = new Date(message.drainEndedAt);
-      const drainEndedAt = (Number.isNaN(reported.getTime()) ? new Date() : reported).toISOString();
+      const drainEndedAt = reportedTime(message.drainEndedAt);
       const recorded = await this.store.deploymentDrained({ deploymentId, nodeId: session.nodeId, connectionsOpenAtSwitch, connectionsCut, drainEndedAt });
-      if (!recorded) {
-        this.logger.debug({ node: session.nodeName, deploymentId }, 'drain report ignored: already recorded, or not a deployment of this node');
-        return;
-      }
-      const node = session.nodeName;
-      this.metrics?.nodeDrains.inc({ node, counted: connectionsCut === null ? 'no' : 'yes' });
-      if (connectionsCut !== null && connectionsCut > 0) this.metrics?.nodeDrainConnectionsCut.inc({ node }, connectionsCut);
+      this.drainCounted(session, message, recorded, 'already recorded, or not a deployment of this node');
     });
+  }
+
+  /**
+   * allocations.drained (capability allocations.drain): one rollout's drain of a managed deployment, recorded through
+   * the fact writer (the first report naming an allocation wins); the deployment's drain is set once it is drained
+   * (db/managed-drains.ts). Not ACKed.
+   */
+  allocationsDrainedReceived(session: AgentSession, message: AllocationsDrained): Promise<void> {
+    return this.guarded(session, message.type, async () => {
+      const { deploymentId, allocationIds, connectionsOpenAtSwitch, connectionsCut } = message;
+      const report = { deploymentId, nodeId: session.nodeId, sessionId: session.id, allocationIds, connectionsOpenAtSwitch, connectionsCut, drainEndedAt: reportedTime(message.drainEndedAt) };
+      const recorded = await this.store.allocationDrained(report);
+      this.drainCounted(session, message, recorded, 'its allocations already reported, or none of this node');
+    });
+  }
+
+  /** A drain report recorded counts in the node's drain metrics; one ignored is logged. */
+  private drainCounted(session: AgentSession, message: DeployDrained | AllocationsDrained, recorded: boolean, ignored: string): void {
+    const node = session.nodeName;
+    if (!recorded) return void this.logger.debug({ node, deploymentId: message.deploymentId }, `drain report ignored: ${ignored}`);
+    const cut = message.connectionsCut;
+    this.metrics?.nodeDrains.inc({ node, counted: cut === null ? 'no' : 'yes' });
+    if (cut !== null && cut > 0) this.metrics?.nodeDrainConnectionsCut.inc({ node }, cut);
   }
 
   /** A heartbeat may settle a deployment delivered on an earlier session. */
@@ -249,4 +264,10 @@ export class SessionDispatcher implements DeploymentDispatcher {
       this.logger.error({ err, node: session.nodeName, type }, 'deployment update failed');
     }
   }
+}
+
+/** The protocol bounds the time's text, not its meaning: one that is no time is recorded as received here. */
+function reportedTime(text: string): string {
+  const reported = new Date(text);
+  return (Number.isNaN(reported.getTime()) ? new Date() : reported).toISOString();
 }

@@ -1,5 +1,6 @@
 import { insertAuditRows } from '../audit/audit-entry.js';
 import { sqlOf, type Db, type Tx } from '../db/database.js';
+import { finishManagedDrains, recordAllocationDrain } from '../db/managed-drains.js';
 import { prismaSql, type Sql } from '../db/sql.js';
 import type { DurableFact, FactResult, FactWriter } from './facts.js';
 import { applySessionFacts, isSessionFact, sessionWaves, type SessionFact } from './session-event-batch.js';
@@ -101,6 +102,13 @@ async function applyFact(tx: Tx, fact: DurableFact): Promise<FactResult> {
       return applyDeploymentStep(prismaSql(tx), fact);
     case 'allocations.status':
       return applyAllocationStatus(prismaSql(tx), fact);
+    case 'allocation.drained': {
+      // Recorded (or not: a repeat), then the deployment's drain if that made it drained; one transaction.
+      const { kind: _kind, ...report } = fact;
+      const recorded = await recordAllocationDrain(prismaSql(tx), report);
+      await finishManagedDrains(prismaSql(tx), [fact.deploymentId]);
+      return recorded;
+    }
     case 'reload':
       await tx.$executeRaw`
         INSERT INTO reload_events (node_id, at, hash_before, hash_after, reason, fact_key)

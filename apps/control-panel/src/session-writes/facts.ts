@@ -10,6 +10,7 @@
 // while that generation is the node's current one (same statement).
 
 import type { AuditRow } from '../audit/audit-entry.js';
+import type { AllocationDrainReport } from '../db/managed-drains.js';
 
 export type DeploymentTerminal = 'unreachable' | 'ack_timeout' | 'failed' | 'running';
 
@@ -71,6 +72,12 @@ export type DurableFact =
   /** The agent's deploy.drained: recorded once (the first wins), only for a deployment of that node. */
   | { kind: 'deployment.drained'; deploymentId: string; nodeId: string; connectionsOpenAtSwitch: number | null; connectionsCut: number | null; drainEndedAt: string }
   /**
+   * The agent's allocations.drained (capability allocations.drain): one rollout's drain of a managed deployment,
+   * recorded once per allocation (the first report naming it wins); the deployment's drain follows once it is
+   * drained (db/managed-drains.ts). Result: whether the report was recorded.
+   */
+  | ({ kind: 'allocation.drained' } & AllocationDrainReport)
+  /**
    * A node's complete allocations.status (capability workload.allocations): each reported allocation's status,
    * written only where it changed, and `{ state: 'removed' }` on the node's desired=stop allocations it no longer
    * lists; fenced by the session's generation (absent: a lone panel, unfenced). Result: whether any row changed.
@@ -83,7 +90,7 @@ export type DurableFact =
 export const ORPHANED_REASON = 'panel stopped without closing its sessions';
 export const EXPIRED_OWNER_REASON = "the owning panel's lease expired (panel killed or cut off from the database)";
 
-/** What a durable fact's write answered (deployment.finished and deployment.drained: whether the row changed). */
+/** What a durable fact's write answered (deployment.finished and deployment.drained: whether the row changed; allocation.drained: whether it was recorded). */
 export type FactResult = boolean | undefined;
 
 /** Writes facts to the database. Implementations are idempotent per fact. */

@@ -3,6 +3,7 @@ import type { HelloFence } from '@tether/protocol';
 import { sqlOf, type Db } from '../db/database.js';
 import { workloadOf, type PlannedWorkload, type ServiceSpec } from '../db/deployment-spec.js';
 import { withDeadline } from '../db/db-faults.js';
+import type { AllocationDrainReport } from '../db/managed-drains.js';
 import { homeDeploymentsSql } from '../db/where-services-run.js';
 import { AppError } from '../errors.js';
 import type { DeploymentTerminal } from './facts.js';
@@ -73,6 +74,11 @@ export interface SessionStore {
    * another node's deployment change nothing). Not awaited by a REST answer: the outbox holds it through an outage.
    */
   deploymentDrained(report: DrainReport): Promise<boolean>;
+  /**
+   * Records a node's allocations.drained (one rollout's drain of a managed deployment): true when recorded (a report
+   * naming an allocation already reported for the deployment changes nothing). The outbox holds it through an outage.
+   */
+  allocationDrained(report: AllocationDrainReport): Promise<boolean>;
   /** Deployment ids of a node that were delivered but have no result yet. */
   deliveredDeployments(nodeId: string): Promise<string[]>;
   /** What the node should run: every service placed on it with its current deployment. */
@@ -154,6 +160,10 @@ export class OutboxSessionStore implements SessionStore {
 
   async deploymentDrained(report: DrainReport): Promise<boolean> {
     return (await this.outbox.submit({ kind: 'deployment.drained', ...report })) === true;
+  }
+
+  async allocationDrained(report: AllocationDrainReport): Promise<boolean> {
+    return (await this.outbox.submit({ kind: 'allocation.drained', ...report })) === true;
   }
 
   private async committed<T>(write: Promise<T>): Promise<T> {

@@ -1,11 +1,14 @@
-import type { DeployDrained, DeployResult } from '@tether/protocol';
+import type { AllocationsDrained, DeployDrained, DeployResult } from '@tether/protocol';
 
-/** What a deployment's outcome sends: its result, and later its drain (capability workload.drain). */
-export type DeploymentReport = DeployResult | DeployDrained;
+/**
+ * What a deployment's outcome sends: its result, and later its drain (capability workload.drain), or the drain of an
+ * allocation rollout (capability allocations.drain).
+ */
+export type DeploymentReport = DeployResult | DeployDrained | AllocationsDrained;
 
 /**
  * Results waiting for a session to carry them: a deploy.result (or
- * deploy.drained) is never dropped because the socket was. Bounded (the oldest go first past the
+ * deploy.drained, allocations.drained) is never dropped because the socket was. Bounded (the oldest go first past the
  * limit): results are idempotent on the panel, and a deployment the agent
  * never reports ends by the panel's own rules.
  */

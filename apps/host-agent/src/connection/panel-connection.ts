@@ -12,6 +12,7 @@ import {
   encode,
   parseRetryHint,
   type AgentMessage,
+  type AllocationsDrained,
   type DeployDrained,
   type PanelMessage,
   type ProtocolRange,
@@ -252,9 +253,12 @@ export class PanelConnection extends EventEmitter<ConnectionEvents> {
     this.parts.results.hold(result);
   }
 
-  /** Sends a drain's end (`deploy.drained`) now, or on the next session if there is none. */
+  /** Sends a drain's end (`deploy.drained`, or `allocations.drained` for an allocation rollout's) now, or on the next session if there is none. */
   reportDrained(report: DrainReport): void {
-    const message: DeployDrained = { type: 'deploy.drained', id: this.nextId(), ...report };
+    const { allocationIds, ...drain } = report;
+    const message: DeployDrained | AllocationsDrained = allocationIds
+      ? { type: 'allocations.drained', id: this.nextId(), ...drain, allocationIds }
+      : { type: 'deploy.drained', id: this.nextId(), ...drain };
     if (this.session?.sendDrained(message)) return;
     this.parts.results.hold(message);
   }

@@ -1,7 +1,7 @@
 import type { Logger } from '@tether/common';
 import WebSocket from 'ws';
 import { createLoop, errorMessage, type Loop } from '@tether/common';
-import { encode, type AgentMessage, type DeployDrained, type PanelMessage, type RoutingStatus, type Timing, type Workload } from '@tether/protocol';
+import { encode, type AgentMessage, type AllocationsDrained, type DeployDrained, type PanelMessage, type RoutingStatus, type Timing, type Workload } from '@tether/protocol';
 import type { DeployOutcome, PendingEvents, RoutingController, RoutingMapInput, WorkloadController } from '../controllers.js';
 import { AGENT_ERROR_CODES } from '../errors.js';
 import type { LogStreams } from '../logs/index.js';
@@ -110,7 +110,7 @@ export class PanelSession {
     this.events?.sessionReady(terms.confirmed, timing.ackTimeoutMs);
     this.heartbeat.start();
     // A drain's report goes only to a panel that speaks it (one that did not never sent drainSeconds).
-    parts.results.drain((result) => (result.type === 'deploy.drained' && !terms.drainReports ? undefined : this.send(result)));
+    parts.results.drain((result) => (result.type !== 'deploy.result' && !terms.takesDrain(result.type) ? undefined : this.send(result)));
     parts.certificates?.sessionReady(terms.confirmed, timing.ackTimeoutMs);
     this.sendEvents();
     this.sendAllocationStatus();
@@ -150,8 +150,8 @@ export class PanelSession {
   }
 
   /** A drain's end, when this session agreed on workload.drain and can take it. */
-  sendDrained(message: DeployDrained): boolean {
-    return this.terms.drainReports && this.send(message);
+  sendDrained(message: DeployDrained | AllocationsDrained): boolean {
+    return this.terms.takesDrain(message.type) && this.send(message);
   }
 
   /** Reload and canary events to a panel that speaks proxy.events (event-sender.ts). */

@@ -46,6 +46,16 @@ export class SessionTerms {
     return this.has(CAPABILITIES.WORKLOAD_DRAIN);
   }
 
+  /** allocations.drain: an allocation rollout's drain (`allocations.drained`) goes to this panel. */
+  get allocationDrainReports(): boolean {
+    return this.has(CAPABILITIES.ALLOCATIONS_DRAIN);
+  }
+
+  /** Whether this panel takes the drain report (deploy.drained or allocations.drained). */
+  takesDrain(type: 'deploy.drained' | 'allocations.drained'): boolean {
+    return type === 'deploy.drained' ? this.drainReports : this.allocationDrainReports;
+  }
+
   /** routing.remote: `allocations.status` carries each allocation's endpoint. */
   get remoteEndpoints(): boolean {
     return this.has(CAPABILITIES.ROUTING_REMOTE);

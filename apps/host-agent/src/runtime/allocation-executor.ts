@@ -1,6 +1,6 @@
 import type { Logger } from '@tether/common';
 import type { Allocation, AllocationStatus, Release } from '@tether/protocol';
-import type { AllocationSet, ProxyTraffic } from '../controllers.js';
+import type { AllocationSet, DrainReport, ProxyTraffic } from '../controllers.js';
 import { AllocationBook, mergedBindings } from './allocation-book.js';
 import { disownedContainers, planAllocations, type AllocatedContainer, type AllocationPlan } from './allocation-plan.js';
 import { AllocationReport } from './allocation-report.js';
@@ -17,8 +17,9 @@ import { plan, type Action, type PlanContext } from './plan.js';
 // through the deploy path's executor: planAllocations decides which container
 // each allocation owns (adopting unlabelled ones, so an upgrade restarts
 // nothing), which allocations roll to a new release (allocation-rollout.ts),
-// and which containers leave (drained by a drainer of its own, whose end is no
-// `deploy.drained`: that answers only a deploy). Bound containers that crash
+// and which containers leave (drained by a drainer of its own: a rollout's drain
+// ends in `allocations.drained` (capability allocations.drain), a removed
+// allocation's is only logged; `deploy.drained` answers only a deploy). Bound containers that crash
 // are restarted with the reconcile loop's backoff (plan()'s keep-alive); past
 // the restart budget their allocation reads `failed`. Work runs per service in
 // the controller's lanes; see "Allocations on the agent" in docs/architecture.md.
@@ -41,6 +42,8 @@ export interface AllocationExecutorOptions {
   markReported(containerId: string): void;
   /** Asks for a pass at `at` (a held-back restart is due). */
   wake(at: number): void;
+  /** A rollout's drain ended (with the allocations it moved): the agent sends `allocations.drained`. */
+  rolloutDrained?(report: DrainReport & { allocationIds: string[] }): void;
   logger: Logger;
 }
 
@@ -84,7 +87,8 @@ export class AllocationExecutor {
         await stopAndRemove(this.deps, container);
         this.left(container.id);
       },
-      report: (report) => logger.info({ ...report }, 'drain of a removed allocation ended'),
+      // A rollout's drain names its allocations (allocations.drained); a removed allocation's is no deployment's drain.
+      report: (r) => (r.allocationIds ? options.rolloutDrained?.({ ...r, allocationIds: r.allocationIds }) : logger.info({ ...r }, 'drain of a removed allocation ended')),
       logger,
     });
     this.deps = { ...options.deps, drainer: this.drainer, failed: (failure) => void this.crashed(failure) };

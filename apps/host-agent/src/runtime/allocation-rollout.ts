@@ -29,7 +29,8 @@ export async function rollAllocations(deps: ExecutorDeps, plan: AllocationRollou
   onStarting();
   const overlap = !rollsOutWithoutOverlap(workload);
   const action = { kind: 'replace' as const, serviceId: plan.serviceId, workload, replicas: [], keep: [], retire: old, overlap };
-  return old.length > 0 && !overlap ? rolloutWithoutOverlap(deps, action, specs) : rollout(deps, action, specs);
+  const ids = plan.allocations.map((a) => a.allocationId);
+  return old.length > 0 && !overlap ? rolloutWithoutOverlap(deps, action, specs) : rollout(deps, action, specs, ids);
 }
 
 /**
@@ -49,8 +50,10 @@ export async function rollAndRecord(
   };
   mark('pending');
   const result = await rollAllocations(deps, rollout, () => mark('starting'));
-  if (result.drain) o.drainer.follow(result.drain);
   const { outcome } = result;
+  // Its drain is reported (allocations.drained): followed to its end, or 0 and 0 now when nothing overlapped.
+  if (result.drain) o.drainer.follow(result.drain);
+  else if (outcome.status === 'running' && release.drainSeconds !== undefined) o.drainer.reportNothing(release.deploymentId, rollout.allocations.map((a) => a.allocationId));
   if (outcome.status === 'failed') {
     // Not the release's fault (Docker away, a daemon error): the next pass tries again.
     if (isDeploymentFault(outcome.code)) {

@@ -12,6 +12,8 @@ export function workloadCapabilities(o: { volumeInventory: boolean }): readonly 
     CAPABILITIES.WORKLOAD_DRAIN,
     CAPABILITIES.REGISTRY_AUTH,
     CAPABILITIES.WORKLOAD_ALLOCATIONS,
+    // An allocation rollout's drain is reported (allocations.drained): beside workload.allocations and workload.drain only.
+    CAPABILITIES.ALLOCATIONS_DRAIN,
     // Carried out by rollsOutWithoutOverlap in both rollouts (plan.ts, allocation-rollout.ts).
     CAPABILITIES.WORKLOAD_STOP_FIRST,
     // workload.fence is announced by the session (handshake.ts) with the fence's timing, over setFenced.

@@ -20,6 +20,11 @@ export interface DrainRecord {
   deadline: number;
   /** Open on them at the switch; null when the proxy cannot count per container. */
   openAtSwitch: number | null;
+  /**
+   * The allocations whose rollout switched (capability allocations.drain: its end is `allocations.drained`); absent
+   * for a deploy's drain and for a removed allocation's (never reported as a deployment's drain).
+   */
+  allocationIds?: string[];
 }
 
 /** A container is in one drain at most (plan() leaves draining containers alone): its first container names a drain. */
@@ -32,7 +37,8 @@ const isRecord = (r: Partial<DrainRecord>): r is DrainRecord =>
   r.containers.every((c) => typeof c?.id === 'string' && typeof c.name === 'string') &&
   Number.isFinite(r.switchedAt) &&
   Number.isFinite(r.deadline) &&
-  (r.openAtSwitch === null || (Number.isInteger(r.openAtSwitch) && (r.openAtSwitch as number) >= 0));
+  (r.openAtSwitch === null || (Number.isInteger(r.openAtSwitch) && (r.openAtSwitch as number) >= 0)) &&
+  (r.allocationIds === undefined || (Array.isArray(r.allocationIds) && r.allocationIds.length > 0 && r.allocationIds.every((id) => typeof id === 'string')));
 
 export class DrainBook {
   private readonly records = new Map<string, DrainRecord>();

@@ -43,7 +43,7 @@ export class Drainer {
    * The switch: `old` leave the answers and no new request can reach them when this resolves; the drain is
    * recorded (it survives an agent restart). Call follow() with the record once `running` is reported.
    */
-  async switchAway(workload: Workload, old: readonly { id: string; name: string }[], drainSeconds: number): Promise<DrainRecord> {
+  async switchAway(workload: Workload, old: readonly { id: string; name: string }[], drainSeconds: number, allocationIds?: readonly string[]): Promise<DrainRecord> {
     const { book } = this.options;
     const ids = old.map((c) => c.id);
     book.mark(ids);
@@ -61,6 +61,7 @@ export class Drainer {
       switchedAt,
       deadline: switchedAt + drainSeconds * 1000,
       openAtSwitch,
+      ...(allocationIds && allocationIds.length > 0 ? { allocationIds: [...allocationIds] } : {}),
     };
     await book.add(record);
     return record;
@@ -84,11 +85,15 @@ export class Drainer {
     this.active.add(run);
   }
 
-  /** A rollout that left nothing to drain (nothing replaced, or no overlap): 0 and 0, after its result. */
-  reportNothing(deploymentId: string): void {
+  /**
+   * A rollout that left nothing to drain (nothing replaced, or no overlap): 0 and 0, after its result. With
+   * `allocationIds`: an allocation rollout's (allocations.drained), which never marks the deployment reported.
+   */
+  reportNothing(deploymentId: string, allocationIds?: readonly string[]): void {
     // After the microtasks that carry the deployment's result to the session: deploy.drained comes second.
-    this.reported.set(deploymentId, true);
-    setImmediate(() => this.options.report({ deploymentId, connectionsOpenAtSwitch: 0, connectionsCut: 0, drainEndedAt: new Date(this.now()).toISOString() }));
+    const ids = allocationIds && allocationIds.length > 0 ? { allocationIds: [...allocationIds] } : undefined;
+    if (!ids) this.reported.set(deploymentId, true);
+    setImmediate(() => this.options.report({ deploymentId, connectionsOpenAtSwitch: 0, connectionsCut: 0, drainEndedAt: new Date(this.now()).toISOString(), ...ids }));
   }
 
   /** Leaves the drains where they are (the state file resumes them at the next start). */
@@ -115,8 +120,14 @@ export class Drainer {
     await this.options.book.done(record);
     this.stats.ended += 1;
     this.stats.connectionsCut += cut ?? 0;
-    const report: DrainReport = { deploymentId: record.deploymentId, connectionsOpenAtSwitch: record.openAtSwitch, connectionsCut: cut, drainEndedAt: new Date(this.now()).toISOString() };
-    this.reported.set(record.deploymentId, true);
+    const report: DrainReport = {
+      deploymentId: record.deploymentId,
+      connectionsOpenAtSwitch: record.openAtSwitch,
+      connectionsCut: cut,
+      drainEndedAt: new Date(this.now()).toISOString(),
+      ...(record.allocationIds ? { allocationIds: record.allocationIds } : {}),
+    };
+    if (!record.allocationIds) this.reported.set(record.deploymentId, true);
     this.options.logger.info({ ...report, containers: record.containers.map((c) => c.name) }, 'drain ended');
     this.options.report(report);
   }

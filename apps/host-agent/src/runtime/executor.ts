@@ -120,7 +120,13 @@ export async function stopAndRemove(deps: ExecutorDeps, container: { id: string 
  * Caddy) reaches a new one. On failure the new containers are removed and
  * the old ones never noticed.
  */
-export async function rollout(deps: ExecutorDeps, action: RolloutAction, specs: ContainerSpec[] = slotSpecs(deps, action)): Promise<RolloutResult> {
+export async function rollout(
+  deps: ExecutorDeps,
+  action: RolloutAction,
+  specs: ContainerSpec[] = slotSpecs(deps, action),
+  /** An allocation rollout's allocations: its drain is reported as theirs (allocations.drained). */
+  allocationIds?: readonly string[],
+): Promise<RolloutResult> {
   const { runtime } = deps;
   const { workload } = action;
   const keep = action.kind === 'replace' ? action.keep : [];
@@ -139,7 +145,7 @@ export async function rollout(deps: ExecutorDeps, action: RolloutAction, specs: 
   const superseded = [...new Set(old.map((c) => c.deploymentId))];
   if (workload.drainSeconds !== undefined && old.length > 0) {
     // The switch: the old containers leave the answers; their drain runs on after `running` (drainer.ts).
-    const drain = await deps.drainer.switchAway(workload, old, workload.drainSeconds);
+    const drain = await deps.drainer.switchAway(workload, old, workload.drainSeconds, allocationIds);
     outcome.reason += `; draining them for up to ${workload.drainSeconds} s`;
     deps.logger.info({ deploymentId: workload.deploymentId, retired: old.length, drainSeconds: workload.drainSeconds, openAtSwitch: drain.openAtSwitch }, 'rollout switched; draining');
     return { outcome, superseded, cleanup: Promise.resolve(), drain };

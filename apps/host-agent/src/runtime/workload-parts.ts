@@ -137,6 +137,7 @@ export function workloadParts(options: DockerWorkloadControllerOptions, loop: Lo
     planContext: () => loop.planContext(),
     markReported: (id) => ledger.markReported(id),
     wake: (at) => loop.wake(at),
+    rolloutDrained: (drain) => report({ kind: 'drained', drain }),
     logger,
   });
   const watcher = new EventWatcher({

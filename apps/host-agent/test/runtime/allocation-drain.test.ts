@@ -9,7 +9,8 @@ import { TEST_TIMING, useHarness } from './support/harness.js';
 // test says how many connections are open on the old containers. A removed allocation's container leaves the
 // answers at once, reads `draining`, keeps running while something is open and drainSeconds has not passed,
 // then stops and goes; a rollout's old container stops as soon as nothing is open on it. Neither sends
-// deploy.drained (that answers only a deploy).
+// deploy.drained (that answers only a deploy); each rollout's drain is reported with its allocations
+// (allocations.drained), the removed allocation's never.
 
 const docker = await ensureDocker();
 
@@ -34,6 +35,8 @@ describe.skipIf(!docker.available)('runtime: allocation drains', () => {
     const heard: AllocationStatus[][] = [];
     const controller = h.controller({ logger: silentLogger, traffic: () => traffic, onDrained: (r) => drained.push(r) });
     controller.onAllocationStatus(() => heard.push(controller.allocationStatus() ?? []));
+    const reports: DrainReport[] = [];
+    controller.onReport((r) => (r.kind === 'drained' ? reports.push(r.drain) : undefined));
     await controller.start();
     const both = { id: 's1', releases: [release('dr-d1', 2)], allocations: [{ allocationId: 'alc-1', serviceId: 'drained', deploymentId: 'dr-d1' }, { allocationId: 'alc-2', serviceId: 'drained', deploymentId: 'dr-d1' }] };
     controller.setAllocations(both);
@@ -69,6 +72,12 @@ describe.skipIf(!docker.available)('runtime: allocation drains', () => {
     expect(oldGoneMs).toBeLessThan(1_500);
     expect(heard.flat().some((s) => s.allocationId === 'alc-1' && s.state === 'draining')).toBe(false);
     expect(drained).toEqual([]);
+    // The first rollout replaced nothing, the second nothing was open on: 0 and 0 each; alc-2's removal is not there.
+    await waitFor(() => reports.length === 2, { timeoutMs: 1_000, message: 'both rollouts reported' });
+    expect(reports.map((r) => ({ ...r, allocationIds: [...(r.allocationIds ?? [])].sort(), drainEndedAt: typeof r.drainEndedAt }))).toEqual([
+      { deploymentId: 'dr-d1', allocationIds: ['alc-1', 'alc-2'], connectionsOpenAtSwitch: 0, connectionsCut: 0, drainEndedAt: 'string' },
+      { deploymentId: 'dr-d2', allocationIds: ['alc-1'], connectionsOpenAtSwitch: 0, connectionsCut: 0, drainEndedAt: 'string' },
+    ]);
   });
 
 });

@@ -44,6 +44,25 @@ function setup(traffic: ProxyTraffic | undefined, book = new DrainBook()) {
   return { drainer, retired, reports, book };
 }
 
+/** Runs `fn` in a fresh directory, removed after. */
+async function inTempDir(fn: (dir: string) => Promise<void>): Promise<void> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'drains-'));
+  try {
+    await fn(dir);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** A first agent run that records a drain in `file` and stops `afterMs` into it, leaving the drain on disk. */
+async function leftOnDisk(file: string, open: { n: number | Error }, drainSeconds: number, afterMs: number, allocationIds?: string[]) {
+  const first = setup(fakeTraffic(open).traffic, new DrainBook({ file, logger: silentLogger }));
+  first.drainer.follow(await first.drainer.switchAway(workload, old, drainSeconds, allocationIds));
+  await vi.advanceTimersByTimeAsync(afterMs);
+  await first.drainer.stop();
+  return first;
+}
+
 describe('drainer', () => {
   beforeEach(() => vi.useFakeTimers({ now: 1_000_000 }));
   afterEach(() => vi.useRealTimers());
@@ -136,14 +155,10 @@ describe('drainer', () => {
   });
 
   it('a stopped agent leaves the drain on disk; the next run resumes it and stops at the same deadline', async () => {
-    const dir = await mkdtemp(path.join(os.tmpdir(), 'drains-'));
-    try {
+    await inTempDir(async (dir) => {
       const file = path.join(dir, 'drains.json');
       const open = { n: 1 as number | Error };
-      const first = setup(fakeTraffic(open).traffic, new DrainBook({ file, logger: silentLogger }));
-      first.drainer.follow(await first.drainer.switchAway(workload, old, 8));
-      await vi.advanceTimersByTimeAsync(3_000);
-      await first.drainer.stop();
+      const first = await leftOnDisk(file, open, 8, 3_000);
       expect(first.retired).toEqual([]);
       expect(JSON.parse(await readFile(file, 'utf8')).drains).toHaveLength(1);
 
@@ -160,8 +175,28 @@ describe('drainer', () => {
       // The report follows the state file's write (real I/O).
       await vi.waitFor(() => expect(second.reports[0]).toMatchObject({ deploymentId: 'dep_2', connectionsOpenAtSwitch: 1, connectionsCut: 1 }));
       expect(JSON.parse(await readFile(file, 'utf8')).drains).toEqual([]);
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
+    });
+  });
+  it('an allocation rollout\'s drain keeps its allocations across a restart and reports them (allocations.drained), never marking the deployment', async () => {
+    await inTempDir(async (dir) => {
+      const file = path.join(dir, 'allocation-drains.json');
+      const open = { n: 1 as number | Error };
+      await leftOnDisk(file, open, 4, 1_000, ['alc_2', 'alc_1']);
+
+      const book = new DrainBook({ file, logger: silentLogger });
+      const second = setup(fakeTraffic(open).traffic, book);
+      const records = await book.load();
+      expect(records).toEqual([{ deploymentId: 'dep_2', serviceId: 'svc_a', containers: old, switchedAt: 1_000_000, deadline: 1_004_000, openAtSwitch: 1, allocationIds: ['alc_2', 'alc_1'] }]);
+      for (const r of records) second.drainer.follow(r);
+      await vi.advanceTimersByTimeAsync(3_100);
+      await vi.waitFor(() => expect(second.reports).toEqual([{ deploymentId: 'dep_2', allocationIds: ['alc_2', 'alc_1'], connectionsOpenAtSwitch: 1, connectionsCut: 1, drainEndedAt: expect.any(String) }]));
+      expect(second.retired.map((r) => r.at - 1_000_000)).toEqual([4_000]);
+      // It is no deploy's drain: a redelivery of the deployment would still report its own.
+      expect(second.drainer.knows('dep_2')).toBe(false);
+      second.drainer.reportNothing('dep_3', ['alc_1']);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(second.reports[1]).toMatchObject({ deploymentId: 'dep_3', allocationIds: ['alc_1'], connectionsOpenAtSwitch: 0, connectionsCut: 0 });
+      expect(second.drainer.knows('dep_3')).toBe(false);
+    });
   });
 });
