@@ -17,12 +17,10 @@ import { plan, type Action, type PlanContext } from './plan.js';
 // through the deploy path's executor: planAllocations decides which container
 // each allocation owns (adopting unlabelled ones, so an upgrade restarts
 // nothing), which allocations roll to a new release (allocation-rollout.ts),
-// and which containers leave (drained by a drainer of its own: a rollout's drain
-// ends in `allocations.drained` (capability allocations.drain), a removed
-// allocation's is only logged; `deploy.drained` answers only a deploy). Bound containers that crash
-// are restarted with the reconcile loop's backoff (plan()'s keep-alive); past
-// the restart budget their allocation reads `failed`. Work runs per service in
-// the controller's lanes; see "Allocations on the agent" in docs/architecture.md.
+// and which containers leave (drained by its own drainer: a rollout's drain ends
+// in `allocations.drained`, a removed allocation's is only logged). Crashed
+// bound containers restart with plan()'s backoff; past the budget their
+// allocation reads `failed`. See "Allocations on the agent" in architecture.md.
 
 export type { AllocationSet } from '../controllers.js';
 
@@ -87,7 +85,6 @@ export class AllocationExecutor {
         await stopAndRemove(this.deps, container);
         this.left(container.id);
       },
-      // A rollout's drain names its allocations (allocations.drained); a removed allocation's is no deployment's drain.
       report: (r) => (r.allocationIds ? options.rolloutDrained?.({ ...r, allocationIds: r.allocationIds }) : logger.info({ ...r }, 'drain of a removed allocation ended')),
       logger,
     });
