@@ -1,7 +1,7 @@
 -- Issue 36: the drains of a managed deployment's allocation rollouts (agent → panel `allocations.drained`, capability
 -- `allocations.drain`): one row per report, i.e. per rollout of the deployment's release on one node (the allocations
 -- it moved, the connections open at the switch and cut, when it ended). The deployment's own drain fields are their sum
--- once it runs and every allocation running it is covered by a report (session-writes/managed-drains.ts).
+-- once it runs and every allocation running it is covered by a report (src/db/managed-drains.ts).
 CREATE TABLE "deployment_drains" (
     "id" BIGSERIAL NOT NULL,
     "deployment_id" TEXT NOT NULL,
