@@ -1,6 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
-import { rm } from 'node:fs/promises';
+import { readFile, rm } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { sleep, type Logger } from '@tether/common';
 import { readFileIfExists } from '../state/atomic-file.js';
@@ -96,8 +96,18 @@ export class KnotAnswerer extends KnotSupervision {
   async pid(): Promise<number | null> {
     const pid = Number((await readFileIfExists(this.paths.pid))?.toString('utf8').trim());
     if (!Number.isInteger(pid) || pid <= 1) return null;
-    const cmdline = (await readFileIfExists(`/proc/${pid}/cmdline`))?.toString('utf8') ?? '';
-    return cmdline.includes(this.paths.conf) ? pid : null;
+    return (await cmdlineOf(pid)).includes(this.paths.conf) ? pid : null;
+  }
+}
+
+/** A process's command line; empty once it is gone (ENOENT), or while it exits (the read fails with ESRCH). */
+async function cmdlineOf(pid: number): Promise<string> {
+  try {
+    return (await readFile(`/proc/${pid}/cmdline`)).toString('utf8');
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    if (code === 'ENOENT' || code === 'ESRCH') return '';
+    throw error;
   }
 }
 
