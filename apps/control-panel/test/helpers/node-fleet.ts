@@ -95,11 +95,15 @@ export async function startFleet(options: { tag: string; nodes: number; panelEnv
       // A container listed running while it is being stopped may have left its network already: it answers nothing.
       const address = Object.values(c.NetworkSettings.Networks ?? {})[0]?.IPAddress;
       if (!address) return null;
-      try {
-        const res = await fetch(`http://${address}:8080/`, { signal: AbortSignal.timeout(1_000) });
-        return res.ok ? (await res.text()).trim() : null;
-      } catch {
-        return null;
+      // A refusal, a reset or a non-200 is an answer of "not serving"; a probe that only ran out of time on a loaded
+      // machine says nothing either way, so it is asked again (three times in all) before it counts as silence.
+      for (let attempt = 1; ; attempt += 1) {
+        try {
+          const res = await fetch(`http://${address}:8080/`, { signal: AbortSignal.timeout(1_000) });
+          return res.ok ? (await res.text()).trim() : null;
+        } catch (err) {
+          if ((err as Error).name !== 'TimeoutError' || attempt === 3) return null;
+        }
       }
     },
     settled: (id, timeoutMs) =>
