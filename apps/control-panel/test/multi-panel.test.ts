@@ -19,13 +19,14 @@ import { RawAgent } from './helpers/raw-agent.js';
 
 const LEASE_MS = 1_500;
 const ACK_MS = 600;
+const DEBOUNCE_MS = 500;
 const PANEL_MAIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'dist', 'main.js');
 const env = {
   TETHER_PANEL_LEASE_MS: String(LEASE_MS),
   TETHER_ACK_TIMEOUT_MS: String(ACK_MS),
   TETHER_SESSION_IDLE_MS: '5000',
   TETHER_PING_INTERVAL_MS: '1000',
-  TETHER_ROUTING_DEBOUNCE_MS: '500',
+  TETHER_ROUTING_DEBOUNCE_MS: String(DEBOUNCE_MS),
   TETHER_FLEET_REFRESH_MS: '200',
 };
 
@@ -290,13 +291,19 @@ describe('several panels: liveness and pushes', () => {
     await new Promise((r) => setTimeout(r, 1_500));
     const maps = () => agent.received.filter((m) => m.type === 'routing.map');
     const before = maps().length;
+    const sentAt = Date.now();
     const results = await Promise.all(
       Array.from({ length: 20 }, (_, i) => (i % 2 ? a : c).api('POST', '/v1/routes', { domain: `burst-${i}.example.test`, serviceId: service.id })),
     );
+    const spanMs = Date.now() - sentAt;
     expect(results.map((r) => r.status)).toEqual(Array(20).fill(201));
     await waitFor(() => maps().length > before, { timeoutMs: 3_000 });
     await new Promise((r) => setTimeout(r, 1_500));
-    expect(maps().length - before).toBe(1);
+    // B's window is fixed from the first change it hears (routing-reconciler.ts: a trickle cannot hold it open), so
+    // a burst that took longer than the window on a loaded machine is one push per window it spans, never one per change.
+    console.log(`burst of 20 route changes through A and C: answered within ${spanMs} ms; B pushed ${maps().length - before} time(s) (window ${DEBOUNCE_MS} ms)`);
+    expect(maps().length - before).toBeLessThanOrEqual(spanMs < DEBOUNCE_MS ? 1 : 1 + Math.ceil(spanMs / DEBOUNCE_MS));
+    expect(maps().length - before).toBeGreaterThanOrEqual(1);
     const text = JSON.stringify(maps().at(-1));
     for (let i = 0; i < 20; i++) expect(text).toContain(`burst-${i}.example.test`);
   }, 30_000);
