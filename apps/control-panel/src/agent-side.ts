@@ -1,5 +1,4 @@
-import type { Logger } from '@tether/common';
-import type { EventEmitter } from 'node:events';
+import { listen, type Logger, type Unsubscribe } from '@tether/common';
 import { CLOSE_CODES, closeCodeName } from '@tether/protocol';
 import type { PanelConfig } from './config.js';
 import type { Db } from './db/database.js';
@@ -48,21 +47,6 @@ export interface AgentSide {
   certificates: CertificateRelay;
   start(): void;
   stop(): Promise<void>;
-}
-
-/** What a listener set added here takes back. */
-type Unsubscribe = () => void;
-
-/** Adds a listener and returns what removes it. */
-function listen<T extends Record<keyof T, unknown[]>, K extends keyof T & string>(
-  emitter: EventEmitter<T>,
-  event: K,
-  listener: (...args: T[K]) => void,
-): Unsubscribe {
-  // Node's typed EventEmitter cannot take a generic key; the key and the listener are checked in this signature.
-  const untyped = emitter as unknown as EventEmitter;
-  untyped.on(event, listener as (...args: unknown[]) => void);
-  return () => void untyped.off(event, listener as (...args: unknown[]) => void);
 }
 
 /**

@@ -13,3 +13,4 @@ export * from './text.js';
 export * from './prometheus.js';
 export * from './versions.js';
 export * from './host-port.js';
+export * from './listen.js';

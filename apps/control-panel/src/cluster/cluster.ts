@@ -1,3 +1,4 @@
+import { listen } from '@tether/common';
 import { CLOSE_CODES } from '@tether/protocol';
 import { healthOf, locatorOf, type Db } from '../db/database.js';
 import type { PrimaryLocator } from '../db/primary-locator.js';
@@ -24,7 +25,6 @@ import { PeerClient } from './peer-client.js';
 import { PANEL_AUTH_SCHEME, PanelSecret, PeerVerifier } from './peer-credentials.js';
 import { PanelSignals } from './panel-signals.js';
 import { SignalRelay } from './signal-relay.js';
-import { listeners } from './listeners.js';
 import { TimelineFence } from './timeline-fence.js';
 
 // Several panels on one PostgreSQL (issue 10). This panel's lease, its claims
@@ -176,24 +176,24 @@ export class PanelCluster {
   /** Starts LISTEN, the sweep, and the report writer's listeners (the lease is started before, on its own). */
   async start(): Promise<void> {
     const { registry, logger } = this.options;
-    const { on, off } = listeners();
-    this.off.push(off);
-    on(registry, 'opened', (s: AgentSession) => this.reports.observe(s, 'connected'));
-    this.off.push(this.options.frames.observe((s) => this.reports.observe(s, 'connected')));
-    on(registry, 'closed', (s: AgentSession) => {
-      this.reports.observe(s, 'closed');
-      this.generations.delete(s.id);
-    });
-    this.off.push(this.relay.start());
-    on(this.lease, 'renewed', () => this.renewed());
-    on(this.lease, 'lost', ({ othersSeen }: { othersSeen: boolean }) => {
-      // With another live panel, this one's agents can move there; alone, keeping the sessions keeps liveness.
-      if (!othersSeen) {
-        logger.warn({ panelId: this.panelId }, 'lease lost but no other live panel was seen: sessions kept');
-        return;
-      }
-      for (const s of registry.list()) s.teardown(CLOSE_CODES.GOING_AWAY, `panel ${this.panelId} lost its lease; reconnect to another panel`);
-    });
+    this.off.push(
+      listen(registry, 'opened', (s: AgentSession) => this.reports.observe(s, 'connected')),
+      this.options.frames.observe((s) => this.reports.observe(s, 'connected')),
+      listen(registry, 'closed', (s: AgentSession) => {
+        this.reports.observe(s, 'closed');
+        this.generations.delete(s.id);
+      }),
+      this.relay.start(),
+      listen(this.lease, 'renewed', () => this.renewed()),
+      listen(this.lease, 'lost', ({ othersSeen }: { othersSeen: boolean }) => {
+        // With another live panel, this one's agents can move there; alone, keeping the sessions keeps liveness.
+        if (!othersSeen) {
+          logger.warn({ panelId: this.panelId }, 'lease lost but no other live panel was seen: sessions kept');
+          return;
+        }
+        for (const s of registry.list()) s.teardown(CLOSE_CODES.GOING_AWAY, `panel ${this.panelId} lost its lease; reconnect to another panel`);
+      }),
+    );
     this.signals.start();
     // The lease started before (its own component: it is given up after the outbox drains); its first renewal
     // had no listener yet.

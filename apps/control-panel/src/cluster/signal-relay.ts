@@ -1,11 +1,10 @@
-import type { Logger } from '@tether/common';
+import { listen, type Logger } from '@tether/common';
 import { CLOSE_CODES } from '@tether/protocol';
 import type { Db } from '../db/database.js';
 import type { PanelEvents } from '../panel-events.js';
 import type { SessionGenerations } from '../sessions/generations.js';
 import type { SessionRegistry } from '../sessions/registry.js';
 import type { DeploySignals } from './cluster-dispatcher.js';
-import { listeners } from './listeners.js';
 import type { PanelSignals, Signal } from './panel-signals.js';
 
 // The signals between panels (LISTEN/NOTIFY, ids only; panel-signals.ts), both
@@ -35,27 +34,30 @@ export class SignalRelay {
   /** Adds the listeners; returns what removes them. */
   start(): () => void {
     const { registry, events } = this.options;
-    const { on, off } = listeners();
-    on(this.options.signals, 'signal', (signal: Signal) => this.received(signal));
-    on(this.options.signals, 'connected', () => void this.rescan());
-    // REST changes committed here reach the owner wherever it is (a signal to self is ignored on receipt).
-    on(events, 'routing.changed', (e: { nodeIds: string[]; remote?: boolean }) => {
-      const ids = e.nodeIds.filter((id) => !registry.get(id));
-      if (!e.remote && ids.length > 0) void this.options.signals.send('routing', this.panelId, ids);
-    });
-    on(events, 'workloads.changed', (e: { nodeId: string; remote?: boolean }) => {
-      if (!e.remote && !registry.get(e.nodeId)) void this.options.signals.send('workloads', this.panelId, [e.nodeId]);
-    });
-    on(events, 'node.decommissioned', (e: { nodeId: string; remote?: boolean }) => {
-      if (!e.remote) void this.options.signals.send('decommissioned', this.panelId, [e.nodeId]);
-    });
-    on(events, 'token.revoked', (e: { tokenId: string; remote?: boolean }) => {
-      if (!e.remote) void this.options.signals.send('revoked', this.panelId, [e.tokenId]);
-    });
-    on(events, 'cookie.signed-out', (e: { cookieId: string; expiresAtMs: number; remote?: boolean }) => {
-      if (!e.remote) void this.options.signals.send('signed-out', this.panelId, [`${e.cookieId}/${e.expiresAtMs}`]);
-    });
-    return off;
+    const send = (kind: Parameters<PanelSignals['send']>[0], ids: string[]) => void this.options.signals.send(kind, this.panelId, ids);
+    // Each listener's arguments are spelled out: listen() does not infer them from these emitters' event maps.
+    const off = [
+      listen(this.options.signals, 'signal', (signal: Signal) => this.received(signal)),
+      listen(this.options.signals, 'connected', () => void this.rescan()),
+      // REST changes committed here reach the owner wherever it is (a signal to self is ignored on receipt).
+      listen(events, 'routing.changed', (e: { nodeIds: string[]; remote?: boolean }) => {
+        const ids = e.nodeIds.filter((id) => !registry.get(id));
+        if (!e.remote && ids.length > 0) send('routing', ids);
+      }),
+      listen(events, 'workloads.changed', (e: { nodeId: string; remote?: boolean }) => {
+        if (!e.remote && !registry.get(e.nodeId)) send('workloads', [e.nodeId]);
+      }),
+      listen(events, 'node.decommissioned', (e: { nodeId: string; remote?: boolean }) => {
+        if (!e.remote) send('decommissioned', [e.nodeId]);
+      }),
+      listen(events, 'token.revoked', (e: { tokenId: string; remote?: boolean }) => {
+        if (!e.remote) send('revoked', [e.tokenId]);
+      }),
+      listen(events, 'cookie.signed-out', (e: { cookieId: string; expiresAtMs: number; remote?: boolean }) => {
+        if (!e.remote) send('signed-out', [`${e.cookieId}/${e.expiresAtMs}`]);
+      }),
+    ];
+    return () => off.splice(0).forEach((f) => f());
   }
 
   private received(signal: Signal): void {
