@@ -230,8 +230,12 @@ describe.skipIf(!ready)('real routing changes (periodic push out of the way: 10 
     const pushesBefore = pushes();
     const started = Date.now();
     await Promise.all(domains.map((d) => attachRoute(panel, shop.serviceId, d)));
-    // Otherwise the test would not be testing a burst inside one window.
-    expect(Date.now() - started).toBeLessThan(DEBOUNCE_MS / 2);
+    // Otherwise the test would not be testing a burst inside one window. The bound is exact, not a margin:
+    // each attachment signals its change before its answer is sent, and the window opens at the first
+    // signal (after \`started\`), so answers all back within DEBOUNCE_MS put every change inside the window.
+    const burstMs = Date.now() - started;
+    console.info(`burst: 20 attachments answered in ${burstMs} ms (window ${DEBOUNCE_MS} ms)`);
+    expect(burstMs).toBeLessThan(DEBOUNCE_MS);
 
     const expected = await containerHostname(shop.deploymentId);
     await waitFor(async () => (await getThroughProxy(h, domains.at(-1)!)).body === expected, { timeoutMs: DEBOUNCE_MS + 10_000, message: 'the last domain served' });
