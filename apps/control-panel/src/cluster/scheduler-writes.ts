@@ -43,6 +43,7 @@ export async function writePlan(tx: Tx, plan: EvaluationPlan, epoch: number): Pr
     await sql.run(`DELETE FROM allocations WHERE id = ANY($1::text[]) AND desired = 'stop' AND status->>'state' = 'removed'`, [plan.remove]);
   }
   const now = new Date();
+  const ranNow: string[] = [];
   for (const d of plan.deployments) {
     switch (d.kind) {
       case 'progress':
@@ -55,9 +56,9 @@ export async function writePlan(tx: Tx, plan: EvaluationPlan, epoch: number): Pr
         });
         if (done.count > 0) {
           await tx.deployment.updateMany({ where: { serviceId: d.serviceId, status: 'running', id: { not: d.id } }, data: { status: 'superseded', reason: `replaced by deployment ${d.id}` } });
-          // Its drain (allocations.drained of its nodes): whether it is reported, and its sums if every report is in.
+          // Its drain (allocations.drained of its nodes): whether it is reported; its sums once every report is in.
           await markReportsDrain(sql, d.id);
-          await finishManagedDrains(sql, [d.id]);
+          ranNow.push(d.id);
         }
         break;
       }
@@ -69,5 +70,7 @@ export async function writePlan(tx: Tx, plan: EvaluationPlan, epoch: number): Pr
         break;
     }
   }
+  // Last: it takes the lock that orders it with the reports' check (db/managed-drains.ts).
+  await finishManagedDrains(sql, ranNow);
 }
 

@@ -15,6 +15,14 @@ import type { Sql } from './sql.js';
 // null: a proxy that could not count), and `drain_ended_at` the latest report's end. It is checked when a report is
 // recorded and when the scheduler ends the deployment `running`; the first result is kept. Both the session-fact
 // writer and the scheduler's fenced write call these (db/ is below both).
+//
+// Those two checks run in two transactions that can overlap (a node's last report and the scheduler's `running`
+// write within milliseconds), and each sees only what had committed when its check began: seen once in a CI run,
+// where neither saw the other and the drain was never finished. So each check takes one transaction-scoped advisory
+// lock, as the last thing its transaction does: the second to take it runs after the first committed and sees both
+// writes. Holding it, neither waits for a row the other holds (the scheduler's finish writes only its own locked
+// rows; the report's finish writes a row only once the scheduler's write is committed), so it cannot deadlock.
+const DRAIN_CHECK_LOCK_KEY = 72707371;
 
 /** What an agent's `allocations.drained` says, and which node and session said it. */
 export interface AllocationDrainReport {
@@ -59,6 +67,8 @@ export async function recordAllocationDrain(sql: Sql, r: AllocationDrainReport):
  */
 export async function finishManagedDrains(sql: Sql, deploymentIds: readonly string[]): Promise<string[]> {
   if (deploymentIds.length === 0) return [];
+  // Call it last in its transaction (see the top of this file).
+  await sql.run(`SELECT pg_advisory_xact_lock(${DRAIN_CHECK_LOCK_KEY})`);
   const rows = await sql.rows<{ id: string }>(
     `WITH due AS (
       SELECT d.id FROM deployments d

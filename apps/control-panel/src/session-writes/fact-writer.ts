@@ -49,6 +49,8 @@ export class PrismaFactWriter implements FactWriter {
         results.push(await applyFact(tx, facts[i]!));
         i++;
       }
+      // Last in the transaction: it takes the lock that orders it with the scheduler's check (db/managed-drains.ts).
+      await finishManagedDrains(prismaSql(tx), [...new Set(facts.flatMap((f) => (f.kind === 'allocation.drained' ? [f.deploymentId] : [])))]);
       return results;
     }, this.txOptions);
   }
@@ -103,11 +105,9 @@ async function applyFact(tx: Tx, fact: DurableFact): Promise<FactResult> {
     case 'allocations.status':
       return applyAllocationStatus(prismaSql(tx), fact);
     case 'allocation.drained': {
-      // Recorded (or not: a repeat), then the deployment's drain if that made it drained; one transaction.
+      // Recorded (or not: a repeat); the deployment's drain is checked at the end of the batch (apply()).
       const { kind: _kind, ...report } = fact;
-      const recorded = await recordAllocationDrain(prismaSql(tx), report);
-      await finishManagedDrains(prismaSql(tx), [fact.deploymentId]);
-      return recorded;
+      return recordAllocationDrain(prismaSql(tx), report);
     }
     case 'reload':
       await tx.$executeRaw`
