@@ -294,6 +294,44 @@ describe('status per replica', () => {
   });
 });
 
+describe('the upgrade to allocations: the set is held until what the node runs is adopted', () => {
+  it("held while the node row still reads the old panel's capabilities (the open's write not landed yet), then sent with the adoption", async () => {
+    // A node whose last session agreed no workload.allocations (an old panel), running a released service.
+    const n = await panel.createNode('adopt-race');
+    await sql().run(`UPDATE nodes SET capabilities = $2 WHERE id = $1`, [n.id, [CAPABILITIES.SECRETS]]);
+    const svc = await serviceWithRelease(n.name, 'adopt-kept');
+    // The open's write of the agreed capabilities waits behind this lock (an update's: the claim's foreign key
+    // check still passes, so the session opens), as it did once in a loaded CI run
+    // (behind the outbox); the set's read goes ahead. Reading the node as unmanaged then, the panel sent an
+    // empty set and the upgraded agent retired every container the adoption was about to take over.
+    let release!: () => void;
+    const held = panel.prisma.$transaction(
+      async (tx) => {
+        await tx.$executeRawUnsafe(`SELECT 1 FROM nodes WHERE id = $1 FOR NO KEY UPDATE`, n.id);
+        await new Promise<void>((resolve) => (release = resolve));
+      },
+      { maxWait: 2_000, timeout: 15_000 },
+    );
+    await waitFor(() => release !== undefined, { timeoutMs: 2_000 });
+    const agent = await connect(n, CAPABLE);
+    // The set's read lingers at most OPEN_READ_LINGER_MS after the open; the routing map's write waits for the lock too.
+    await new Promise((r) => setTimeout(r, 700));
+    const [row] = await sql().rows<{ capabilities: string[] }>(`SELECT capabilities FROM nodes WHERE id = $1`, [n.id]);
+    expect(row!.capabilities, 'the open write is still held').toEqual([CAPABILITIES.SECRETS]);
+    expect(agent.received.filter((m) => m.type === 'allocations')).toEqual([]);
+    release();
+    await held;
+    await panel.settled();
+    expect(agent.received.filter((m) => m.type === 'allocations')).toEqual([]);
+
+    // The adoption (the scheduler's write, here by hand) and its changed(): the set carries it.
+    const adopted = await allocation(svc.serviceId, n.id, svc.releaseId);
+    panel.app.agentSide.allocations.changed(n.id, 'test: adopted');
+    const frame = await agent.waitFor<Allocations>((m) => m.type === 'allocations');
+    expect(frame.allocations.map((x) => x.allocationId)).toEqual([adopted]);
+  });
+});
+
 describe('a release that stops first (rollout.maxSurge 0)', () => {
   it('is left out for an agent without workload.stop-first (AGENT_LACKS_CAPABILITY naming it) and carries stopFirst to one with it', async () => {
     const ofNode = async (label: string, capabilities: string[]) => {

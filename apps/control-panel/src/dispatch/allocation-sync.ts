@@ -1,7 +1,6 @@
 import { KeyedSerialQueue, TickBatcher, type Logger } from '@tether/common';
 import { CAPABILITIES, createIdGenerator, type AllocationsStatus, type Capability, type Workload } from '@tether/protocol';
 import { sqlOf, type Db } from '../db/database.js';
-import { managedSql } from '../db/where-services-run.js';
 import { forAgent, releaseOf, type PlannedWorkload, type ServiceSpec } from '../db/deployment-spec.js';
 import { allocationsFrame, type LeftOutAllocation } from '../scheduling/allocation-frames.js';
 import { desiredWorkloads } from '../scheduling/desired-workloads.js';
@@ -246,10 +245,14 @@ export class AllocationSync {
       WHERE a.node_id = ANY($1::text[]) AND a.desired = 'run'`,
       [nodeIds],
     );
-    // As scheduling/evaluation.ts adopts: a managed service with no allocation at all, replicas wanted, a running release.
+    // As scheduling/evaluation.ts adopts: a managed service with no allocation at all, replicas wanted, a running
+    // release. Managed without asking the node row: these nodes have a session that agreed workload.allocations, so
+    // they are managed, while the row may still hold what the last panel without allocations recorded (the open's
+    // write comes through the outbox; once, under load, it landed after this read, the node read as unmanaged, an
+    // empty set went out and the upgraded agent retired every container the adoption was about to take over).
     const awaiting = await sql.rows<{ node_id: string; id: string }>(
-      `SELECT s.node_id, s.id FROM services s JOIN nodes h ON h.id = s.node_id
-      WHERE s.node_id = ANY($1::text[]) AND ${managedSql('s', 'h')} AND s.replicas > 0
+      `SELECT s.node_id, s.id FROM services s
+      WHERE s.node_id = ANY($1::text[]) AND s.replicas > 0
         AND NOT EXISTS (SELECT 1 FROM allocations a WHERE a.service_id = s.id)
         AND EXISTS (SELECT 1 FROM deployments d WHERE d.service_id = s.id AND d.status = 'running')`,
       [nodeIds],
