@@ -1,11 +1,13 @@
 #!/usr/bin/env node
 // Runs each test case that asserts a wall-clock bound (scripts/timed-cases.json,
 // made by scripts/timed-cases.mjs) many times while busy loops keep every core
-// loaded, one `vitest run FILE -t CASE` per run, and sums up the failures.
-//   node scripts/stress-timed.mjs [--runs 20] [--load N] [--match TEXT] [--limit N] [--minutes M] [--list]
+// loaded (one `vitest run FILE -t CASES` per file and run), and sums up the failures.
+//   node scripts/stress-timed.mjs [--runs 20] [--load N] [--match TEXT] [--limit N] [--minutes M] [--per-case] [--pending] [--list]
 // --load: busy loops (default: one per core); --match: only cases whose
 // package, file or name contains TEXT (several: A|B); --limit: at most N
-// cases; --minutes: start no new case after M minutes.
+// cases; --minutes: start no new case after M minutes; --pending: only cases
+// without a clean entry in scripts/stress-ledger.json (runs of 20 or more
+// are recorded there).
 // Heavy: run it under `flock /tmp/tether-heavy.lock`. The summary is also
 // written to .test-results/stress-timed.json.
 import { spawn, spawnSync } from 'node:child_process';
@@ -17,6 +19,18 @@ import { fileURLToPath } from 'node:url';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const resultsDir = path.join(root, '.test-results');
 
+const KNOWN = new Set(['--runs', '--load', '--match', '--limit', '--minutes', '--per-case', '--pending', '--list']);
+const VALUED = new Set(['--runs', '--load', '--match', '--limit', '--minutes']);
+for (let i = 2; i < process.argv.length; i++) {
+  const arg = process.argv[i];
+  if (!KNOWN.has(arg)) {
+    // An unknown flag must not start hours of loaded runs.
+    console.error(`stress-timed: unknown argument ${arg}; see the comment at the top of scripts/stress-timed.mjs`);
+    process.exit(2);
+  }
+  if (VALUED.has(arg)) i += 1;
+}
+
 function option(name, fallback) {
   const i = process.argv.indexOf(`--${name}`);
   return i === -1 ? fallback : process.argv[i + 1];
@@ -27,8 +41,21 @@ const load = Number(option('load', String(os.availableParallelism())));
 const match = option('match', '');
 const limit = Number(option('limit', 'Infinity'));
 const minutes = Number(option('minutes', 'Infinity'));
+// What each case's last full stress run found, kept in the repo so the whole
+// list (hours of the machine) can be covered across sessions: --pending skips
+// the cases whose last entry is `runs` runs with no failure on a file
+// unchanged since (same blob hash of the test file).
+const ledgerFile = path.join(root, 'scripts', 'stress-ledger.json');
+const ledger = existsSync(ledgerFile) ? JSON.parse(readFileSync(ledgerFile, 'utf8')) : {};
+const keyOf = (c) => `${c.package}/${c.file} :: ${c.name}`;
+const blobOf = (c) => spawnSync('git', ['hash-object', path.join(c.package, c.file)], { cwd: root, encoding: 'utf8' }).stdout.trim();
+const pending = process.argv.includes('--pending');
 const cases = JSON.parse(readFileSync(path.join(root, 'scripts', 'timed-cases.json'), 'utf8'))
   .filter((c) => match.split('|').some((m) => `${c.package}/${c.file} ${c.name}`.includes(m)))
+  .filter((c) => {
+    const last = ledger[keyOf(c)];
+    return !pending || !last || last.failed > 0 || last.runs < runs || last.blob !== blobOf(c);
+  })
   .slice(0, limit);
 
 if (process.argv.includes('--list')) {
@@ -64,43 +91,83 @@ process.on('exit', stopBurners);
 
 mkdirSync(resultsDir, { recursive: true });
 const report = path.join(resultsDir, 'stress-run.json');
+
+// A file's timed cases go in one `vitest run FILE -t 'A|B'` per run: its
+// setup (Postgres, Docker, Caddy) is paid once for all of them, and each case
+// is still judged on its own from the JSON report. --per-case runs one case
+// per process instead (cases that pass only in a file's full order show up).
+const perCase = process.argv.includes('--per-case');
+const groups = [];
+for (const c of cases) {
+  const key = `${c.package}/${c.file}`;
+  const last = groups.at(-1);
+  if (!perCase && last && last.key === key) last.cases.push(c);
+  else groups.push({ key, package: c.package, file: c.file, cases: [c] });
+}
+
 const summary = [];
 const started = Date.now();
-for (const [index, c] of cases.entries()) {
+let done = 0;
+for (const [index, group] of groups.entries()) {
   if (Date.now() - started > minutes * 60_000) {
-    console.log(`--minutes ${minutes} reached: ${cases.length - index} cases not run`);
+    console.log(`--minutes ${minutes} reached: ${cases.length - done} cases in ${groups.length - index} files not run`);
     break;
   }
-  const entry = { ...c, runs: 0, failed: 0, notRun: 0, failures: [], seconds: 0 };
+  const patterns = group.cases.map((c) => new RegExp(titlePattern(c.name)));
+  const entries = group.cases.map((c) => ({ ...c, runs: 0, failed: 0, notRun: 0, failures: [], seconds: 0 }));
   const t0 = Date.now();
   for (let run = 1; run <= runs; run++) {
     rmSync(report, { force: true });
-    const result = spawnSync(
-      'npx',
-      ['vitest', 'run', c.file, '-t', titlePattern(c.name), '--reporter=dot', `--outputFile.json=${report}`, '--reporter=json'],
-      { cwd: path.join(root, c.package), encoding: 'utf8', env: process.env },
-    );
-    entry.runs += 1;
+    const filter = patterns.length === 1 ? patterns[0].source : patterns.map((p) => `(?:${p.source})`).join('|');
+    const result = spawnSync('npx', ['vitest', 'run', group.file, '-t', filter, '--reporter=dot', `--outputFile.json=${report}`, '--reporter=json'], {
+      cwd: path.join(root, group.package),
+      encoding: 'utf8',
+      env: process.env,
+    });
     const json = existsSync(report) ? JSON.parse(readFileSync(report, 'utf8')) : null;
-    if (!json || json.numPassedTests + json.numFailedTests === 0) {
-      entry.notRun += 1;
-      entry.failures.push(`run ${run}: no test ran (exit ${result.status}): ${(result.stderr || result.stdout).trim().split('\n').slice(-3).join(' | ')}`);
-      break; // a title that matches nothing will not match on the next run either
+    const results = (json?.testResults ?? []).flatMap((r) => r.assertionResults ?? []).filter((a) => a.status === 'passed' || a.status === 'failed');
+    for (const [i, entry] of entries.entries()) {
+      if (entry.notRun) continue;
+      entry.runs += 1;
+      const mine = results.filter((a) => patterns[i].test(a.fullName ?? a.title));
+      if (mine.length === 0) {
+        // A title that matches nothing will not match on the next run either.
+        entry.notRun += 1;
+        entry.failures.push(`run ${run}: no test ran (exit ${result.status}): ${(result.stderr || result.stdout).trim().split('\n').slice(-3).join(' | ')}`);
+        continue;
+      }
+      const failed = mine.filter((a) => a.status === 'failed');
+      if (failed.length > 0) {
+        entry.failed += 1;
+        entry.failures.push(`run ${run}: ${failed.map((a) => (a.failureMessages ?? [])[0]?.split('\n')[0] ?? 'failed').join(' / ')}`);
+      }
     }
-    if (json.numFailedTests > 0 || result.status !== 0) {
-      entry.failed += 1;
-      const messages = json.testResults
-        .flatMap((r) => r.assertionResults ?? [])
-        .filter((a) => a.status === 'failed')
-        .map((a) => (a.failureMessages ?? [])[0]?.split('\n')[0] ?? 'failed');
-      entry.failures.push(`run ${run}: ${messages.join(' / ') || `exit ${result.status}`}`);
+    // A failed hook or a crashed run with every case passing is still a failure, of the file.
+    if (result.status !== 0 && entries.every((e) => e.failures.every((f) => !f.startsWith(`run ${run}:`)))) {
+      for (const entry of entries) {
+        if (entry.notRun) continue;
+        entry.failed += 1;
+        entry.failures.push(`run ${run}: exit ${result.status} with its cases passing: ${(result.stderr || '').trim().split('\n').slice(-2).join(' | ')}`);
+      }
     }
+    if (entries.every((e) => e.notRun)) break;
   }
-  entry.seconds = Math.round((Date.now() - t0) / 1000);
-  summary.push(entry);
-  const verdict = entry.notRun ? 'NOT RUN' : `${entry.failed}/${entry.runs} failed`;
-  console.log(`[${index + 1}/${cases.length}] ${verdict.padEnd(12)} ${entry.seconds}s  ${c.package}/${c.file} :: ${c.name}`);
-  for (const f of entry.failures) console.log(`      ${f}`);
+  const seconds = Math.round((Date.now() - t0) / 1000);
+  const blob = blobOf(group.cases[0]);
+  const commit = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8' }).stdout.trim();
+  for (const entry of entries) {
+    entry.seconds = seconds;
+    summary.push(entry);
+    if (runs >= 20 && !entry.notRun) {
+      const at = new Date().toISOString().slice(0, 16);
+      ledger[keyOf(entry)] = { runs: entry.runs, failed: entry.failed, load, at, commit, blob, failures: entry.failures.slice(0, 3) };
+      writeFileSync(ledgerFile, `${JSON.stringify(Object.fromEntries(Object.entries(ledger).sort()), null, 1)}\n`);
+    }
+    done += 1;
+    const verdict = entry.notRun ? 'NOT RUN' : `${entry.failed}/${entry.runs} failed`;
+    console.log(`[${done}/${cases.length}] ${verdict.padEnd(12)} ${seconds}s  ${entry.package}/${entry.file} :: ${entry.name}`);
+    for (const f of entry.failures) console.log(`      ${f}`);
+  }
 }
 stopBurners();
 rmSync(report, { force: true });
