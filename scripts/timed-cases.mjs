@@ -46,6 +46,16 @@ export function findTimedCases() {
   return cases;
 }
 
+/** Every case title of a test file, in source order (it() and test() at any depth; .each titles as written). */
+export function caseTitles(file) {
+  const titles = [];
+  for (const line of readFileSync(file, 'utf8').split('\n')) {
+    const start = line.match(CASE);
+    if (start) titles.push(start[2]);
+  }
+  return titles;
+}
+
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const text = `${JSON.stringify(findTimedCases(), null, 2)}\n`;
   if (process.argv.includes('--check')) {
