@@ -44,15 +44,24 @@ function runningPlan(id: string, serviceId: string): EvaluationPlan {
   };
 }
 
-/** Runs `work` in a transaction that stays open until `release` resolves. */
-function heldTransaction(work: (tx: Tx) => Promise<unknown>, release: Promise<void>) {
-  return db.prisma.$transaction(
+/**
+ * Runs `work` in a transaction that stays open until `commit()` is called: `done` resolves once `work` has run
+ * (its check made, the check's lock held), `committed` once the transaction committed.
+ */
+function heldTransaction(work: (tx: Tx) => Promise<unknown>) {
+  let commit!: () => void;
+  let workDone!: () => void;
+  const release = new Promise<void>((resolve) => (commit = resolve));
+  const done = new Promise<void>((resolve) => (workDone = resolve));
+  const committed = db.prisma.$transaction(
     async (tx) => {
       await work(tx);
+      workDone();
       await release;
     },
     { maxWait: 2_000, timeout: 10_000 },
   );
+  return { done, commit, committed };
 }
 
 const drainOf = (id: string) =>
@@ -61,10 +70,9 @@ const drainOf = (id: string) =>
 describe('a managed drain finished by the second of two overlapping transactions', () => {
   it('the scheduler ends it running first (held open); the report written meanwhile finishes the drain once it commits', async () => {
     const r = await deliveredRelease('race-running-first');
-    let commit!: () => void;
-    const scheduler = heldTransaction(async (tx) => writePlan(tx, runningPlan(r.deploymentId, r.serviceId), 1), new Promise<void>((resolve) => (commit = resolve)));
+    const scheduler = heldTransaction(async (tx) => writePlan(tx, runningPlan(r.deploymentId, r.serviceId), 1));
     // The scheduler's check has run (it holds the check's lock) before the report is written.
-    await sleep(300);
+    await scheduler.done;
     let reported = false;
     const report = db.writer.apply([{ kind: 'allocation.drained', ...r.report }]).then((result) => {
       reported = true;
@@ -73,21 +81,20 @@ describe('a managed drain finished by the second of two overlapping transactions
     await sleep(300);
     // The report's check waits for the scheduler's transaction: it would see no `running` yet.
     expect(reported).toBe(false);
-    commit();
-    await scheduler;
+    scheduler.commit();
+    await scheduler.committed;
     expect(await report).toEqual([true]);
     expect(await drainOf(r.deploymentId)).toEqual({ status: 'running', reportsDrain: true, connectionsOpenAtSwitch: 2, connectionsCut: 1, drainEndedAt: new Date(r.report.drainEndedAt) });
   });
 
   it('the report first (held open); the scheduler ending it running meanwhile finishes the drain once it commits', async () => {
     const r = await deliveredRelease('race-report-first');
-    let commit!: () => void;
     const report = heldTransaction(async (tx) => {
       const sql = prismaSql(tx);
       expect(await recordAllocationDrain(sql, r.report)).toBe(true);
       await finishManagedDrains(sql, [r.deploymentId]);
-    }, new Promise<void>((resolve) => (commit = resolve)));
-    await sleep(300);
+    });
+    await report.done;
     let ran = false;
     const scheduler = db.prisma
       .$transaction(async (tx) => writePlan(tx, runningPlan(r.deploymentId, r.serviceId), 1), { maxWait: 2_000, timeout: 10_000 })
@@ -96,8 +103,8 @@ describe('a managed drain finished by the second of two overlapping transactions
       });
     await sleep(300);
     expect(ran).toBe(false);
-    commit();
-    await report;
+    report.commit();
+    await report.committed;
     await scheduler;
     expect(await drainOf(r.deploymentId)).toEqual({ status: 'running', reportsDrain: true, connectionsOpenAtSwitch: 2, connectionsCut: 1, drainEndedAt: new Date(r.report.drainEndedAt) });
   });
