@@ -2,8 +2,11 @@
 // Runs each test case that asserts a wall-clock bound (scripts/timed-cases.json,
 // made by scripts/timed-cases.mjs) many times while busy loops keep every core
 // loaded (one `vitest run FILE -t CASES` per file and run), and sums up the failures.
-//   node scripts/stress-timed.mjs [--runs 20] [--load N] [--match TEXT] [--limit N] [--minutes M] [--per-case] [--pending] [--list]
-// --load: busy loops (default: one per core); --match: only cases whose
+//   node scripts/stress-timed.mjs [--runs 20] [--load N] [--external-load N] [--match TEXT] [--limit N] [--minutes M] [--per-case] [--pending] [--list]
+// --load: busy loops (default: one per core); --external-load: busy loops
+// started outside this run and kept up for all of it (two runs sharing one
+// set of loops pass --load 0 --external-load 2), recorded in the ledger with
+// the own ones; --match: only cases whose
 // package, file or name contains TEXT (several: A|B); --limit: at most N
 // cases; --minutes: start no new case after M minutes; --pending: only cases
 // without a clean entry in scripts/stress-ledger.json (runs of 20 or more
@@ -20,8 +23,8 @@ import { caseTitles } from './timed-cases.mjs';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const resultsDir = path.join(root, '.test-results');
 
-const KNOWN = new Set(['--runs', '--load', '--match', '--limit', '--minutes', '--per-case', '--pending', '--list']);
-const VALUED = new Set(['--runs', '--load', '--match', '--limit', '--minutes']);
+const KNOWN = new Set(['--runs', '--load', '--external-load', '--match', '--limit', '--minutes', '--per-case', '--pending', '--list']);
+const VALUED = new Set(['--runs', '--load', '--external-load', '--match', '--limit', '--minutes']);
 for (let i = 2; i < process.argv.length; i++) {
   const arg = process.argv[i];
   if (!KNOWN.has(arg)) {
@@ -39,6 +42,7 @@ function option(name, fallback) {
 
 const runs = Number(option('runs', '20'));
 const load = Number(option('load', String(os.availableParallelism())));
+const externalLoad = Number(option('external-load', '0'));
 const match = option('match', '');
 const limit = Number(option('limit', 'Infinity'));
 const minutes = Number(option('minutes', 'Infinity'));
@@ -181,7 +185,7 @@ for (const [index, group] of groups.entries()) {
       const at = new Date().toISOString().slice(0, 16);
       // Read again before writing: another run may have recorded cases meanwhile (its entries are kept).
       const latest = existsSync(ledgerFile) ? JSON.parse(readFileSync(ledgerFile, 'utf8')) : {};
-      latest[keyOf(entry)] = { runs: entry.runs, failed: entry.failed, load, at, commit, blob, failures: entry.failures.slice(0, 3) };
+      latest[keyOf(entry)] = { runs: entry.runs, failed: entry.failed, load: load + externalLoad, at, commit, blob, failures: entry.failures.slice(0, 3) };
       writeFileSync(ledgerFile, `${JSON.stringify(Object.fromEntries(Object.entries(latest).sort()), null, 1)}\n`);
     }
     done += 1;
@@ -196,8 +200,8 @@ rmSync(report, { force: true });
 const failedCases = summary.filter((e) => e.failed > 0 || e.notRun > 0);
 writeFileSync(
   path.join(resultsDir, 'stress-timed.json'),
-  JSON.stringify({ runs, load, loadavg: os.loadavg(), seconds: Math.round((Date.now() - started) / 1000), cases: summary }, null, 2),
+  JSON.stringify({ runs, load: load + externalLoad, loadavg: os.loadavg(), seconds: Math.round((Date.now() - started) / 1000), cases: summary }, null, 2),
 );
-console.log(`\n${summary.length} timed cases × ${runs} runs under ${load} busy loops: ${failedCases.length} with failures`);
+console.log(`\n${summary.length} timed cases × ${runs} runs under ${load + externalLoad} busy loops: ${failedCases.length} with failures`);
 for (const e of failedCases) console.log(`✖ ${e.package}/${e.file} :: ${e.name} (${e.failed} failed, ${e.notRun} not run)`);
 process.exit(failedCases.length === 0 ? 0 : 1);
