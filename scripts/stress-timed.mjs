@@ -86,10 +86,30 @@ const burners = Array.from({ length: load }, () =>
 function stopBurners() {
   for (const b of burners) if (b.exitCode === null) b.kill('SIGKILL');
 }
+// The first signal stops the run after the vitest run in progress, which
+// then tears down what it set up (containers, namespaces, iptables rules);
+// a second one exits at once. Runs are awaited, not spawnSync'd, so that the
+// handler gets to run at all.
+let stopping = false;
 for (const signal of ['SIGINT', 'SIGTERM']) {
   process.on(signal, () => {
-    stopBurners();
-    process.exit(130);
+    if (stopping) {
+      stopBurners();
+      process.exit(130);
+    }
+    stopping = true;
+    console.log(`${signal}: stopping after the run in progress; the file it belongs to is not recorded`);
+  });
+}
+function vitest(args, cwd) {
+  return new Promise((resolve) => {
+    // As in CI: a dependency that is missing or does not answer fails the run instead of skipping the file.
+    const child = spawn('npx', ['vitest', ...args], { cwd, env: { ...process.env, CI: 'true' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d) => (stdout += d));
+    child.stderr.setEncoding('utf8').on('data', (d) => (stderr += d));
+    child.on('close', (status) => resolve({ status, stdout, stderr }));
   });
 }
 process.on('exit', stopBurners);
@@ -132,12 +152,8 @@ for (const [index, group] of groups.entries()) {
   const t0 = Date.now();
   for (let run = 1; run <= runs; run++) {
     rmSync(report, { force: true });
-    const result = spawnSync('npx', ['vitest', 'run', group.file, '-t', filter, '--reporter=dot', `--outputFile.json=${report}`, '--reporter=json'], {
-      cwd: path.join(root, group.package),
-      encoding: 'utf8',
-      // As in CI: a dependency that is missing or does not answer fails the run instead of skipping the file.
-      env: { ...process.env, CI: 'true' },
-    });
+    const result = await vitest(['run', group.file, '-t', filter, '--reporter=dot', `--outputFile.json=${report}`, '--reporter=json'], path.join(root, group.package));
+    if (stopping) break;
     const json = existsSync(report) ? JSON.parse(readFileSync(report, 'utf8')) : null;
     const results = (json?.testResults ?? []).flatMap((r) => r.assertionResults ?? []).filter((a) => a.status === 'passed' || a.status === 'failed');
     for (const [i, entry] of entries.entries()) {
@@ -175,6 +191,7 @@ for (const [index, group] of groups.entries()) {
     }
     if (entries.every((e) => e.notRun)) break;
   }
+  if (stopping) break;
   const seconds = Math.round((Date.now() - t0) / 1000);
   const blob = blobOf(group.cases[0]);
   const commit = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8' }).stdout.trim();
@@ -204,4 +221,4 @@ writeFileSync(
 );
 console.log(`\n${summary.length} timed cases × ${runs} runs under ${load + externalLoad} busy loops: ${failedCases.length} with failures`);
 for (const e of failedCases) console.log(`✖ ${e.package}/${e.file} :: ${e.name} (${e.failed} failed, ${e.notRun} not run)`);
-process.exit(failedCases.length === 0 ? 0 : 1);
+process.exit(failedCases.length > 0 ? 1 : stopping ? 130 : 0);
