@@ -153,8 +153,8 @@ describe.skipIf(!docker.available)('HTTP health checks end to end', () => {
     await sleep(1_000);
     const counts = await traffic.stop();
     const firstV2 = traffic.answers.indexOf('v2');
-    // In the default (config) proxy mode the new container joins the service alias before the old one leaves it,
-    // so for that moment both answer (the rollout's overlap): printed, not asserted.
+    // The new container enters the proxy's answers (once its check passed) before the old one leaves them, so for
+    // that moment both answer (the rollout's overlap): printed, not asserted.
     const overlap = traffic.answers.slice(firstV2, oldGoneAt).filter((a) => a === 'v1').length;
     console.log(`warm-up 4 s: running after ${tookMs} ms; ${traffic.answers.length} requests through Caddy: ${JSON.stringify(counts)}; v1 answers after the first v2 (overlap): ${overlap}`);
     expect(done.status).toBe('running');

@@ -173,27 +173,35 @@ export async function startAndCheck(deps: ExecutorDeps, workload: Workload, spec
   const { runtime, timing } = deps;
   const targets: ReadinessTarget[] = [];
   const made: string[] = [];
-  for (const spec of specs) {
-    const id = await createFresh(deps, spec);
-    created.push(id);
-    made.push(id);
-    await runtime.start(id);
-    deps.touched(id);
-    // An HTTP health check proves readiness itself; the image's own check and the min-ready time are for those without.
-    targets.push({ id, minReadyMs: workload.healthCheck ? 0 : timing.minReadyMs });
-  }
-  for (const c of keep) {
-    if (c.state !== 'running') {
-      await runtime.start(c.id);
-      deps.touched(c.id);
+  try {
+    for (const spec of specs) {
+      const id = await createFresh(deps, spec);
+      created.push(id);
+      made.push(id);
+      // Held out of the proxy's answers from before its start: it carries its service's label, and is tracked (and so
+      // left out by its verdict) only once it runs and has an address.
+      if (workload.healthCheck) deps.health.hold(id);
+      await runtime.start(id);
+      deps.touched(id);
+      // An HTTP health check proves readiness itself; the image's own check and the min-ready time are for those without.
+      targets.push({ id, minReadyMs: workload.healthCheck ? 0 : timing.minReadyMs });
     }
-    targets.push({ id: c.id, minReadyMs: c.state === 'running' ? 0 : timing.minReadyMs });
-  }
-  await waitUntilReady(runtime, targets, { timeoutMs: timing.startTimeoutMs, pollMs: timing.readinessPollMs, logLines: 5 });
-  if (workload.healthCheck) {
-    const gate = { runtime, network: deps.network, health: deps.health, pollMs: timing.readinessPollMs, timeoutMs: timing.startTimeoutMs, touched: deps.touched };
-    await waitUntilChecked(gate, workload, made);
-    await joinService(gate, workload, made);
+    for (const c of keep) {
+      if (c.state !== 'running') {
+        await runtime.start(c.id);
+        deps.touched(c.id);
+      }
+      targets.push({ id: c.id, minReadyMs: c.state === 'running' ? 0 : timing.minReadyMs });
+    }
+    await waitUntilReady(runtime, targets, { timeoutMs: timing.startTimeoutMs, pollMs: timing.readinessPollMs, logLines: 5 });
+    if (workload.healthCheck) {
+      const gate = { runtime, network: deps.network, health: deps.health, pollMs: timing.readinessPollMs, timeoutMs: timing.startTimeoutMs, touched: deps.touched };
+      await waitUntilChecked(gate, workload, made);
+      await joinService(gate, workload, made);
+    }
+  } catch (err) {
+    for (const id of made) deps.health.untrack(id);
+    throw err;
   }
 }
 

@@ -47,12 +47,20 @@ export interface TrackInput {
 
 export class HealthMonitor {
   private readonly tracked = new Map<string, Tracked>();
+  /**
+   * Containers a rollout is starting, not tracked yet (hold): from its start
+   * until its first tracking a new container is running on Tether's network
+   * with its service's label, and a refresh of the proxy's answers in that
+   * window sent customers to a container still warming up.
+   */
+  private readonly held = new Set<string>();
   private stopped = false;
 
   constructor(private readonly options: { logger: Logger; onChange?: (containerId: string, view: CheckView) => void }) {}
 
   /** Starts (or updates) the checks of one running container; probes at once, then every interval. */
   track(containerId: string, input: TrackInput): void {
+    this.held.delete(containerId);
     const current = this.tracked.get(containerId);
     const sameCheck = current && JSON.stringify(current.check) === JSON.stringify(input.check);
     if (current && sameCheck && current.startedAt === input.startedAt) {
@@ -65,7 +73,13 @@ export class HealthMonitor {
     if (!this.stopped) void this.probe(containerId, entry);
   }
 
+  /** A container about to start whose check has not run: no traffic until it is tracked and its check passes. */
+  hold(containerId: string): void {
+    this.held.add(containerId);
+  }
+
   untrack(containerId: string): void {
+    this.held.delete(containerId);
     const entry = this.tracked.get(containerId);
     if (entry?.timer) clearTimeout(entry.timer);
     this.tracked.delete(containerId);
@@ -103,13 +117,14 @@ export class HealthMonitor {
 
   /** Checked containers that must take no traffic now: not (yet, or no longer) healthy. */
   notServing(): Set<string> {
-    const out = new Set<string>();
+    const out = new Set<string>(this.held);
     for (const [id, entry] of this.tracked) if (entry.verdict !== 'healthy') out.add(id);
     return out;
   }
 
   stop(): void {
     this.stopped = true;
+    this.held.clear();
     for (const id of [...this.tracked.keys()]) this.untrack(id);
   }
 
