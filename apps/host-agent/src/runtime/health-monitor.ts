@@ -54,6 +54,11 @@ export class HealthMonitor {
    * window sent customers to a container still warming up.
    */
   private readonly held = new Set<string>();
+  /**
+   * Checked containers the last pass saw stopped (crashed, fenced, created): whoever starts one again (a restart
+   * after backoff) finds it out of the answers until the next pass tracks it and its check passes.
+   */
+  private resting = new Set<string>();
   private stopped = false;
 
   constructor(private readonly options: { logger: Logger; onChange?: (containerId: string, view: CheckView) => void }) {}
@@ -61,6 +66,7 @@ export class HealthMonitor {
   /** Starts (or updates) the checks of one running container; probes at once, then every interval. */
   track(containerId: string, input: TrackInput): void {
     this.held.delete(containerId);
+    this.resting.delete(containerId);
     const current = this.tracked.get(containerId);
     const sameCheck = current && JSON.stringify(current.check) === JSON.stringify(input.check);
     if (current && sameCheck && current.startedAt === input.startedAt) {
@@ -95,17 +101,23 @@ export class HealthMonitor {
     return entry ? { verdict: entry.verdict, lastProbe: entry.last } : undefined;
   }
 
-  /** The running containers of the desired deployment of a workload with a health check are checked; no other. */
+  /** The running containers of the desired deployment of a workload with a health check are checked, its stopped ones held out (resting); no other. */
   trackRunning(rows: readonly ReadContainer[], workloadOf: (actual: ActualContainer) => Pick<Workload, 'healthCheck' | 'deploymentId'> | undefined, network: string): void {
     const keep = new Set<string>();
+    const resting = new Set<string>();
     for (const { actual, details } of rows) {
       const workload = workloadOf(actual);
       const check = workload?.healthCheck;
-      if (!check || actual.state !== 'running' || workload.deploymentId !== actual.deploymentId) continue;
+      if (!check || workload.deploymentId !== actual.deploymentId) continue;
+      if (actual.state !== 'running') {
+        resting.add(actual.id);
+        continue;
+      }
       keep.add(actual.id);
       this.track(actual.id, { serviceId: actual.serviceId, check, host: details.ipAddresses?.[network] ?? null, startedAt: details.startedAt });
     }
     this.retain(keep);
+    this.resting = resting;
   }
 
   /** A checked container's health is its HTTP check's verdict, with the last probe as evidence. */
@@ -117,7 +129,7 @@ export class HealthMonitor {
 
   /** Checked containers that must take no traffic now: not (yet, or no longer) healthy. */
   notServing(): Set<string> {
-    const out = new Set<string>(this.held);
+    const out = new Set<string>([...this.held, ...this.resting]);
     for (const [id, entry] of this.tracked) if (entry.verdict !== 'healthy') out.add(id);
     return out;
   }
@@ -125,6 +137,7 @@ export class HealthMonitor {
   stop(): void {
     this.stopped = true;
     this.held.clear();
+    this.resting.clear();
     for (const id of [...this.tracked.keys()]) this.untrack(id);
   }
 

@@ -2,7 +2,9 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '@tether/common';
+import { waitFor } from '@tether/testkit';
 import type { Workload } from '@tether/protocol';
+import type { ReadContainer } from '../../src/runtime/container-reader.js';
 import type { ContainerDetails, ContainerRuntime } from '../../src/runtime/container-runtime.js';
 import { startAndCheck, type ExecutorDeps } from '../../src/runtime/executor.js';
 import { HealthMonitor } from '../../src/runtime/health-monitor.js';
@@ -139,6 +141,43 @@ describe('startAndCheck with an HTTP health check', () => {
     const { healthCheck: _none, ...plain } = workload;
     await startAndCheck(deps(health, runtime, () => undefined), { ...plain }, [containerSpec('n1', NETWORK, plain, 0)], [], []);
     expect(seen.some((s) => s.notServing)).toBe(false);
+    health.stop();
+  });
+});
+
+describe('a checked container started again (a restart after a crash)', () => {
+  const check = () => ({ path: '/health', port, intervalSeconds: 1, timeoutSeconds: 1, healthyThreshold: 1, unhealthyThreshold: 3, startPeriodSeconds: 5 });
+  const row = (state: 'running' | 'exited', startedAt: string) => ({
+    actual: { id: 'c1', name: 'c1', serviceId: 'svc', deploymentId: 'd1', replica: 0, state, exitCode: state === 'exited' ? 1 : null, health: 'none', createdAt: 0, startedAt: 0, finishedAt: null },
+    details: { startedAt, ipAddresses: { [NETWORK]: '127.0.0.1' } },
+  }) as unknown as ReadContainer;
+  const desired = () => ({ deploymentId: 'd1', healthCheck: check() });
+
+  it('is out of the answers from the pass that saw it stopped until its check passes again', async () => {
+    healthy = true;
+    const health = new HealthMonitor({ logger: silentLogger });
+    health.trackRunning([row('running', '2026-12-05T00:00:01Z')], desired, NETWORK);
+    await waitFor(async () => health.view('c1')?.verdict === 'healthy', { timeoutMs: 3_000, message: 'healthy' });
+    expect(health.notServing().has('c1')).toBe(false);
+
+    // It crashed: the next pass sees it exited. The restart (plan: after its backoff) starts it before any pass
+    // tracks it again; in between, a refresh of the answers must not list it.
+    healthy = false;
+    health.trackRunning([row('exited', '2026-12-05T00:00:01Z')], desired, NETWORK);
+    expect(health.notServing().has('c1')).toBe(true);
+    expect(health.view('c1')).toBeUndefined();
+
+    // The next pass sees it running again (a new start): tracked, starting, still out while it warms up.
+    health.trackRunning([row('running', '2026-12-05T00:01:00Z')], desired, NETWORK);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(health.view('c1')?.verdict).toBe('starting');
+    expect(health.notServing().has('c1')).toBe(true);
+    healthy = true;
+    await waitFor(async () => !health.notServing().has('c1'), { timeoutMs: 3_000, message: 'serving again once its check passed' });
+
+    // Removed (or no longer desired): nothing of it is left.
+    health.trackRunning([], desired, NETWORK);
+    expect(health.notServing().size).toBe(0);
     health.stop();
   });
 });
