@@ -34,14 +34,23 @@ describe('routeHealth', () => {
     expect(routeHealth({ domain: 'shop.example.com', pathPrefix: '/api' }, live([probe()]), now).state).toBe('unknown');
   });
 
-  it('unknown: no live session, no probes, not probed yet, or older than two intervals (exactly two still counts)', () => {
+  it('unknown: no live session, no probes, not probed yet, or ended more than two intervals ago (exactly two still counts)', () => {
     expect(routeHealth(route, { why: 'node web-1 has no live session' }, now)).toEqual({ state: 'unknown', reason: 'node web-1 has no live session', evidence: null });
     expect(routeHealth(route, live(undefined, undefined), now).state).toBe('unknown');
     expect(routeHealth(route, live([]), now).reason).toBe('not probed yet by the agent of this node');
-    expect(routeHealth(route, live([probe({ at: new Date(now - 60_000).toISOString() })]), now).state).toBe('serving');
-    const stale = routeHealth(route, live([probe({ at: new Date(now - 60_001).toISOString() })]), now);
-    expect(stale.state).toBe('unknown');
-    expect(stale.evidence).toBeNull();
+    // Started 60.007 s ago and answered after 7 ms: ended exactly two intervals ago.
+    expect(routeHealth(route, live([probe({ at: new Date(now - 60_007).toISOString() })]), now).state).toBe('serving');
+    const stale = routeHealth(route, live([probe({ at: new Date(now - 60_008).toISOString() })]), now);
+    expect(stale).toEqual({ state: 'unknown', reason: `the last probe (${new Date(now - 60_008).toISOString()}, 7 ms) ended more than two probe intervals (60000 ms) ago`, evidence: null });
+  });
+
+  it('a slow failing probe counts from its end: the next one, due an interval after it ended, arrives in time', () => {
+    // 1 s interval; the route has no upstream, so each probe waits out the proxy's retry window (about 700 ms).
+    // Started 2.6 s ago and ended 1.9 s ago: the next one started 0.9 s ago and has not answered yet.
+    const slow = probe({ state: 'failing', status: 503, madeBy: 'proxy', latencyMs: 700, at: new Date(now - 2_600).toISOString() });
+    expect(routeHealth(route, live([slow], 1_000), now)).toMatchObject({ state: 'failing', reason: 'the proxy answered 503 after 700 ms' });
+    // Its end more than two intervals ago: the agent missed its schedule.
+    expect(routeHealth(route, live([{ ...slow, at: new Date(now - 2_701).toISOString() }], 1_000), now).state).toBe('unknown');
   });
 
   it('a route the agent did not probe because its DNS points elsewhere: unknown, dns-elsewhere, evidence names the addresses; kept out of the metrics', () => {
@@ -52,8 +61,8 @@ describe('routeHealth', () => {
     expect(health).toMatchObject({ state: 'unknown', reason: `dns-elsewhere: ${text}`, evidence: { notProbed, sessionId: 's-1', error: text } });
     expect(routeCertificate(route, live([skipped]))?.lastError).toBe(text);
     expect([...freshRouteProbes([{ id: 's-1', nodeName: 'web-1', report: live([skipped]) }], now)]).toEqual([]);
-    // Stale, it is unknown for staleness, with no evidence.
-    expect(routeHealth(route, live([{ ...skipped, at: new Date(now - 60_001).toISOString() }]), now).evidence).toBeNull();
+    // Stale (it ended 1 ms over two intervals ago), it is unknown for staleness, with no evidence.
+    expect(routeHealth(route, live([{ ...skipped, at: new Date(now - 60_002).toISOString() }]), now).evidence).toBeNull();
   });
 
   it('the metrics see only what is fresh', () => {

@@ -49,9 +49,12 @@ export function routeHealth(route: { domain: string; pathPrefix: string | null }
   if (!probes || !intervalMs) return { state: 'unknown', reason: 'the agent of this node does not probe routes (capability routes.probe, or probes off)', evidence: null };
   const probe = probes.find((p) => p.domain === route.domain && p.pathPrefix === route.pathPrefix);
   if (!probe) return { state: 'unknown', reason: 'not probed yet by the agent of this node', evidence: null };
-  const age = now - Date.parse(probe.at);
+  // Measured from the probe's end: the agent's next probe is due an interval after the previous one ended. From its
+  // start, the wait of a slow answer (a route with no upstream waits out the proxy's 700 ms retry window) counted
+  // against the bound twice, and with a 1 s interval a failing route read unknown for part of every cycle.
+  const age = now - (Date.parse(probe.at) + probe.latencyMs);
   if (!(age <= 2 * intervalMs)) {
-    return { state: 'unknown', reason: `the last probe (${probe.at}) is older than two probe intervals (${2 * intervalMs} ms)`, evidence: null };
+    return { state: 'unknown', reason: `the last probe (${probe.at}, ${probe.latencyMs} ms) ended more than two probe intervals (${2 * intervalMs} ms) ago`, evidence: null };
   }
   const { certificate: _certificate, ...seen } = probe;
   const evidence = { ...seen, sessionId: live.sessionId };
