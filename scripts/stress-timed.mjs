@@ -184,7 +184,7 @@ for (const [index, group] of groups.entries()) {
       for (const entry of entries) {
         if (entry.notRun || entry.failures.some((f) => f.startsWith(`run ${run}:`))) continue;
         entry.failed += 1;
-        entry.failures.push(`run ${run}: a case before it failed: ${setup.map((a) => a.title).join(' / ')}`);
+        entry.failures.push(`run ${run}: a case before it failed: ${setup.map((a) => `${a.title}: ${(a.failureMessages ?? [])[0]?.split('\n')[0] ?? 'failed'}`).join(' / ')}`);
       }
     }
     // A failed hook or a crashed run with every case passing is still a failure, of the file.
