@@ -101,10 +101,16 @@ for (const signal of ['SIGINT', 'SIGTERM']) {
     console.log(`${signal}: stopping after the run in progress; the file it belongs to is not recorded`);
   });
 }
+// The pnpm of the repo's packageManager, first on PATH: under `npm test` turbo runs each package's tests with
+// pnpm, and a test that runs pnpm itself (infra-tests' first-hour builds a checkout) takes that one; under npx
+// (which sets npm_execpath to npm's) it looks for a pnpm on PATH, which a machine with only Node and npm lacks.
+const { packageManager } = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'));
+const pnpmBin = spawnSync('npm', ['exec', '--yes', `--package=${packageManager}`, '-c', 'command -v pnpm'], { cwd: os.tmpdir(), encoding: 'utf8' }).stdout.trim();
 function vitest(args, cwd) {
   return new Promise((resolve) => {
     // As in CI: a dependency that is missing or does not answer fails the run instead of skipping the file.
-    const child = spawn('npx', ['vitest', ...args], { cwd, env: { ...process.env, CI: 'true' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const env = { ...process.env, CI: 'true', ...(pnpmBin ? { PATH: `${path.dirname(pnpmBin)}${path.delimiter}${process.env.PATH ?? ''}` } : {}) };
+    const child = spawn('npx', ['vitest', ...args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (d) => (stdout += d));
@@ -178,7 +184,7 @@ for (const [index, group] of groups.entries()) {
       for (const entry of entries) {
         if (entry.notRun || entry.failures.some((f) => f.startsWith(`run ${run}:`))) continue;
         entry.failed += 1;
-        entry.failures.push(`run ${run}: a case before it failed: ${setup.map((a) => a.title).join(' / ')}`);
+        entry.failures.push(`run ${run}: a case before it failed: ${setup.map((a) => `${a.title}: ${(a.failureMessages ?? [])[0]?.split('\n')[0] ?? 'failed'}`).join(' / ')}`);
       }
     }
     // A failed hook or a crashed run with every case passing is still a failure, of the file.
