@@ -4,6 +4,7 @@ import type { ContainerDetails, ContainerRuntime, ContainerSummary } from '../..
 import { ContainerReader, toContainerState } from '../../src/runtime/container-reader.js';
 import { RUNTIME_ERROR_CODES, RuntimeError } from '../../src/runtime/errors.js';
 import { nodeSelector } from '../../src/runtime/workload-spec.js';
+import { containerDetails } from './support/container-details.js';
 
 // The heartbeat's read path without Docker: how many calls it costs, and that it never answers from memory when it must not.
 
@@ -26,23 +27,7 @@ function fakeRuntime(containers: Map<string, ContainerDetails>) {
   return { runtime: runtime as ContainerRuntime, calls };
 }
 
-const details = (id: string, over: Partial<ContainerDetails> = {}): ContainerDetails => ({
-  id,
-  name: `c-${id}`,
-  labels: labels(id),
-  state: 'running',
-  exitCode: null,
-  oomKilled: false,
-  error: null,
-  health: 'none',
-  lastHealthOutput: null,
-  restartCount: 0,
-  createdAt: '2026-11-29T10:00:00.000Z',
-  startedAt: '2026-11-29T10:00:01.000Z',
-  finishedAt: null,
-  hasHealthcheck: false,
-  ...over,
-});
+const details = (id: string, over: Partial<ContainerDetails> = {}): ContainerDetails => containerDetails(id, { labels: labels(id), ...over });
 
 describe('ContainerReader', () => {
   it('costs one list call per read in steady state while the event stream is open', async () => {

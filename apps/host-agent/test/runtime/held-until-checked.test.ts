@@ -10,6 +10,7 @@ import { startAndCheck, type ExecutorDeps } from '../../src/runtime/executor.js'
 import { HealthMonitor } from '../../src/runtime/health-monitor.js';
 import { DEFAULT_RUNTIME_TIMING } from '../../src/runtime/settings.js';
 import { containerSpec } from '../../src/runtime/workload-spec.js';
+import { containerDetails } from './support/container-details.js';
 
 // A rollout's new container with an HTTP check takes no traffic before its check passes, from the moment it starts.
 // The static proxy's answers list every running container of the service minus `notServing()`; a new container used
@@ -34,23 +35,14 @@ afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
 const NETWORK = 'tether-test';
 
 function fakeRuntime(health: HealthMonitor, seen: { step: string; notServing: boolean }[], started: Set<string>): ContainerRuntime {
-  const details = (id: string): ContainerDetails => ({
-    id,
-    name: id,
-    labels: {},
-    state: started.has(id) ? 'running' : 'created',
-    exitCode: null,
-    oomKilled: false,
-    error: null,
-    health: 'none',
-    lastHealthOutput: null,
-    restartCount: 0,
-    createdAt: '2026-12-05T00:00:00Z',
-    startedAt: started.has(id) ? '2026-12-05T00:00:01Z' : null,
-    finishedAt: null,
-    hasHealthcheck: false,
-    ipAddresses: { [NETWORK]: '127.0.0.1' },
-  });
+  const details = (id: string): ContainerDetails =>
+    containerDetails(id, {
+      name: id,
+      state: started.has(id) ? 'running' : 'created',
+      createdAt: '2026-12-05T00:00:00Z',
+      startedAt: started.has(id) ? '2026-12-05T00:00:01Z' : null,
+      ipAddresses: { [NETWORK]: '127.0.0.1' },
+    });
   const look = (step: string, id: string) => seen.push({ step, notServing: health.notServing().has(id) });
   return {
     create: async () => 'new-1',
