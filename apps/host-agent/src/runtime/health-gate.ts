@@ -32,30 +32,26 @@ export async function waitUntilChecked(deps: HealthGateDeps, workload: Workload,
   if (!check || ids.length === 0) return;
   for (const id of ids) await trackFresh(deps, workload.serviceId, check, id);
   const deadline = Date.now() + check.startPeriodSeconds * 1000 + deps.timeoutMs;
-  try {
-    for (;;) {
-      const views = ids.map((id) => ({ id, view: deps.health.view(id) }));
-      const bad = views.find((v) => v.view?.verdict === 'unhealthy');
-      if (bad) {
-        const last = bad.view?.lastProbe;
-        throw new RuntimeError(
-          RUNTIME_ERROR_CODES.HEALTHCHECK_FAILED,
-          `health check ${target(check)} failed ${check.unhealthyThreshold} time(s) in a row; last probe ${last ? describeProbe(last) : 'none'}`,
-        );
-      }
-      if (views.every((v) => v.view?.verdict === 'healthy')) return;
-      if (Date.now() >= deadline) {
-        const last = views.find((v) => v.view?.verdict !== 'healthy')?.view?.lastProbe;
-        throw new RuntimeError(
-          RUNTIME_ERROR_CODES.HEALTHCHECK_FAILED,
-          `health check ${target(check)} did not pass ${check.healthyThreshold} time(s) in a row within ${check.startPeriodSeconds} s + ${deps.timeoutMs} ms; last probe ${last ? describeProbe(last) : 'none'}`,
-        );
-      }
-      await sleep(deps.pollMs);
+  // A throw leaves the containers tracked: the rollout that made them untracks them with the rest (executor.ts startAndCheck).
+  for (;;) {
+    const views = ids.map((id) => ({ id, view: deps.health.view(id) }));
+    const bad = views.find((v) => v.view?.verdict === 'unhealthy');
+    if (bad) {
+      const last = bad.view?.lastProbe;
+      throw new RuntimeError(
+        RUNTIME_ERROR_CODES.HEALTHCHECK_FAILED,
+        `health check ${target(check)} failed ${check.unhealthyThreshold} time(s) in a row; last probe ${last ? describeProbe(last) : 'none'}`,
+      );
     }
-  } catch (err) {
-    for (const id of ids) deps.health.untrack(id);
-    throw err;
+    if (views.every((v) => v.view?.verdict === 'healthy')) return;
+    if (Date.now() >= deadline) {
+      const last = views.find((v) => v.view?.verdict !== 'healthy')?.view?.lastProbe;
+      throw new RuntimeError(
+        RUNTIME_ERROR_CODES.HEALTHCHECK_FAILED,
+        `health check ${target(check)} did not pass ${check.healthyThreshold} time(s) in a row within ${check.startPeriodSeconds} s + ${deps.timeoutMs} ms; last probe ${last ? describeProbe(last) : 'none'}`,
+      );
+    }
+    await sleep(deps.pollMs);
   }
 }
 
